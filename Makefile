@@ -1,0 +1,147 @@
+# libarraybridge build. `make` builds the library and tools; `make test` runs the
+# whole suite; `make demo` shows this machine's devices and a quick benchmark.
+# Both test and demo install missing Debian packages first (tools/bootstrap.sh).
+
+VERSION_MAJOR := 0
+VERSION := $(VERSION_MAJOR).1.0
+PREFIX ?= /usr/local
+BUILD ?= build
+
+CXX ?= g++
+CC ?= gcc
+CXXSTD := -std=c++17
+WARN := -Wall -Wextra -Wshadow -Wno-missing-field-initializers
+# fmt and spdlog are used header-only, so the library links nothing but libc/libstdc++.
+DEFS := -DFMT_HEADER_ONLY
+CPPFLAGS_ALL := -Iinclude $(DEFS)
+OPT ?= -O2 -g
+CXXFLAGS_LIB := $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -pthread
+
+LIB_SRCS := $(wildcard lib/*.cpp)
+CAPI_SRCS := $(wildcard capi/*.cpp)
+CORE_SRCS := $(LIB_SRCS) $(CAPI_SRCS)
+UNIT_SRCS := $(wildcard tests/unit/*.cpp)
+
+SONAME := libarraybridge.so.$(VERSION_MAJOR)
+SHLIB := $(BUILD)/lib/libarraybridge.so.$(VERSION)
+STATIC := $(BUILD)/lib/libarraybridge_core.a
+TOOLS := $(BUILD)/bin/arraybridge-info $(BUILD)/bin/arraybridge-bench
+
+ASAN_DIR := $(BUILD)/asan
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+.PHONY: all lib tools test test-unit test-asan test-c test-exports demo install uninstall clean bootstrap
+
+all: lib tools
+
+bootstrap:
+	@bash tools/bootstrap.sh
+
+lib: $(SHLIB) $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libarraybridge.so $(BUILD)/lib/arraybridge.pc
+
+# ---------------------------------------------------------------- library
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS_ALL) $(CXXFLAGS_LIB) -MMD -MP -c $< -o $@
+
+CORE_OBJS := $(CORE_SRCS:%.cpp=$(BUILD)/obj/%.o)
+
+$(SHLIB): $(CORE_OBJS) capi/arraybridge.map
+	@mkdir -p $(dir $@)
+	$(CXX) -shared -pthread -Wl,-soname,$(SONAME) -Wl,--version-script=capi/arraybridge.map \
+	  -Wl,--no-undefined -o $@ $(CORE_OBJS)
+
+$(BUILD)/lib/$(SONAME): $(SHLIB)
+	ln -sf $(notdir $(SHLIB)) $@
+
+$(BUILD)/lib/libarraybridge.so: $(BUILD)/lib/$(SONAME)
+	ln -sf $(SONAME) $@
+
+$(STATIC): $(CORE_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/lib/arraybridge.pc: tools/arraybridge.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+# ---------------------------------------------------------------- tools
+
+tools: $(TOOLS)
+
+$(BUILD)/bin/arraybridge-info: tools/info/arraybridge_info.c $(SHLIB) $(BUILD)/lib/libarraybridge.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=c99 -O2 -Wall -Wextra -Iinclude $< -L$(BUILD)/lib -larraybridge -Wl,-rpath,'$$ORIGIN/../lib' -o $@
+
+BENCH_SRCS := $(wildcard tools/bench/*.cpp)
+$(BUILD)/bin/arraybridge-bench: $(BENCH_SRCS) $(wildcard tools/bench/*.hpp) $(SHLIB) $(BUILD)/lib/libarraybridge.so
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXSTD) -O2 -g $(WARN) -Iinclude $(BENCH_SRCS) -L$(BUILD)/lib -larraybridge -pthread \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
+
+# ---------------------------------------------------------------- tests
+
+UNIT_OBJS := $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o)
+$(BUILD)/bin/unit-tests: $(UNIT_OBJS) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread -o $@ $(UNIT_OBJS) $(STATIC)
+
+# The same sources again with AddressSanitizer + UndefinedBehaviorSanitizer.
+$(ASAN_DIR)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(ASAN_FLAGS) -MMD -MP -c $< -o $@
+
+ASAN_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(UNIT_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o)
+$(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^
+
+$(BUILD)/bin/c-abi-test: tests/c/abi_test.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
+
+test: bootstrap
+	@$(MAKE) --no-print-directory all $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test
+	@$(MAKE) --no-print-directory test-exports test-unit test-asan test-c
+
+test-unit: $(BUILD)/bin/unit-tests
+	$(BUILD)/bin/unit-tests
+
+test-asan: $(ASAN_DIR)/bin/unit-tests
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 $(ASAN_DIR)/bin/unit-tests
+
+test-c: $(BUILD)/bin/c-abi-test
+	$(BUILD)/bin/c-abi-test
+
+test-exports: $(SHLIB)
+	bash tests/check_exports.sh $(SHLIB)
+
+# ---------------------------------------------------------------- demo
+
+demo: bootstrap
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/bin/arraybridge-info
+	$(BUILD)/bin/arraybridge-bench --quick
+
+# ---------------------------------------------------------------- install
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include/arraybridge $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/arraybridge/*.h $(DESTDIR)$(PREFIX)/include/arraybridge/
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libarraybridge.so
+	install -m 644 $(BUILD)/lib/arraybridge.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	for t in $(TOOLS); do install -m 755 $$t $(DESTDIR)$(PREFIX)/bin/; done
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/include/arraybridge
+	rm -f $(DESTDIR)$(PREFIX)/lib/libarraybridge.so* $(DESTDIR)$(PREFIX)/lib/pkgconfig/arraybridge.pc
+	rm -f $(DESTDIR)$(PREFIX)/bin/arraybridge-info $(DESTDIR)$(PREFIX)/bin/arraybridge-bench
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

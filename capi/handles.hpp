@@ -1,0 +1,43 @@
+// The opaque handles behind abr_runtime and abr_stream. A magic number catches
+// handles that are garbage or already destroyed before anything dereferences
+// their contents.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "../lib/runtime.hpp"
+#include "guard.hpp"
+
+struct abr_runtime {
+  static constexpr uint32_t kAlive = 0xAB7E5EED, kDead = 0xDEADAB7E;
+  uint32_t magic = kAlive;
+  abr::Runtime impl;
+  explicit abr_runtime(const abr_runtime_options* options) : impl(options) {}
+  ~abr_runtime() { magic = kDead; }
+};
+
+struct abr_stream {
+  static constexpr uint32_t kAlive = 0xAB575EA3, kDead = 0xDEAD5753;
+  uint32_t magic = kAlive;
+  std::unique_ptr<abr::Stream> impl;
+  explicit abr_stream(std::unique_ptr<abr::Stream> stream) : impl(std::move(stream)) {}
+  ~abr_stream() { magic = kDead; }
+};
+
+namespace abr::capi {
+
+inline Runtime& runtime_of(abr_runtime* handle) {
+  if (!handle) fail(ABR_ERR_INVALID_ARGUMENT, "runtime is NULL");
+  if (handle->magic != abr_runtime::kAlive) fail(ABR_ERR_INVALID_ARGUMENT, "runtime handle is invalid or destroyed");
+  return handle->impl;
+}
+
+// NULL is allowed where a stream is optional.
+inline Stream* stream_of(abr_stream* handle) {
+  if (!handle) return nullptr;
+  if (handle->magic != abr_stream::kAlive) fail(ABR_ERR_INVALID_ARGUMENT, "stream handle is invalid or destroyed");
+  return handle->impl.get();
+}
+
+}  // namespace abr::capi

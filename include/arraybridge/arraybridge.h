@@ -1,0 +1,279 @@
+/*
+ * libarraybridge: move and share DLPack tensors between host memory, CUDA and
+ * OpenCL devices through one stable C ABI.
+ *
+ * Conventions (see docs/ARCHITECTURE.md):
+ * - every function returns abr_status (0 = ABR_OK, errors negative) or void;
+ *   handles are opaque and written through out-parameters; destroy functions
+ *   accept NULL;
+ * - after a failed call, abr_last_error() holds the calling thread's message;
+ * - option structs start with `uint32_t version`; a zeroed struct means defaults;
+ * - nothing here exists only as a macro or inline function, so FFI can use all of it.
+ */
+#ifndef ARRAYBRIDGE_ARRAYBRIDGE_H
+#define ARRAYBRIDGE_ARRAYBRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlpack.h"
+
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION != 1
+#error "arraybridge needs DLPack 1.x declarations; an older dlpack.h was included first"
+#endif
+
+#if defined(_WIN32)
+#define ABR_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define ABR_API __attribute__((visibility("default")))
+#else
+#define ABR_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ version */
+
+#define ABR_VERSION_MAJOR 0
+#define ABR_VERSION_MINOR 1
+#define ABR_VERSION_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH, the value abr_version_number() returns. */
+#define ABR_VERSION_NUMBER (ABR_VERSION_MAJOR * 10000 + ABR_VERSION_MINOR * 100 + ABR_VERSION_PATCH)
+
+ABR_API uint32_t abr_version_number(void);
+ABR_API const char* abr_version_string(void);
+
+/* ------------------------------------------------------------------- status */
+
+/* Values are never renumbered. Ranges: general -1..-39, memory -40..-59,
+ * device/backend -60..-79, transfer -80..-89, DLPack descriptor -90..-119. */
+typedef int32_t abr_status;
+
+#define ABR_OK 0
+#define ABR_ERR_INVALID_ARGUMENT (-1)   /* NULL pointer, bad option, bad handle */
+#define ABR_ERR_UNSUPPORTED (-2)        /* valid request this build cannot do */
+#define ABR_ERR_INTERNAL (-3)           /* a bug: please report the message */
+#define ABR_ERR_OUT_OF_MEMORY (-40)     /* host, pinned or device allocation failed */
+#define ABR_ERR_NO_DEVICE (-60)         /* device type known, but absent here */
+#define ABR_ERR_DEVICE_LOST (-61)       /* device hit a sticky error; later calls fail fast */
+#define ABR_ERR_BACKEND (-62)           /* a CUDA/OpenCL call failed; message has its code */
+#define ABR_ERR_BACKEND_UNAVAILABLE (-63) /* the backend library could not be loaded */
+#define ABR_ERR_COPY_REQUIRED (-80)     /* ABR_COPY_NEVER, but the transfer needs a copy */
+#define ABR_ERR_READ_ONLY (-81)         /* would write through a read-only tensor */
+#define ABR_ERR_SHAPE_MISMATCH (-82)    /* abr_copy with different shapes */
+#define ABR_ERR_DLPACK_VERSION (-90)    /* major version is not 1: only the deleter is safe */
+#define ABR_ERR_DLPACK_NDIM (-91)       /* ndim < 0 or > ABR_MAX_NDIM */
+#define ABR_ERR_DLPACK_SHAPE (-92)      /* shape NULL with ndim > 0, or a negative extent */
+#define ABR_ERR_DLPACK_STRIDES (-93)    /* strides that cannot be honoured (e.g. a zero-stride destination) */
+#define ABR_ERR_DLPACK_OVERFLOW (-94)   /* element, byte or address arithmetic overflows 64 bits */
+#define ABR_ERR_DLPACK_DATA (-95)       /* NULL data with elements */
+#define ABR_ERR_DLPACK_DTYPE (-96)      /* unknown code, or bits/lanes that do not fit the code */
+#define ABR_ERR_DLPACK_DEVICE (-97)     /* unknown device type, or a bad device id */
+#define ABR_ERR_DLPACK_FLAGS (-98)      /* flag bits this library does not understand */
+
+/* Largest ndim accepted (NumPy's limit). */
+#define ABR_MAX_NDIM 64
+
+/* Static name of a status ("ABR_ERR_DLPACK_SHAPE"); "ABR_UNKNOWN_STATUS" otherwise. */
+ABR_API const char* abr_status_string(abr_status status);
+/* Message of the calling thread's last failed call; "" if none. Never NULL. */
+ABR_API const char* abr_last_error(void);
+/* Status of the calling thread's last failed call; ABR_OK if none. */
+ABR_API abr_status abr_last_error_status(void);
+/* Forget the calling thread's last error. */
+ABR_API void abr_clear_error(void);
+
+/* ------------------------------------------------------------------ logging */
+
+typedef enum abr_log_level {
+  ABR_LOG_TRACE = 0,
+  ABR_LOG_DEBUG = 1,
+  ABR_LOG_INFO = 2,
+  ABR_LOG_WARN = 3,
+  ABR_LOG_ERROR = 4,
+  ABR_LOG_OFF = 6,
+  ABR_LOG_LEVEL_MAX_ENUM = 0x7FFFFFFF
+} abr_log_level;
+
+/* Called for each log record at or above the level, from any thread; must not unwind. */
+typedef void (*abr_log_callback)(abr_log_level level, const char* message, void* user_data);
+
+/* Process-wide. The initial level comes from ARRAYBRIDGE_LOG_LEVEL (trace, debug,
+ * info, warn, error, off), default warn; records go to stderr, never stdout. */
+ABR_API abr_status abr_log_set_level(abr_log_level level);
+ABR_API abr_log_level abr_log_get_level(void);
+/* Route records to `callback` instead of stderr; NULL restores stderr. */
+ABR_API abr_status abr_log_set_callback(abr_log_callback callback, void* user_data);
+
+/* ------------------------------------------------------------------ runtime */
+
+typedef struct abr_runtime abr_runtime;
+typedef struct abr_stream abr_stream;
+
+#define ABR_RUNTIME_OPTIONS_VERSION 1u
+
+/* abr_runtime_options.flags */
+#define ABR_RUNTIME_DISABLE_CUDA (1u << 0)
+#define ABR_RUNTIME_DISABLE_OPENCL (1u << 1)
+
+typedef struct abr_runtime_options {
+  uint32_t version; /* ABR_RUNTIME_OPTIONS_VERSION, or 0 for the current one */
+  uint32_t flags;   /* ABR_RUNTIME_DISABLE_* */
+} abr_runtime_options;
+
+ABR_API abr_status abr_runtime_options_init(abr_runtime_options* options);
+/* options may be NULL (defaults). Thread-safe: one runtime may serve many threads. */
+ABR_API abr_status abr_runtime_create(const abr_runtime_options* options, abr_runtime** out);
+/* Accepts NULL. Tensors it exported stay valid and may be deleted afterwards. */
+ABR_API void abr_runtime_destroy(abr_runtime* runtime);
+
+/* ------------------------------------------------------------------ devices */
+
+typedef enum abr_backend {
+  ABR_BACKEND_HOST = 1,
+  ABR_BACKEND_CUDA = 2,
+  ABR_BACKEND_OPENCL = 3,
+  ABR_BACKEND_MAX_ENUM = 0x7FFFFFFF
+} abr_backend;
+
+/* abr_device_info.flags */
+#define ABR_DEVICE_SHARES_HOST_MEMORY (1u << 0) /* host pointers can be used in place */
+#define ABR_DEVICE_LOST_FLAG (1u << 1)          /* a sticky error: every call on it fails */
+
+/* A struct tag with no typedef, so the function can carry the design's fixed name. */
+struct abr_device_info {
+  DLDevice device;        /* what to pass as a transfer's destination */
+  abr_backend backend;
+  uint32_t flags;         /* ABR_DEVICE_* */
+  uint64_t memory_bytes;  /* global memory; 0 if unknown */
+  char name[128];
+  char platform[128];     /* OpenCL platform, CUDA driver version, or "host" */
+};
+
+struct abr_backend_info {
+  abr_backend backend;
+  int32_t available;      /* 1 if loaded and usable */
+  int32_t device_count;
+  uint32_t reserved_;
+  char detail[256];       /* library and version, or why it is unavailable */
+};
+
+/* Devices of every usable backend, the CPU first, at stable indices. */
+ABR_API abr_status abr_device_count(abr_runtime* runtime, int32_t* count);
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow" /* the function hides the struct's name, by design */
+#endif
+ABR_API abr_status abr_device_info(abr_runtime* runtime, int32_t index, struct abr_device_info* info);
+ABR_API abr_status abr_backend_info(abr_runtime* runtime, abr_backend backend, struct abr_backend_info* info);
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+/* ---------------------------------------------------------------- transfers */
+
+typedef enum abr_copy_mode {
+  ABR_COPY_IF_NEEDED = 0, /* view when possible, copy otherwise */
+  ABR_COPY_ALWAYS = 1,    /* always a new, exclusively owned buffer */
+  ABR_COPY_NEVER = 2,     /* a view or ABR_ERR_COPY_REQUIRED */
+  ABR_COPY_MODE_MAX_ENUM = 0x7FFFFFFF
+} abr_copy_mode;
+
+/* abr_transfer_options.flags */
+#define ABR_TRANSFER_NO_HOST_STAGING (1u << 0)     /* refuse paths that stage through host memory */
+#define ABR_TRANSFER_REQUIRE_CONTIGUOUS (1u << 1)  /* a view must be compact row-major, else copy */
+
+/* Which path the planner chose. */
+typedef enum abr_path {
+  ABR_PATH_NONE = 0,
+  ABR_PATH_ZERO_COPY = 1,      /* the result is a view of the source */
+  ABR_PATH_HOST_COPY = 2,      /* host to host copy (pack and/or cast) */
+  ABR_PATH_DEVICE_COPY = 3,    /* one copy inside a device or context */
+  ABR_PATH_HOST_TO_DEVICE = 4,
+  ABR_PATH_DEVICE_TO_HOST = 5,
+  ABR_PATH_STAGED = 6,         /* pipelined through host staging memory */
+  ABR_PATH_PEER = 7,           /* device to device across devices */
+  ABR_PATH_HOST_WRAP = 8,      /* host memory wrapped for a device that shares it */
+  ABR_PATH_MAX_ENUM = 0x7FFFFFFF
+} abr_path;
+
+/* abr_transfer_report.flags */
+#define ABR_REPORT_PACKED (1u << 0) /* a strided source was packed */
+#define ABR_REPORT_CAST (1u << 1)   /* the dtype was converted */
+
+typedef struct abr_transfer_report {
+  abr_path path;
+  uint32_t flags;        /* ABR_REPORT_* */
+  uint64_t bytes_moved;  /* bytes written to the destination, counted once */
+  char detail[160];      /* one line saying what ran and why */
+} abr_transfer_report;
+
+#define ABR_TRANSFER_OPTIONS_VERSION 1u
+
+typedef struct abr_transfer_options {
+  uint32_t version;            /* ABR_TRANSFER_OPTIONS_VERSION, or 0 for the current one */
+  abr_copy_mode copy;
+  uint32_t flags;              /* ABR_TRANSFER_* */
+  DLDataType dtype;            /* target dtype; all zero = keep the source's */
+  abr_transfer_report* report; /* optional: filled on success */
+} abr_transfer_options;
+
+ABR_API abr_status abr_transfer_options_init(abr_transfer_options* options);
+
+/* Static name of a path ("zero_copy", "host_copy", ...). */
+ABR_API const char* abr_path_string(abr_path path);
+
+/*
+ * Move `src` to device `dst`.
+ * On ABR_OK the runtime owns `src` and calls its deleter exactly once, when it no
+ * longer needs it (after the copy completed, or when *out is deleted if *out is a
+ * view of src). On any error `src` is untouched and still the caller's (for
+ * ABR_ERR_DLPACK_VERSION, calling its deleter is the only safe thing left to do).
+ * *out is a new versioned tensor on `dst`; the caller calls its deleter exactly
+ * once. IS_COPIED is set when data was copied; READ_ONLY survives a view. A copy
+ * is compact row-major. options may be NULL (defaults). stream NULL: synchronous;
+ * otherwise the result is valid in that stream's order.
+ */
+ABR_API abr_status abr_to_device(abr_runtime* runtime, DLManagedTensorVersioned* src, DLDevice dst,
+                                 const abr_transfer_options* options, abr_stream* stream,
+                                 DLManagedTensorVersioned** out);
+
+/* The same for a legacy source. The result is versioned. */
+ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* src, DLDevice dst,
+                                        const abr_transfer_options* options, abr_stream* stream,
+                                        DLManagedTensorVersioned** out);
+
+/* Copy into an existing tensor. Both are borrowed; any strides; same shape. A dtype
+ * difference is converted. Overlapping src and dst are handled as if through a
+ * temporary. The destination must not have zero strides on extents > 1. */
+ABR_API abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst,
+                            abr_stream* stream);
+
+/* Like abr_copy, and refuses a READ_ONLY destination or a major version other than 1. */
+ABR_API abr_status abr_copy_versioned(abr_runtime* runtime, const DLManagedTensorVersioned* src,
+                                      const DLManagedTensorVersioned* dst, abr_stream* stream);
+
+/* Re-wrap a versioned tensor as a legacy one for consumers that only speak the old
+ * protocol. On ABR_OK *out owns `src` (its deleter deletes src). A READ_ONLY tensor
+ * is refused with ABR_ERR_READ_ONLY: the legacy form cannot say it is read-only. */
+ABR_API abr_status abr_tensor_to_legacy(DLManagedTensorVersioned* src, DLManagedTensor** out);
+
+/* ------------------------------------------------------------------ streams */
+
+/* An ordered queue of work on one device: a cudaStream_t or cl_command_queue, or
+ * an inline stream on the CPU (work there completes before the call returns). */
+ABR_API abr_status abr_stream_create(abr_runtime* runtime, DLDevice device, abr_stream** out);
+/* Borrow a caller's native stream (cudaStream_t or cl_command_queue); the caller
+ * keeps ownership and must keep it alive until abr_stream_destroy. */
+ABR_API abr_status abr_stream_wrap(abr_runtime* runtime, DLDevice device, void* native, abr_stream** out);
+/* Block until all work submitted to the stream has completed. */
+ABR_API abr_status abr_stream_synchronize(abr_stream* stream);
+/* Accepts NULL. Waits for the stream's pending work first. */
+ABR_API void abr_stream_destroy(abr_stream* stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ARRAYBRIDGE_ARRAYBRIDGE_H */

@@ -1,0 +1,123 @@
+#include "devices.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "error.hpp"
+
+namespace abr {
+namespace {
+
+template <std::size_t N>
+void copy_text(char (&field)[N], const std::string& text) {
+  std::snprintf(field, N, "%s", text.c_str());
+}
+
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "host CPU";
+}
+
+uint64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+BackendInfo make_backend(abr_backend backend, bool available, const std::string& detail) {
+  BackendInfo info{};
+  info.backend = backend;
+  info.available = available ? 1 : 0;
+  copy_text(info.detail, detail);
+  return info;
+}
+
+}  // namespace
+
+bool backend_for(DLDeviceType type, abr_backend* out) {
+  switch (type) {
+    case kDLCPU: *out = ABR_BACKEND_HOST; return true;
+    case kDLCUDA: case kDLCUDAHost: case kDLCUDAManaged: *out = ABR_BACKEND_CUDA; return true;
+    case kDLOpenCL: *out = ABR_BACKEND_OPENCL; return true;
+    default: return false;
+  }
+}
+
+std::string device_string(DLDevice device) {
+  switch (device.device_type) {
+    case kDLCPU: return device.device_id == 0 ? "cpu" : fmt::format("cpu:{}", device.device_id);
+    case kDLCUDA: return fmt::format("cuda:{}", device.device_id);
+    case kDLCUDAHost: return "cuda_host";
+    case kDLCUDAManaged: return "cuda_managed";
+    case kDLOpenCL: return fmt::format("opencl:{}", device.device_id);
+    default: return fmt::format("device type {}:{}", static_cast<int32_t>(device.device_type), device.device_id);
+  }
+}
+
+DeviceRegistry::DeviceRegistry(const abr_runtime_options& options) {
+  DeviceInfo cpu{};
+  cpu.device = {kDLCPU, 0};
+  cpu.backend = ABR_BACKEND_HOST;
+  cpu.flags = ABR_DEVICE_SHARES_HOST_MEMORY;
+  cpu.memory_bytes = host_memory_bytes();
+  copy_text(cpu.name, cpu_model_name());
+  copy_text(cpu.platform, "host");
+  devices_.push_back(cpu);
+
+  BackendInfo host = make_backend(ABR_BACKEND_HOST, true, "host memory");
+  host.device_count = 1;
+  backends_.push_back(host);
+  backends_.push_back(make_backend(ABR_BACKEND_CUDA, false,
+                                   (options.flags & ABR_RUNTIME_DISABLE_CUDA)
+                                       ? "CUDA unavailable: disabled by ABR_RUNTIME_DISABLE_CUDA"
+                                       : "CUDA unavailable: this build has no CUDA backend yet"));
+  backends_.push_back(make_backend(ABR_BACKEND_OPENCL, false,
+                                   (options.flags & ABR_RUNTIME_DISABLE_OPENCL)
+                                       ? "OpenCL unavailable: disabled by ABR_RUNTIME_DISABLE_OPENCL"
+                                       : "OpenCL unavailable: this build has no OpenCL backend yet"));
+}
+
+const DeviceInfo& DeviceRegistry::at(int32_t index) const {
+  if (index < 0 || index >= count())
+    fail(ABR_ERR_INVALID_ARGUMENT, "device index {} is out of range (this runtime has {} devices)", index, count());
+  return devices_[static_cast<std::size_t>(index)];
+}
+
+const DeviceInfo* DeviceRegistry::find(DLDevice device) const {
+  // Host-memory types are served by the device that owns that memory kind.
+  for (const DeviceInfo& info : devices_)
+    if (info.device.device_type == device.device_type && info.device.device_id == device.device_id) return &info;
+  return nullptr;
+}
+
+const BackendInfo& DeviceRegistry::backend(abr_backend backend) const {
+  const int index = static_cast<int>(backend) - 1;
+  if (index < 0 || index >= static_cast<int>(backends_.size()))
+    fail(ABR_ERR_INVALID_ARGUMENT, "unknown backend {}", static_cast<int>(backend));
+  return backends_[static_cast<std::size_t>(index)];
+}
+
+const DeviceInfo& DeviceRegistry::require(DLDevice device, const char* what) const {
+  if (const DeviceInfo* info = find(device)) return *info;
+  abr_backend kind;
+  if (!backend_for(device.device_type, &kind))
+    fail(ABR_ERR_NO_DEVICE, "{}: {} is not supported by libarraybridge (host, CUDA and OpenCL are)", what,
+         device_string(device));
+  const BackendInfo& b = backend(kind);
+  if (!b.available) fail(ABR_ERR_NO_DEVICE, "{}: no device {}: {}", what, device_string(device), b.detail);
+  fail(ABR_ERR_NO_DEVICE, "{}: no device {} (the {} backend has {} device(s))", what, device_string(device),
+       kind == ABR_BACKEND_CUDA ? "CUDA" : kind == ABR_BACKEND_OPENCL ? "OpenCL" : "host", b.device_count);
+}
+
+}  // namespace abr

@@ -1,0 +1,40 @@
+// The devices and backends a runtime found when it was created. Immutable after
+// construction, so lookups need no locks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "arraybridge/arraybridge.h"
+
+namespace abr {
+
+// The C structs share their names with the functions that fill them.
+using DeviceInfo = struct ::abr_device_info;
+using BackendInfo = struct ::abr_backend_info;
+
+class DeviceRegistry {
+ public:
+  explicit DeviceRegistry(const abr_runtime_options& options);
+
+  int32_t count() const { return static_cast<int32_t>(devices_.size()); }
+  const DeviceInfo& at(int32_t index) const;      // throws for a bad index
+  const DeviceInfo* find(DLDevice device) const;  // nullptr when absent
+  const BackendInfo& backend(abr_backend backend) const;
+
+  // Throws ABR_ERR_NO_DEVICE (or ABR_ERR_DLPACK_DEVICE for a malformed id) naming
+  // the device and, when its backend is missing, why.
+  const DeviceInfo& require(DLDevice device, const char* what) const;
+
+ private:
+  std::vector<DeviceInfo> devices_;
+  std::vector<BackendInfo> backends_;  // indexed by abr_backend - 1
+};
+
+// Which backend serves a DLPack device type; host-memory types map to the host.
+bool backend_for(DLDeviceType type, abr_backend* out);
+
+// "cpu:0", "cuda:1", "cuda_host", "opencl:0", or "device type 9:0".
+std::string device_string(DLDevice device);
+
+}  // namespace abr

@@ -1,0 +1,88 @@
+#include "export.hpp"
+
+#include <cstdlib>
+#include <new>
+
+#include "error.hpp"
+#include "layout.hpp"
+#include "log.hpp"
+
+namespace abr {
+
+HostBuffer::HostBuffer(std::size_t bytes) {
+  const std::size_t rounded = ((bytes ? bytes : 1) + 255) / 256 * 256;  // never NULL, even when empty
+  data_ = static_cast<char*>(std::aligned_alloc(256, rounded));
+  if (!data_) fail(ABR_ERR_OUT_OF_MEMORY, "cannot allocate {} bytes of host memory", bytes);
+}
+
+HostBuffer::~HostBuffer() { std::free(data_); }
+
+void SourceTensor::release() noexcept {
+  if (versioned_ && versioned_->deleter) versioned_->deleter(versioned_);
+  if (legacy_ && legacy_->deleter) legacy_->deleter(legacy_);
+  relinquish();
+}
+
+namespace {
+
+struct Exported {
+  DLManagedTensorVersioned managed{};
+  std::unique_ptr<Storage> storage;
+  std::vector<int64_t> dims;  // shape then strides
+};
+
+void delete_exported(DLManagedTensorVersioned* self) noexcept {
+  if (!self) return;
+  delete static_cast<Exported*>(self->manager_ctx);  // frees self too: it lives inside
+}
+
+struct Legacy {
+  DLManagedTensor managed{};
+  DLManagedTensorVersioned* inner = nullptr;
+};
+
+void delete_legacy(DLManagedTensor* self) noexcept {
+  if (!self) return;
+  Legacy* legacy = static_cast<Legacy*>(self->manager_ctx);
+  if (legacy->inner->deleter) legacy->inner->deleter(legacy->inner);
+  delete legacy;
+}
+
+}  // namespace
+
+DLManagedTensorVersioned* export_tensor(const ExportSpec& spec, std::unique_ptr<Storage>&& storage) {
+  auto exported = std::make_unique<Exported>();
+  const std::size_t ndim = spec.shape.size();
+  exported->dims.reserve(2 * ndim);
+  exported->dims.insert(exported->dims.end(), spec.shape.begin(), spec.shape.end());
+  exported->dims.insert(exported->dims.end(), spec.strides.begin(), spec.strides.end());
+
+  DLManagedTensorVersioned& m = exported->managed;
+  m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  m.flags = spec.flags;
+  m.deleter = delete_exported;
+  m.dl_tensor.data = spec.data;
+  m.dl_tensor.device = spec.device;
+  m.dl_tensor.ndim = static_cast<int32_t>(ndim);
+  m.dl_tensor.dtype = spec.dtype;
+  m.dl_tensor.shape = ndim ? exported->dims.data() : nullptr;
+  m.dl_tensor.strides = ndim ? exported->dims.data() + ndim : nullptr;
+  m.dl_tensor.byte_offset = spec.byte_offset;
+  exported->storage = std::move(storage);
+  m.manager_ctx = exported.get();
+  return &exported.release()->managed;
+}
+
+DLManagedTensor* wrap_as_legacy(DLManagedTensorVersioned* tensor) {
+  validate_header(*tensor, "source");
+  if (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+    fail(ABR_ERR_READ_ONLY, "a READ_ONLY tensor cannot be expressed as a legacy DLManagedTensor");
+  auto legacy = std::make_unique<Legacy>();
+  legacy->inner = tensor;
+  legacy->managed.dl_tensor = tensor->dl_tensor;
+  legacy->managed.manager_ctx = legacy.get();
+  legacy->managed.deleter = delete_legacy;
+  return &legacy.release()->managed;
+}
+
+}  // namespace abr

@@ -1,0 +1,86 @@
+// Building the DLManagedTensorVersioned that the runtime hands out, and holding
+// on to the managed tensor that was handed in.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "arraybridge/arraybridge.h"
+
+namespace abr {
+
+// Keeps an exported tensor's memory alive; destroyed by the tensor's deleter.
+class Storage {
+ public:
+  virtual ~Storage() = default;
+};
+
+// Host memory from the runtime, aligned to 256 bytes as DLPack recommends.
+class HostBuffer final : public Storage {
+ public:
+  explicit HostBuffer(std::size_t bytes);  // throws ABR_ERR_OUT_OF_MEMORY
+  ~HostBuffer() override;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  char* data() const { return data_; }
+
+ private:
+  char* data_ = nullptr;
+};
+
+// A managed tensor handed to the runtime, versioned or legacy. Its deleter runs
+// exactly once: when release() is called or when the holder is destroyed, and
+// never if the holder was given back with relinquish().
+class SourceTensor final : public Storage {
+ public:
+  explicit SourceTensor(DLManagedTensorVersioned* tensor) : versioned_(tensor) {}
+  explicit SourceTensor(DLManagedTensor* tensor) : legacy_(tensor) {}
+  ~SourceTensor() override { release(); }
+  SourceTensor(const SourceTensor&) = delete;
+  SourceTensor& operator=(const SourceTensor&) = delete;
+  // Moving hands the obligation to call the deleter over; the source is left empty.
+  SourceTensor(SourceTensor&& other) noexcept : versioned_(other.versioned_), legacy_(other.legacy_) {
+    other.relinquish();
+  }
+  SourceTensor& operator=(SourceTensor&& other) noexcept {
+    if (this != &other) {
+      release();
+      versioned_ = other.versioned_, legacy_ = other.legacy_;
+      other.relinquish();
+    }
+    return *this;
+  }
+
+  const DLTensor& tensor() const { return versioned_ ? versioned_->dl_tensor : legacy_->dl_tensor; }
+  uint64_t flags() const { return versioned_ ? versioned_->flags : 0; }
+  const DLManagedTensorVersioned* versioned() const { return versioned_; }
+  void release() noexcept;
+  void relinquish() noexcept { versioned_ = nullptr, legacy_ = nullptr; }
+
+ private:
+  DLManagedTensorVersioned* versioned_ = nullptr;
+  DLManagedTensor* legacy_ = nullptr;
+};
+
+struct ExportSpec {
+  void* data;
+  DLDevice device;
+  DLDataType dtype;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // in elements
+  uint64_t byte_offset = 0;
+  uint64_t flags = 0;
+};
+
+// Allocates the managed tensor (struct, shape and strides in one allocation) and
+// moves `storage` into it once nothing can fail any more: if this throws (out of
+// memory), `storage` is still the caller's.
+DLManagedTensorVersioned* export_tensor(const ExportSpec& spec, std::unique_ptr<Storage>&& storage);
+
+// A legacy tensor owning a versioned one (deleting it deletes the versioned one).
+// Refuses a major version other than 1 and a READ_ONLY tensor, which the legacy
+// form cannot describe.
+DLManagedTensor* wrap_as_legacy(DLManagedTensorVersioned* tensor);
+
+}  // namespace abr

@@ -1,0 +1,198 @@
+#include "host_copy.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "host_cast.hpp"
+
+namespace abr {
+namespace {
+
+struct Dim {
+  int64_t n;
+  int64_t ss;  // source stride in bytes
+  int64_t ds;  // destination stride in bytes
+};
+
+// A copy reduced to its simplest equivalent: size-1 dims gone, destination
+// strides positive and descending, and dims that are contiguous in both views
+// merged. The result visits exactly the same (source, destination) pairs.
+struct Normalized {
+  const char* src;
+  char* dst;
+  std::vector<Dim> dims;
+  bool empty = false;
+};
+
+Normalized normalize(HostSide src, std::size_t src_item, char* dst, const int64_t* dst_strides, std::size_t dst_item,
+                     const int64_t* shape, int ndim) {
+  Normalized out{src.first, dst, {}};
+  // Offsets are applied as integers: pointers are formed only for real elements.
+  intptr_t s = reinterpret_cast<intptr_t>(src.first), d = reinterpret_cast<intptr_t>(dst);
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] == 0) out.empty = true;
+    if (shape[i] <= 1) continue;
+    Dim dim{shape[i], src.strides[i] * static_cast<int64_t>(src_item), dst_strides[i] * static_cast<int64_t>(dst_item)};
+    if (dim.ds < 0) {  // walk the destination forwards: same pairs, friendlier to caches
+      s += (dim.n - 1) * dim.ss;
+      d += (dim.n - 1) * dim.ds;
+      dim.ss = -dim.ss;
+      dim.ds = -dim.ds;
+    }
+    out.dims.push_back(dim);
+  }
+  if (out.empty) return out;
+  std::stable_sort(out.dims.begin(), out.dims.end(), [](const Dim& a, const Dim& b) { return a.ds > b.ds; });
+  std::vector<Dim> merged;
+  for (const Dim& dim : out.dims) {
+    if (!merged.empty()) {
+      Dim& outer = merged.back();
+      if (outer.ds == dim.ds * dim.n && outer.ss == dim.ss * dim.n) {
+        outer = Dim{outer.n * dim.n, dim.ss, dim.ds};
+        continue;
+      }
+    }
+    merged.push_back(dim);
+  }
+  out.dims = std::move(merged);
+  out.src = reinterpret_cast<const char*>(s);
+  out.dst = reinterpret_cast<char*>(d);
+  return out;
+}
+
+// Calls f(src, dst) at every index of `outer` (row-major odometer).
+template <class F>
+void for_each_index(const Dim* outer, int m, const char* src, char* dst, F&& f) {
+  if (m == 0) {
+    f(src, dst);
+    return;
+  }
+  std::vector<int64_t> idx(static_cast<std::size_t>(m), 0);
+  int64_t so = 0, dof = 0;
+  for (;;) {
+    f(src + so, dst + dof);
+    int i = m - 1;
+    for (; i >= 0; --i) {
+      if (++idx[i] < outer[i].n) {
+        so += outer[i].ss;
+        dof += outer[i].ds;
+        break;
+      }
+      so -= outer[i].ss * (outer[i].n - 1);
+      dof -= outer[i].ds * (outer[i].n - 1);
+      idx[i] = 0;
+    }
+    if (i < 0) return;
+  }
+}
+
+template <std::size_t E>
+void strided_row(const char* s, int64_t ss, char* d, int64_t ds, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) std::memcpy(d + j * ds, s + j * ss, E);
+}
+
+using RowFn = void (*)(const char*, int64_t, char*, int64_t, int64_t);
+
+RowFn strided_row_for(std::size_t itemsize) {
+  switch (itemsize) {
+    case 1: return strided_row<1>;
+    case 2: return strided_row<2>;
+    case 4: return strided_row<4>;
+    case 8: return strided_row<8>;
+    default: return strided_row<16>;
+  }
+}
+
+// Transposes tile by tile so that both the strided reads and the contiguous
+// writes of one tile stay in cache. a: the destination's contiguous dim;
+// b: the dim along which the source is (nearly) contiguous.
+template <std::size_t E>
+void transpose_tiles(const char* s, char* d, Dim a, Dim b) {
+  constexpr int64_t T = E <= 4 ? 32 : 16;
+  for (int64_t b0 = 0; b0 < b.n; b0 += T) {
+    const int64_t b1 = std::min(b.n, b0 + T);
+    for (int64_t a0 = 0; a0 < a.n; a0 += T) {
+      const int64_t a1 = std::min(a.n, a0 + T);
+      for (int64_t j = b0; j < b1; ++j) {
+        const char* sp = s + j * b.ss;
+        char* dp = d + j * b.ds;
+        for (int64_t i = a0; i < a1; ++i) std::memcpy(dp + i * static_cast<int64_t>(E), sp + i * a.ss, E);
+      }
+    }
+  }
+}
+
+using TileFn = void (*)(const char*, char*, Dim, Dim);
+
+TileFn transpose_for(std::size_t itemsize) {
+  switch (itemsize) {
+    case 1: return transpose_tiles<1>;
+    case 2: return transpose_tiles<2>;
+    case 4: return transpose_tiles<4>;
+    case 8: return transpose_tiles<8>;
+    default: return transpose_tiles<16>;
+  }
+}
+
+int64_t magnitude(int64_t v) { return v < 0 ? -v : v; }
+
+}  // namespace
+
+void host_copy(HostSide src, char* dst_first, const int64_t* dst_strides, const int64_t* shape, int ndim,
+               std::size_t itemsize) {
+  Normalized c = normalize(src, itemsize, dst_first, dst_strides, itemsize, shape, ndim);
+  if (c.empty) return;
+  const int m = static_cast<int>(c.dims.size());
+  const int64_t E = static_cast<int64_t>(itemsize);
+  if (m == 0) {
+    std::memcpy(c.dst, c.src, itemsize);
+    return;
+  }
+  const Dim inner = c.dims.back();
+  if (inner.ss == E && inner.ds == E) {  // contiguous rows (one row when everything merged)
+    const std::size_t row = static_cast<std::size_t>(inner.n) * itemsize;
+    for_each_index(c.dims.data(), m - 1, c.src, c.dst, [row](const char* s, char* d) { std::memcpy(d, s, row); });
+    return;
+  }
+  // A transpose: the destination is contiguous along `inner`, the source along another dim.
+  if (inner.ds == E && m >= 2 && inner.n >= 8) {
+    int k = -1;
+    for (int i = 0; i < m - 1; ++i)
+      if (magnitude(c.dims[i].ss) < magnitude(inner.ss) && c.dims[i].n >= 8 &&
+          (k < 0 || magnitude(c.dims[i].ss) < magnitude(c.dims[k].ss)))
+        k = i;
+    if (k >= 0) {
+      const Dim b = c.dims[k];
+      std::vector<Dim> outer;
+      for (int i = 0; i < m - 1; ++i)
+        if (i != k) outer.push_back(c.dims[i]);
+      const TileFn tile = transpose_for(itemsize);
+      for_each_index(outer.data(), static_cast<int>(outer.size()), c.src, c.dst,
+                     [&](const char* s, char* d) { tile(s, d, inner, b); });
+      return;
+    }
+  }
+  const RowFn row = strided_row_for(itemsize);
+  for_each_index(c.dims.data(), m - 1, c.src, c.dst,
+                 [&](const char* s, char* d) { row(s, inner.ss, d, inner.ds, inner.n); });
+}
+
+void host_cast_copy(HostSide src, DLDataType from, char* dst_first, const int64_t* dst_strides, DLDataType to,
+                    const int64_t* shape, int ndim) {
+  const CastRowFn cast = cast_row_for(from, to);  // throws before anything is written
+  Normalized c = normalize(src, from.bits / 8, dst_first, dst_strides, to.bits / 8, shape, ndim);
+  if (c.empty) return;
+  const int m = static_cast<int>(c.dims.size());
+  if (m == 0) {
+    cast(c.src, 0, c.dst, 0, 1);
+    return;
+  }
+  const Dim inner = c.dims.back();
+  for_each_index(c.dims.data(), m - 1, c.src, c.dst,
+                 [&](const char* s, char* d) { cast(s, inner.ss, d, inner.ds, inner.n); });
+}
+
+bool can_cast(DLDataType from, DLDataType to) { return cast_row_or_null(from, to) != nullptr; }
+
+}  // namespace abr

@@ -1,0 +1,142 @@
+#include "layout.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dtype.hpp"
+#include "error.hpp"
+
+namespace abr {
+namespace {
+
+constexpr uint64_t kKnownFlags = DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED |
+                                 DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+
+bool known_device_type(int32_t type) {
+  switch (type) {
+    case kDLCPU: case kDLCUDA: case kDLCUDAHost: case kDLOpenCL: case kDLVulkan: case kDLMetal:
+    case kDLVPI: case kDLROCM: case kDLROCMHost: case kDLExtDev: case kDLCUDAManaged: case kDLOneAPI:
+    case kDLWebGPU: case kDLHexagon: case kDLMAIA: case kDLTrn:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool is_direct_address(DLDeviceType type) {
+  return type == kDLCPU || type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
+}
+
+bool is_host_accessible(DLDeviceType type) {
+  return type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged;
+}
+
+std::vector<int64_t> compact_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t step = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= shape[i] > 0 ? shape[i] : 1;  // callers have proven the product fits
+  }
+  return strides;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+void validate_header(const DLManagedTensorVersioned& tensor, const char* what) {
+  if (tensor.version.major != DLPACK_MAJOR_VERSION)
+    fail(ABR_ERR_DLPACK_VERSION,
+         "{}: DLPack major version {} (minor {}) is not supported (this library speaks {}.{}); only its deleter may "
+         "be called",
+         what, tensor.version.major, tensor.version.minor, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+  if (tensor.flags & ~kKnownFlags)
+    fail(ABR_ERR_DLPACK_FLAGS, "{}: unknown flag bits {:#x} (DLPack {}.{})", what, tensor.flags & ~kKnownFlags,
+         tensor.version.major, tensor.version.minor);
+}
+
+Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
+  Layout out;
+  const int32_t type = static_cast<int32_t>(t.device.device_type);
+  if (!known_device_type(type)) fail(ABR_ERR_DLPACK_DEVICE, "{}: unknown device type {}", what, type);
+  if (t.device.device_id < 0) fail(ABR_ERR_DLPACK_DEVICE, "{}: negative device id {}", what, t.device.device_id);
+  if ((type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged) && t.device.device_id != 0)
+    fail(ABR_ERR_DLPACK_DEVICE, "{}: device id {} on a host-memory device type {} (must be 0)", what,
+         t.device.device_id, type);
+
+  if (t.ndim < 0) fail(ABR_ERR_DLPACK_NDIM, "{}: ndim = {} is negative", what, t.ndim);
+  if (t.ndim > ABR_MAX_NDIM) fail(ABR_ERR_DLPACK_NDIM, "{}: ndim = {} exceeds the limit of {}", what, t.ndim, ABR_MAX_NDIM);
+  if (t.ndim > 0 && !t.shape) fail(ABR_ERR_DLPACK_SHAPE, "{}: shape is NULL with ndim = {}", what, t.ndim);
+
+  validate_dtype(t.dtype, what);
+  out.device = t.device;
+  out.dtype = t.dtype;
+  out.itemsize = itemsize(t.dtype);
+
+  const int ndim = t.ndim;
+  out.shape.assign(t.shape, t.shape + ndim);
+  uint64_t numel = 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (out.shape[i] < 0) fail(ABR_ERR_DLPACK_SHAPE, "{}: shape[{}] = {} is negative", what, i, out.shape[i]);
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(out.shape[i]), &numel) || numel > INT64_MAX)
+      fail(ABR_ERR_DLPACK_OVERFLOW, "{}: element count of shape {} overflows 64 bits", what, shape_string(out.shape));
+  }
+  out.numel = numel;
+  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(out.itemsize), &out.nbytes) || out.nbytes > INT64_MAX)
+    fail(ABR_ERR_DLPACK_OVERFLOW, "{}: byte size of shape {} x {} bytes overflows 64 bits", what,
+         shape_string(out.shape), out.itemsize);
+
+  // NULL strides mean compact; when there are no elements any strides are as good as compact.
+  if (t.strides && numel > 0) out.strides.assign(t.strides, t.strides + ndim);
+  else out.strides = compact_strides(out.shape);
+
+  // Byte extent of the view, relative to its first element; checked for overflow.
+  int64_t lo = 0, hi = 0;
+  bool compact = true;
+  int64_t expected = 1;
+  for (int i = ndim - 1; i >= 0; --i) {
+    const int64_t extent = out.shape[i];
+    const int64_t stride = out.strides[i];
+    if (extent > 1) {
+      if (stride == 0) {
+        out.has_zero_stride = true;
+        if (role == Role::Destination)
+          fail(ABR_ERR_DLPACK_STRIDES, "{}: zero stride on dim {} of extent {}: the elements would alias", what, i,
+               extent);
+      }
+      if (stride != expected) compact = false;
+      int64_t span = 0, span_bytes = 0;
+      if (__builtin_mul_overflow(extent - 1, stride, &span) ||
+          __builtin_mul_overflow(span, static_cast<int64_t>(out.itemsize), &span_bytes) ||
+          __builtin_add_overflow(span_bytes < 0 ? lo : hi, span_bytes, span_bytes < 0 ? &lo : &hi))
+        fail(ABR_ERR_DLPACK_OVERFLOW, "{}: strides {} over shape {} address beyond 64 bits", what,
+             shape_string(out.strides), shape_string(out.shape));
+    }
+    if (extent > 0) expected *= extent;
+  }
+  out.compact = compact;
+  if (numel > 0 && __builtin_add_overflow(hi, static_cast<int64_t>(out.itemsize), &hi))
+    fail(ABR_ERR_DLPACK_OVERFLOW, "{}: view extent overflows 64 bits", what);
+  out.min_byte = numel > 0 ? lo : 0;
+  out.max_byte_end = numel > 0 ? hi : 0;
+
+  out.data = t.data;
+  out.byte_offset = t.byte_offset;
+  if (numel > 0 && !t.data) fail(ABR_ERR_DLPACK_DATA, "{}: data is NULL but the tensor has {} elements", what, numel);
+  if (numel > 0 && is_direct_address(t.device.device_type)) {
+    // The whole view must lie inside the address space: data + byte_offset + [lo, hi).
+    const uint64_t base = reinterpret_cast<uintptr_t>(t.data);
+    uint64_t start = 0, end = 0;
+    if (__builtin_add_overflow(base, t.byte_offset, &start) || start > static_cast<uint64_t>(INTPTR_MAX) ||
+        static_cast<uint64_t>(-out.min_byte) > start ||
+        __builtin_add_overflow(start, static_cast<uint64_t>(out.max_byte_end), &end))
+      fail(ABR_ERR_DLPACK_OVERFLOW, "{}: data {} + byte_offset {} puts the view outside the address space", what,
+           t.data, t.byte_offset);
+  } else if (numel > 0 && t.byte_offset > static_cast<uint64_t>(INT64_MAX)) {
+    fail(ABR_ERR_DLPACK_OVERFLOW, "{}: byte_offset {} overflows a signed 64-bit offset", what, t.byte_offset);
+  }
+  return out;
+}
+
+}  // namespace abr

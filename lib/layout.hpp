@@ -1,0 +1,55 @@
+// A DLTensor after validation: every field checked, strides made explicit, and
+// the element and byte arithmetic proven not to overflow. Nothing downstream of
+// validate_tensor() looks at a raw DLTensor again.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "arraybridge/arraybridge.h"
+
+namespace abr {
+
+enum class Role { Source, Destination };
+
+struct Layout {
+  DLDevice device{};
+  DLDataType dtype{};
+  std::size_t itemsize = 0;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // in elements, one per dim, never absent
+  void* data = nullptr;          // as given (a host/device pointer or a cl_mem)
+  uint64_t byte_offset = 0;
+  uint64_t numel = 0;
+  uint64_t nbytes = 0;         // bytes of a compact copy
+  int64_t min_byte = 0;        // lowest byte touched, relative to data + byte_offset (<= 0)
+  int64_t max_byte_end = 0;    // one past the highest byte touched, relative likewise
+  bool compact = false;        // row-major with no gaps (size-1 dims' strides ignored)
+  bool has_zero_stride = false;  // some extent > 1 has stride 0 (broadcast)
+
+  int ndim() const { return static_cast<int>(shape.size()); }
+};
+
+// True when pointers into this device's memory may be offset and dereferenced on
+// the host side of the arithmetic (CPU, CUDA, pinned, managed), false for opaque
+// handles such as an OpenCL cl_mem.
+bool is_direct_address(DLDeviceType type);
+
+// True when the host can read and write the memory directly.
+bool is_host_accessible(DLDeviceType type);
+
+// Validates `tensor` (RELIABILITY.md items 1 and 2). `what` names it in messages.
+// A destination must not have zero strides on extents > 1.
+Layout validate_tensor(const DLTensor& tensor, Role role, const char* what);
+
+// Validates the version and flags of a managed tensor header.
+void validate_header(const DLManagedTensorVersioned& tensor, const char* what);
+
+// Compact row-major strides (in elements) for `shape`.
+std::vector<int64_t> compact_strides(const std::vector<int64_t>& shape);
+
+// "[2, 3]" for messages.
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace abr

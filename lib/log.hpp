@@ -1,0 +1,35 @@
+// Logging: spdlog behind a tiny interface, so only log.cpp pays for its headers.
+// Records go to stderr (never stdout) or to the embedder's callback.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "arraybridge/arraybridge.h"
+
+namespace abr::log {
+
+bool enabled(abr_log_level level) noexcept;
+void write(abr_log_level level, const std::string& message) noexcept;
+void set_level(abr_log_level level);
+abr_log_level level() noexcept;
+void set_callback(abr_log_callback callback, void* user_data);
+
+template <class... Args>
+void debug(fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(ABR_LOG_DEBUG)) write(ABR_LOG_DEBUG, fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <class... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(ABR_LOG_INFO)) write(ABR_LOG_INFO, fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <class... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(ABR_LOG_WARN)) write(ABR_LOG_WARN, fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace abr::log

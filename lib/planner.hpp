@@ -1,0 +1,45 @@
+// The transfer planner: the one place that decides how a transfer runs. It looks
+// at validated layouts, devices and options, never at data, and its Plan says
+// what to do and why (the report's detail line).
+#pragma once
+
+#include <string>
+
+#include "arraybridge/arraybridge.h"
+#include "devices.hpp"
+#include "layout.hpp"
+
+namespace abr {
+
+// abr_transfer_options after version checks and defaults.
+struct TransferOptions {
+  abr_copy_mode copy = ABR_COPY_IF_NEEDED;
+  uint32_t flags = 0;
+  DLDataType dtype{};  // all zero: keep the source's
+  abr_transfer_report* report = nullptr;
+};
+
+// Throws ABR_ERR_INVALID_ARGUMENT for an unknown version, copy mode or flag.
+TransferOptions resolve_options(const abr_transfer_options* options);
+
+struct Plan {
+  abr_path path = ABR_PATH_NONE;
+  DLDataType dtype{};  // the result's dtype
+  bool view = false;   // the result aliases the source
+  bool pack = false;   // the source is strided and gets packed
+  bool cast = false;   // elements are converted
+  bool overlap = false;  // abr_copy only: source and destination memory overlap
+  std::string detail;
+};
+
+// Plans abr_to_device. Throws ABR_ERR_COPY_REQUIRED, ABR_ERR_NO_DEVICE,
+// ABR_ERR_UNSUPPORTED with the reason.
+Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, DLDevice dst, const TransferOptions& options);
+
+// Static name of a path ("zero_copy", ...).
+const char* path_name(abr_path path) noexcept;
+
+// Plans abr_copy into an existing tensor of the same shape.
+Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const Layout& dst);
+
+}  // namespace abr

@@ -1,0 +1,42 @@
+// The runtime: validates what comes in, asks the planner for a path, runs it,
+// and exports the result. One per process is typical; every method is
+// thread-safe (the registry is immutable and transfers share no state).
+#pragma once
+
+#include <memory>
+
+#include "arraybridge/arraybridge.h"
+#include "devices.hpp"
+#include "export.hpp"
+#include "stream.hpp"
+
+namespace abr {
+
+class Runtime {
+ public:
+  explicit Runtime(const abr_runtime_options* options);
+
+  const DeviceRegistry& devices() const { return devices_; }
+
+  // abr_to_device. On success `source` has been consumed (its deleter ran or
+  // belongs to the result); on a throw it is untouched and still the caller's.
+  DLManagedTensorVersioned* to_device(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
+                                      Stream* stream);
+
+  // abr_copy: both tensors borrowed.
+  void copy(const DLTensor& src, const DLTensor& dst, Stream* stream);
+  // abr_copy_versioned: also checks both headers and refuses a READ_ONLY destination.
+  void copy(const DLManagedTensorVersioned& src, const DLManagedTensorVersioned& dst, Stream* stream);
+
+  std::unique_ptr<Stream> create_stream(DLDevice device);
+  std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native);
+
+ private:
+  void check_stream(const Stream* stream, DLDevice a, DLDevice b) const;
+
+  DeviceRegistry devices_;
+};
+
+abr_runtime_options resolve_runtime_options(const abr_runtime_options* options);
+
+}  // namespace abr

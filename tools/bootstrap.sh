@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need, only when one is missing.
+# Called by `make demo` and `make test`, so a fresh machine needs no manual set-up.
+set -euo pipefail
+
+packages=(
+  g++ make pkg-config        # toolchain
+  libspdlog-dev libfmt-dev   # logging; used header-only so the library links nothing extra
+  doctest-dev                # C++ unit tests
+  opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1  # OpenCL API headers and ICD loader
+  pocl-opencl-icd clinfo     # a real OpenCL device on the CPU, so OpenCL tests run everywhere
+  clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "bootstrap: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
