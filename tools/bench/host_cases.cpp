@@ -1,0 +1,145 @@
+// Host-memory cases of PERFORMANCE.md: contiguous copy, strided packs
+// (transpose, step-2 slice, negative stride), and the zero-copy round trip.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "bench.hpp"
+
+namespace bench {
+namespace {
+
+void check(abr_status status, const char* what) {
+  if (status != ABR_OK) {
+    std::fprintf(stderr, "arraybridge-bench: %s failed: %s\n", what, abr_last_error());
+    std::exit(1);
+  }
+}
+
+// Page-touched host memory, so the first timed run does not pay for page faults.
+struct Buffer {
+  std::vector<float> v;
+  explicit Buffer(uint64_t elements) : v(elements) {
+    for (uint64_t i = 0; i < elements; ++i) v[i] = static_cast<float>(i % 1024);
+  }
+  float* data() { return v.data(); }
+};
+
+DLTensor view(float* data, int ndim, int64_t* shape, int64_t* strides, uint64_t byte_offset = 0) {
+  return DLTensor{data, {kDLCPU, 0}, ndim, {kDLFloat, 32, 1}, shape, strides, byte_offset};
+}
+
+// Stops the compiler from proving the buffer unused and deleting the work.
+void keep(void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uint64_t bytes) {
+  return {"memcpy", time_it(options, [&] { std::memcpy(dst, src, bytes); }).median_s, ""};
+}
+
+struct PackCase {
+  const char* name;
+  const char* numpy_kind;
+};
+
+}  // namespace
+
+void run_host_cases(abr_runtime* rt, const Options& options, const Report& report) {
+  for (uint64_t size : options.sizes) {
+    const uint64_t elements = size / 4;
+    if (elements == 0) continue;
+
+    if (selected(options, "host contiguous copy")) {
+      Buffer src(elements), dst(elements);
+      int64_t shape[1] = {static_cast<int64_t>(elements)};
+      DLTensor s = view(src.data(), 1, shape, nullptr), d = view(dst.data(), 1, shape, nullptr);
+      Result r{"host contiguous copy", "cpu", elements * 4};
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &s, &d, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), elements * 4));
+      report(r);
+    }
+
+    if (selected(options, "host to_device copy")) {
+      Buffer src(elements);
+      int64_t shape[1] = {static_cast<int64_t>(elements)};
+      abr_transfer_options copy_options;
+      abr_transfer_options_init(&copy_options);
+      copy_options.copy = ABR_COPY_ALWAYS;
+      Result r{"host to_device copy (new buffer)", "cpu", elements * 4};
+      r.seconds = time_it(options, [&] {
+                    DLManagedTensorVersioned m{};
+                    m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+                    m.dl_tensor = view(src.data(), 1, shape, nullptr);
+                    DLManagedTensorVersioned* out = nullptr;
+                    check(abr_to_device(rt, &m, {kDLCPU, 0}, &copy_options, nullptr, &out), "abr_to_device");
+                    out->deleter(out);
+                  }).median_s;
+      r.baselines.push_back({"malloc + memcpy + free", time_it(options, [&] {
+                                                          void* p = std::malloc(elements * 4);
+                                                          std::memcpy(p, src.data(), elements * 4);
+                                                          keep(p);
+                                                          std::free(p);
+                                                        }).median_s,
+                             ""});
+      report(r);
+    }
+
+    // Strided packs of float32 into a compact destination of `elements` floats.
+    const uint64_t n = static_cast<uint64_t>(std::sqrt(static_cast<double>(elements)));
+    const PackCase packs[] = {{"host transpose pack", "transpose"},
+                              {"host step-2 slice pack", "slice"},
+                              {"host negative-stride pack", "reverse"}};
+    for (const PackCase& pack : packs) {
+      if (!selected(options, pack.name) || n < 2) continue;
+      uint64_t rows = n, cols = n, source_elements = n * n;
+      int ndim = 2;
+      std::vector<int64_t> shape, strides;
+      uint64_t offset = 0;
+      if (std::strcmp(pack.numpy_kind, "transpose") == 0) {
+        shape = {static_cast<int64_t>(n), static_cast<int64_t>(n)};
+        strides = {1, static_cast<int64_t>(n)};
+      } else if (std::strcmp(pack.numpy_kind, "slice") == 0) {
+        source_elements = 2 * n * n;
+        shape = {static_cast<int64_t>(n), static_cast<int64_t>(n)};
+        strides = {static_cast<int64_t>(2 * n), 2};
+      } else {
+        ndim = 1, rows = n * n, cols = 1;
+        shape = {static_cast<int64_t>(n * n)};
+        strides = {-1};
+        offset = (n * n - 1) * 4;
+      }
+      Buffer src(source_elements), dst(n * n);
+      int64_t compact_shape[2] = {shape[0], ndim == 2 ? shape[1] : 1};
+      DLTensor s = view(src.data(), ndim, shape.data(), strides.data(), offset);
+      DLTensor d = view(dst.data(), ndim, compact_shape, nullptr);
+      Result r{pack.name, "cpu", n * n * 4};
+      r.shape = ndim == 2 ? std::to_string(n) + "x" + std::to_string(n) : std::to_string(n * n);
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &s, &d, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), n * n * 4));
+      r.baselines.push_back(numpy_pack_baseline(options, pack.numpy_kind, rows, cols));
+      report(r);
+    }
+  }
+
+  if (selected(options, "zero-copy round trip")) {
+    float x[16] = {};
+    int64_t shape[1] = {16};
+    const int calls = 100000;
+    Result r{"zero-copy round trip (to_device view + delete)", "cpu", 0};
+    r.unit = "ns";
+    r.seconds = time_it(options, [&] {
+                  for (int i = 0; i < calls; ++i) {
+                    DLManagedTensorVersioned m{};
+                    m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+                    m.dl_tensor = view(x, 1, shape, nullptr);
+                    DLManagedTensorVersioned* out = nullptr;
+                    check(abr_to_device(rt, &m, {kDLCPU, 0}, nullptr, nullptr, &out), "abr_to_device");
+                    out->deleter(out);
+                  }
+                }).median_s / calls;
+    report(r);
+  }
+}
+
+}  // namespace bench

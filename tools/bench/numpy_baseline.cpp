@@ -1,0 +1,67 @@
+// NumPy baselines, run by the Python the user points at (default python3), in
+// this same benchmark run, on a view of the same shape and kind.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "bench.hpp"
+
+namespace bench {
+namespace {
+
+// Prints the median seconds of np.ascontiguousarray over the requested view.
+const char* kScript = R"PY(
+import sys, time
+try:
+    import numpy as np
+except ImportError:
+    print("unavailable: numpy is not installed"); sys.exit(0)
+kind, rows, cols, reps, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+if kind == "transpose":
+    view = np.arange(rows * cols, dtype=np.float32).reshape(cols, rows).T
+elif kind == "slice":
+    view = np.arange(rows * cols * 2, dtype=np.float32).reshape(rows, cols * 2)[:, ::2]
+elif kind == "reverse":
+    view = np.arange(rows * cols, dtype=np.float32)[::-1]
+else:
+    print("unavailable: unknown kind"); sys.exit(0)
+for _ in range(warm):
+    np.ascontiguousarray(view)
+times = []
+for _ in range(reps):
+    t = time.perf_counter(); out = np.ascontiguousarray(view); times.append(time.perf_counter() - t); del out
+times.sort()
+print(times[len(times) // 2])
+)PY";
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols) {
+  Baseline baseline{"numpy ascontiguousarray", 0, ""};
+  const std::string command = shell_quote(options.python) + " -c " + shell_quote(kScript) + " " + kind + " " +
+                              std::to_string(rows) + " " + std::to_string(cols) + " " +
+                              std::to_string(options.repetitions) + " " + std::to_string(options.warmup) + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) {
+    baseline.note = "cannot start " + options.python;
+    return baseline;
+  }
+  char line[512] = {};
+  std::string output;
+  while (std::fgets(line, sizeof line, pipe.get())) output += line;
+  try {
+    std::size_t used = 0;
+    baseline.seconds = std::stod(output, &used);
+  } catch (...) {
+    baseline.note = output.empty() ? "no output from " + options.python : output.substr(0, output.find('\n'));
+  }
+  return baseline;
+}
+
+}  // namespace bench

@@ -1,0 +1,90 @@
+/* arraybridge-info: every backend (found or not, and why), every device with its
+ * DLDevice, name, memory and host sharing. --json for machines. */
+#include <stdio.h>
+#include <string.h>
+
+#include <arraybridge/arraybridge.h>
+
+static const char* backend_name(abr_backend b) {
+  switch (b) {
+    case ABR_BACKEND_HOST: return "host";
+    case ABR_BACKEND_CUDA: return "cuda";
+    case ABR_BACKEND_OPENCL: return "opencl";
+    default: return "unknown";
+  }
+}
+
+/* Writes s as a JSON string (quotes, backslashes and control characters escaped). */
+static void json_string(const char* s) {
+  putchar('"');
+  for (; *s; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') printf("\\%c", c);
+    else if (c < 0x20) printf("\\u%04x", c);
+    else putchar(c);
+  }
+  putchar('"');
+}
+
+int main(int argc, char** argv) {
+  abr_runtime* rt = NULL;
+  int json = 0, i;
+  int32_t count = 0;
+  const abr_backend backends[3] = {ABR_BACKEND_HOST, ABR_BACKEND_CUDA, ABR_BACKEND_OPENCL};
+
+  for (i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--json") == 0) json = 1;
+    else {
+      fprintf(stderr, "usage: arraybridge-info [--json]\n");
+      return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+    }
+  }
+  if (abr_runtime_create(NULL, &rt) != ABR_OK || abr_device_count(rt, &count) != ABR_OK) {
+    fprintf(stderr, "arraybridge-info: %s\n", abr_last_error());
+    abr_runtime_destroy(rt);
+    return 1;
+  }
+
+  if (json) printf("{\"version\": \"%s\", \"backends\": [", abr_version_string());
+  else printf("libarraybridge %s\n\nBackends:\n", abr_version_string());
+  for (i = 0; i < 3; ++i) {
+    struct abr_backend_info b;
+    if (abr_backend_info(rt, backends[i], &b) != ABR_OK) continue;
+    if (json) {
+      printf("%s{\"backend\": \"%s\", \"available\": %s, \"devices\": %d, \"detail\": ", i ? ", " : "",
+             backend_name(b.backend), b.available ? "true" : "false", b.device_count);
+      json_string(b.detail);
+      printf("}");
+    } else {
+      printf("  %-7s %-12s %s\n", backend_name(b.backend), b.available ? "available" : "unavailable", b.detail);
+    }
+  }
+
+  if (json) printf("], \"devices\": [");
+  else printf("\nDevices:\n  %-5s %-12s %-8s %10s  %-6s %s\n", "index", "DLDevice", "backend", "memory", "shares", "name / platform");
+  for (i = 0; i < count; ++i) {
+    struct abr_device_info d;
+    if (abr_device_info(rt, i, &d) != ABR_OK) continue;
+    if (json) {
+      printf("%s{\"index\": %d, \"device_type\": %d, \"device_id\": %d, \"backend\": \"%s\", \"memory_bytes\": %llu, "
+             "\"shares_host_memory\": %s, \"lost\": %s, \"name\": ",
+             i ? ", " : "", i, (int)d.device.device_type, d.device.device_id, backend_name(d.backend),
+             (unsigned long long)d.memory_bytes, (d.flags & ABR_DEVICE_SHARES_HOST_MEMORY) ? "true" : "false",
+             (d.flags & ABR_DEVICE_LOST_FLAG) ? "true" : "false");
+      json_string(d.name);
+      printf(", \"platform\": ");
+      json_string(d.platform);
+      printf("}");
+    } else {
+      char dl[32];
+      snprintf(dl, sizeof dl, "(%d, %d)", (int)d.device.device_type, d.device.device_id);
+      printf("  %-5d %-12s %-8s %7.1f GiB  %-6s %s / %s%s\n", i, dl, backend_name(d.backend),
+             (double)d.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+             (d.flags & ABR_DEVICE_SHARES_HOST_MEMORY) ? "yes" : "no", d.name, d.platform,
+             (d.flags & ABR_DEVICE_LOST_FLAG) ? " [LOST]" : "");
+    }
+  }
+  if (json) printf("]}\n");
+  abr_runtime_destroy(rt);
+  return 0;
+}
