@@ -62,9 +62,12 @@ $(STATIC): $(CORE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# pkg-config files: the build tree's points here; `make install` writes its own.
+PC_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBDIR@|$(1)|g' -e 's|@INCLUDEDIR@|$(2)|g' tools/arraybridge.pc.in
+
 $(BUILD)/lib/arraybridge.pc: tools/arraybridge.pc.in Makefile
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	$(call PC_SED,$(abspath $(BUILD)/lib),$(abspath include)) > $@
 
 # ---------------------------------------------------------------- tools
 
@@ -104,7 +107,7 @@ $(BUILD)/bin/c-abi-test: tests/c/abi_test.c include/arraybridge/arraybridge.h $(
 
 test: bootstrap
 	@$(MAKE) --no-print-directory all $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test
-	@$(MAKE) --no-print-directory test-exports test-unit test-asan test-c
+	bash tests/run_all.sh $(BUILD)
 
 test-unit: $(BUILD)/bin/unit-tests
 	$(BUILD)/bin/unit-tests
@@ -121,6 +124,7 @@ test-exports: $(SHLIB)
 # ---------------------------------------------------------------- demo
 
 demo: bootstrap
+	@bash tools/setup_python.sh
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/bin/arraybridge-info
 	$(BUILD)/bin/arraybridge-bench --quick
@@ -133,7 +137,7 @@ install: all
 	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libarraybridge.so
-	install -m 644 $(BUILD)/lib/arraybridge.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	$(call PC_SED,$(PREFIX)/lib,$(PREFIX)/include) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/arraybridge.pc
 	for t in $(TOOLS); do install -m 755 $$t $(DESTDIR)$(PREFIX)/bin/; done
 
 uninstall:

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every suite of `make test`, shows their output, and ends with one line
+# over all of them: "summary: N passed, M failed" (doctest cases, C checks, and
+# one each for script checks). Exits non-zero if anything failed.
+set -u
+build=${1:-build}
+passed=0
+failed=0
+
+run() {
+  local name=$1
+  shift
+  echo "== $name: $*"
+  local output rc p f
+  output=$("$@" 2>&1)
+  rc=$?
+  printf '%s\n' "$output"
+  p=$(printf '%s\n' "$output" | sed -n 's/.*test cases: *[0-9]* | *\([0-9]*\) passed | *\([0-9]*\) failed.*/\1/p' | tail -1)
+  f=$(printf '%s\n' "$output" | sed -n 's/.*test cases: *[0-9]* | *\([0-9]*\) passed | *\([0-9]*\) failed.*/\2/p' | tail -1)
+  if [ -z "$p" ]; then
+    p=$(printf '%s\n' "$output" | sed -n 's/^[a-z-]*: *\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' | tail -1)
+    f=$(printf '%s\n' "$output" | sed -n 's/^[a-z-]*: *\([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' | tail -1)
+  fi
+  if [ -z "$p" ]; then  # a script check: one test
+    if [ $rc -eq 0 ]; then p=1 f=0; else p=0 f=1; fi
+  elif [ $rc -ne 0 ] && [ "${f:-0}" -eq 0 ]; then
+    f=1  # crashed or failed without saying so
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+run exports bash tests/check_exports.sh "$build"/lib/libarraybridge.so.*.*.*
+run unit "$build"/bin/unit-tests
+run unit-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$build"/asan/bin/unit-tests
+run c-abi "$build"/bin/c-abi-test
+
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
