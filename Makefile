@@ -27,6 +27,7 @@ SHLIB := $(BUILD)/lib/libarraybridge.so.$(VERSION)
 STATIC := $(BUILD)/lib/libarraybridge_core.a
 TOOLS := $(BUILD)/bin/arraybridge-info $(BUILD)/bin/arraybridge-bench
 
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
@@ -106,7 +107,7 @@ $(BUILD)/bin/c-abi-test: tests/c/abi_test.c include/arraybridge/arraybridge.h $(
 	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
 test: bootstrap
-	@$(MAKE) --no-print-directory all $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test
+	@$(MAKE) --no-print-directory -j$(JOBS) all $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test
 	bash tests/run_all.sh $(BUILD)
 
 test-unit: $(BUILD)/bin/unit-tests
@@ -125,7 +126,7 @@ test-exports: $(SHLIB)
 
 demo: bootstrap
 	@bash tools/setup_python.sh
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	$(BUILD)/bin/arraybridge-info
 	$(BUILD)/bin/arraybridge-bench --quick
 
