@@ -19,7 +19,8 @@ CXXFLAGS_LIB := $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-
 
 LIB_SRCS := $(wildcard lib/*.cpp)
 CAPI_SRCS := $(wildcard capi/*.cpp)
-CORE_SRCS := $(LIB_SRCS) $(CAPI_SRCS)
+OPENCL_SRCS := $(wildcard opencl/*.cpp)
+CORE_SRCS := $(LIB_SRCS) $(OPENCL_SRCS) $(CAPI_SRCS)
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 
 SONAME := libarraybridge.so.$(VERSION_MAJOR)

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "../opencl/discovery.hpp"
 #include "error.hpp"
 
 namespace abr {
@@ -82,10 +83,9 @@ DeviceRegistry::DeviceRegistry(const abr_runtime_options& options) {
                                    (options.flags & ABR_RUNTIME_DISABLE_CUDA)
                                        ? "CUDA unavailable: disabled by ABR_RUNTIME_DISABLE_CUDA"
                                        : "CUDA unavailable: this build has no CUDA backend yet"));
-  backends_.push_back(make_backend(ABR_BACKEND_OPENCL, false,
-                                   (options.flags & ABR_RUNTIME_DISABLE_OPENCL)
-                                       ? "OpenCL unavailable: disabled by ABR_RUNTIME_DISABLE_OPENCL"
-                                       : "OpenCL unavailable: this build has no OpenCL backend yet"));
+  BackendReport opencl = opencl::discover(options);
+  backends_.push_back(opencl.info);
+  devices_.insert(devices_.end(), opencl.devices.begin(), opencl.devices.end());
 }
 
 const DeviceInfo& DeviceRegistry::at(int32_t index) const {

@@ -74,6 +74,9 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, DLDevice ds
   require_cast(src.dtype, plan.dtype);
   devices.require(dst, "destination");
   require_host_source(devices, src);
+  if (dst.device_type != kDLCPU)
+    fail(ABR_ERR_UNSUPPORTED, "{} -> {}: transfers to this device are not implemented yet", device_string(src.device),
+         device_string(dst));
 
   // Host memory to the CPU: a view unless something forces a copy.
   std::string reason;

@@ -123,7 +123,7 @@ TEST_CASE("CPU streams: inline, synchronizable, checked against the transfer's d
   int dummy = 0;
   CHECK(abr_stream_wrap(rt, cpu, &dummy, &wrapped) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("no native streams"));
-  CHECK(abr_stream_create(rt, DLDevice{kDLOpenCL, 0}, &wrapped) == ABR_ERR_NO_DEVICE);
+  CHECK(abr_stream_create(rt, DLDevice{kDLOpenCL, 7}, &wrapped) == ABR_ERR_NO_DEVICE);
   CHECK(wrapped == nullptr);
   CHECK(abr_stream_synchronize(nullptr) == ABR_ERR_INVALID_ARGUMENT);
 }

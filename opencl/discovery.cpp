@@ -1,0 +1,104 @@
+#include "discovery.hpp"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "../lib/log.hpp"
+#include "api.hpp"
+
+namespace abr::opencl {
+namespace {
+
+template <std::size_t N>
+void copy_text(char (&field)[N], const std::string& text) {
+  std::snprintf(field, N, "%s", text.c_str());
+}
+
+std::string platform_text(const Api& cl, cl_platform_id platform, cl_platform_info what) {
+  std::size_t size = 0;
+  if (cl.GetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string text(size, '\0');
+  if (cl.GetPlatformInfo(platform, what, size, text.data(), nullptr) != CL_SUCCESS) return "";
+  text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
+  return text;
+}
+
+std::string device_text(const Api& cl, cl_device_id device, cl_device_info what) {
+  std::size_t size = 0;
+  if (cl.GetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string text(size, '\0');
+  if (cl.GetDeviceInfo(device, what, size, text.data(), nullptr) != CL_SUCCESS) return "";
+  text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
+  return text;
+}
+
+template <class T>
+T device_value(const Api& cl, cl_device_id device, cl_device_info what, T fallback) {
+  T value{};
+  return cl.GetDeviceInfo(device, what, sizeof value, &value, nullptr) == CL_SUCCESS ? value : fallback;
+}
+
+}  // namespace
+
+BackendReport discover_with(const Api* cl, const std::string& unavailable_reason) {
+  BackendReport report;
+  report.info.backend = ABR_BACKEND_OPENCL;
+  auto unavailable = [&](const std::string& why) {
+    copy_text(report.info.detail, "OpenCL unavailable: " + why);
+    log::info("{}", report.info.detail);
+    return report;
+  };
+  if (!cl) return unavailable(unavailable_reason);
+
+  cl_uint platform_count = 0;
+  const cl_int status = cl->GetPlatformIDs(0, nullptr, &platform_count);
+  if (status == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (status == CL_SUCCESS && platform_count == 0))
+    return unavailable(fmt::format("{} found no OpenCL platform (no driver installed)", cl->library));
+  if (status != CL_SUCCESS)
+    return unavailable(fmt::format("clGetPlatformIDs failed: {} ({})", error_name(status), status));
+  std::vector<cl_platform_id> platforms(platform_count);
+  cl->GetPlatformIDs(platform_count, platforms.data(), nullptr);
+
+  std::vector<std::string> platform_names;
+  for (cl_platform_id platform : platforms) {
+    const std::string name = platform_text(*cl, platform, CL_PLATFORM_NAME);
+    const std::string version = platform_text(*cl, platform, CL_PLATFORM_VERSION);
+    cl_uint count = 0;
+    if (cl->GetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &count) != CL_SUCCESS || count == 0) continue;
+    std::vector<cl_device_id> ids(count);
+    cl->GetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, count, ids.data(), nullptr);
+    platform_names.push_back(name);
+    for (cl_device_id id : ids) {
+      struct abr_device_info info {};
+      info.device = {kDLOpenCL, static_cast<int32_t>(report.devices.size())};
+      info.backend = ABR_BACKEND_OPENCL;
+      info.memory_bytes = device_value<cl_ulong>(*cl, id, CL_DEVICE_GLOBAL_MEM_SIZE, 0);
+      // A CPU device, or one that says it shares the host's memory, can use host pointers in place.
+      const bool cpu = device_value<cl_device_type>(*cl, id, CL_DEVICE_TYPE, 0) & CL_DEVICE_TYPE_CPU;
+      if (cpu || device_value<cl_bool>(*cl, id, CL_DEVICE_HOST_UNIFIED_MEMORY, CL_FALSE))
+        info.flags |= ABR_DEVICE_SHARES_HOST_MEMORY;
+      copy_text(info.name, device_text(*cl, id, CL_DEVICE_NAME));
+      copy_text(info.platform, version.empty() ? name : name + " (" + version + ")");
+      report.devices.push_back(info);
+    }
+  }
+  if (report.devices.empty()) return unavailable(fmt::format("{} platform(s) but no devices", platform_count));
+  report.info.available = 1;
+  report.info.device_count = static_cast<int32_t>(report.devices.size());
+  copy_text(report.info.detail, fmt::format("{}: {} device(s) on {}", cl->library, report.devices.size(),
+                                            fmt::join(platform_names, ", ")));
+  return report;
+}
+
+BackendReport discover(const abr_runtime_options& options) {
+  if (options.flags & ABR_RUNTIME_DISABLE_OPENCL)
+    return discover_with(nullptr, "disabled by ABR_RUNTIME_DISABLE_OPENCL");
+  std::string reason;
+  const Api* cl = api(&reason);
+  return discover_with(cl, reason);
+}
+
+}  // namespace abr::opencl
