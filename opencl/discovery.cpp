@@ -17,22 +17,22 @@ void copy_text(char (&field)[N], const std::string& text) {
   std::snprintf(field, N, "%s", text.c_str());
 }
 
-std::string platform_text(const Api& cl, cl_platform_id platform, cl_platform_info what) {
+// Reads a string property through a clGet*Info-shaped call: query(size, value, size_ret).
+template <class Query>
+std::string info_text(Query&& query) {
   std::size_t size = 0;
-  if (cl.GetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  if (query(0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
   std::string text(size, '\0');
-  if (cl.GetPlatformInfo(platform, what, size, text.data(), nullptr) != CL_SUCCESS) return "";
-  text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
-  return text;
+  if (query(size, text.data(), nullptr) != CL_SUCCESS) return "";
+  return text.substr(0, text.find('\0'));
+}
+
+std::string platform_text(const Api& cl, cl_platform_id platform, cl_platform_info what) {
+  return info_text([&](std::size_t n, void* v, std::size_t* r) { return cl.GetPlatformInfo(platform, what, n, v, r); });
 }
 
 std::string device_text(const Api& cl, cl_device_id device, cl_device_info what) {
-  std::size_t size = 0;
-  if (cl.GetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
-  std::string text(size, '\0');
-  if (cl.GetDeviceInfo(device, what, size, text.data(), nullptr) != CL_SUCCESS) return "";
-  text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
-  return text;
+  return info_text([&](std::size_t n, void* v, std::size_t* r) { return cl.GetDeviceInfo(device, what, n, v, r); });
 }
 
 template <class T>
