@@ -1,5 +1,7 @@
 #include "log.hpp"
 
+#include "error.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,7 +82,12 @@ void write(abr_log_level level, const std::string& message) noexcept {
   }
 }
 
-void set_level(abr_log_level level) { logging().logger.set_level(static_cast<spdlog::level::level_enum>(level)); }
+void set_level(abr_log_level level) {
+  const int value = static_cast<int>(level);
+  if (value < ABR_LOG_TRACE || value > ABR_LOG_OFF || value == 5)  // 5 is spdlog's "critical": not ours
+    fail(ABR_ERR_INVALID_ARGUMENT, "log level {} is not an abr_log_level", value);
+  logging().logger.set_level(static_cast<spdlog::level::level_enum>(level));
+}
 
 abr_log_level level() noexcept { return static_cast<abr_log_level>(logging().logger.level()); }
 

@@ -13,7 +13,7 @@ namespace abr::log {
 
 bool enabled(abr_log_level level) noexcept;
 void write(abr_log_level level, const std::string& message) noexcept;
-void set_level(abr_log_level level);
+void set_level(abr_log_level level);  // throws ABR_ERR_INVALID_ARGUMENT for an unknown level
 abr_log_level level() noexcept;
 void set_callback(abr_log_callback callback, void* user_data);
 
