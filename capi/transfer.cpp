@@ -9,26 +9,6 @@ using abr::capi::require_pointer;
 using abr::capi::runtime_of;
 using abr::capi::stream_of;
 
-namespace {
-
-template <class Managed>
-abr_status to_device(const char* function, abr_runtime* runtime, Managed* src, DLDevice dst,
-                     const abr_transfer_options* options, abr_stream* stream, DLManagedTensorVersioned** out) {
-  return guarded(function, [&] {
-    require_pointer(out, "out");
-    *out = nullptr;
-    abr::Runtime& rt = runtime_of(runtime);
-    abr::SourceTensor source(require_pointer(src, "src"));
-    try {
-      *out = rt.to_device(source, dst, options, stream_of(stream));
-    } catch (...) {
-      source.relinquish();  // on any error the caller keeps the source
-      throw;
-    }
-  });
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -43,13 +23,19 @@ const char* abr_path_string(abr_path path) { return abr::path_name(path); }
 
 abr_status abr_to_device(abr_runtime* runtime, DLManagedTensorVersioned* src, DLDevice dst,
                          const abr_transfer_options* options, abr_stream* stream, DLManagedTensorVersioned** out) {
-  return to_device(__func__, runtime, src, dst, options, stream, out);
+  return guarded(__func__, [&] {
+    *require_pointer(out, "out") = nullptr;
+    *out = runtime_of(runtime).to_device(src, dst, options, stream_of(stream));
+  });
 }
 
 abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* src, DLDevice dst,
                                 const abr_transfer_options* options, abr_stream* stream,
                                 DLManagedTensorVersioned** out) {
-  return to_device(__func__, runtime, src, dst, options, stream, out);
+  return guarded(__func__, [&] {
+    *require_pointer(out, "out") = nullptr;
+    *out = runtime_of(runtime).to_device(src, dst, options, stream_of(stream));
+  });
 }
 
 abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst, abr_stream* stream) {

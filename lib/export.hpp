@@ -39,18 +39,11 @@ class SourceTensor final : public Storage {
   ~SourceTensor() override { release(); }
   SourceTensor(const SourceTensor&) = delete;
   SourceTensor& operator=(const SourceTensor&) = delete;
-  // Moving hands the obligation to call the deleter over; the source is left empty.
+  // Moving hands the obligation to call the deleter over; the moved-from is left empty.
   SourceTensor(SourceTensor&& other) noexcept : versioned_(other.versioned_), legacy_(other.legacy_) {
     other.relinquish();
   }
-  SourceTensor& operator=(SourceTensor&& other) noexcept {
-    if (this != &other) {
-      release();
-      versioned_ = other.versioned_, legacy_ = other.legacy_;
-      other.relinquish();
-    }
-    return *this;
-  }
+  SourceTensor& operator=(SourceTensor&&) = delete;
 
   const DLTensor& tensor() const { return versioned_ ? versioned_->dl_tensor : legacy_->dl_tensor; }
   uint64_t flags() const { return versioned_ ? versioned_->flags : 0; }

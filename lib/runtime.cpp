@@ -65,8 +65,31 @@ void Runtime::check_stream(const Stream* stream, DLDevice a, DLDevice b) const {
          device_string(a), device_string(b));
 }
 
-DLManagedTensorVersioned* Runtime::to_device(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
+template <class Managed>
+DLManagedTensorVersioned* Runtime::take_and_transfer(Managed* src, DLDevice dst, const abr_transfer_options* options,
+                                                     Stream* stream) {
+  if (!src) fail(ABR_ERR_INVALID_ARGUMENT, "src is NULL");
+  SourceTensor source(src);
+  try {
+    return transfer(source, dst, options, stream);
+  } catch (...) {
+    source.relinquish();  // on any error the caller keeps the source
+    throw;
+  }
+}
+
+DLManagedTensorVersioned* Runtime::to_device(DLManagedTensorVersioned* src, DLDevice dst,
+                                             const abr_transfer_options* options, Stream* stream) {
+  return take_and_transfer(src, dst, options, stream);
+}
+
+DLManagedTensorVersioned* Runtime::to_device(DLManagedTensor* src, DLDevice dst, const abr_transfer_options* options,
                                              Stream* stream) {
+  return take_and_transfer(src, dst, options, stream);
+}
+
+DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
+                                            Stream* stream) {
   if (source.versioned()) validate_header(*source.versioned(), "source");
   const TransferOptions opts = resolve_options(options);
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
@@ -84,7 +107,7 @@ DLManagedTensorVersioned* Runtime::to_device(SourceTensor& source, DLDevice dst,
     try {
       out = export_tensor(spec, std::move(keep));
     } catch (...) {
-      source = std::move(*keep);  // give it back untouched
+      keep->relinquish();  // export failed and `keep` still holds it: still the caller's
       throw;
     }
     fill_report(opts.report, plan, 0);

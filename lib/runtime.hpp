@@ -18,9 +18,12 @@ class Runtime {
 
   const DeviceRegistry& devices() const { return devices_; }
 
-  // abr_to_device. On success `source` has been consumed (its deleter ran or
-  // belongs to the result); on a throw it is untouched and still the caller's.
-  DLManagedTensorVersioned* to_device(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
+  // abr_to_device and abr_to_device_legacy, with the whole ownership contract: on
+  // success `src` has been consumed (its deleter ran, or belongs to the result);
+  // on a throw it is untouched and still the caller's.
+  DLManagedTensorVersioned* to_device(DLManagedTensorVersioned* src, DLDevice dst,
+                                      const abr_transfer_options* options, Stream* stream);
+  DLManagedTensorVersioned* to_device(DLManagedTensor* src, DLDevice dst, const abr_transfer_options* options,
                                       Stream* stream);
 
   // abr_copy: both tensors borrowed.
@@ -32,6 +35,11 @@ class Runtime {
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native);
 
  private:
+  template <class Managed>
+  DLManagedTensorVersioned* take_and_transfer(Managed* src, DLDevice dst, const abr_transfer_options* options,
+                                              Stream* stream);
+  DLManagedTensorVersioned* transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
+                                     Stream* stream);
   void check_stream(const Stream* stream, DLDevice a, DLDevice b) const;
 
   DeviceRegistry devices_;
