@@ -90,7 +90,7 @@ $(BUILD)/bin/arraybridge-bench: $(BENCH_SRCS) $(wildcard tools/bench/*.hpp) $(SH
 UNIT_OBJS := $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o)
 $(BUILD)/bin/unit-tests: $(UNIT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread -o $@ $(UNIT_OBJS) $(STATIC)
+	$(CXX) -pthread -o $@ $(UNIT_OBJS) $(STATIC) -ldl -lOpenCL
 
 # The same sources again with AddressSanitizer + UndefinedBehaviorSanitizer.
 $(ASAN_DIR)/obj/%.o: %.cpp
@@ -100,7 +100,7 @@ $(ASAN_DIR)/obj/%.o: %.cpp
 ASAN_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(UNIT_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o)
 $(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS)
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^
+	$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
 
 $(BUILD)/bin/c-abi-test: tests/c/abi_test.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)

@@ -28,6 +28,14 @@ abr_status abr_stream_synchronize(abr_stream* stream) {
   return guarded(__func__, [&] { require_pointer(stream_of(stream), "stream")->synchronize(); });
 }
 
+abr_status abr_stream_wait(abr_stream* stream, abr_stream* other) {
+  return guarded(__func__, [&] {
+    abr::Stream* waiter = require_pointer(stream_of(stream), "stream");
+    abr::Stream* signaler = require_pointer(stream_of(other), "other");
+    if (waiter != signaler) waiter->wait_for(*signaler);
+  });
+}
+
 void abr_stream_destroy(abr_stream* stream) {
   if (!stream || stream->magic != abr_stream::kAlive) return;
   guarded(__func__, [&] { stream->impl->synchronize(); });  // pending work finishes first

@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "../opencl/discovery.hpp"
 #include "error.hpp"
 
 namespace abr {
@@ -66,7 +65,7 @@ std::string device_string(DLDevice device) {
   }
 }
 
-DeviceRegistry::DeviceRegistry(const abr_runtime_options& options) {
+DeviceRegistry::DeviceRegistry(const abr_runtime_options& options, const BackendReport& opencl) {
   DeviceInfo cpu{};
   cpu.device = {kDLCPU, 0};
   cpu.backend = ABR_BACKEND_HOST;
@@ -83,7 +82,6 @@ DeviceRegistry::DeviceRegistry(const abr_runtime_options& options) {
                                    (options.flags & ABR_RUNTIME_DISABLE_CUDA)
                                        ? "CUDA unavailable: disabled by ABR_RUNTIME_DISABLE_CUDA"
                                        : "CUDA unavailable: this build has no CUDA backend yet"));
-  BackendReport opencl = opencl::discover(options);
   backends_.push_back(opencl.info);
   devices_.insert(devices_.end(), opencl.devices.begin(), opencl.devices.end());
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "arraybridge/arraybridge.h"
+#include "backend_report.hpp"
 
 namespace abr {
 
@@ -15,7 +16,8 @@ using BackendInfo = struct ::abr_backend_info;
 
 class DeviceRegistry {
  public:
-  explicit DeviceRegistry(const abr_runtime_options& options);
+  // The CPU, then each backend's devices in the order given.
+  DeviceRegistry(const abr_runtime_options& options, const BackendReport& opencl);
 
   int32_t count() const { return static_cast<int32_t>(devices_.size()); }
   const DeviceInfo& at(int32_t index) const;      // throws for a bad index

@@ -23,13 +23,13 @@ void SourceTensor::release() noexcept {
   relinquish();
 }
 
-namespace {
-
 struct Exported {
   DLManagedTensorVersioned managed{};
   std::unique_ptr<Storage> storage;
   std::vector<int64_t> dims;  // shape then strides
 };
+
+namespace {
 
 void delete_exported(DLManagedTensorVersioned* self) noexcept {
   if (!self) return;
@@ -50,14 +50,14 @@ void delete_legacy(DLManagedTensor* self) noexcept {
 
 }  // namespace
 
-DLManagedTensorVersioned* export_tensor(const ExportSpec& spec, std::unique_ptr<Storage>&& storage) {
-  auto exported = std::make_unique<Exported>();
+PendingExport::PendingExport(const ExportSpec& spec) : exported_(std::make_unique<Exported>()) {
   const std::size_t ndim = spec.shape.size();
-  exported->dims.reserve(2 * ndim);
-  exported->dims.insert(exported->dims.end(), spec.shape.begin(), spec.shape.end());
-  exported->dims.insert(exported->dims.end(), spec.strides.begin(), spec.strides.end());
+  std::vector<int64_t>& dims = exported_->dims;
+  dims.reserve(2 * ndim);
+  dims.insert(dims.end(), spec.shape.begin(), spec.shape.end());
+  dims.insert(dims.end(), spec.strides.begin(), spec.strides.end());
 
-  DLManagedTensorVersioned& m = exported->managed;
+  DLManagedTensorVersioned& m = exported_->managed;
   m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   m.flags = spec.flags;
   m.deleter = delete_exported;
@@ -65,12 +65,24 @@ DLManagedTensorVersioned* export_tensor(const ExportSpec& spec, std::unique_ptr<
   m.dl_tensor.device = spec.device;
   m.dl_tensor.ndim = static_cast<int32_t>(ndim);
   m.dl_tensor.dtype = spec.dtype;
-  m.dl_tensor.shape = ndim ? exported->dims.data() : nullptr;
-  m.dl_tensor.strides = ndim ? exported->dims.data() + ndim : nullptr;
+  m.dl_tensor.shape = ndim ? dims.data() : nullptr;
+  m.dl_tensor.strides = ndim ? dims.data() + ndim : nullptr;
   m.dl_tensor.byte_offset = spec.byte_offset;
-  exported->storage = std::move(storage);
-  m.manager_ctx = exported.get();
-  return &exported.release()->managed;
+  m.manager_ctx = exported_.get();
+}
+
+PendingExport::~PendingExport() = default;
+
+void PendingExport::set_data(void* data) noexcept { exported_->managed.dl_tensor.data = data; }
+
+DLManagedTensorVersioned* PendingExport::finish(std::unique_ptr<Storage> storage) noexcept {
+  exported_->storage = std::move(storage);
+  return &exported_.release()->managed;
+}
+
+DLManagedTensorVersioned* export_tensor(const ExportSpec& spec, std::unique_ptr<Storage>&& storage) {
+  PendingExport pending(spec);
+  return pending.finish(std::move(storage));
 }
 
 DLManagedTensor* wrap_as_legacy(DLManagedTensorVersioned* tensor) {

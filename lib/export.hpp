@@ -7,14 +7,9 @@
 #include <vector>
 
 #include "arraybridge/arraybridge.h"
+#include "storage.hpp"
 
 namespace abr {
-
-// Keeps an exported tensor's memory alive; destroyed by the tensor's deleter.
-class Storage {
- public:
-  virtual ~Storage() = default;
-};
 
 // Host memory from the runtime, aligned to 256 bytes as DLPack recommends.
 class HostBuffer final : public Storage {
@@ -66,9 +61,25 @@ struct ExportSpec {
   uint64_t flags = 0;
 };
 
-// Allocates the managed tensor (struct, shape and strides in one allocation) and
-// moves `storage` into it once nothing can fail any more: if this throws (out of
-// memory), `storage` is still the caller's.
+struct Exported;
+
+// A managed tensor being built in two steps: allocated first (which may fail, so
+// do it before the work it will describe), then handed out owning its storage
+// (which cannot fail).
+class PendingExport {
+ public:
+  explicit PendingExport(const ExportSpec& spec);  // throws ABR_ERR_OUT_OF_MEMORY
+  ~PendingExport();
+  PendingExport(const PendingExport&) = delete;
+  PendingExport& operator=(const PendingExport&) = delete;
+  void set_data(void* data) noexcept;  // when the memory is made after allocation
+  DLManagedTensorVersioned* finish(std::unique_ptr<Storage> storage) noexcept;
+
+ private:
+  std::unique_ptr<Exported> exported_;
+};
+
+// Both steps at once: if this throws (out of memory), `storage` is still the caller's.
 DLManagedTensorVersioned* export_tensor(const ExportSpec& spec, std::unique_ptr<Storage>&& storage);
 
 // A legacy tensor owning a versioned one (deleting it deletes the versioned one).

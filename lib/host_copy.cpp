@@ -8,61 +8,27 @@
 #include <emmintrin.h>
 #endif
 
+#include "dtype.hpp"
 #include "host_cast.hpp"
+#include "strided.hpp"
 
 namespace abr {
 namespace {
 
-struct Dim {
-  int64_t n;
-  int64_t ss;  // source stride in bytes
-  int64_t ds;  // destination stride in bytes
-};
-
-// A copy reduced to its simplest equivalent: size-1 dims gone, destination
-// strides positive and descending, and dims that are contiguous in both views
-// merged. The result visits exactly the same (source, destination) pairs.
-struct Normalized {
+// A normalized copy between two host pointers.
+struct HostCopy {
   const char* src;
   char* dst;
   std::vector<Dim> dims;
-  bool empty = false;
+  bool empty;
 };
 
-Normalized normalize(HostSide src, std::size_t src_item, char* dst, const int64_t* dst_strides, std::size_t dst_item,
-                     const int64_t* shape, int ndim) {
-  Normalized out{src.first, dst, {}};
+HostCopy normalize_host(HostSide src, std::size_t src_item, char* dst, const int64_t* dst_strides,
+                        std::size_t dst_item, const int64_t* shape, int ndim) {
   // Offsets are applied as integers: pointers are formed only for real elements.
-  intptr_t s = reinterpret_cast<intptr_t>(src.first), d = reinterpret_cast<intptr_t>(dst);
-  for (int i = 0; i < ndim; ++i) {
-    if (shape[i] == 0) out.empty = true;
-    if (shape[i] <= 1) continue;
-    Dim dim{shape[i], src.strides[i] * static_cast<int64_t>(src_item), dst_strides[i] * static_cast<int64_t>(dst_item)};
-    if (dim.ds < 0) {  // walk the destination forwards: same pairs, friendlier to caches
-      s += (dim.n - 1) * dim.ss;
-      d += (dim.n - 1) * dim.ds;
-      dim.ss = -dim.ss;
-      dim.ds = -dim.ds;
-    }
-    out.dims.push_back(dim);
-  }
-  if (out.empty) return out;
-  std::stable_sort(out.dims.begin(), out.dims.end(), [](const Dim& a, const Dim& b) { return a.ds > b.ds; });
-  std::vector<Dim> merged;
-  for (const Dim& dim : out.dims) {
-    if (!merged.empty()) {
-      Dim& outer = merged.back();
-      if (outer.ds == dim.ds * dim.n && outer.ss == dim.ss * dim.n) {
-        outer = Dim{outer.n * dim.n, dim.ss, dim.ds};
-        continue;
-      }
-    }
-    merged.push_back(dim);
-  }
-  out.dims = std::move(merged);
-  out.src = reinterpret_cast<const char*>(s);
-  out.dst = reinterpret_cast<char*>(d);
-  return out;
+  StridedCopy c = normalize_copy(reinterpret_cast<intptr_t>(src.first), src.strides, src_item,
+                                 reinterpret_cast<intptr_t>(dst), dst_strides, dst_item, shape, ndim);
+  return {reinterpret_cast<const char*>(c.src), reinterpret_cast<char*>(c.dst), std::move(c.dims), c.empty};
 }
 
 // Calls f(src, dst) at every index of `outer` (row-major odometer).
@@ -187,7 +153,7 @@ int64_t magnitude(int64_t v) { return v < 0 ? -v : v; }
 
 void host_copy(HostSide src, char* dst_first, const int64_t* dst_strides, const int64_t* shape, int ndim,
                std::size_t itemsize) {
-  Normalized c = normalize(src, itemsize, dst_first, dst_strides, itemsize, shape, ndim);
+  const HostCopy c = normalize_host(src, itemsize, dst_first, dst_strides, itemsize, shape, ndim);
   if (c.empty) return;
   const int m = static_cast<int>(c.dims.size());
   const int64_t E = static_cast<int64_t>(itemsize);
@@ -227,7 +193,7 @@ void host_copy(HostSide src, char* dst_first, const int64_t* dst_strides, const 
 void host_cast_copy(HostSide src, DLDataType from, char* dst_first, const int64_t* dst_strides, DLDataType to,
                     const int64_t* shape, int ndim) {
   const CastRowFn cast = cast_row_for(from, to);  // throws before anything is written
-  Normalized c = normalize(src, from.bits / 8, dst_first, dst_strides, to.bits / 8, shape, ndim);
+  const HostCopy c = normalize_host(src, from.bits / 8, dst_first, dst_strides, to.bits / 8, shape, ndim);
   if (c.empty) return;
   const int m = static_cast<int>(c.dims.size());
   if (m == 0) {
@@ -237,6 +203,15 @@ void host_cast_copy(HostSide src, DLDataType from, char* dst_first, const int64_
   const Dim inner = c.dims.back();
   for_each_index(c.dims.data(), m - 1, c.src, c.dst,
                  [&](const char* s, char* d) { cast(s, inner.ss, d, inner.ds, inner.n); });
+}
+
+void host_copy_layout(const Layout& src, const char* src_first, DLDataType dst_dtype, char* dst_first,
+                      const int64_t* dst_strides) {
+  const HostSide from{src_first, src.strides.data()};
+  if (same_dtype(src.dtype, dst_dtype))
+    host_copy(from, dst_first, dst_strides, src.shape.data(), src.ndim(), src.itemsize);
+  else
+    host_cast_copy(from, src.dtype, dst_first, dst_strides, dst_dtype, src.shape.data(), src.ndim());
 }
 
 bool can_cast(DLDataType from, DLDataType to) { return cast_row_or_null(from, to) != nullptr; }

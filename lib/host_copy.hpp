@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "arraybridge/arraybridge.h"
+#include "layout.hpp"
 
 namespace abr {
 
@@ -25,6 +26,12 @@ void host_copy(HostSide src, char* dst_first, const int64_t* dst_strides, const 
 // Throws ABR_ERR_UNSUPPORTED for a pair without a defined conversion.
 void host_cast_copy(HostSide src, DLDataType from, char* dst_first, const int64_t* dst_strides, DLDataType to,
                     const int64_t* shape, int ndim);
+
+// Copies every element of the view `src` (its shape, strides and dtype; its
+// first element at `src_first`, which may be device memory mapped to the host)
+// to `dst_first` with `dst_strides`, converting when `dst_dtype` differs.
+void host_copy_layout(const Layout& src, const char* src_first, DLDataType dst_dtype, char* dst_first,
+                      const int64_t* dst_strides);
 
 // True if a conversion between the two dtypes is implemented.
 bool can_cast(DLDataType from, DLDataType to);

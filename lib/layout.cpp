@@ -43,6 +43,22 @@ std::vector<int64_t> compact_strides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
+Layout compact_layout(DLDevice device, DLDataType dtype, const std::vector<int64_t>& shape, void* data) {
+  Layout out;
+  out.device = device;
+  out.dtype = dtype;
+  out.itemsize = itemsize(dtype);
+  out.shape = shape;
+  out.strides = compact_strides(shape);
+  out.data = data;
+  out.numel = 1;
+  for (int64_t extent : shape) out.numel *= static_cast<uint64_t>(extent);  // the source's, already proven to fit
+  out.nbytes = out.numel * out.itemsize;
+  out.max_byte_end = static_cast<int64_t>(out.nbytes);
+  out.compact = true;
+  return out;
+}
+
 std::string shape_string(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 void validate_header(const DLManagedTensorVersioned& tensor, const char* what) {

@@ -46,6 +46,10 @@ Layout validate_tensor(const DLTensor& tensor, Role role, const char* what);
 // Validates the version and flags of a managed tensor header.
 void validate_header(const DLManagedTensorVersioned& tensor, const char* what);
 
+// The layout of a compact row-major tensor at `data` (byte_offset 0), for
+// buffers the runtime allocates itself.
+Layout compact_layout(DLDevice device, DLDataType dtype, const std::vector<int64_t>& shape, void* data);
+
 // Compact row-major strides (in elements) for `shape`.
 std::vector<int64_t> compact_strides(const std::vector<int64_t>& shape);
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "arraybridge/arraybridge.h"
+#include "backend.hpp"
 #include "devices.hpp"
 #include "layout.hpp"
 
@@ -22,8 +23,18 @@ struct TransferOptions {
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown version, copy mode or flag.
 TransferOptions resolve_options(const abr_transfer_options* options);
 
+// Where elements are packed or converted on a copying path.
+enum class Engine {
+  Bytes,   // both sides compact, same dtype: one plain copy of the bytes (memcpy, DMA)
+  Host,    // the host copy engine, into or out of device memory mapped to the host
+  Device,  // a device kernel (for a staged path: on either side, as needed)
+};
+
 struct Plan {
   abr_path path = ABR_PATH_NONE;
+  Engine engine = Engine::Bytes;
+  const void* src_context = nullptr;  // backend contexts of the two sides (nullptr: host memory)
+  const void* dst_context = nullptr;
   DLDataType dtype{};  // the result's dtype
   bool view = false;   // the result aliases the source
   bool pack = false;   // the source is strided and gets packed
@@ -34,12 +45,16 @@ struct Plan {
 
 // Plans abr_to_device. Throws ABR_ERR_COPY_REQUIRED, ABR_ERR_NO_DEVICE,
 // ABR_ERR_UNSUPPORTED with the reason.
-Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, DLDevice dst, const TransferOptions& options);
+// `src_context` is where a device source lives (DeviceBackend::memory_context);
+// `dst` describes the target device (DeviceBackend::traits, default for the CPU).
+Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const void* src_context, DLDevice dst,
+                   const DeviceTraits& dst_traits, const TransferOptions& options);
 
 // Static name of a path ("zero_copy", ...).
 const char* path_name(abr_path path) noexcept;
 
 // Plans abr_copy into an existing tensor of the same shape.
-Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const Layout& dst);
+Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const void* src_context, const Layout& dst,
+               const void* dst_context);
 
 }  // namespace abr

@@ -18,14 +18,7 @@ const char* first_element(const Layout& layout) {
   return static_cast<const char*>(layout.data) + layout.byte_offset;
 }
 
-// Copies (and converts) a host view into `dst`, compact or strided.
-void run_host_copy(const Layout& src, DLDataType dst_dtype, char* dst, const int64_t* dst_strides) {
-  const HostSide from{first_element(src), src.strides.data()};
-  if (same_dtype(src.dtype, dst_dtype))
-    host_copy(from, dst, dst_strides, src.shape.data(), src.ndim(), src.itemsize);
-  else
-    host_cast_copy(from, src.dtype, dst, dst_strides, dst_dtype, src.shape.data(), src.ndim());
-}
+bool same_device(DLDevice a, DLDevice b) { return a.device_type == b.device_type && a.device_id == b.device_id; }
 
 void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) {
   if (!report) return;
@@ -52,15 +45,33 @@ abr_runtime_options resolve_runtime_options(const abr_runtime_options* options) 
   return out;
 }
 
-Runtime::Runtime(const abr_runtime_options* options) : devices_(resolve_runtime_options(options)) {
+Runtime::Runtime(const abr_runtime_options* options) : Runtime(resolve_runtime_options(options)) {}
+
+Runtime::Runtime(const abr_runtime_options& resolved)
+    : opencl_(make_opencl_backend(resolved)), devices_(resolved, opencl_->report()) {
   log::debug("runtime created with {} device(s)", devices_.count());
+}
+
+const void* Runtime::memory_context(const Layout& tensor, const char* what) {
+  if (is_host_accessible(tensor.device.device_type)) return nullptr;
+  devices_.require(tensor.device, what);
+  if (tensor.device.device_type == kDLOpenCL) return opencl_->memory_context(tensor);
+  return nullptr;  // a backend without data paths yet: the planner says so
+}
+
+DeviceTraits Runtime::traits_of(DLDevice device) {
+  DeviceTraits traits;
+  traits.shares_host_memory = true;  // the CPU
+  if (device.device_type == kDLCPU) return traits;
+  devices_.require(device, "destination");
+  if (device.device_type == kDLOpenCL) return opencl_->traits(device);
+  return DeviceTraits{};
 }
 
 void Runtime::check_stream(const Stream* stream, DLDevice a, DLDevice b) const {
   if (!stream) return;
   const DLDevice s = stream->device();
-  auto same = [](DLDevice x, DLDevice y) { return x.device_type == y.device_type && x.device_id == y.device_id; };
-  if (!same(s, a) && !same(s, b))
+  if (!same_device(s, a) && !same_device(s, b))
     fail(ABR_ERR_INVALID_ARGUMENT, "the stream belongs to {}, which is neither {} nor {}", device_string(s),
          device_string(a), device_string(b));
 }
@@ -93,61 +104,103 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   if (source.versioned()) validate_header(*source.versioned(), "source");
   const TransferOptions opts = resolve_options(options);
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
-  const Plan plan = plan_transfer(devices_, src, dst, opts);
+  const void* src_context = memory_context(src, "source");
+  const Plan plan = plan_transfer(devices_, src, src_context, dst, traits_of(dst), opts);
   check_stream(stream, src.device, dst);
   log::debug("to_device {} {} {} -> {}: {} ({})", dtype_name(src.dtype), shape_string(src.shape),
              device_string(src.device), device_string(dst), path_name(plan.path), plan.detail);
 
-  DLManagedTensorVersioned* out = nullptr;
-  if (plan.view) {
-    // The view keeps the source alive: its deleter runs when the view is deleted.
-    ExportSpec spec{const_cast<char*>(first_element(src)), dst, src.dtype, src.shape, src.strides, 0,
-                    source.flags() & DLPACK_FLAG_BITMASK_READ_ONLY};
-    auto keep = std::make_unique<SourceTensor>(std::move(source));
-    try {
-      out = export_tensor(spec, std::move(keep));
-    } catch (...) {
-      keep->relinquish();  // export failed and `keep` still holds it: still the caller's
-      throw;
-    }
-    fill_report(opts.report, plan, 0);
-    return out;
-  }
-
-  auto buffer = std::make_unique<HostBuffer>(static_cast<std::size_t>(src.numel * itemsize(plan.dtype)));
-  const std::vector<int64_t> strides = compact_strides(src.shape);
-  run_host_copy(src, plan.dtype, buffer->data(), strides.data());
-  ExportSpec spec{buffer->data(), dst, plan.dtype, src.shape, strides, 0, DLPACK_FLAG_BITMASK_IS_COPIED};
-  std::unique_ptr<Storage> storage = std::move(buffer);
-  out = export_tensor(spec, std::move(storage));
-  fill_report(opts.report, plan, src.numel * itemsize(plan.dtype));
-  source.release();  // the copy is complete: the source is no longer needed
+  DLManagedTensorVersioned* out =
+      plan.view ? export_view(source, src, dst, plan) : export_copy(source, src, dst, plan, stream);
+  fill_report(opts.report, plan, plan.view ? 0 : src.numel * itemsize(plan.dtype));
   return out;
+}
+
+DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layout& src, DLDevice dst,
+                                               const Plan& plan) {
+  const uint64_t read_only = source.flags() & DLPACK_FLAG_BITMASK_READ_ONLY;
+  auto keep = std::make_unique<SourceTensor>(std::move(source));
+  SourceTensor* held = keep.get();
+  std::unique_ptr<Storage> owner = std::move(keep);  // the view keeps the source alive
+  try {
+    if (plan.path == ABR_PATH_HOST_WRAP) {
+      // The device buffer starts at the lowest byte the view touches.
+      char* base = const_cast<char*>(first_element(src)) + src.min_byte;
+      PendingExport pending({nullptr, dst, src.dtype, src.shape, src.strides, static_cast<uint64_t>(-src.min_byte),
+                             read_only});
+      DeviceMemory memory = opencl_->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte),
+                                               read_only != 0, owner);
+      pending.set_data(memory.handle);
+      return pending.finish(std::move(memory.storage));
+    }
+    // Host memory is handed on as a pointer to the first element, device memory as handle + byte_offset.
+    const bool direct = is_direct_address(src.device.device_type);
+    const ExportSpec spec{direct ? const_cast<char*>(first_element(src)) : src.data, dst, src.dtype, src.shape,
+                          src.strides, direct ? 0 : src.byte_offset, read_only};
+    return export_tensor(spec, std::move(owner));
+  } catch (...) {
+    if (owner) held->relinquish();  // not handed on: still the caller's
+    throw;
+  }
+}
+
+DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layout& src, DLDevice dst,
+                                               const Plan& plan, Stream* stream) {
+  auto keep = std::make_unique<SourceTensor>(std::move(source));
+  try {
+    const std::size_t bytes = static_cast<std::size_t>(src.numel * itemsize(plan.dtype));
+    std::shared_ptr<Storage> memory;
+    void* data = nullptr;
+    if (dst.device_type == kDLCPU) {
+      auto buffer = std::make_shared<HostBuffer>(bytes);
+      data = buffer->data();
+      memory = std::move(buffer);
+    } else {
+      DeviceMemory device_memory = opencl_->allocate(dst, bytes);
+      data = device_memory.handle;
+      memory = std::move(device_memory.storage);
+    }
+    // Everything that can run out of memory happens before the copy starts.
+    PendingExport pending({data, dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
+                           DLPACK_FLAG_BITMASK_IS_COPIED});
+    auto exported_memory = std::make_unique<SharedStorage>(memory);
+    auto stream_memory = std::make_unique<SharedStorage>(memory);
+
+    execute(plan, src, compact_layout(dst, plan.dtype, src.shape, data), stream);
+    if (stream) {  // the work may still be running: the stream holds the source and the memory until it is done
+      stream->retain(std::move(keep));
+      stream->retain(std::move(stream_memory));
+    } else {
+      keep->release();  // the copy is complete: the source is no longer needed
+    }
+    return pending.finish(std::move(exported_memory));
+  } catch (...) {
+    keep->relinquish();
+    throw;
+  }
+}
+
+void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
+  if (plan.path != ABR_PATH_HOST_COPY) return opencl_->execute(plan, src, dst, stream);
+  char* target = const_cast<char*>(first_element(dst));
+  if (!plan.overlap) return host_copy_layout(src, first_element(src), dst.dtype, target, dst.strides.data());
+  // Overlapping memory: pack the source first, then scatter it.
+  HostBuffer staging(static_cast<std::size_t>(src.nbytes));
+  const Layout packed = compact_layout(src.device, src.dtype, src.shape, staging.data());
+  host_copy_layout(src, first_element(src), src.dtype, staging.data(), packed.strides.data());
+  host_copy_layout(packed, staging.data(), dst.dtype, target, dst.strides.data());
 }
 
 void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, Stream* stream) {
   const Layout src = validate_tensor(src_tensor, Role::Source, "source");
   const Layout dst = validate_tensor(dst_tensor, Role::Destination, "destination");
-  const Plan plan = plan_copy(devices_, src, dst);
+  const void* src_context = memory_context(src, "source");
+  const void* dst_context = memory_context(dst, "destination");
+  const Plan plan = plan_copy(devices_, src, src_context, dst, dst_context);
   check_stream(stream, src.device, dst.device);
-  log::debug("copy {} {} -> {} {}: {}", dtype_name(src.dtype), device_string(src.device), dtype_name(dst.dtype),
-             device_string(dst.device), plan.detail);
-
-  char* target = const_cast<char*>(first_element(dst));
-  if (!plan.overlap) {
-    run_host_copy(src, dst.dtype, target, dst.strides.data());
-    return;
-  }
-  // Overlapping memory: pack the source first, then scatter it.
-  HostBuffer staging(static_cast<std::size_t>(src.nbytes));
-  const std::vector<int64_t> compact = compact_strides(src.shape);
-  host_copy({first_element(src), src.strides.data()}, staging.data(), compact.data(), src.shape.data(), src.ndim(),
-            src.itemsize);
-  Layout packed = src;
-  packed.data = staging.data();
-  packed.byte_offset = 0;
-  packed.strides = compact;
-  run_host_copy(packed, dst.dtype, target, dst.strides.data());
+  log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device), dtype_name(dst.dtype),
+             device_string(dst.device), path_name(plan.path), plan.detail);
+  execute(plan, src, dst, stream);
 }
 
 void Runtime::copy(const DLManagedTensorVersioned& src, const DLManagedTensorVersioned& dst, Stream* stream) {
@@ -160,6 +213,7 @@ void Runtime::copy(const DLManagedTensorVersioned& src, const DLManagedTensorVer
 std::unique_ptr<Stream> Runtime::create_stream(DLDevice device) {
   devices_.require(device, "stream device");
   if (device.device_type == kDLCPU) return std::make_unique<InlineHostStream>();
+  if (device.device_type == kDLOpenCL) return opencl_->create_stream(device);
   fail(ABR_ERR_UNSUPPORTED, "streams on {} are not supported in this build", device_string(device));
 }
 
@@ -168,6 +222,7 @@ std::unique_ptr<Stream> Runtime::wrap_stream(DLDevice device, void* native) {
   if (!native) fail(ABR_ERR_INVALID_ARGUMENT, "abr_stream_wrap: native stream is NULL");
   if (device.device_type == kDLCPU)
     fail(ABR_ERR_INVALID_ARGUMENT, "the CPU has no native streams to wrap; use abr_stream_create");
+  if (device.device_type == kDLOpenCL) return opencl_->wrap_stream(device, native);
   fail(ABR_ERR_UNSUPPORTED, "wrapping streams on {} is not supported in this build", device_string(device));
 }
 

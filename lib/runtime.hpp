@@ -1,13 +1,17 @@
-// The runtime: validates what comes in, asks the planner for a path, runs it,
-// and exports the result. One per process is typical; every method is
-// thread-safe (the registry is immutable and transfers share no state).
+// The runtime: validates what comes in, asks the planner for a path, has the
+// host engine or a backend carry it out, and exports the result. One per process
+// is typical; every method is thread-safe (the registry is immutable, backends
+// lock what they share, and transfers share no other state).
 #pragma once
 
 #include <memory>
 
 #include "arraybridge/arraybridge.h"
+#include "backend.hpp"
 #include "devices.hpp"
 #include "export.hpp"
+#include "layout.hpp"
+#include "planner.hpp"
 #include "stream.hpp"
 
 namespace abr {
@@ -17,10 +21,12 @@ class Runtime {
   explicit Runtime(const abr_runtime_options* options);
 
   const DeviceRegistry& devices() const { return devices_; }
+  DeviceBackend& opencl() { return *opencl_; }
 
   // abr_to_device and abr_to_device_legacy, with the whole ownership contract: on
-  // success `src` has been consumed (its deleter ran, or belongs to the result);
-  // on a throw it is untouched and still the caller's.
+  // success `src` has been consumed (its deleter ran, or belongs to the result
+  // or, until the work completes, to the stream); on a throw it is untouched and
+  // still the caller's.
   DLManagedTensorVersioned* to_device(DLManagedTensorVersioned* src, DLDevice dst,
                                       const abr_transfer_options* options, Stream* stream);
   DLManagedTensorVersioned* to_device(DLManagedTensor* src, DLDevice dst, const abr_transfer_options* options,
@@ -35,13 +41,25 @@ class Runtime {
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native);
 
  private:
+  explicit Runtime(const abr_runtime_options& resolved);
+
   template <class Managed>
   DLManagedTensorVersioned* take_and_transfer(Managed* src, DLDevice dst, const abr_transfer_options* options,
                                               Stream* stream);
   DLManagedTensorVersioned* transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
                                      Stream* stream);
+  DLManagedTensorVersioned* export_view(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan);
+  DLManagedTensorVersioned* export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
+                                        Stream* stream);
+  void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
+
+  // The backend context a tensor's memory lives in (nullptr for host memory);
+  // checks the device exists and the memory handle is valid.
+  const void* memory_context(const Layout& tensor, const char* what);
+  DeviceTraits traits_of(DLDevice device);
   void check_stream(const Stream* stream, DLDevice a, DLDevice b) const;
 
+  std::unique_ptr<DeviceBackend> opencl_;
   DeviceRegistry devices_;
 };
 

@@ -26,10 +26,9 @@ std::unique_ptr<Api> load_api(const char* path, std::string* reason) {
       complete = false;
     }
   };
-  resolve(api->GetPlatformIDs, "clGetPlatformIDs");
-  resolve(api->GetPlatformInfo, "clGetPlatformInfo");
-  resolve(api->GetDeviceIDs, "clGetDeviceIDs");
-  resolve(api->GetDeviceInfo, "clGetDeviceInfo");
+#define ABR_OPENCL_RESOLVE(name) resolve(api->name, "cl" #name);
+  ABR_OPENCL_ENTRY_POINTS(ABR_OPENCL_RESOLVE)
+#undef ABR_OPENCL_RESOLVE
   if (!complete) {
     dlclose(handle);
     return nullptr;

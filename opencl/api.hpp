@@ -8,14 +8,25 @@
 #include <memory>
 #include <string>
 
+// X-macro of every entry point the backend uses (OpenCL 2.0 names: the ICD
+// loader exports them even when a platform is older).
+#define ABR_OPENCL_ENTRY_POINTS(X) \
+  X(GetPlatformIDs) X(GetPlatformInfo) X(GetDeviceIDs) X(GetDeviceInfo) \
+  X(CreateContext) X(RetainContext) X(ReleaseContext) X(GetContextInfo) \
+  X(CreateCommandQueueWithProperties) X(RetainCommandQueue) X(ReleaseCommandQueue) X(GetCommandQueueInfo) X(Flush) X(Finish) \
+  X(CreateBuffer) X(RetainMemObject) X(ReleaseMemObject) X(GetMemObjectInfo) X(SetMemObjectDestructorCallback) \
+  X(EnqueueReadBuffer) X(EnqueueWriteBuffer) X(EnqueueCopyBuffer) X(EnqueueMapBuffer) X(EnqueueUnmapMemObject) \
+  X(EnqueueMarkerWithWaitList) X(EnqueueBarrierWithWaitList) X(WaitForEvents) X(GetEventInfo) X(ReleaseEvent) \
+  X(CreateProgramWithSource) X(BuildProgram) X(GetProgramBuildInfo) X(ReleaseProgram) \
+  X(CreateKernel) X(ReleaseKernel) X(SetKernelArg) X(EnqueueNDRangeKernel)
+
 namespace abr::opencl {
 
 // The entry points the backend uses, resolved from the loader by name.
 struct Api {
-  decltype(&::clGetPlatformIDs) GetPlatformIDs;
-  decltype(&::clGetPlatformInfo) GetPlatformInfo;
-  decltype(&::clGetDeviceIDs) GetDeviceIDs;
-  decltype(&::clGetDeviceInfo) GetDeviceInfo;
+#define ABR_OPENCL_MEMBER(name) decltype(&::cl##name) name;
+  ABR_OPENCL_ENTRY_POINTS(ABR_OPENCL_MEMBER)
+#undef ABR_OPENCL_MEMBER
   std::string library;  // what was opened, for messages
 };
 
@@ -31,5 +42,10 @@ const char* error_name(cl_int code);
 
 // Throws ABR_ERR_BACKEND: "<call> failed: CL_INVALID_MEM_OBJECT (-38)".
 [[noreturn]] void fail_cl(cl_int code, const char* call);
+
+// fail_cl unless `code` is CL_SUCCESS.
+inline void check(cl_int code, const char* call) {
+  if (code != CL_SUCCESS) fail_cl(code, call);
+}
 
 }  // namespace abr::opencl

@@ -43,13 +43,16 @@ T device_value(const Api& cl, cl_device_id device, cl_device_info what, T fallba
 
 }  // namespace
 
-BackendReport discover_with(const Api* cl, const std::string& unavailable_reason) {
-  BackendReport report;
+Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
+  Discovery found;
+  BackendReport& report = found.report;
   report.info.backend = ABR_BACKEND_OPENCL;
   auto unavailable = [&](const std::string& why) {
     copy_text(report.info.detail, "OpenCL unavailable: " + why);
     log::info("{}", report.info.detail);
-    return report;
+    found.devices.clear();
+    report.devices.clear();
+    return found;
   };
   if (!cl) return unavailable(unavailable_reason);
 
@@ -83,6 +86,7 @@ BackendReport discover_with(const Api* cl, const std::string& unavailable_reason
       copy_text(info.name, device_text(*cl, id, CL_DEVICE_NAME));
       copy_text(info.platform, version.empty() ? name : name + " (" + version + ")");
       report.devices.push_back(info);
+      found.devices.push_back(id);
     }
   }
   if (report.devices.empty()) return unavailable(fmt::format("{} platform(s) but no devices", platform_count));
@@ -90,10 +94,10 @@ BackendReport discover_with(const Api* cl, const std::string& unavailable_reason
   report.info.device_count = static_cast<int32_t>(report.devices.size());
   copy_text(report.info.detail, fmt::format("{}: {} device(s) on {}", cl->library, report.devices.size(),
                                             fmt::join(platform_names, ", ")));
-  return report;
+  return found;
 }
 
-BackendReport discover(const abr_runtime_options& options) {
+Discovery discover(const abr_runtime_options& options) {
   if (options.flags & ABR_RUNTIME_DISABLE_OPENCL)
     return discover_with(nullptr, "disabled by ABR_RUNTIME_DISABLE_OPENCL");
   std::string reason;

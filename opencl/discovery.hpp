@@ -3,17 +3,22 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "../lib/backend_report.hpp"
+#include "api.hpp"
 
 namespace abr::opencl {
 
-struct Api;
+struct Discovery {
+  BackendReport report;
+  std::vector<cl_device_id> devices;  // devices[i] is opencl:i
+};
 
 // Never throws; an absent loader, platform or device is described in info.detail.
-BackendReport discover(const abr_runtime_options& options);
+Discovery discover(const abr_runtime_options& options);
 
 // The same over a given API table (tests use it to simulate a missing loader).
-BackendReport discover_with(const Api* api, const std::string& unavailable_reason);
+Discovery discover_with(const Api* api, const std::string& unavailable_reason);
 
 }  // namespace abr::opencl

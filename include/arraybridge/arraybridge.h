@@ -265,12 +265,19 @@ ABR_API abr_status abr_tensor_to_legacy(DLManagedTensorVersioned* src, DLManaged
 /* An ordered queue of work on one device: a cudaStream_t or cl_command_queue, or
  * an inline stream on the CPU (work there completes before the call returns). */
 ABR_API abr_status abr_stream_create(abr_runtime* runtime, DLDevice device, abr_stream** out);
-/* Borrow a caller's native stream (cudaStream_t or cl_command_queue); the caller
- * keeps ownership and must keep it alive until abr_stream_destroy. */
+/* Borrow a caller's native stream (cudaStream_t or an in-order cl_command_queue);
+ * the caller keeps ownership (the runtime holds a reference while wrapped). An
+ * OpenCL queue may belong to the caller's own cl_context. */
 ABR_API abr_status abr_stream_wrap(abr_runtime* runtime, DLDevice device, void* native, abr_stream** out);
 /* Block until all work submitted to the stream has completed. */
 ABR_API abr_status abr_stream_synchronize(abr_stream* stream);
-/* Accepts NULL. Waits for the stream's pending work first. */
+/* Work submitted to `stream` after this call starts only after the work submitted
+ * to `other` before it has completed: an event wait on the device when both share
+ * a context, otherwise `other` is synchronized on the host. The host does not
+ * block in the first case. */
+ABR_API abr_status abr_stream_wait(abr_stream* stream, abr_stream* other);
+/* Accepts NULL. Waits for the stream's pending work first, then releases the
+ * sources it kept alive. A stream may outlive its runtime. */
 ABR_API void abr_stream_destroy(abr_stream* stream);
 
 #ifdef __cplusplus

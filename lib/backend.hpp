@@ -1,0 +1,70 @@
+// What the runtime needs from a device backend (OpenCL now, CUDA next). The
+// planner decides a transfer's path from the facts a backend reports here; the
+// backend only carries the plan out. lib/ never sees a backend's native types:
+// contexts are opaque pointers, memory handles are DLTensor::data values.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "arraybridge/arraybridge.h"
+#include "backend_report.hpp"
+#include "staging.hpp"
+#include "storage.hpp"
+#include "stream.hpp"
+
+namespace abr {
+
+struct Layout;
+struct Plan;
+
+// What the planner needs to know about a device.
+struct DeviceTraits {
+  bool shares_host_memory = false;  // host memory can back device buffers in place
+  uint64_t host_wrap_alignment = 0;  // what a host pointer must be aligned to for that
+  const void* context = nullptr;     // the runtime's own context on this device
+};
+
+// Device memory from a backend: the DLTensor::data value and what releases it.
+struct DeviceMemory {
+  void* handle = nullptr;
+  std::unique_ptr<Storage> storage;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+
+  virtual const BackendReport& report() const = 0;
+  virtual DeviceTraits traits(DLDevice device) = 0;
+
+  // Checks the memory handle of a tensor on one of this backend's devices (its
+  // kind, and that the whole view lies inside it) and returns the context it
+  // lives in. A handle from another library is accepted: its context is adopted.
+  virtual const void* memory_context(const Layout& tensor) = 0;
+
+  // `bytes` of device memory in the runtime's own context (zero is allowed).
+  virtual DeviceMemory allocate(DLDevice device, uint64_t bytes) = 0;
+
+  // Host memory [base, base + bytes) used by the device in place. `owner` is kept
+  // until the device memory is destroyed; it is moved from only on success.
+  virtual DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
+                                 std::unique_ptr<Storage>& owner) = 0;
+
+  // Carries out a planned copy between src and dst (one of them in this
+  // backend's memory, the other on the host or here too). With a stream of this
+  // backend the work is enqueued in its order and the caller keeps both sides
+  // alive until it completes (Stream::retain); otherwise it is complete on return.
+  virtual void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) = 0;
+
+  virtual std::unique_ptr<Stream> create_stream(DLDevice device) = 0;
+  virtual std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) = 0;
+
+  // Host staging memory for transfers with this device (the pinned pool's provider).
+  virtual std::unique_ptr<StagingProvider> staging_provider(DLDevice device) = 0;
+};
+
+// Never throws: without a driver the backend reports why and has no devices.
+std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options);
+
+}  // namespace abr

@@ -1,0 +1,172 @@
+#include "backend.hpp"
+
+#include <algorithm>
+
+#include "../lib/devices.hpp"
+#include "../lib/error.hpp"
+#include "../lib/layout.hpp"
+#include "../lib/log.hpp"
+#include "memory.hpp"
+#include "queue_stream.hpp"
+#include "staging.hpp"
+#include "transfers.hpp"
+
+namespace abr {
+
+std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options) {
+  return std::make_unique<opencl::Backend>(options);
+}
+
+namespace opencl {
+namespace {
+
+const char* mem_type_name(cl_mem_object_type type) {
+  switch (type) {
+    case CL_MEM_OBJECT_BUFFER: return "a buffer";
+    case CL_MEM_OBJECT_PIPE: return "a pipe";
+    default: return "an image";
+  }
+}
+
+}  // namespace
+
+Backend::Backend(const abr_runtime_options& options) : found_(discover(options)) {
+  if (!found_.devices.empty()) cl_ = api(nullptr);
+  own_.resize(found_.devices.size());
+}
+
+cl_device_id Backend::device_id(DLDevice device) const {
+  if (device.device_type != kDLOpenCL || device.device_id < 0 ||
+      device.device_id >= static_cast<int32_t>(found_.devices.size()))
+    fail(ABR_ERR_NO_DEVICE, "no device {} (the OpenCL backend has {} device(s))", device_string(device),
+         found_.devices.size());
+  return found_.devices[static_cast<std::size_t>(device.device_id)];
+}
+
+std::shared_ptr<Context> Backend::own_context(DLDevice device) {
+  cl_device_id id = device_id(device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::shared_ptr<Context>& slot = own_[static_cast<std::size_t>(device.device_id)];
+  if (!slot) {
+    cl_int status = CL_SUCCESS;
+    Ref<cl_context> context(cl_->CreateContext(nullptr, 1, &id, nullptr, nullptr, &status), cl_->ReleaseContext);
+    check(status, "clCreateContext");
+    slot = std::make_shared<Context>(*cl_, context.get(), id, device);
+    log::debug("created the OpenCL context for {}", device_string(device));
+  }
+  return slot;
+}
+
+std::shared_ptr<Context> Backend::context_for(cl_context handle, DLDevice device) {
+  cl_device_id id = device_id(device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::shared_ptr<Context>& own : own_) {
+    if (!own || own->handle() != handle) continue;
+    if (own->device() != id)
+      fail(ABR_ERR_DLPACK_DEVICE, "the cl_mem belongs to the runtime's context of {}, not {}",
+           device_string(own->dl_device()), device_string(device));
+    return own;
+  }
+  std::shared_ptr<Context>& adopted = adopted_[{handle, device.device_id}];
+  if (adopted) return adopted;
+  cl_uint count = 0;
+  check(cl_->GetContextInfo(handle, CL_CONTEXT_NUM_DEVICES, sizeof count, &count, nullptr), "clGetContextInfo");
+  std::vector<cl_device_id> members(count);
+  check(cl_->GetContextInfo(handle, CL_CONTEXT_DEVICES, count * sizeof(cl_device_id), members.data(), nullptr),
+        "clGetContextInfo");
+  if (std::find(members.begin(), members.end(), id) == members.end()) {
+    adopted_.erase({handle, device.device_id});
+    fail(ABR_ERR_DLPACK_DEVICE, "the cl_mem's context does not include {}", device_string(device));
+  }
+  adopted = std::make_shared<Context>(*cl_, handle, id, device);
+  log::debug("adopted a caller's OpenCL context for {}", device_string(device));
+  return adopted;
+}
+
+DeviceTraits Backend::traits(DLDevice device) {
+  DeviceTraits traits;
+  const cl_device_id id = device_id(device);
+  traits.shares_host_memory = found_.report.devices[static_cast<std::size_t>(device.device_id)].flags &
+                              ABR_DEVICE_SHARES_HOST_MEMORY;
+  cl_uint align_bits = 0;
+  if (cl_->GetDeviceInfo(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr) == CL_SUCCESS)
+    traits.host_wrap_alignment = std::max<uint64_t>(align_bits / 8, 1);
+  traits.context = own_context(device).get();
+  return traits;
+}
+
+const void* Backend::memory_context(const Layout& tensor) {
+  if (!tensor.data) return own_context(tensor.device).get();  // empty tensor without memory
+  cl_mem mem = static_cast<cl_mem>(tensor.data);
+  device_id(tensor.device);
+  cl_mem_object_type type = 0;
+  check(cl_->GetMemObjectInfo(mem, CL_MEM_TYPE, sizeof type, &type, nullptr), "clGetMemObjectInfo(CL_MEM_TYPE)");
+  if (type != CL_MEM_OBJECT_BUFFER)
+    fail(ABR_ERR_DLPACK_DATA, "the cl_mem on {} is {}, not a buffer", device_string(tensor.device),
+         mem_type_name(type));
+  std::size_t size = 0;
+  check(cl_->GetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, nullptr), "clGetMemObjectInfo(CL_MEM_SIZE)");
+  if (tensor.numel > 0) {
+    const int64_t start = static_cast<int64_t>(tensor.byte_offset) + tensor.min_byte;
+    const int64_t end = static_cast<int64_t>(tensor.byte_offset) + tensor.max_byte_end;
+    if (start < 0 || static_cast<uint64_t>(end) > size)
+      fail(ABR_ERR_DLPACK_DATA, "the view needs bytes [{}, {}) of the cl_mem, which holds {} bytes", start, end, size);
+  }
+  cl_context context = nullptr;
+  check(cl_->GetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, nullptr),
+        "clGetMemObjectInfo(CL_MEM_CONTEXT)");
+  return context_for(context, tensor.device).get();
+}
+
+DeviceMemory Backend::allocate(DLDevice device, uint64_t bytes) {
+  MemRef mem = own_context(device)->create_buffer(CL_MEM_READ_WRITE, static_cast<std::size_t>(bytes));
+  cl_mem handle = mem.get();
+  return {handle, std::make_unique<BufferStorage>(std::move(mem))};
+}
+
+DeviceMemory Backend::wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
+                                std::unique_ptr<Storage>& owner) {
+  MemRef mem = wrap_host_memory(*own_context(device), base, static_cast<std::size_t>(bytes), read_only, owner);
+  cl_mem handle = mem.get();
+  return {handle, std::make_unique<BufferStorage>(std::move(mem))};
+}
+
+void Backend::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
+  execute_plan(plan, src, dst, stream);
+}
+
+std::unique_ptr<Stream> Backend::create_stream(DLDevice device) {
+  std::shared_ptr<Context> context = own_context(device);
+  cl_int status = CL_SUCCESS;
+  cl_command_queue queue = cl_->CreateCommandQueueWithProperties(context->handle(), context->device(), nullptr, &status);
+  check(status, "clCreateCommandQueueWithProperties");
+  return std::make_unique<QueueStream>(std::move(context), Ref<cl_command_queue>(queue, cl_->ReleaseCommandQueue));
+}
+
+std::unique_ptr<Stream> Backend::wrap_stream(DLDevice device, void* native) {
+  const cl_device_id id = device_id(device);
+  cl_command_queue queue = static_cast<cl_command_queue>(native);
+  cl_device_id queue_device = nullptr;
+  check(cl_->GetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof queue_device, &queue_device, nullptr),
+        "clGetCommandQueueInfo(CL_QUEUE_DEVICE)");
+  if (queue_device != id)
+    fail(ABR_ERR_INVALID_ARGUMENT, "the cl_command_queue belongs to another device than {}", device_string(device));
+  cl_command_queue_properties properties = 0;
+  check(cl_->GetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof properties, &properties, nullptr),
+        "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)");
+  if (properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    fail(ABR_ERR_UNSUPPORTED, "out-of-order command queues cannot order transfers; wrap an in-order queue");
+  cl_context context = nullptr;
+  check(cl_->GetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof context, &context, nullptr),
+        "clGetCommandQueueInfo(CL_QUEUE_CONTEXT)");
+  std::shared_ptr<Context> owner = context_for(context, device);
+  check(cl_->RetainCommandQueue(queue), "clRetainCommandQueue");  // held while wrapped
+  return std::make_unique<QueueStream>(std::move(owner), Ref<cl_command_queue>(queue, cl_->ReleaseCommandQueue));
+}
+
+std::unique_ptr<StagingProvider> Backend::staging_provider(DLDevice device) {
+  return std::make_unique<MappedStagingProvider>(own_context(device));
+}
+
+}  // namespace opencl
+}  // namespace abr

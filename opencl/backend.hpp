@@ -1,0 +1,48 @@
+// The OpenCL backend: devices found through the ICD loader, the runtime's own
+// context per device (created on first use), and the contexts of callers'
+// buffers and queues, adopted as they come in.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "../lib/backend.hpp"
+#include "context.hpp"
+#include "discovery.hpp"
+
+namespace abr::opencl {
+
+class Backend final : public DeviceBackend {
+ public:
+  explicit Backend(const abr_runtime_options& options);
+
+  const BackendReport& report() const override { return found_.report; }
+  DeviceTraits traits(DLDevice device) override;
+  const void* memory_context(const Layout& tensor) override;
+  DeviceMemory allocate(DLDevice device, uint64_t bytes) override;
+  DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
+                         std::unique_ptr<Storage>& owner) override;
+  void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;
+  std::unique_ptr<Stream> create_stream(DLDevice device) override;
+  std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) override;
+  std::unique_ptr<StagingProvider> staging_provider(DLDevice device) override;
+
+  // The runtime's own context on opencl:N, created on first use.
+  std::shared_ptr<Context> own_context(DLDevice device);
+  // The context `handle` as seen from opencl:N: the runtime's own, or adopted.
+  std::shared_ptr<Context> context_for(cl_context handle, DLDevice device);
+
+ private:
+  cl_device_id device_id(DLDevice device) const;  // throws for a device this backend lacks
+
+  const Api* cl_ = nullptr;
+  Discovery found_;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<Context>> own_;  // by device index, null until first use
+  std::map<std::pair<cl_context, int32_t>, std::shared_ptr<Context>> adopted_;
+};
+
+}  // namespace abr::opencl

@@ -1,0 +1,69 @@
+#include "queue_stream.hpp"
+
+#include "../lib/log.hpp"
+
+namespace abr::opencl {
+
+QueueStream::QueueStream(std::shared_ptr<Context> context, Ref<cl_command_queue> queue)
+    : context_(std::move(context)), queue_(std::move(queue)) {}
+
+QueueStream::~QueueStream() {
+  // Pending work must finish before its storage (a source's deleter) is released.
+  const cl_int status = context_->api().Finish(queue_.get());
+  if (status != CL_SUCCESS) log::warn("clFinish while destroying a stream failed: {} ({})", error_name(status), status);
+}
+
+void QueueStream::release_completed() {
+  const Api& cl = context_->api();
+  while (!pending_.empty()) {
+    cl_int state = CL_QUEUED;
+    cl.GetEventInfo(pending_.front().first.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, nullptr);
+    if (state > CL_COMPLETE) return;  // in-order queue: later markers are not done either
+    pending_.pop_front();            // complete, or failed: either way nothing uses it any more
+  }
+}
+
+void QueueStream::synchronize() {
+  check(context_->api().Finish(queue_.get()), "clFinish");
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.clear();
+}
+
+void QueueStream::retain(std::unique_ptr<Storage> storage) noexcept {
+  const Api& cl = context_->api();
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_completed();
+  cl_event marker = nullptr;
+  const cl_int status = cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker);
+  if (status == CL_SUCCESS) {
+    try {
+      pending_.emplace_back(EventRef(marker, cl.ReleaseEvent), std::move(storage));
+      cl.Flush(queue_.get());
+      return;
+    } catch (...) {  // out of memory for the list: fall through and wait instead
+      cl.ReleaseEvent(marker);
+    }
+  }
+  cl.Finish(queue_.get());  // cannot track the work: wait for it, then let go
+}
+
+void QueueStream::wait_for(Stream& other) {
+  auto* queue_stream = dynamic_cast<QueueStream*>(&other);
+  if (!queue_stream || queue_stream->context_->handle() != context_->handle()) {
+    other.synchronize();  // events cannot cross contexts: wait on the host
+    return;
+  }
+  const Api& cl = context_->api();
+  cl_event marker = nullptr;
+  check(cl.EnqueueMarkerWithWaitList(queue_stream->queue(), 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
+  EventRef owned(marker, cl.ReleaseEvent);
+  check(cl.EnqueueBarrierWithWaitList(queue_.get(), 1, &marker, nullptr), "clEnqueueBarrierWithWaitList");
+  cl.Flush(queue_stream->queue());
+}
+
+std::size_t QueueStream::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_.size();
+}
+
+}  // namespace abr::opencl

@@ -1,0 +1,43 @@
+// abr_stream over an in-order cl_command_queue, created by the runtime or a
+// caller's (retained while wrapped). Storage handed to retain() is released once
+// a marker enqueued after the work that used it has completed: checked on every
+// later call, and at synchronize and destroy.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "../lib/stream.hpp"
+#include "context.hpp"
+
+namespace abr::opencl {
+
+class QueueStream final : public Stream {
+ public:
+  // Holds the context, so a stream may outlive the runtime that made it.
+  QueueStream(std::shared_ptr<Context> context, Ref<cl_command_queue> queue);
+  ~QueueStream() override;
+
+  DLDevice device() const override { return context_->dl_device(); }
+  Context& context() const { return *context_; }
+  cl_command_queue queue() const { return queue_.get(); }
+
+  void synchronize() override;
+  void retain(std::unique_ptr<Storage> storage) noexcept override;
+  void wait_for(Stream& other) override;
+
+  // Storage still waiting for its work (for tests and statistics).
+  std::size_t pending() const;
+
+ private:
+  void release_completed();  // caller holds mutex_
+
+  std::shared_ptr<Context> context_;
+  Ref<cl_command_queue> queue_;
+  mutable std::mutex mutex_;
+  std::deque<std::pair<EventRef, std::unique_ptr<Storage>>> pending_;
+};
+
+}  // namespace abr::opencl

@@ -1,0 +1,45 @@
+// One owned reference to an OpenCL object, released through the loaded API.
+#pragma once
+
+#include <utility>
+
+#include "api.hpp"
+
+namespace abr::opencl {
+
+template <class T>
+class Ref {
+ public:
+  using Release = cl_int(CL_API_CALL*)(T);
+
+  Ref() = default;
+  Ref(T handle, Release release) : handle_(handle), release_(release) {}
+  ~Ref() { reset(); }
+  Ref(Ref&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)), release_(other.release_) {}
+  Ref& operator=(Ref&& other) noexcept {
+    if (this != &other) {
+      reset();
+      handle_ = std::exchange(other.handle_, nullptr);
+      release_ = other.release_;
+    }
+    return *this;
+  }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+
+  T get() const { return handle_; }
+  explicit operator bool() const { return handle_ != nullptr; }
+  void reset() noexcept {
+    if (handle_) release_(handle_);
+    handle_ = nullptr;
+  }
+
+ private:
+  T handle_ = nullptr;
+  Release release_ = nullptr;
+};
+
+using MemRef = Ref<cl_mem>;
+using EventRef = Ref<cl_event>;
+
+}  // namespace abr::opencl

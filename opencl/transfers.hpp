@@ -1,0 +1,17 @@
+// Carrying out the planner's OpenCL paths. Nothing here chooses a path: each
+// function runs the one it is given, the way the plan's engine says.
+#pragma once
+
+#include "../lib/layout.hpp"
+#include "../lib/planner.hpp"
+#include "../lib/stream.hpp"
+
+namespace abr::opencl {
+
+// Dispatches on plan.path: HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_COPY, STAGED.
+void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
+
+// Bytes moved per chunk when staging between contexts (two chunks in flight).
+constexpr std::size_t kStagingChunk = std::size_t{8} << 20;
+
+}  // namespace abr::opencl

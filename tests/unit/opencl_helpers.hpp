@@ -1,0 +1,85 @@
+// OpenCL helpers for tests: a context and queue of the test's own (a "foreign"
+// library as far as the runtime is concerned), buffers with known contents, and
+// reads that do not go through libarraybridge.
+#pragma once
+
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+
+#include <vector>
+
+#include "helpers.hpp"
+
+namespace test {
+
+constexpr DLDevice ocl0{kDLOpenCL, 0};
+
+struct ClEnv {
+  cl_platform_id platform = nullptr;
+  cl_device_id device = nullptr;
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+
+  ClEnv() {
+    REQUIRE(clGetPlatformIDs(1, &platform, nullptr) == CL_SUCCESS);
+    REQUIRE(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, nullptr) == CL_SUCCESS);  // opencl:0
+    cl_int status = CL_SUCCESS;
+    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &status);
+    REQUIRE(status == CL_SUCCESS);
+    queue = clCreateCommandQueueWithProperties(context, device, nullptr, &status);
+    REQUIRE(status == CL_SUCCESS);
+  }
+  ~ClEnv() {
+    clFinish(queue);
+    clReleaseCommandQueue(queue);
+    clReleaseContext(context);
+  }
+  ClEnv(const ClEnv&) = delete;
+
+  cl_mem buffer(std::size_t bytes, const void* init = nullptr) const {
+    cl_int status = CL_SUCCESS;
+    cl_mem mem = clCreateBuffer(context, CL_MEM_READ_WRITE | (init ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                                const_cast<void*>(init), &status);
+    REQUIRE(status == CL_SUCCESS);
+    return mem;
+  }
+};
+
+// Reads bytes of any buffer (the runtime's or the test's) with a queue of its own context.
+inline std::vector<char> read_mem(cl_mem mem, std::size_t offset, std::size_t bytes) {
+  cl_context context = nullptr;
+  REQUIRE(clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, nullptr) == CL_SUCCESS);
+  cl_device_id device = nullptr;
+  REQUIRE(clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device, &device, nullptr) == CL_SUCCESS);
+  cl_int status = CL_SUCCESS;
+  cl_command_queue queue = clCreateCommandQueueWithProperties(context, device, nullptr, &status);
+  REQUIRE(status == CL_SUCCESS);
+  std::vector<char> out(bytes);
+  if (bytes) REQUIRE(clEnqueueReadBuffer(queue, mem, CL_TRUE, offset, bytes, out.data(), 0, nullptr, nullptr) == CL_SUCCESS);
+  clReleaseCommandQueue(queue);
+  return out;
+}
+
+inline std::size_t mem_size(cl_mem mem) {
+  std::size_t size = 0;
+  clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, nullptr);
+  return size;
+}
+
+// Moves a tensor to `device`, expecting success; checks the report's path.
+inline DLManagedTensorVersioned* move_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device,
+                                         abr_copy_mode copy, abr_path expected, DLDataType dtype = {}) {
+  abr_transfer_report report;
+  abr_transfer_options options;
+  abr_transfer_options_init(&options);
+  options.copy = copy;
+  options.dtype = dtype;
+  options.report = &report;
+  DLManagedTensorVersioned* out = nullptr;
+  const abr_status status = abr_to_device(rt, src, device, &options, nullptr, &out);
+  REQUIRE_MESSAGE(status == ABR_OK, abr_last_error());
+  CHECK_MESSAGE(report.path == expected, report.detail);
+  return out;
+}
+
+}  // namespace test
