@@ -82,7 +82,7 @@ $(BUILD)/bin/arraybridge-info: tools/info/arraybridge_info.c $(SHLIB) $(BUILD)/l
 BENCH_SRCS := $(wildcard tools/bench/*.cpp)
 $(BUILD)/bin/arraybridge-bench: $(BENCH_SRCS) $(wildcard tools/bench/*.hpp) $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXSTD) -O2 -g $(WARN) -Iinclude $(BENCH_SRCS) -L$(BUILD)/lib -larraybridge -pthread \
+	$(CXX) $(CXXSTD) -O2 -g $(WARN) -Iinclude $(BENCH_SRCS) -L$(BUILD)/lib -larraybridge -lOpenCL -pthread \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
 # ---------------------------------------------------------------- tests

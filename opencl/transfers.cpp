@@ -45,9 +45,13 @@ class Submission {
   Submission& operator=(const Submission&) = delete;
 
   cl_command_queue queue() const { return queue_; }
-  void complete() {
+  // For a single read or write: blocking when the call is synchronous, which
+  // waits for it (and, the queue being in order, for all before it) directly.
+  cl_bool blocking() const { return async_ ? CL_FALSE : CL_TRUE; }
+  // `waited`: the last command was blocking, so nothing is left to wait for.
+  void complete(bool waited = false) {
     if (async_) check(cl_.Flush(queue_), "clFlush");
-    else drain(cl_, queue_);
+    else if (!waited) drain(cl_, queue_);
     completed_ = true;
   }
 
@@ -63,10 +67,12 @@ void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stre
   const Api& cl = context.api();
   Submission submission(context, stream);
   if (src.numel > 0 && plan.engine == Engine::Bytes) {
-    check(cl.EnqueueWriteBuffer(submission.queue(), mem_of(dst), CL_FALSE, dst.byte_offset, src.nbytes,
+    check(cl.EnqueueWriteBuffer(submission.queue(), mem_of(dst), submission.blocking(), dst.byte_offset, src.nbytes,
                                 host_first(src), 0, nullptr, nullptr),
           "clEnqueueWriteBuffer");
-  } else if (src.numel > 0) {
+    return submission.complete(/*waited=*/true);
+  }
+  if (src.numel > 0) {
     MappedView target(cl, submission.queue(), dst, /*write=*/true);
     host_copy_layout(src, host_first(src), dst.dtype, target.first_element(), dst.strides.data());
     target.unmap();
@@ -79,10 +85,12 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
   const Api& cl = context.api();
   Submission submission(context, stream);
   if (src.numel > 0 && plan.engine == Engine::Bytes) {
-    check(cl.EnqueueReadBuffer(submission.queue(), mem_of(src), CL_FALSE, src.byte_offset, src.nbytes,
+    check(cl.EnqueueReadBuffer(submission.queue(), mem_of(src), submission.blocking(), src.byte_offset, src.nbytes,
                                host_first(dst), 0, nullptr, nullptr),
           "clEnqueueReadBuffer");
-  } else if (src.numel > 0) {
+    return submission.complete(/*waited=*/true);
+  }
+  if (src.numel > 0) {
     MappedView source(cl, submission.queue(), src, /*write=*/false);
     host_copy_layout(src, source.first_element(), dst.dtype, host_first(dst), dst.strides.data());
     source.unmap();

@@ -72,6 +72,17 @@ int main(void) {
   CHECK(strstr(abr_last_error(), "ndim = -1") != NULL);
   CHECK(strcmp(abr_status_string(ABR_ERR_DLPACK_NDIM), "ABR_ERR_DLPACK_NDIM") == 0);
 
+  {  /* streams from C: two inline CPU streams ordered one after the other */
+    abr_stream* first = NULL;
+    abr_stream* second = NULL;
+    CHECK(abr_stream_create(rt, info.device, &first) == ABR_OK);
+    CHECK(abr_stream_create(rt, info.device, &second) == ABR_OK);
+    CHECK(abr_stream_wait(second, first) == ABR_OK);
+    CHECK(abr_stream_wait(second, NULL) == ABR_ERR_INVALID_ARGUMENT);
+    abr_stream_destroy(second);
+    abr_stream_destroy(first);
+  }
+
   abr_runtime_destroy(rt);
   printf("c-abi-test: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

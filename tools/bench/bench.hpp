@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,35 @@ struct Result {
 
 using Report = std::function<void(const Result&)>;
 
+// Exits with the runtime's message unless status is ABR_OK.
+void check(abr_status status, const char* what);
+
+// Page-aligned, page-touched host memory, so the first timed run does not pay
+// for page faults and devices can use it in place.
+struct Buffer {
+  std::unique_ptr<float, void (*)(void*)> memory;
+  uint64_t size;
+  explicit Buffer(uint64_t elements);
+  float* data() { return memory.get(); }
+};
+
+// A float32 view of host memory.
+DLTensor view(float* data, int ndim, int64_t* shape, int64_t* strides, uint64_t byte_offset = 0);
+
+// A versioned managed tensor over `tensor` with no deleter (the bench owns the memory).
+DLManagedTensorVersioned borrowed(const DLTensor& tensor);
+
+// Stops the compiler from proving a buffer unused and deleting the work.
+inline void keep(void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uint64_t bytes);
+
 // Host-memory cases: contiguous copy, strided packs, zero-copy round trip.
 void run_host_cases(abr_runtime* rt, const Options& options, const Report& report);
+
+// OpenCL cases for every OpenCL device: host <-> device copies against memcpy and
+// raw clEnqueueWrite/ReadBuffer, new buffers, and the zero-copy wrap.
+void run_opencl_cases(abr_runtime* rt, const Options& options, const Report& report);
 
 // NumPy's time for np.ascontiguousarray over the given view, or 0 with a note.
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols);

@@ -11,33 +11,6 @@
 namespace bench {
 namespace {
 
-void check(abr_status status, const char* what) {
-  if (status != ABR_OK) {
-    std::fprintf(stderr, "arraybridge-bench: %s failed: %s\n", what, abr_last_error());
-    std::exit(1);
-  }
-}
-
-// Page-touched host memory, so the first timed run does not pay for page faults.
-struct Buffer {
-  std::vector<float> v;
-  explicit Buffer(uint64_t elements) : v(elements) {
-    for (uint64_t i = 0; i < elements; ++i) v[i] = static_cast<float>(i % 1024);
-  }
-  float* data() { return v.data(); }
-};
-
-DLTensor view(float* data, int ndim, int64_t* shape, int64_t* strides, uint64_t byte_offset = 0) {
-  return DLTensor{data, {kDLCPU, 0}, ndim, {kDLFloat, 32, 1}, shape, strides, byte_offset};
-}
-
-// Stops the compiler from proving the buffer unused and deleting the work.
-void keep(void* p) { asm volatile("" : : "r"(p) : "memory"); }
-
-Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uint64_t bytes) {
-  return {"memcpy", time_it(options, [&] { std::memcpy(dst, src, bytes); }).median_s, ""};
-}
-
 struct PackCase {
   const char* name;
   const char* numpy_kind;
@@ -68,9 +41,7 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
       copy_options.copy = ABR_COPY_ALWAYS;
       Result r{"host to_device copy (new buffer)", "cpu", elements * 4};
       r.seconds = time_it(options, [&] {
-                    DLManagedTensorVersioned m{};
-                    m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-                    m.dl_tensor = view(src.data(), 1, shape, nullptr);
+                    DLManagedTensorVersioned m = borrowed(view(src.data(), 1, shape, nullptr));
                     DLManagedTensorVersioned* out = nullptr;
                     check(abr_to_device(rt, &m, {kDLCPU, 0}, &copy_options, nullptr, &out), "abr_to_device");
                     out->deleter(out);
@@ -130,9 +101,7 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
     r.unit = "ns";
     r.seconds = time_it(options, [&] {
                   for (int i = 0; i < calls; ++i) {
-                    DLManagedTensorVersioned m{};
-                    m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-                    m.dl_tensor = view(x, 1, shape, nullptr);
+                    DLManagedTensorVersioned m = borrowed(view(x, 1, shape, nullptr));
                     DLManagedTensorVersioned* out = nullptr;
                     check(abr_to_device(rt, &m, {kDLCPU, 0}, nullptr, nullptr, &out), "abr_to_device");
                     out->deleter(out);

@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
     results.push_back(r);
   };
   bench::run_host_cases(rt, options, report);
+  bench::run_opencl_cases(rt, options, report);
   std::fprintf(stderr, "\r%-80s\r", "");
   abr_runtime_destroy(rt);
 

@@ -1,0 +1,42 @@
+// Helpers shared by the benchmark cases.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "bench.hpp"
+
+namespace bench {
+
+void check(abr_status status, const char* what) {
+  if (status != ABR_OK) {
+    std::fprintf(stderr, "arraybridge-bench: %s failed: %s\n", what, abr_last_error());
+    std::exit(1);
+  }
+}
+
+Buffer::Buffer(uint64_t elements)
+    : memory(static_cast<float*>(std::aligned_alloc(4096, (elements * 4 + 4095) / 4096 * 4096)), &std::free),
+      size(elements) {
+  if (!memory) {
+    std::fprintf(stderr, "arraybridge-bench: out of memory for %llu floats\n", static_cast<unsigned long long>(elements));
+    std::exit(1);
+  }
+  for (uint64_t i = 0; i < elements; ++i) memory.get()[i] = static_cast<float>(i % 1024);
+}
+
+DLTensor view(float* data, int ndim, int64_t* shape, int64_t* strides, uint64_t byte_offset) {
+  return DLTensor{data, {kDLCPU, 0}, ndim, {kDLFloat, 32, 1}, shape, strides, byte_offset};
+}
+
+DLManagedTensorVersioned borrowed(const DLTensor& tensor) {
+  DLManagedTensorVersioned m{};
+  m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  m.dl_tensor = tensor;
+  return m;
+}
+
+Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uint64_t bytes) {
+  return {"memcpy", time_it(options, [&] { std::memcpy(dst, src, bytes); }).median_s, ""};
+}
+
+}  // namespace bench

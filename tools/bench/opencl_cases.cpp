@@ -1,0 +1,170 @@
+// OpenCL cases of PERFORMANCE.md, for every OpenCL device: host <-> device copies
+// beside memcpy and raw clEnqueueWriteBuffer/clEnqueueReadBuffer on the same
+// buffers, a new device buffer beside clCreateBuffer + write, and the zero-copy
+// wrap of host memory (whose cost must not grow with the size).
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "bench.hpp"
+
+namespace bench {
+namespace {
+
+void check_cl(cl_int status, const char* what) {
+  if (status != CL_SUCCESS) {
+    std::fprintf(stderr, "arraybridge-bench: %s failed: %d\n", what, status);
+    std::exit(1);
+  }
+}
+
+// A queue in the context of a buffer the runtime made, for the raw baselines.
+struct RawQueue {
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  explicit RawQueue(cl_mem mem) {
+    check_cl(clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, nullptr), "clGetMemObjectInfo");
+    cl_device_id device = nullptr;
+    check_cl(clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device, &device, nullptr), "clGetContextInfo");
+    cl_int status = CL_SUCCESS;
+    queue = clCreateCommandQueueWithProperties(context, device, nullptr, &status);
+    check_cl(status, "clCreateCommandQueueWithProperties");
+  }
+  ~RawQueue() { clReleaseCommandQueue(queue); }
+};
+
+std::string human(uint64_t bytes) {
+  char text[32];
+  if (bytes >= (1ull << 20)) std::snprintf(text, sizeof text, "wraps %.0f MiB", bytes / double(1ull << 20));
+  else std::snprintf(text, sizeof text, "wraps %.0f KiB", bytes / 1024.0);
+  return text;
+}
+
+void run_device(abr_runtime* rt, const Options& options, const Report& report, DLDevice device) {
+  const std::string name = "opencl:" + std::to_string(device.device_id);
+  abr_transfer_options copy;
+  abr_transfer_options_init(&copy);
+  copy.copy = ABR_COPY_ALWAYS;
+
+  for (uint64_t size : options.sizes) {
+    const uint64_t elements = size / 4;
+    if (elements == 0) continue;
+    const uint64_t bytes = elements * 4;
+    Buffer src(elements), dst(elements);
+    int64_t shape[1] = {static_cast<int64_t>(elements)};
+    DLTensor host_src = view(src.data(), 1, shape, nullptr), host_dst = view(dst.data(), 1, shape, nullptr);
+
+    // A device buffer in the runtime's context, reused by the copy cases.
+    DLManagedTensorVersioned upload = borrowed(host_src);
+    DLManagedTensorVersioned* on_device = nullptr;
+    check(abr_to_device(rt, &upload, device, &copy, nullptr, &on_device), "abr_to_device");
+    const DLTensor device_tensor = on_device->dl_tensor;
+    cl_mem mem = static_cast<cl_mem>(device_tensor.data);
+    RawQueue raw(mem);
+
+    if (selected(options, "host -> opencl copy")) {
+      Result r{"host -> opencl copy (existing buffer)", name, bytes};
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &host_src, &device_tensor, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), bytes));
+      r.baselines.push_back({"clEnqueueWriteBuffer", time_it(options, [&] {
+                                                        check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
+                                                                                      src.data(), 0, nullptr, nullptr),
+                                                                 "clEnqueueWriteBuffer");
+                                                      }).median_s,
+                             ""});
+      report(r);
+    }
+    if (selected(options, "opencl -> host copy")) {
+      Result r{"opencl -> host copy (existing buffer)", name, bytes};
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_dst, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), bytes));
+      r.baselines.push_back({"clEnqueueReadBuffer", time_it(options, [&] {
+                                                       check_cl(clEnqueueReadBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
+                                                                                    dst.data(), 0, nullptr, nullptr),
+                                                                "clEnqueueReadBuffer");
+                                                     }).median_s,
+                             ""});
+      report(r);
+    }
+    if (selected(options, "host -> opencl to_device")) {
+      // The driver's allocator settles into reuse only after a few dozen rounds:
+      // warm both sides up that long so neither pays for the other's first calls.
+      Options settled = options;
+      settled.warmup = std::max(options.warmup, 30);
+      Result r{"host -> opencl to_device (new buffer)", name, bytes};
+      r.seconds = time_it(settled, [&] {
+                    DLManagedTensorVersioned m = borrowed(host_src);
+                    DLManagedTensorVersioned* out = nullptr;
+                    check(abr_to_device(rt, &m, device, &copy, nullptr, &out), "abr_to_device");
+                    out->deleter(out);
+                  }).median_s;
+      r.baselines.push_back({"clCreateBuffer + clEnqueueWriteBuffer + release", time_it(settled, [&] {
+                                                                                  cl_int status = CL_SUCCESS;
+                                                                                  cl_mem fresh = clCreateBuffer(
+                                                                                      raw.context, CL_MEM_READ_WRITE,
+                                                                                      bytes, nullptr, &status);
+                                                                                  check_cl(status, "clCreateBuffer");
+                                                                                  check_cl(clEnqueueWriteBuffer(
+                                                                                               raw.queue, fresh, CL_TRUE,
+                                                                                               0, bytes, src.data(), 0,
+                                                                                               nullptr, nullptr),
+                                                                                           "clEnqueueWriteBuffer");
+                                                                                  clReleaseMemObject(fresh);
+                                                                                }).median_s,
+                             ""});
+      report(r);
+    }
+    if (selected(options, "host -> opencl wrap")) {
+      Result r{"host -> opencl wrap (zero-copy, per call)", name, 0};
+      r.unit = "ns";
+      r.shape = human(bytes);
+      abr_transfer_report path;
+      abr_transfer_options wrap;
+      abr_transfer_options_init(&wrap);
+      wrap.copy = ABR_COPY_NEVER;  // fails loudly if the device cannot use host memory in place
+      wrap.report = &path;
+      DLManagedTensorVersioned probe = borrowed(host_src);
+      DLManagedTensorVersioned* out = nullptr;
+      if (abr_to_device(rt, &probe, device, &wrap, nullptr, &out) != ABR_OK) {
+        std::fprintf(stderr, "arraybridge-bench: %s cannot wrap host memory: %s\n", name.c_str(), abr_last_error());
+      } else {
+        out->deleter(out);
+        r.seconds = time_it(options, [&] {
+                      DLManagedTensorVersioned m = borrowed(host_src);
+                      DLManagedTensorVersioned* view_out = nullptr;
+                      check(abr_to_device(rt, &m, device, &wrap, nullptr, &view_out), "abr_to_device");
+                      view_out->deleter(view_out);
+                    }).median_s;
+        r.baselines.push_back({"clCreateBuffer(USE_HOST_PTR) + release", time_it(options, [&] {
+                                                                           cl_int status = CL_SUCCESS;
+                                                                           cl_mem wrapped = clCreateBuffer(
+                                                                               raw.context, CL_MEM_USE_HOST_PTR, bytes,
+                                                                               src.data(), &status);
+                                                                           check_cl(status, "clCreateBuffer");
+                                                                           clReleaseMemObject(wrapped);
+                                                                         }).median_s,
+                               ""});
+        report(r);
+      }
+    }
+    on_device->deleter(on_device);
+  }
+}
+
+}  // namespace
+
+void run_opencl_cases(abr_runtime* rt, const Options& options, const Report& report) {
+  int32_t count = 0;
+  check(abr_device_count(rt, &count), "abr_device_count");
+  for (int32_t i = 0; i < count; ++i) {
+    struct abr_device_info info;
+    check(abr_device_info(rt, i, &info), "abr_device_info");
+    if (info.device.device_type == kDLOpenCL) run_device(rt, options, report, info.device);
+  }
+}
+
+}  // namespace bench
