@@ -36,6 +36,10 @@ class DeviceRegistry {
 // Which backend serves a DLPack device type; host-memory types map to the host.
 bool backend_for(DLDeviceType type, abr_backend* out);
 
+inline bool same_device(DLDevice a, DLDevice b) {
+  return a.device_type == b.device_type && a.device_id == b.device_id;
+}
+
 // "cpu:0", "cuda:1", "cuda_host", "opencl:0", or "device type 9:0".
 std::string device_string(DLDevice device);
 

@@ -16,8 +16,6 @@ void require_cast(DLDataType from, DLDataType to) {
     fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
 }
 
-bool same_device(DLDevice a, DLDevice b) { return a.device_type == b.device_type && a.device_id == b.device_id; }
-
 // Two device views: one device-side copy in a shared context, otherwise staged
 // through host memory in chunks (a device cannot read another context's buffers).
 void plan_between_contexts(Plan& plan, const TransferOptions& options, bool reshape, const std::string& reason) {

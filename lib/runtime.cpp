@@ -18,8 +18,6 @@ const char* first_element(const Layout& layout) {
   return static_cast<const char*>(layout.data) + layout.byte_offset;
 }
 
-bool same_device(DLDevice a, DLDevice b) { return a.device_type == b.device_type && a.device_id == b.device_id; }
-
 void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) {
   if (!report) return;
   std::memset(report, 0, sizeof *report);

@@ -76,7 +76,7 @@ std::shared_ptr<Context> Backend::context_for(cl_context handle, DLDevice device
         "clGetContextInfo");
   if (std::find(members.begin(), members.end(), id) == members.end()) {
     adopted_.erase({handle, device.device_id});
-    fail(ABR_ERR_DLPACK_DEVICE, "the cl_mem's context does not include {}", device_string(device));
+    fail(ABR_ERR_DLPACK_DEVICE, "the caller's cl_context does not include {}", device_string(device));
   }
   adopted = std::make_shared<Context>(*cl_, handle, id, device);
   log::debug("adopted a caller's OpenCL context for {}", device_string(device));
