@@ -16,6 +16,13 @@ void require_cast(DLDataType from, DLDataType to) {
     fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
 }
 
+// Device memory has data paths only on backends that move data (OpenCL so far).
+void require_data_path(DLDevice src, bool src_host, DLDevice dst, bool dst_host) {
+  if ((!src_host && src.device_type != kDLOpenCL) || (!dst_host && dst.device_type != kDLOpenCL))
+    fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src),
+         device_string(dst));
+}
+
 // Two device views: one device-side copy in a shared context, otherwise staged
 // through host memory in chunks (a device cannot read another context's buffers).
 void plan_between_contexts(Plan& plan, const TransferOptions& options, bool reshape, const std::string& reason) {
@@ -94,9 +101,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const void*
   const bool src_host = is_host_accessible(src.device.device_type);
   if (!src_host) devices.require(src.device, "source");
   const bool dst_host = dst.device_type == kDLCPU;
-  if ((!src_host && src.device.device_type != kDLOpenCL) || (!dst_host && dst.device_type != kDLOpenCL))
-    fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src.device),
-         device_string(dst));
+  require_data_path(src.device, src_host, dst, dst_host);
 
   // Reasons that rule out sharing the source's memory.
   std::string reason;
@@ -162,9 +167,7 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const void* src
   const bool dst_host = is_host_accessible(dst.device.device_type);
   if (!src_host) devices.require(src.device, "source");
   if (!dst_host) devices.require(dst.device, "destination");
-  if ((!src_host && src.device.device_type != kDLOpenCL) || (!dst_host && dst.device.device_type != kDLOpenCL))
-    fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src.device),
-         device_string(dst.device));
+  require_data_path(src.device, src_host, dst.device, dst_host);
 
   plan.pack = !src.compact;
   const bool reshape = plan.pack || !dst.compact || plan.cast;

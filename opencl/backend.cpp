@@ -84,13 +84,11 @@ std::shared_ptr<Context> Backend::context_for(cl_context handle, DLDevice device
 }
 
 DeviceTraits Backend::traits(DLDevice device) {
+  device_id(device);  // throws for a device this backend lacks
+  const std::size_t index = static_cast<std::size_t>(device.device_id);
   DeviceTraits traits;
-  const cl_device_id id = device_id(device);
-  traits.shares_host_memory = found_.report.devices[static_cast<std::size_t>(device.device_id)].flags &
-                              ABR_DEVICE_SHARES_HOST_MEMORY;
-  cl_uint align_bits = 0;
-  if (cl_->GetDeviceInfo(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr) == CL_SUCCESS)
-    traits.host_wrap_alignment = std::max<uint64_t>(align_bits / 8, 1);
+  traits.shares_host_memory = found_.report.devices[index].flags & ABR_DEVICE_SHARES_HOST_MEMORY;
+  traits.host_wrap_alignment = found_.wrap_alignment[index];
   traits.context = own_context(device).get();
   return traits;
 }

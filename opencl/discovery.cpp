@@ -1,5 +1,6 @@
 #include "discovery.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@ Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
     copy_text(report.info.detail, "OpenCL unavailable: " + why);
     log::info("{}", report.info.detail);
     found.devices.clear();
+    found.wrap_alignment.clear();
     report.devices.clear();
     return found;
   };
@@ -87,6 +89,7 @@ Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
       copy_text(info.platform, version.empty() ? name : name + " (" + version + ")");
       report.devices.push_back(info);
       found.devices.push_back(id);
+      found.wrap_alignment.push_back(std::max<uint64_t>(device_value<cl_uint>(*cl, id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 8) / 8, 1));
     }
   }
   if (report.devices.empty()) return unavailable(fmt::format("{} platform(s) but no devices", platform_count));

@@ -13,6 +13,7 @@ namespace abr::opencl {
 struct Discovery {
   BackendReport report;
   std::vector<cl_device_id> devices;  // devices[i] is opencl:i
+  std::vector<uint64_t> wrap_alignment;  // bytes a host pointer needs for CL_MEM_USE_HOST_PTR, per device
 };
 
 // Never throws; an absent loader, platform or device is described in info.detail.

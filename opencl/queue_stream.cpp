@@ -36,12 +36,12 @@ void QueueStream::retain(std::unique_ptr<Storage> storage) noexcept {
   cl_event marker = nullptr;
   const cl_int status = cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker);
   if (status == CL_SUCCESS) {
+    EventRef owned(marker, cl.ReleaseEvent);
     try {
-      pending_.emplace_back(EventRef(marker, cl.ReleaseEvent), std::move(storage));
+      pending_.emplace_back(std::move(owned), std::move(storage));
       cl.Flush(queue_.get());
       return;
-    } catch (...) {  // out of memory for the list: fall through and wait instead
-      cl.ReleaseEvent(marker);
+    } catch (...) {  // out of memory for the list: `owned` releases the marker; wait instead
     }
   }
   cl.Finish(queue_.get());  // cannot track the work: wait for it, then let go
