@@ -80,10 +80,11 @@ $(BUILD)/bin/arraybridge-info: tools/info/arraybridge_info.c $(SHLIB) $(BUILD)/l
 	$(CC) -std=c99 -O2 -Wall -Wextra -Iinclude $< -L$(BUILD)/lib -larraybridge -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
 BENCH_SRCS := $(wildcard tools/bench/*.cpp)
-$(BUILD)/bin/arraybridge-bench: $(BENCH_SRCS) $(wildcard tools/bench/*.hpp) $(SHLIB) $(BUILD)/lib/libarraybridge.so
+# Linked with the static core: the pool cases measure the pool itself, which the
+# shared library does not export.
+$(BUILD)/bin/arraybridge-bench: $(BENCH_SRCS) $(wildcard tools/bench/*.hpp) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXSTD) -O2 -g $(WARN) -Iinclude $(BENCH_SRCS) -L$(BUILD)/lib -larraybridge -lOpenCL -pthread \
-	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
+	$(CXX) $(CXXSTD) -O2 -g $(WARN) $(CPPFLAGS_ALL) $(BENCH_SRCS) $(STATIC) -ldl -lOpenCL -pthread -o $@
 
 # ---------------------------------------------------------------- tests
 

@@ -9,7 +9,7 @@
 
 #include "arraybridge/arraybridge.h"
 #include "backend_report.hpp"
-#include "staging.hpp"
+#include "pinned_pool.hpp"
 #include "storage.hpp"
 #include "stream.hpp"
 
@@ -59,12 +59,11 @@ class DeviceBackend {
 
   virtual std::unique_ptr<Stream> create_stream(DLDevice device) = 0;
   virtual std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) = 0;
-
-  // Host staging memory for transfers with this device (the pinned pool's provider).
-  virtual std::unique_ptr<StagingProvider> staging_provider(DLDevice device) = 0;
 };
 
 // Never throws: without a driver the backend reports why and has no devices.
-std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options);
+// Staged transfers take their host memory from `pool`.
+std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options,
+                                                   std::shared_ptr<PinnedPool> pool);
 
 }  // namespace abr

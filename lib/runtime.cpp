@@ -46,7 +46,7 @@ abr_runtime_options resolve_runtime_options(const abr_runtime_options* options) 
 Runtime::Runtime(const abr_runtime_options* options) : Runtime(resolve_runtime_options(options)) {}
 
 Runtime::Runtime(const abr_runtime_options& resolved)
-    : opencl_(make_opencl_backend(resolved)), devices_(resolved, opencl_->report()) {
+    : pool_(PinnedPool::create()), opencl_(make_opencl_backend(resolved, pool_)), devices_(resolved, opencl_->report()) {
   log::debug("runtime created with {} device(s)", devices_.count());
 }
 

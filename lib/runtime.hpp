@@ -22,6 +22,7 @@ class Runtime {
 
   const DeviceRegistry& devices() const { return devices_; }
   DeviceBackend& opencl() { return *opencl_; }
+  PinnedPool& pool() { return *pool_; }
 
   // abr_to_device and abr_to_device_legacy, with the whole ownership contract: on
   // success `src` has been consumed (its deleter ran, or belongs to the result
@@ -59,6 +60,7 @@ class Runtime {
   DeviceTraits traits_of(DLDevice device);
   void check_stream(const Stream* stream, DLDevice a, DLDevice b) const;
 
+  std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
   std::unique_ptr<DeviceBackend> opencl_;
   DeviceRegistry devices_;
 };

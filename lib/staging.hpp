@@ -18,6 +18,8 @@ class StagingProvider {
  public:
   virtual ~StagingProvider() = default;
   virtual const char* name() const = 0;
+  // Blocks of providers with the same domain (a device context) are interchangeable.
+  virtual const void* domain() const = 0;
   // Throws ABR_ERR_OUT_OF_MEMORY (or the backend's error) when it cannot.
   virtual std::unique_ptr<StagingBlock> allocate(std::size_t bytes) = 0;
 };

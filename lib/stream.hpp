@@ -9,6 +9,15 @@
 
 namespace abr {
 
+// A point in a stream's order: complete once the work submitted before it is.
+class Event {
+ public:
+  virtual ~Event() = default;
+  // Never blocks. A failed command also counts as complete: nothing uses its memory any more.
+  virtual bool complete() noexcept = 0;
+  virtual void wait() = 0;
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
@@ -21,6 +30,8 @@ class Stream {
   // Work submitted to this stream from now on runs after the work submitted to
   // `other` so far (abr_stream_wait).
   virtual void wait_for(Stream& other) = 0;
+  // An event after the work submitted so far; nullptr when that work is already complete.
+  virtual std::unique_ptr<Event> record() = 0;
 };
 
 class InlineHostStream final : public Stream {
@@ -29,6 +40,7 @@ class InlineHostStream final : public Stream {
   void synchronize() override {}
   void retain(std::unique_ptr<Storage>) noexcept override {}  // the work is already complete
   void wait_for(Stream& other) override { other.synchronize(); }
+  std::unique_ptr<Event> record() override { return nullptr; }
 };
 
 }  // namespace abr

@@ -8,13 +8,13 @@
 #include "../lib/log.hpp"
 #include "memory.hpp"
 #include "queue_stream.hpp"
-#include "staging.hpp"
 #include "transfers.hpp"
 
 namespace abr {
 
-std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options) {
-  return std::make_unique<opencl::Backend>(options);
+std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options,
+                                                   std::shared_ptr<PinnedPool> pool) {
+  return std::make_unique<opencl::Backend>(options, std::move(pool));
 }
 
 namespace opencl {
@@ -30,7 +30,8 @@ const char* mem_type_name(cl_mem_object_type type) {
 
 }  // namespace
 
-Backend::Backend(const abr_runtime_options& options) : found_(discover(options)) {
+Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool)
+    : pool_(std::move(pool)), found_(discover(options)) {
   if (!found_.devices.empty()) cl_ = api(nullptr);
   own_.resize(found_.devices.size());
 }
@@ -130,7 +131,7 @@ DeviceMemory Backend::wrap_host(DLDevice device, void* base, uint64_t bytes, boo
 }
 
 void Backend::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
-  execute_plan(plan, src, dst, stream);
+  execute_plan(plan, src, dst, stream, *pool_);
 }
 
 std::unique_ptr<Stream> Backend::create_stream(DLDevice device) {
@@ -160,10 +161,6 @@ std::unique_ptr<Stream> Backend::wrap_stream(DLDevice device, void* native) {
   std::shared_ptr<Context> owner = context_for(context, device);
   check(cl_->RetainCommandQueue(queue), "clRetainCommandQueue");  // held while wrapped
   return std::make_unique<QueueStream>(std::move(owner), Ref<cl_command_queue>(queue, cl_->ReleaseCommandQueue));
-}
-
-std::unique_ptr<StagingProvider> Backend::staging_provider(DLDevice device) {
-  return std::make_unique<MappedStagingProvider>(own_context(device));
 }
 
 }  // namespace opencl

@@ -17,7 +17,7 @@ namespace abr::opencl {
 
 class Backend final : public DeviceBackend {
  public:
-  explicit Backend(const abr_runtime_options& options);
+  Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool);
 
   const BackendReport& report() const override { return found_.report; }
   DeviceTraits traits(DLDevice device) override;
@@ -28,7 +28,6 @@ class Backend final : public DeviceBackend {
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;
   std::unique_ptr<Stream> create_stream(DLDevice device) override;
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) override;
-  std::unique_ptr<StagingProvider> staging_provider(DLDevice device) override;
 
   // The runtime's own context on opencl:N, created on first use.
   std::shared_ptr<Context> own_context(DLDevice device);
@@ -39,6 +38,7 @@ class Backend final : public DeviceBackend {
   cl_device_id device_id(DLDevice device) const;  // throws for a device this backend lacks
 
   const Api* cl_ = nullptr;
+  std::shared_ptr<PinnedPool> pool_;
   Discovery found_;
   std::mutex mutex_;
   std::vector<std::shared_ptr<Context>> own_;  // by device index, null until first use

@@ -3,6 +3,31 @@
 #include "../lib/log.hpp"
 
 namespace abr::opencl {
+namespace {
+
+// A marker on a queue, holding its context so it may outlive the stream.
+class MarkerEvent final : public Event {
+ public:
+  MarkerEvent(std::shared_ptr<Context> context, EventRef marker)
+      : context_(std::move(context)), marker_(std::move(marker)) {}
+  bool complete() noexcept override {
+    cl_int state = CL_QUEUED;
+    if (context_->api().GetEventInfo(marker_.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state,
+                                     nullptr) != CL_SUCCESS)
+      return true;  // an event the driver no longer knows has nothing in flight
+    return state <= CL_COMPLETE;
+  }
+  void wait() override {
+    cl_event event = marker_.get();
+    check(context_->api().WaitForEvents(1, &event), "clWaitForEvents");
+  }
+
+ private:
+  std::shared_ptr<Context> context_;
+  EventRef marker_;
+};
+
+}  // namespace
 
 QueueStream::QueueStream(std::shared_ptr<Context> context, Ref<cl_command_queue> queue)
     : context_(std::move(context)), queue_(std::move(queue)) {}
@@ -59,6 +84,15 @@ void QueueStream::wait_for(Stream& other) {
   EventRef owned(marker, cl.ReleaseEvent);
   check(cl.EnqueueBarrierWithWaitList(queue_.get(), 1, &marker, nullptr), "clEnqueueBarrierWithWaitList");
   cl.Flush(queue_stream->queue());
+}
+
+std::unique_ptr<Event> QueueStream::record() {
+  const Api& cl = context_->api();
+  cl_event marker = nullptr;
+  check(cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
+  EventRef owned(marker, cl.ReleaseEvent);
+  cl.Flush(queue_.get());
+  return std::make_unique<MarkerEvent>(context_, std::move(owned));
 }
 
 std::size_t QueueStream::pending() const {

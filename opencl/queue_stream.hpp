@@ -27,6 +27,7 @@ class QueueStream final : public Stream {
   void synchronize() override;
   void retain(std::unique_ptr<Storage> storage) noexcept override;
   void wait_for(Stream& other) override;
+  std::unique_ptr<Event> record() override;
 
   // Storage still waiting for its work (for tests and statistics).
   std::size_t pending() const;

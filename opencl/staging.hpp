@@ -14,6 +14,7 @@ class MappedStagingProvider final : public StagingProvider {
  public:
   explicit MappedStagingProvider(std::shared_ptr<Context> context) : context_(std::move(context)) {}
   const char* name() const override { return "OpenCL CL_MEM_ALLOC_HOST_PTR"; }
+  const void* domain() const override { return context_.get(); }
   std::unique_ptr<StagingBlock> allocate(std::size_t bytes) override;
 
  private:

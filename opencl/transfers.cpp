@@ -121,26 +121,26 @@ void device_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream*
 void wait_for_event(const Api& cl, cl_event event) { check(cl.WaitForEvents(1, &event), "clWaitForEvents"); }
 
 // Moves `bytes` from one context's buffer to another's through two mapped
-// staging blocks: the read of chunk i+1 overlaps the write of chunk i.
+// staging blocks from the pool: the read of chunk i+1 overlaps the write of chunk i.
 void bounce(Context& from, cl_mem src, uint64_t src_offset, Context& to, cl_mem dst, uint64_t dst_offset,
-            uint64_t bytes) {
+            uint64_t bytes, PinnedPool& pool) {
   const Api& cl = from.api();
   MappedStagingProvider staging(to.shared_from_this());
   const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, kStagingChunk));
-  std::unique_ptr<StagingBlock> blocks[2];
+  PinnedBlock blocks[2];
   EventRef written[2];
   try {
     uint64_t offset = 0;
     for (int i = 0; offset < bytes; ++i) {
       const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - offset));
       const int b = i % 2;
-      if (!blocks[b]) blocks[b] = staging.allocate(chunk);
+      if (!blocks[b]) blocks[b] = pool.acquire(staging, chunk);
       if (written[b]) wait_for_event(cl, written[b].get());  // the block is free again
-      check(cl.EnqueueReadBuffer(from.queue(), src, CL_TRUE, src_offset + offset, n, blocks[b]->data(), 0, nullptr,
+      check(cl.EnqueueReadBuffer(from.queue(), src, CL_TRUE, src_offset + offset, n, blocks[b].data(), 0, nullptr,
                                  nullptr),
             "clEnqueueReadBuffer");
       cl_event event = nullptr;
-      check(cl.EnqueueWriteBuffer(to.queue(), dst, CL_FALSE, dst_offset + offset, n, blocks[b]->data(), 0, nullptr,
+      check(cl.EnqueueWriteBuffer(to.queue(), dst, CL_FALSE, dst_offset + offset, n, blocks[b].data(), 0, nullptr,
                                   &event),
             "clEnqueueWriteBuffer");
       written[b] = EventRef(event, cl.ReleaseEvent);
@@ -155,7 +155,7 @@ void bounce(Context& from, cl_mem src, uint64_t src_offset, Context& to, cl_mem 
   }
 }
 
-void staged_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
+void staged_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, PinnedPool& pool) {
   Context& from = context_of(plan.src_context);
   Context& to = context_of(plan.dst_context);
   if (stream) stream->synchronize();  // staging waits on the host anyway: start after the stream's work
@@ -183,7 +183,7 @@ void staged_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream*
     target = landing.get();
     target_offset = 0;
   }
-  bounce(from, source, source_offset, to, target, target_offset, bytes);
+  bounce(from, source, source_offset, to, target, target_offset, bytes, pool);
   if (landing) {
     const Layout landed = compact_layout(dst.device, dst.dtype, dst.shape, landing.get());
     enqueue_strided_copy(to, to.queue(), landing.get(), mem_of(dst), walk(landed, dst), dst.dtype, dst.dtype);
@@ -193,12 +193,12 @@ void staged_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream*
 
 }  // namespace
 
-void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
+void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, PinnedPool& pool) {
   switch (plan.path) {
     case ABR_PATH_HOST_TO_DEVICE: return host_to_device(plan, src, dst, stream);
     case ABR_PATH_DEVICE_TO_HOST: return device_to_host(plan, src, dst, stream);
     case ABR_PATH_DEVICE_COPY: return device_copy(plan, src, dst, stream);
-    case ABR_PATH_STAGED: return staged_copy(plan, src, dst, stream);
+    case ABR_PATH_STAGED: return staged_copy(plan, src, dst, stream, pool);
     default: fail(ABR_ERR_INTERNAL, "the OpenCL backend cannot run path {}", path_name(plan.path));
   }
 }

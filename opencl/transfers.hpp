@@ -3,13 +3,15 @@
 #pragma once
 
 #include "../lib/layout.hpp"
+#include "../lib/pinned_pool.hpp"
 #include "../lib/planner.hpp"
 #include "../lib/stream.hpp"
 
 namespace abr::opencl {
 
-// Dispatches on plan.path: HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_COPY, STAGED.
-void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
+// Dispatches on plan.path: HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_COPY, STAGED
+// (whose bounce blocks come from `pool`).
+void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, PinnedPool& pool);
 
 // Bytes moved per chunk when staging between contexts (two chunks in flight).
 constexpr std::size_t kStagingChunk = std::size_t{8} << 20;

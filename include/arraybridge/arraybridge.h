@@ -280,6 +280,35 @@ ABR_API abr_status abr_stream_wait(abr_stream* stream, abr_stream* other);
  * sources it kept alive. A stream may outlive its runtime. */
 ABR_API void abr_stream_destroy(abr_stream* stream);
 
+/* ------------------------------------------------------------- pinned pool */
+
+/* The runtime's cache of pinned (page-locked or device-mapped) host memory,
+ * used to stage transfers. Returned blocks are kept for reuse and given out
+ * again only once every stream that used them has finished with them. */
+#define ABR_POOL_STATS_VERSION 1u
+
+typedef struct abr_pool_stats {
+  uint32_t version;           /* set to ABR_POOL_STATS_VERSION (or 0) before the call */
+  uint32_t reserved_;
+  uint64_t bytes_pinned;      /* held from the drivers now */
+  uint64_t bytes_in_use;      /* lent to transfers */
+  uint64_t bytes_cached;      /* free for reuse */
+  uint64_t bytes_waiting;     /* of the cached bytes, those a stream may still be reading */
+  uint64_t peak_bytes_pinned;
+  uint64_t limit_bytes;       /* the most it will pin (default: a quarter of physical memory) */
+  uint64_t blocks_pinned;
+  uint64_t hits;              /* requests served from the cache */
+  uint64_t misses;            /* requests that pinned a new block */
+} abr_pool_stats;
+
+ABR_API abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
+/* Frees every cached block no stream is using; released_bytes may be NULL. */
+ABR_API abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes);
+/* A limit below what is pinned frees cached blocks at once; blocks in use stay
+ * until returned, and new blocks are refused (ABR_ERR_OUT_OF_MEMORY) until the
+ * total fits. 0 restores the default. */
+ABR_API abr_status abr_pool_set_limit(abr_runtime* runtime, uint64_t limit_bytes);
+
 #ifdef __cplusplus
 }
 #endif

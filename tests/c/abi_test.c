@@ -83,6 +83,18 @@ int main(void) {
     abr_stream_destroy(first);
   }
 
+  { /* the pinned pool from C */
+    abr_pool_stats stats;
+    uint64_t released = 1;
+    memset(&stats, 0, sizeof stats);
+    stats.version = ABR_POOL_STATS_VERSION;
+    CHECK(abr_pool_get_stats(rt, &stats) == ABR_OK && stats.limit_bytes > 0 && stats.bytes_in_use == 0);
+    CHECK(abr_pool_set_limit(rt, 1u << 20) == ABR_OK);
+    CHECK(abr_pool_get_stats(rt, &stats) == ABR_OK && stats.limit_bytes == (1u << 20));
+    CHECK(abr_pool_trim(rt, &released) == ABR_OK && released == 0);
+    CHECK(abr_pool_trim(NULL, NULL) == ABR_ERR_INVALID_ARGUMENT);
+  }
+
   abr_runtime_destroy(rt);
   printf("c-abi-test: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

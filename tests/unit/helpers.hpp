@@ -86,6 +86,20 @@ inline bool same_elements(const DLTensor& a, const DLTensor& b, std::size_t item
   return same;
 }
 
+// Deletes a result tensor at the end of a scope.
+struct Owned {
+  DLManagedTensorVersioned* t = nullptr;
+  explicit Owned(DLManagedTensorVersioned* tensor) : t(tensor) {}
+  ~Owned() { reset(); }
+  void reset() {
+    if (t && t->deleter) t->deleter(t);
+    t = nullptr;
+  }
+  Owned(const Owned&) = delete;
+  DLTensor& operator*() const { return t->dl_tensor; }
+  DLTensor* operator->() const { return &t->dl_tensor; }
+};
+
 struct Runtime {
   abr_runtime* rt = nullptr;
   Runtime() { REQUIRE(abr_runtime_create(nullptr, &rt) == ABR_OK); }

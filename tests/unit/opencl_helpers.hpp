@@ -45,6 +45,25 @@ struct ClEnv {
   }
 };
 
+// A queue of the test's that cannot run anything until open() is called: the
+// deterministic way to show that work waits for what it must.
+struct GatedQueue {
+  cl_event gate = nullptr;
+  explicit GatedQueue(const ClEnv& env) {
+    cl_int status = CL_SUCCESS;
+    gate = clCreateUserEvent(env.context, &status);
+    REQUIRE(status == CL_SUCCESS);
+    REQUIRE(clEnqueueBarrierWithWaitList(env.queue, 1, &gate, nullptr) == CL_SUCCESS);
+  }
+  void open() {
+    if (gate) clSetUserEventStatus(gate, CL_COMPLETE);
+  }
+  ~GatedQueue() {
+    open();
+    clReleaseEvent(gate);
+  }
+};
+
 // Reads bytes of any buffer (the runtime's or the test's) with a queue of its own context.
 inline std::vector<char> read_mem(cl_mem mem, std::size_t offset, std::size_t bytes) {
   cl_context context = nullptr;

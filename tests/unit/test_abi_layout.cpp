@@ -41,6 +41,9 @@ static_assert(sizeof(struct abr_device_info) == 280 && offsetof(struct abr_devic
               "abr_device_info");
 static_assert(sizeof(struct abr_backend_info) == 272 && offsetof(struct abr_backend_info, detail) == 16,
               "abr_backend_info");
+static_assert(sizeof(abr_pool_stats) == 80 && offsetof(abr_pool_stats, bytes_pinned) == 8 &&
+                  offsetof(abr_pool_stats, limit_bytes) == 48 && offsetof(abr_pool_stats, misses) == 72,
+              "abr_pool_stats");
 static_assert(sizeof(abr_status) == 4 && sizeof(abr_copy_mode) == 4 && sizeof(abr_path) == 4 &&
                   sizeof(abr_backend) == 4 && sizeof(abr_log_level) == 4,
               "enums are 32-bit");

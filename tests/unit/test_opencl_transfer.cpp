@@ -25,20 +25,6 @@ std::size_t size_of(DLDataType t) { return t.bits / 8; }
 
 bool same_dtype_for_test(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
 
-// Deletes a result tensor at the end of a scope.
-struct Owned {
-  DLManagedTensorVersioned* t = nullptr;
-  explicit Owned(DLManagedTensorVersioned* tensor) : t(tensor) {}
-  ~Owned() { reset(); }
-  void reset() {
-    if (t && t->deleter) t->deleter(t);
-    t = nullptr;
-  }
-  Owned(const Owned&) = delete;
-  DLTensor& operator*() const { return t->dl_tensor; }
-  DLTensor* operator->() const { return &t->dl_tensor; }
-};
-
 // kValues converted to `dtype` by the host engine, as a compact CPU tensor.
 DLManagedTensorVersioned* host_values(abr_runtime* rt, DLDataType dtype, std::vector<double> values = kValues) {
   Managed m(values.data(), f64, {static_cast<int64_t>(values.size())});
@@ -396,29 +382,6 @@ TEST_CASE("abr_copy within one buffer whose ranges overlap behaves like memmove"
   CHECK(std::memcmp(got.data(), expected.data(), got.size()) == 0);
 }
 
-namespace {
-
-// A queue of the test's that cannot run anything until open() is called: the
-// deterministic way to show that work waits for what it must.
-struct GatedQueue {
-  cl_event gate = nullptr;
-  explicit GatedQueue(const ClEnv& env) {
-    cl_int status = CL_SUCCESS;
-    gate = clCreateUserEvent(env.context, &status);
-    REQUIRE(status == CL_SUCCESS);
-    REQUIRE(clEnqueueBarrierWithWaitList(env.queue, 1, &gate, nullptr) == CL_SUCCESS);
-  }
-  void open() {
-    if (gate) clSetUserEventStatus(gate, CL_COMPLETE);
-  }
-  ~GatedQueue() {
-    open();
-    clReleaseEvent(gate);
-  }
-};
-
-}  // namespace
-
 TEST_CASE("transfers on a stream run in its order, asynchronously, and keep their sources until done") {
   Runtime rt;
   ClEnv env;
@@ -576,17 +539,4 @@ TEST_CASE("bad OpenCL input gets a clear error and the source stays the caller's
   }
   CHECK(out == nullptr);
   clReleaseMemObject(buffer);
-}
-
-TEST_CASE("the OpenCL staging provider hands out mapped host memory the device can use") {
-  abr::Runtime runtime(nullptr);
-  std::unique_ptr<abr::StagingProvider> provider = runtime.opencl().staging_provider(ocl0);
-  CHECK(std::string(provider->name()) == "OpenCL CL_MEM_ALLOC_HOST_PTR");
-  std::unique_ptr<abr::StagingBlock> block = provider->allocate(1 << 20);
-  REQUIRE(block->data() != nullptr);
-  CHECK(block->size() == (1u << 20));
-  std::memset(block->data(), 0x5A, block->size());  // writable through the whole size
-  CHECK(static_cast<unsigned char>(block->data()[block->size() - 1]) == 0x5A);
-  block.reset();
-  CHECK_THROWS_AS(provider->allocate(std::size_t{1} << 50), abr::Error);
 }

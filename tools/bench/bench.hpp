@@ -17,7 +17,8 @@ struct Options {
   std::vector<uint64_t> sizes;  // bytes
   int repetitions = 7;
   int warmup = 2;
-  std::string case_filter;  // substring of the case name; empty = all
+  std::string case_filter;    // substring of the case name; empty = all
+  std::string device_filter;  // substring of the device name ("cpu", "opencl:0"); empty = all
   std::string python = "python3";
 };
 
@@ -77,11 +78,23 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
 // raw clEnqueueWrite/ReadBuffer, new buffers, and the zero-copy wrap.
 void run_opencl_cases(abr_runtime* rt, const Options& options, const Report& report);
 
+// The pinned pool on an OpenCL device (handles are its cl_context and cl_device_id):
+// hit beside malloc + free, miss beside the provider's raw allocation.
+void run_pool_cases(const Options& options, const Report& report, const std::string& device_label, DLDevice device,
+                    void* cl_context_handle, void* cl_device_handle);
+
 // NumPy's time for np.ascontiguousarray over the given view, or 0 with a note.
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols);
 
 inline bool selected(const Options& options, const std::string& name) {
   return options.case_filter.empty() || name.find(options.case_filter) != std::string::npos;
 }
+
+// "cpu", "opencl:0", ... as the table shows devices.
+std::string device_name(DLDevice device);
+bool device_selected(const Options& options, DLDevice device);
+
+// Says on stderr what is being measured now (long runs show they are alive).
+void progress(const std::string& device, uint64_t bytes);
 
 }  // namespace bench

@@ -35,6 +35,24 @@ DLManagedTensorVersioned borrowed(const DLTensor& tensor) {
   return m;
 }
 
+std::string device_name(DLDevice device) {
+  switch (device.device_type) {
+    case kDLCPU: return "cpu";
+    case kDLOpenCL: return "opencl:" + std::to_string(device.device_id);
+    case kDLCUDA: return "cuda:" + std::to_string(device.device_id);
+    default: return "device(" + std::to_string(device.device_type) + "," + std::to_string(device.device_id) + ")";
+  }
+}
+
+bool device_selected(const Options& options, DLDevice device) {
+  return options.device_filter.empty() || device_name(device).find(options.device_filter) != std::string::npos;
+}
+
+void progress(const std::string& device, uint64_t bytes) {
+  std::fprintf(stderr, "\r  measuring %s at %.1f MiB ...%20s", device.c_str(), bytes / double(1ull << 20), "");
+  std::fflush(stderr);
+}
+
 Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uint64_t bytes) {
   return {"memcpy", time_it(options, [&] { std::memcpy(dst, src, bytes); }).median_s, ""};
 }

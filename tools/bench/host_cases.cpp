@@ -20,9 +20,11 @@ struct PackCase {
 }  // namespace
 
 void run_host_cases(abr_runtime* rt, const Options& options, const Report& report) {
+  if (!device_selected(options, {kDLCPU, 0})) return;
   for (uint64_t size : options.sizes) {
     const uint64_t elements = size / 4;
     if (elements == 0) continue;
+    progress("cpu", elements * 4);
 
     if (selected(options, "host contiguous copy")) {
       Buffer src(elements), dst(elements);

@@ -13,10 +13,12 @@
 namespace {
 
 const char* kUsage =
-    "usage: arraybridge-bench [--quick] [--sizes LIST] [--case TEXT] [--reps N] [--json FILE] [--python PATH]\n"
+    "usage: arraybridge-bench [--quick] [--sizes LIST] [--case TEXT] [--device TEXT] [--reps N] [--json FILE]\n"
+    "                         [--python PATH]\n"
     "  --quick        a short sweep (1 MiB, 16 MiB, 64 MiB)\n"
     "  --sizes LIST   comma-separated sizes, e.g. 4K,1M,256M (default 4K..1G by powers of 4)\n"
     "  --case TEXT    only cases whose name contains TEXT\n"
+    "  --device TEXT  only devices whose name contains TEXT (cpu, opencl:0, ...)\n"
     "  --reps N       timed repetitions per measurement (default 7; the median is reported)\n"
     "  --json FILE    write every result as JSON\n"
     "  --python PATH  Python used for the NumPy baselines (default .venv/bin/python if present, else python3)\n";
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
         start = comma + 1;
       }
     } else if (arg == "--case") options.case_filter = value();
+    else if (arg == "--device") options.device_filter = value();
     else if (arg == "--reps") options.repetitions = std::max(1, std::atoi(value().c_str()));
     else if (arg == "--json") json_path = value();
     else if (arg == "--python") options.python = value();
@@ -123,7 +126,6 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
     std::fflush(stdout);
-    std::fprintf(stderr, "\r[%zu measured] %-60s", results.size() + 1, r.name.c_str());
     results.push_back(r);
   };
   bench::run_host_cases(rt, options, report);

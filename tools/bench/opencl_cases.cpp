@@ -1,11 +1,14 @@
 // OpenCL cases of PERFORMANCE.md, for every OpenCL device: host <-> device copies
 // beside memcpy and raw clEnqueueWriteBuffer/clEnqueueReadBuffer on the same
-// buffers, a new device buffer beside clCreateBuffer + write, and the zero-copy
-// wrap of host memory (whose cost must not grow with the size).
+// buffers, a new device buffer beside clCreateBuffer + write, the zero-copy wrap
+// of host memory (whose cost must not grow with the size), a transpose on the
+// device beside the driver's contiguous copy, and a copy from another context
+// beside the naive read-to-host-then-write.
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -35,6 +38,34 @@ struct RawQueue {
     check_cl(status, "clCreateCommandQueueWithProperties");
   }
   ~RawQueue() { clReleaseCommandQueue(queue); }
+  cl_device_id device() const {
+    cl_device_id id = nullptr;
+    check_cl(clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof id, &id, nullptr), "clGetCommandQueueInfo");
+    return id;
+  }
+};
+
+// A context of the bench's own on the same device, as another library would have.
+struct ForeignContext {
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  explicit ForeignContext(cl_device_id device) {
+    cl_int status = CL_SUCCESS;
+    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &status);
+    check_cl(status, "clCreateContext");
+    queue = clCreateCommandQueueWithProperties(context, device, nullptr, &status);
+    check_cl(status, "clCreateCommandQueueWithProperties");
+  }
+  ~ForeignContext() {
+    clReleaseCommandQueue(queue);
+    clReleaseContext(context);
+  }
+  cl_mem buffer(uint64_t bytes, void* init) const {
+    cl_int status = CL_SUCCESS;
+    cl_mem mem = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, init, &status);
+    check_cl(status, "clCreateBuffer");
+    return mem;
+  }
 };
 
 std::string human(uint64_t bytes) {
@@ -45,7 +76,7 @@ std::string human(uint64_t bytes) {
 }
 
 void run_device(abr_runtime* rt, const Options& options, const Report& report, DLDevice device) {
-  const std::string name = "opencl:" + std::to_string(device.device_id);
+  const std::string name = device_name(device);
   abr_transfer_options copy;
   abr_transfer_options_init(&copy);
   copy.copy = ABR_COPY_ALWAYS;
@@ -54,6 +85,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
     const uint64_t elements = size / 4;
     if (elements == 0) continue;
     const uint64_t bytes = elements * 4;
+    progress(name, bytes);
     Buffer src(elements), dst(elements);
     int64_t shape[1] = {static_cast<int64_t>(elements)};
     DLTensor host_src = view(src.data(), 1, shape, nullptr), host_dst = view(dst.data(), 1, shape, nullptr);
@@ -151,7 +183,68 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
         report(r);
       }
     }
+    if (selected(options, "opencl transpose")) {
+      const int64_t n = static_cast<int64_t>(std::sqrt(static_cast<double>(elements)));
+      int64_t square[2] = {n, n}, transposed_strides[2] = {1, n};
+      DLTensor transposed = device_tensor;  // the first n*n elements, read column by column
+      transposed.ndim = 2;
+      transposed.shape = square;
+      transposed.strides = transposed_strides;
+      DLManagedTensorVersioned second = borrowed(host_src);
+      DLManagedTensorVersioned* packed = nullptr;
+      check(abr_to_device(rt, &second, device, &copy, nullptr, &packed), "abr_to_device");
+      DLTensor packed_tensor = packed->dl_tensor;
+      packed_tensor.ndim = 2;
+      packed_tensor.shape = square;
+      packed_tensor.strides = nullptr;
+      const uint64_t square_bytes = static_cast<uint64_t>(n * n) * 4;
+      Result r{"opencl transpose (device kernel)", name, square_bytes};
+      r.shape = std::to_string(n) + "x" + std::to_string(n);
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &transposed, &packed_tensor, nullptr), "abr_copy"); }).median_s;
+      cl_mem target = static_cast<cl_mem>(packed_tensor.data);
+      r.baselines.push_back({"clEnqueueCopyBuffer (contiguous, same bytes)", time_it(options, [&] {
+                                                                              check_cl(clEnqueueCopyBuffer(
+                                                                                           raw.queue, mem, target, 0, 0,
+                                                                                           square_bytes, 0, nullptr,
+                                                                                           nullptr),
+                                                                                       "clEnqueueCopyBuffer");
+                                                                              check_cl(clFinish(raw.queue), "clFinish");
+                                                                            }).median_s,
+                             ""});
+      report(r);
+      packed->deleter(packed);
+    }
+    if (selected(options, "opencl -> opencl staged")) {
+      ForeignContext foreign(raw.device());
+      cl_mem theirs = foreign.buffer(bytes, src.data());
+      DLTensor their_tensor = device_tensor;
+      their_tensor.data = theirs;
+      Result r{"opencl -> opencl staged (another context)", name, bytes};
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &their_tensor, &device_tensor, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back({"clEnqueueReadBuffer to host + clEnqueueWriteBuffer (naive)", time_it(options, [&] {
+                                check_cl(clEnqueueReadBuffer(foreign.queue, theirs, CL_TRUE, 0, bytes, dst.data(), 0,
+                                                             nullptr, nullptr),
+                                         "clEnqueueReadBuffer");
+                                check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes, dst.data(), 0, nullptr,
+                                                              nullptr),
+                                         "clEnqueueWriteBuffer");
+                              }).median_s,
+                             ""});
+      report(r);
+      clReleaseMemObject(theirs);
+    }
     on_device->deleter(on_device);
+  }
+  if (selected(options, "pinned pool")) {
+    float one = 0;
+    int64_t shape[1] = {1};
+    DLManagedTensorVersioned probe = borrowed(view(&one, 1, shape, nullptr));
+    DLManagedTensorVersioned* on_device = nullptr;
+    check(abr_to_device(rt, &probe, device, &copy, nullptr, &on_device), "abr_to_device");
+    const cl_device_id id = RawQueue(static_cast<cl_mem>(on_device->dl_tensor.data)).device();
+    on_device->deleter(on_device);
+    ForeignContext context(id);
+    run_pool_cases(options, report, name, device, context.context, id);
   }
 }
 
@@ -163,7 +256,8 @@ void run_opencl_cases(abr_runtime* rt, const Options& options, const Report& rep
   for (int32_t i = 0; i < count; ++i) {
     struct abr_device_info info;
     check(abr_device_info(rt, i, &info), "abr_device_info");
-    if (info.device.device_type == kDLOpenCL) run_device(rt, options, report, info.device);
+    if (info.device.device_type == kDLOpenCL && device_selected(options, info.device))
+      run_device(rt, options, report, info.device);
   }
 }
 

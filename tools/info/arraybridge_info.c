@@ -1,5 +1,5 @@
 /* arraybridge-info: every backend (found or not, and why), every device with its
- * DLDevice, name, memory and host sharing. --json for machines. */
+ * DLDevice, name, memory and host sharing, and the pinned pool. --json for machines. */
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +24,32 @@ static void json_string(const char* s) {
     else putchar(c);
   }
   putchar('"');
+}
+
+static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+static void print_pool(abr_runtime* rt, int json) {
+  abr_pool_stats s;
+  memset(&s, 0, sizeof s);
+  s.version = ABR_POOL_STATS_VERSION;
+  if (abr_pool_get_stats(rt, &s) != ABR_OK) {
+    fprintf(stderr, "arraybridge-info: %s\n", abr_last_error());
+    return;
+  }
+  if (json) {
+    printf(", \"pinned_pool\": {\"bytes_pinned\": %llu, \"bytes_in_use\": %llu, \"bytes_cached\": %llu, "
+           "\"peak_bytes_pinned\": %llu, \"limit_bytes\": %llu, \"blocks_pinned\": %llu, \"hits\": %llu, "
+           "\"misses\": %llu}",
+           (unsigned long long)s.bytes_pinned, (unsigned long long)s.bytes_in_use,
+           (unsigned long long)s.bytes_cached, (unsigned long long)s.peak_bytes_pinned,
+           (unsigned long long)s.limit_bytes, (unsigned long long)s.blocks_pinned, (unsigned long long)s.hits,
+           (unsigned long long)s.misses);
+  } else {
+    printf("\nPinned host pool (this process's runtime):\n  %.2f GiB pinned in %llu blocks (%.2f GiB in use, "
+           "%.2f GiB cached), peak %.2f GiB, limit %.2f GiB; %llu hits, %llu misses\n",
+           gib(s.bytes_pinned), (unsigned long long)s.blocks_pinned, gib(s.bytes_in_use), gib(s.bytes_cached),
+           gib(s.peak_bytes_pinned), gib(s.limit_bytes), (unsigned long long)s.hits, (unsigned long long)s.misses);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -79,12 +105,14 @@ int main(int argc, char** argv) {
       char dl[32];
       snprintf(dl, sizeof dl, "(%d, %d)", (int)d.device.device_type, d.device.device_id);
       printf("  %-5d %-12s %-8s %7.1f GiB  %-6s %s / %s%s\n", i, dl, backend_name(d.backend),
-             (double)d.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+             gib(d.memory_bytes),
              (d.flags & ABR_DEVICE_SHARES_HOST_MEMORY) ? "yes" : "no", d.name, d.platform,
              (d.flags & ABR_DEVICE_LOST_FLAG) ? " [LOST]" : "");
     }
   }
-  if (json) printf("]}\n");
+  if (json) printf("]");
+  print_pool(rt, json);
+  if (json) printf("}\n");
   abr_runtime_destroy(rt);
   return 0;
 }

@@ -1,0 +1,200 @@
+#include "pinned_pool.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "error.hpp"
+#include "log.hpp"
+
+namespace abr {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+
+uint64_t default_limit() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 4ull << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- PinnedBlock
+
+PinnedBlock& PinnedBlock::operator=(PinnedBlock&& other) noexcept {
+  if (this != &other) {
+    give_back();
+    pool_ = std::move(other.pool_);
+    block_ = std::move(other.block_);
+    domain_ = other.domain_;
+    users_ = std::move(other.users_);
+  }
+  return *this;
+}
+
+PinnedBlock::~PinnedBlock() { give_back(); }
+
+void PinnedBlock::used_by(Stream& stream) {
+  std::unique_ptr<Event> event = stream.record();
+  if (event) users_.push_back(std::move(event));
+}
+
+void PinnedBlock::give_back() noexcept {
+  if (block_) pool_->give_back(std::move(block_), domain_, std::move(users_));
+  pool_.reset();
+  users_.clear();
+}
+
+// ---------------------------------------------------------------- PinnedPool
+
+std::shared_ptr<PinnedPool> PinnedPool::create(uint64_t limit_bytes) {
+  return std::shared_ptr<PinnedPool>(new PinnedPool(limit_bytes ? limit_bytes : default_limit()));
+}
+
+PinnedPool::PinnedPool(uint64_t limit_bytes) { stats_.limit_bytes = limit_bytes; }
+
+PinnedPool::~PinnedPool() {
+  for (auto& entry : cached_) {
+    for (auto& event : entry.second.users) {
+      try {
+        event->wait();
+      } catch (const std::exception& e) {  // a failed command no longer uses the block
+        log::warn("waiting for a pinned block's last user failed: {}", e.what());
+      }
+    }
+  }
+}
+
+std::size_t PinnedPool::size_class(std::size_t bytes) {
+  if (bytes <= kPage) return kPage;
+  std::size_t top = std::size_t{1} << (63 - __builtin_clzll(static_cast<unsigned long long>(bytes)));
+  const std::size_t step = std::max(kPage, top / 8);
+  return (bytes + step - 1) / step * step;
+}
+
+bool PinnedPool::idle(Cached& cached) noexcept {
+  auto& users = cached.users;
+  users.erase(std::remove_if(users.begin(), users.end(), [](auto& e) { return e->complete(); }), users.end());
+  return users.empty();
+}
+
+uint64_t PinnedPool::release_idle(uint64_t wanted, std::vector<std::unique_ptr<StagingBlock>>& freed) {
+  uint64_t released = 0;
+  for (auto it = cached_.begin(); it != cached_.end() && released < wanted;) {
+    if (!idle(it->second)) {
+      ++it;
+      continue;
+    }
+    const std::size_t size = it->second.block->size();
+    released += size;
+    stats_.bytes_pinned -= size;
+    stats_.bytes_cached -= size;
+    stats_.blocks_pinned -= 1;
+    freed.push_back(std::move(it->second.block));
+    it = cached_.erase(it);
+  }
+  return released;
+}
+
+PinnedBlock PinnedPool::acquire(StagingProvider& provider, std::size_t bytes) {
+  const std::size_t size = size_class(bytes);
+  const Key key{provider.domain(), size};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto range = cached_.equal_range(key);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (!idle(it->second)) continue;
+      std::unique_ptr<StagingBlock> block = std::move(it->second.block);
+      cached_.erase(it);
+      stats_.hits += 1;
+      stats_.bytes_cached -= size;
+      stats_.bytes_in_use += size;
+      return PinnedBlock(shared_from_this(), std::move(block), key.first);
+    }
+    stats_.misses += 1;
+  }
+  return PinnedBlock(shared_from_this(), allocate_within_limit(provider, size), key.first);
+}
+
+std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider& provider, std::size_t size) {
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::unique_ptr<StagingBlock>> freed;  // freed after the lock is dropped
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const uint64_t needed = stats_.bytes_pinned + size;
+      if (needed > stats_.limit_bytes) release_idle(needed - stats_.limit_bytes, freed);
+      if (stats_.bytes_pinned + size > stats_.limit_bytes)
+        fail(ABR_ERR_OUT_OF_MEMORY,
+             "the pinned pool's limit of {} bytes is reached: {} more needed, {} pinned, {} of them in use "
+             "(raise it with abr_pool_set_limit)",
+             stats_.limit_bytes, size, stats_.bytes_pinned, stats_.bytes_in_use);
+      stats_.bytes_pinned += size;  // reserved while the provider works
+      stats_.bytes_in_use += size;
+      stats_.blocks_pinned += 1;
+      stats_.peak_bytes_pinned = std::max(stats_.peak_bytes_pinned, stats_.bytes_pinned);
+    }
+    freed.clear();
+    auto unreserve = [&] {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.bytes_pinned -= size;
+      stats_.bytes_in_use -= size;
+      stats_.blocks_pinned -= 1;
+    };
+    try {
+      return provider.allocate(size);
+    } catch (const Error& e) {
+      unreserve();
+      // Out of memory with blocks cached: give them up and try once more.
+      if (e.status() != ABR_ERR_OUT_OF_MEMORY || attempt > 0 || trim() == 0) throw;
+      log::debug("pinned pool: {} failed for {} bytes, retrying after a trim", provider.name(), size);
+    } catch (...) {
+      unreserve();
+      throw;
+    }
+  }
+}
+
+void PinnedPool::give_back(std::unique_ptr<StagingBlock> block, const void* domain,
+                           std::vector<std::unique_ptr<Event>> users) noexcept {
+  const std::size_t size = block->size();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.bytes_in_use -= size;
+  try {
+    cached_.emplace(Key{domain, size}, Cached{std::move(block), std::move(users)});
+    stats_.bytes_cached += size;
+  } catch (...) {  // no memory to cache it: free it, after its users
+    for (auto& event : users) {
+      try {
+        if (event) event->wait();
+      } catch (...) {
+      }
+    }
+    stats_.bytes_pinned -= size;
+    stats_.blocks_pinned -= 1;
+    block.reset();
+  }
+}
+
+uint64_t PinnedPool::trim() {
+  std::vector<std::unique_ptr<StagingBlock>> freed;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return release_idle(UINT64_MAX, freed);
+}
+
+void PinnedPool::set_limit(uint64_t limit_bytes) {
+  std::vector<std::unique_ptr<StagingBlock>> freed;
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.limit_bytes = limit_bytes = limit_bytes ? limit_bytes : default_limit();
+  if (stats_.bytes_pinned > limit_bytes) release_idle(stats_.bytes_pinned - limit_bytes, freed);
+}
+
+PoolStats PinnedPool::stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PoolStats out = stats_;
+  for (auto& entry : cached_)
+    if (!idle(entry.second)) out.bytes_waiting += entry.second.block->size();
+  return out;
+}
+
+}  // namespace abr

@@ -1,0 +1,110 @@
+// The pinned host pool: a caching allocator over the backends' staging memory
+// (page-locked or device-mapped host memory, which is slow to get and fast to
+// use). Pinning is the provider's job; the pool only decides sizes, reuse,
+// limits and statistics, so all of it is tested without a GPU.
+//
+// Reuse is safe with asynchronous copies: whoever hands a block to a stream
+// records that use (PinnedBlock::used_by), and a returned block is given out
+// again only once every recorded event has completed (CuPy's watch list, with
+// PyTorch's per-stream events; reference/perf_anchors.md §3).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "staging.hpp"
+#include "stream.hpp"
+
+namespace abr {
+
+struct PoolStats {
+  uint64_t bytes_pinned = 0;       // held from providers now
+  uint64_t bytes_in_use = 0;       // handed out and not yet returned
+  uint64_t bytes_cached = 0;       // returned, kept for reuse
+  uint64_t bytes_waiting = 0;      // of the cached bytes, those a stream may still be using
+  uint64_t peak_bytes_pinned = 0;
+  uint64_t limit_bytes = 0;
+  uint64_t blocks_pinned = 0;
+  uint64_t hits = 0;    // served from the cache
+  uint64_t misses = 0;  // needed a new block
+};
+
+class PinnedPool;
+
+// A block on loan from the pool; returns itself when destroyed.
+class PinnedBlock {
+ public:
+  PinnedBlock() = default;
+  PinnedBlock(PinnedBlock&&) noexcept = default;
+  PinnedBlock& operator=(PinnedBlock&& other) noexcept;
+  ~PinnedBlock();
+
+  char* data() const { return block_->data(); }
+  std::size_t size() const { return block_->size(); }
+  explicit operator bool() const { return block_ != nullptr; }
+
+  // Work submitted to `stream` so far uses this block: the pool will not give
+  // it out again before that work completes. Call after submitting the work.
+  void used_by(Stream& stream);
+
+ private:
+  friend class PinnedPool;
+  PinnedBlock(std::shared_ptr<PinnedPool> pool, std::unique_ptr<StagingBlock> block, const void* domain)
+      : pool_(std::move(pool)), block_(std::move(block)), domain_(domain) {}
+  void give_back() noexcept;
+
+  std::shared_ptr<PinnedPool> pool_;
+  std::unique_ptr<StagingBlock> block_;
+  const void* domain_ = nullptr;
+  std::vector<std::unique_ptr<Event>> users_;
+};
+
+class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
+ public:
+  // 0 = the default limit, a quarter of physical memory.
+  static std::shared_ptr<PinnedPool> create(uint64_t limit_bytes = 0);
+  ~PinnedPool();  // waits for cached blocks still in use by a stream, then frees all
+
+  // A block of at least `bytes` in `provider`'s domain: a cached one whose users
+  // have finished, or a new one. Throws ABR_ERR_OUT_OF_MEMORY when the limit or
+  // the provider refuses, having first freed what the cache could give up.
+  PinnedBlock acquire(StagingProvider& provider, std::size_t bytes);
+
+  // Frees every cached block whose users have finished; returns the bytes freed.
+  uint64_t trim();
+  // A lower limit trims at once; blocks in use stay until returned. 0 = the default.
+  void set_limit(uint64_t limit_bytes);
+  PoolStats stats();  // checks the events of cached blocks for bytes_waiting
+
+  // The size a request is rounded to: whole pages, and at most 1/8 above the
+  // request beyond that (8 classes per power of two, not PyTorch's 2x).
+  static std::size_t size_class(std::size_t bytes);
+
+ private:
+  struct Cached {
+    std::unique_ptr<StagingBlock> block;
+    std::vector<std::unique_ptr<Event>> users;
+  };
+  using Key = std::pair<const void*, std::size_t>;  // (provider domain, size class)
+
+  explicit PinnedPool(uint64_t limit_bytes);
+  friend class PinnedBlock;
+  void give_back(std::unique_ptr<StagingBlock> block, const void* domain,
+                 std::vector<std::unique_ptr<Event>> users) noexcept;
+  static bool idle(Cached& cached) noexcept;  // drops completed events; true when none are left
+  // Moves idle cached blocks into `freed` until `wanted` bytes are released
+  // (everything idle for UINT64_MAX). Caller holds mutex_; frees outside it.
+  uint64_t release_idle(uint64_t wanted, std::vector<std::unique_ptr<StagingBlock>>& freed);
+  std::unique_ptr<StagingBlock> allocate_within_limit(StagingProvider& provider, std::size_t size);
+
+  std::mutex mutex_;
+  std::multimap<Key, Cached> cached_;
+  PoolStats stats_;
+};
+
+}  // namespace abr
