@@ -2,8 +2,10 @@
 # whole suite; `make demo` shows this machine's devices and a quick benchmark.
 # Both test and demo install missing Debian packages first (tools/bootstrap.sh).
 
-VERSION_MAJOR := 0
-VERSION := $(VERSION_MAJOR).1.0
+# The version lives in the public header only; the soname and file names follow it.
+version_part = $(shell sed -n 's/^\#define ABR_VERSION_$(1) \([0-9]*\).*/\1/p' include/arraybridge/arraybridge.h)
+VERSION_MAJOR := $(call version_part,MAJOR)
+VERSION := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
 PREFIX ?= /usr/local
 BUILD ?= build
 
@@ -32,7 +34,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all lib tools test test-unit test-asan test-c test-exports demo install uninstall clean bootstrap
+.PHONY: all lib tools test test-unit test-asan test-c test-abi test-install test-rust demo install uninstall clean bootstrap
 
 all: lib tools
 
@@ -108,8 +110,15 @@ $(BUILD)/bin/c-abi-test: tests/c/abi_test.c include/arraybridge/arraybridge.h $(
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
+$(BUILD)/bin/concurrent-create: tests/c/concurrent_create.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=c99 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge -pthread \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
+
+TEST_PROGRAMS := $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create
+
 test: bootstrap
-	@$(MAKE) --no-print-directory -j$(JOBS) all $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test
+	@$(MAKE) --no-print-directory -j$(JOBS) all $(TEST_PROGRAMS)
 	bash tests/run_all.sh $(BUILD)
 
 test-unit: $(BUILD)/bin/unit-tests
@@ -121,8 +130,14 @@ test-asan: $(ASAN_DIR)/bin/unit-tests
 test-c: $(BUILD)/bin/c-abi-test
 	$(BUILD)/bin/c-abi-test
 
-test-exports: $(SHLIB)
-	bash tests/check_exports.sh $(SHLIB)
+test-abi: $(SHLIB)
+	bash tests/abi/check_abi.sh $(SHLIB)
+
+test-install: all
+	bash tests/install/test_install.sh $(BUILD)
+
+test-rust: lib
+	bash tests/ffi/rust/run.sh $(BUILD)
 
 # ---------------------------------------------------------------- demo
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -103,9 +104,17 @@ Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
 Discovery discover(const abr_runtime_options& options) {
   if (options.flags & ABR_RUNTIME_DISABLE_OPENCL)
     return discover_with(nullptr, "disabled by ABR_RUNTIME_DISABLE_OPENCL");
-  std::string reason;
-  const Api* cl = api(&reason);
-  return discover_with(cl, reason);
+  // Once per process: the devices do not change, and a driver's first-call
+  // initialisation is not safe to race (PoCL 3.1 crashed in clGetDeviceInfo
+  // when two threads created runtimes at once).
+  static std::once_flag once;
+  static Discovery found;
+  std::call_once(once, [] {
+    std::string reason;
+    const Api* cl = api(&reason);
+    found = discover_with(cl, reason);
+  });
+  return found;
 }
 
 }  // namespace abr::opencl

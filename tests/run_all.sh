@@ -30,10 +30,13 @@ run() {
   failed=$((failed + f))
 }
 
-run exports bash tests/check_exports.sh "$build"/lib/libarraybridge.so.*.*.*
+run abi bash tests/abi/check_abi.sh "$build"/lib/libarraybridge.so.*.*.*
 run unit "$build"/bin/unit-tests
 run unit-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$build"/asan/bin/unit-tests
 run c-abi "$build"/bin/c-abi-test
+run concurrent-create "$build"/bin/concurrent-create
+run install bash tests/install/test_install.sh "$build"
+run rust bash tests/ffi/rust/run.sh "$build"
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

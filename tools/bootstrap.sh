@@ -17,6 +17,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The Rust FFI test needs cargo; a rustup install on PATH will do as well.
+command -v cargo >/dev/null 2>&1 || dpkg-query -W -f='${Status}' cargo 2>/dev/null | grep -q "install ok installed" ||
+  missing+=(cargo)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "bootstrap: installing ${missing[*]}" >&2

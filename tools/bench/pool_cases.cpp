@@ -24,7 +24,8 @@ void run_pool_cases(const Options& options, const Report& report, const std::str
   for (uint64_t bytes : options.sizes) {
     progress(device_label, bytes);
     char size_text[48];
-    std::snprintf(size_text, sizeof size_text, "%.1f MiB block", bytes / double(1ull << 20));
+    if (bytes >= (1ull << 20)) std::snprintf(size_text, sizeof size_text, "%.0f MiB block", bytes / double(1ull << 20));
+    else std::snprintf(size_text, sizeof size_text, "%.0f KiB block", bytes / 1024.0);
     if (selected(options, "pinned pool hit")) {
       { abr::PinnedBlock warm = pool->acquire(provider, bytes); }
       Result r{"pinned pool hit (acquire + return)", device_label, 0};

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The ABI contract, checked on the built library:
+#  - the public header compiles alone as C99 and as C++17 with warnings as errors;
+#  - the library exports exactly the abr_* functions listed in capi/exports.txt
+#    (an accidental addition or removal fails here: update the list on purpose);
+#  - the soname and file name carry the header's ABR_VERSION_* numbers.
+# Struct layouts are pinned by static asserts in tests/unit/test_abi_layout.cpp
+# and tests/ffi/rust/tests/layout.rs; abr_version_number() by tests/c/abi_test.c.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+lib=${1:?usage: check_abi.sh LIBRARY}
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '#include <arraybridge/arraybridge.h>\nint main(void) { return abr_version_number() == ABR_VERSION_NUMBER ? 0 : 1; }\n' > "$tmp/h.c"
+cp "$tmp/h.c" "$tmp/h.cpp"
+${CC:-cc} -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude -c "$tmp/h.c" -o "$tmp/h.o" || fail "the header does not compile as C99 with -Werror"
+${CXX:-c++} -std=c++17 -pedantic -Wall -Wextra -Wshadow -Werror -Iinclude -c "$tmp/h.cpp" -o "$tmp/hpp.o" ||
+  fail "the header does not compile as C++17 with -Werror"
+
+exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sed 's/@.*//' | grep -v '^ARRAYBRIDGE_' | sort -u)
+others=$(printf '%s\n' "$exported" | grep -v '^abr_' || true)
+[ -z "$others" ] || fail "symbols outside abr_* are exported: $(echo $others)"
+if ! diff_out=$(diff <(sort -u capi/exports.txt) <(printf '%s\n' "$exported")); then
+  fail "exported symbols differ from capi/exports.txt ('<' listed but missing, '>' exported but not listed):"
+  printf '%s\n' "$diff_out" | grep '^[<>]' | sed 's/^/  /'
+fi
+
+macro() { sed -n "s/^#define ABR_VERSION_$1 \([0-9]*\).*/\1/p" include/arraybridge/arraybridge.h; }
+version="$(macro MAJOR).$(macro MINOR).$(macro PATCH)"
+soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
+[ "$soname" = "libarraybridge.so.$(macro MAJOR)" ] || fail "soname $soname does not match ABR_VERSION_MAJOR $(macro MAJOR)"
+[ "$(basename "$lib")" = "libarraybridge.so.$version" ] || fail "$(basename "$lib") is not libarraybridge.so.$version"
+
+[ $failed -eq 0 ] && echo "abi: header C99/C++17 clean, $(printf '%s\n' "$exported" | wc -l) exports as listed, soname $soname"
+exit $failed

@@ -1,0 +1,18 @@
+// Links libarraybridge: from ARRAYBRIDGE_LIB_DIR, else the repository's build/lib.
+// The rpath lets `cargo test` run without LD_LIBRARY_PATH.
+use std::env;
+use std::path::PathBuf;
+
+fn main() {
+    let dir = match env::var("ARRAYBRIDGE_LIB_DIR") {
+        Ok(dir) => PathBuf::from(dir),
+        Err(_) => PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../../build/lib"),
+    };
+    let dir = dir.canonicalize().unwrap_or_else(|_| {
+        panic!("libarraybridge not found in {} (run `make` first or set ARRAYBRIDGE_LIB_DIR)", dir.display())
+    });
+    println!("cargo:rerun-if-env-changed=ARRAYBRIDGE_LIB_DIR");
+    println!("cargo:rustc-link-search=native={}", dir.display());
+    println!("cargo:rustc-link-lib=dylib=arraybridge");
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
+}
