@@ -18,7 +18,7 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # The Rust FFI test needs cargo; a rustup install on PATH will do as well.
-command -v cargo >/dev/null 2>&1 || dpkg-query -W -f='${Status}' cargo 2>/dev/null | grep -q "install ok installed" ||
+command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] || dpkg-query -W -f='${Status}' cargo 2>/dev/null | grep -q "install ok installed" ||
   missing+=(cargo)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
