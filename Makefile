@@ -95,10 +95,12 @@ $(BUILD)/bin/unit-tests: $(UNIT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CXX) -pthread -o $@ $(UNIT_OBJS) $(STATIC) -ldl -lOpenCL
 
-# The same sources again with AddressSanitizer + UndefinedBehaviorSanitizer.
+# The same sources again with AddressSanitizer + UndefinedBehaviorSanitizer, and
+# with the fault-injection points armed (lib/fault.hpp): a failure injected
+# anywhere must leave no leak, which LeakSanitizer checks at exit.
 $(ASAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(ASAN_FLAGS) -MMD -MP -c $< -o $@
+	$(CXX) $(CPPFLAGS_ALL) -DABR_FAULT_INJECTION $(CXXSTD) -O1 -g $(WARN) -pthread $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
 ASAN_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(UNIT_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o)
 $(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS)

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "error.hpp"
+#include "fault.hpp"
 #include "layout.hpp"
 #include "log.hpp"
 
@@ -11,6 +12,7 @@ namespace abr {
 
 HostBuffer::HostBuffer(std::size_t bytes) {
   const std::size_t rounded = ((bytes ? bytes : 1) + 255) / 256 * 256;  // never NULL, even when empty
+  fault::point(ABR_ERR_OUT_OF_MEMORY, "host allocation");
   data_ = static_cast<char*>(std::aligned_alloc(256, rounded));
   if (!data_) fail(ABR_ERR_OUT_OF_MEMORY, "cannot allocate {} bytes of host memory", bytes);
 }
@@ -50,7 +52,8 @@ void delete_legacy(DLManagedTensor* self) noexcept {
 
 }  // namespace
 
-PendingExport::PendingExport(const ExportSpec& spec) : exported_(std::make_unique<Exported>()) {
+PendingExport::PendingExport(const ExportSpec& spec)
+    : exported_((fault::point(ABR_ERR_OUT_OF_MEMORY, "export allocation"), std::make_unique<Exported>())) {
   const std::size_t ndim = spec.shape.size();
   std::vector<int64_t>& dims = exported_->dims;
   dims.reserve(2 * ndim);

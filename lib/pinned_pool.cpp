@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "error.hpp"
+#include "fault.hpp"
 #include "log.hpp"
 
 namespace abr {
@@ -142,6 +143,7 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
       stats_.blocks_pinned -= 1;
     };
     try {
+      fault::point(ABR_ERR_OUT_OF_MEMORY, "pinned allocation");
       return provider.allocate(size);
     } catch (const Error& e) {
       unreserve();

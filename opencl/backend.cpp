@@ -4,6 +4,7 @@
 
 #include "../lib/devices.hpp"
 #include "../lib/error.hpp"
+#include "../lib/fault.hpp"
 #include "../lib/layout.hpp"
 #include "../lib/log.hpp"
 #include "memory.hpp"
@@ -137,6 +138,7 @@ void Backend::execute(const Plan& plan, const Layout& src, const Layout& dst, St
 std::unique_ptr<Stream> Backend::create_stream(DLDevice device) {
   std::shared_ptr<Context> context = own_context(device);
   cl_int status = CL_SUCCESS;
+  fault::point(ABR_ERR_BACKEND, "OpenCL queue");
   cl_command_queue queue = cl_->CreateCommandQueueWithProperties(context->handle(), context->device(), nullptr, &status);
   check(status, "clCreateCommandQueueWithProperties");
   return std::make_unique<QueueStream>(std::move(context), Ref<cl_command_queue>(queue, cl_->ReleaseCommandQueue));

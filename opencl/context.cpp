@@ -4,6 +4,7 @@
 
 #include "../lib/devices.hpp"
 #include "../lib/error.hpp"
+#include "../lib/fault.hpp"
 #include "../lib/log.hpp"
 
 namespace abr::opencl {
@@ -12,6 +13,7 @@ Context::Context(const Api& cl, cl_context context, cl_device_id device, DLDevic
     : cl_(cl), device_(device), dl_device_(dl_device) {
   check(cl.RetainContext(context), "clRetainContext");
   context_ = Ref<cl_context>(context, cl.ReleaseContext);
+  fault::point(ABR_ERR_BACKEND, "OpenCL queue");
   cl_int status = CL_SUCCESS;
   cl_command_queue queue = cl.CreateCommandQueueWithProperties(context, device, nullptr, &status);
   check(status, "clCreateCommandQueueWithProperties");
@@ -21,6 +23,7 @@ Context::Context(const Api& cl, cl_context context, cl_device_id device, DLDevic
 }
 
 MemRef Context::create_buffer(cl_mem_flags flags, std::size_t bytes, void* host) const {
+  fault::point(ABR_ERR_OUT_OF_MEMORY, "OpenCL buffer");
   cl_int status = CL_SUCCESS;
   cl_mem mem = cl_.CreateBuffer(context_.get(), flags, bytes ? bytes : 1, host, &status);
   if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
@@ -57,6 +60,7 @@ cl_program Context::program(const std::string& key, const std::function<std::str
 
 void drain(const Api& cl, cl_command_queue queue) {
   cl_event marker = nullptr;
+  fault::point(ABR_ERR_BACKEND, "OpenCL event");
   check(cl.EnqueueMarkerWithWaitList(queue, 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
   EventRef owned(marker, cl.ReleaseEvent);
   const cl_int status = cl.WaitForEvents(1, &marker);

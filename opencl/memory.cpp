@@ -1,6 +1,7 @@
 #include "memory.hpp"
 
 #include "../lib/error.hpp"
+#include "../lib/fault.hpp"
 #include "../lib/log.hpp"
 
 namespace abr::opencl {
@@ -34,6 +35,7 @@ MappedView::MappedView(const Api& cl, cl_command_queue queue, const Layout& layo
                              : layout.compact ? CL_MAP_WRITE_INVALIDATE_REGION
                                               : CL_MAP_READ | CL_MAP_WRITE;  // keep the gaps
   cl_int status = CL_SUCCESS;
+  fault::point(ABR_ERR_BACKEND, "OpenCL map");
   mapped_ = cl.EnqueueMapBuffer(queue, mem_, CL_TRUE, flags, static_cast<std::size_t>(start),
                                 static_cast<std::size_t>(bytes), 0, nullptr, nullptr, &status);
   check(status, "clEnqueueMapBuffer");

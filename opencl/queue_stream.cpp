@@ -1,5 +1,6 @@
 #include "queue_stream.hpp"
 
+#include "../lib/fault.hpp"
 #include "../lib/log.hpp"
 
 namespace abr::opencl {
@@ -59,7 +60,8 @@ void QueueStream::retain(std::unique_ptr<Storage> storage) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   release_completed();
   cl_event marker = nullptr;
-  const cl_int status = cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker);
+  const cl_int status = fault::fails("OpenCL event (retain)") ? CL_OUT_OF_HOST_MEMORY
+                                                              : cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker);
   if (status == CL_SUCCESS) {
     EventRef owned(marker, cl.ReleaseEvent);
     try {
@@ -79,6 +81,7 @@ void QueueStream::wait_for(Stream& other) {
     return;
   }
   const Api& cl = context_->api();
+  fault::point(ABR_ERR_BACKEND, "OpenCL event");
   cl_event marker = nullptr;
   check(cl.EnqueueMarkerWithWaitList(queue_stream->queue(), 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
   EventRef owned(marker, cl.ReleaseEvent);
@@ -88,6 +91,7 @@ void QueueStream::wait_for(Stream& other) {
 
 std::unique_ptr<Event> QueueStream::record() {
   const Api& cl = context_->api();
+  fault::point(ABR_ERR_BACKEND, "OpenCL event");
   cl_event marker = nullptr;
   check(cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
   EventRef owned(marker, cl.ReleaseEvent);

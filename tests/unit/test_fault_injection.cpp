@@ -1,0 +1,140 @@
+// Walks every fault-injection point of representative transfers (lib/fault.hpp):
+// each injected failure must give a clean error status naming the fault, leave
+// the source with its owner (deleter not run), and leave the runtime working.
+// LeakSanitizer checks that nothing leaked. Only the ASan build has the points.
+#include <functional>
+
+#include "../../lib/fault.hpp"
+#include "opencl_helpers.hpp"
+
+using namespace test;
+
+#ifndef ABR_FAULT_INJECTION
+TEST_CASE("fault injection walk (compiled into the ASan build only)") {
+  MESSAGE("skipped here: the fault-injection points exist only in build/asan/bin/unit-tests");
+}
+#else
+namespace {
+
+struct Scenario {
+  const char* name;
+  // Runs one transfer from a fresh source; returns its status. `deleted` is the
+  // source's deleter count after the call, for the ownership check.
+  std::function<abr_status(abr_runtime*, int& deleted)> run;
+};
+
+abr_status transfer(abr_runtime* rt, Managed& src, DLDevice device, abr_copy_mode copy, DLDataType dtype,
+                    abr_stream* stream, int& deleted) {
+  abr_transfer_options options;
+  abr_transfer_options_init(&options);
+  options.copy = copy;
+  options.dtype = dtype;
+  DLManagedTensorVersioned* out = nullptr;
+  const abr_status status = abr_to_device(rt, &src.managed, device, &options, stream, &out);
+  if (stream) abr_stream_synchronize(stream);
+  deleted = src.deleted;
+  if (status == ABR_OK) {
+    CHECK(out != nullptr);
+    out->deleter(out);
+  } else {
+    CHECK(out == nullptr);
+  }
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("every injected failure of a transfer is clean: status, ownership, no leak, runtime still works") {
+  Runtime rt;
+  ClEnv env;
+  std::vector<float> data(64 * 48);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.25f;
+  cl_mem theirs = env.buffer(data.size() * 4, data.data());
+
+  const std::vector<Scenario> scenarios = {
+      {"host strided -> opencl, cast to f64",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(data.data(), f32, {48, 64}, {1, 48});
+         return transfer(r, src, ocl0, ABR_COPY_ALWAYS, f64, nullptr, deleted);
+       }},
+      {"host -> host copy, cast to i32",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(data.data(), f32, {64, 48});
+         return transfer(r, src, cpu, ABR_COPY_ALWAYS, i32, nullptr, deleted);
+       }},
+      {"opencl (caller's context) -> opencl, staged through the pool",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(theirs, f32, {64, 48}, {}, 0, ocl0);
+         return transfer(r, src, ocl0, ABR_COPY_ALWAYS, {}, nullptr, deleted);
+       }},
+      {"opencl (caller's context) -> host, strided",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(theirs, f32, {48, 64}, {1, 48}, 0, ocl0);
+         return transfer(r, src, cpu, ABR_COPY_ALWAYS, {}, nullptr, deleted);
+       }},
+      {"host -> opencl on a new stream",
+       [&](abr_runtime* r, int& deleted) {
+         abr_stream* stream = nullptr;
+         deleted = 0;
+         const abr_status made = abr_stream_create(r, ocl0, &stream);
+         if (made != ABR_OK) return made;
+         Managed src(data.data(), f32, {64, 48});
+         const abr_status status = transfer(r, src, ocl0, ABR_COPY_ALWAYS, {}, stream, deleted);
+         abr_stream_destroy(stream);
+         deleted = src.deleted;
+         return status == ABR_OK && deleted != 1 ? ABR_ERR_INTERNAL : status;
+       }},
+  };
+
+  uint64_t sites_walked = 0;
+  for (const Scenario& scenario : scenarios) {
+    CAPTURE(scenario.name);
+    abr::fault::arm(0);
+    int deleted = 0;
+    REQUIRE(scenario.run(rt, deleted) == ABR_OK);
+    const uint64_t sites = abr::fault::passed();
+    uint64_t failed_here = 0;
+    for (uint64_t n = 1; n <= sites; ++n) {
+      CAPTURE(n);
+      abr::fault::arm(n);
+      deleted = -1;
+      const abr_status status = scenario.run(rt, deleted);
+      abr::fault::arm(0);
+      if (status == ABR_OK) continue;  // the point was on a path this run did not need
+      CHECK((status == ABR_ERR_OUT_OF_MEMORY || status == ABR_ERR_BACKEND));
+      CHECK(error_mentions("injected fault"));
+      CHECK(deleted == 0);  // the source is still the caller's
+      REQUIRE(scenario.run(rt, deleted) == ABR_OK);  // and the runtime still works
+      ++failed_here;
+    }
+    CHECK(failed_here > 0);  // every transfer has points of its own to fail
+    MESSAGE(std::string(scenario.name) << ": " << sites << " points, " << failed_here << " injected failures");
+    sites_walked += failed_here;
+  }
+  MESSAGE("fault injection: " << sites_walked << " injected failures across " << scenarios.size() << " transfers");
+  clReleaseMemObject(theirs);
+}
+
+TEST_CASE("a stream that cannot record its marker waits instead, and releases the source") {
+  Runtime rt;
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, ocl0, &stream) == ABR_OK);
+  std::vector<float> data(1024, 1.5f);
+  Managed src(data.data(), f32, {1024});
+  abr_transfer_options options;
+  abr_transfer_options_init(&options);
+  options.copy = ABR_COPY_ALWAYS;
+  DLManagedTensorVersioned* out = nullptr;
+  // The first point of a stream transfer that cannot throw: the marker in retain().
+  for (uint64_t n = 1; n < 50 && !out; ++n) {
+    abr::fault::arm(n);
+    const abr_status status = abr_to_device(rt, &src.managed, ocl0, &options, stream, &out);
+    abr::fault::arm(0);
+    if (status != ABR_OK) CHECK(src.deleted == 0);
+  }
+  REQUIRE(out != nullptr);
+  CHECK(src.deleted == 1);
+  out->deleter(out);
+  abr_stream_destroy(stream);
+}
+#endif
