@@ -34,7 +34,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all lib tools test test-unit test-asan test-c test-abi test-install test-rust demo install uninstall clean bootstrap
+.PHONY: all lib tools test test-unit test-asan test-c test-abi test-install test-rust test-python python demo install uninstall clean bootstrap
 
 all: lib tools
 
@@ -120,7 +120,9 @@ $(BUILD)/bin/concurrent-create: tests/c/concurrent_create.c include/arraybridge/
 TEST_PROGRAMS := $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create
 
 test: bootstrap
+	@bash tools/setup_python.sh
 	@$(MAKE) --no-print-directory -j$(JOBS) all $(TEST_PROGRAMS)
+	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD)
 
 test-unit: $(BUILD)/bin/unit-tests
@@ -140,6 +142,21 @@ test-install: all
 
 test-rust: lib
 	bash tests/ffi/rust/run.sh $(BUILD)
+
+# ---------------------------------------------------------------- Python package
+
+# The cffi package, built against this tree's header and library and installed into
+# the project's .venv (no build isolation: the venv already has cffi and setuptools).
+PY_STAMP := $(BUILD)/python.stamp
+python: $(PY_STAMP)
+$(PY_STAMP): $(wildcard python/*.py python/*.toml python/arraybridge/*) $(SHLIB) $(BUILD)/lib/libarraybridge.so
+	@bash tools/setup_python.sh
+	ARRAYBRIDGE_BUILD=$(abspath $(BUILD)) .venv/bin/python -m pip install -q --disable-pip-version-check \
+	  --no-build-isolation --no-deps --force-reinstall ./python
+	@touch $@
+
+test-python: python
+	.venv/bin/python -m pytest -q -rs tests/python
 
 # ---------------------------------------------------------------- demo
 

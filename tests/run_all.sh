@@ -21,6 +21,15 @@ run() {
     p=$(printf '%s\n' "$output" | sed -n 's/^[a-z-]*: *\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' | tail -1)
     f=$(printf '%s\n' "$output" | sed -n 's/^[a-z-]*: *\([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' | tail -1)
   fi
+  if [ -z "$p" ]; then  # pytest: "3 failed, 336 passed, 3 skipped in 2.4s"
+    local last
+    last=$(printf '%s\n' "$output" | grep -E '[0-9]+ (passed|failed).* in [0-9.]+s' | tail -1)
+    if [ -n "$last" ]; then
+      p=$(printf '%s\n' "$last" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
+      f=$(printf '%s\n' "$last" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s += $1} END {print s + 0}')
+      p=${p:-0} f=${f:-0}
+    fi
+  fi
   if [ -z "$p" ]; then  # a script check: one test
     if [ $rc -eq 0 ]; then p=1 f=0; else p=0 f=1; fi
   elif [ $rc -ne 0 ] && [ "${f:-0}" -eq 0 ]; then
@@ -37,6 +46,7 @@ run c-abi "$build"/bin/c-abi-test
 run concurrent-create "$build"/bin/concurrent-create
 run install bash tests/install/test_install.sh "$build"
 run rust bash tests/ffi/rust/run.sh "$build"
+run python .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/python
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

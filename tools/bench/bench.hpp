@@ -83,6 +83,13 @@ void run_opencl_cases(abr_runtime* rt, const Options& options, const Report& rep
 void run_pool_cases(const Options& options, const Report& report, const std::string& device_label, DLDevice device,
                     void* cl_context_handle, void* cl_device_handle);
 
+// Runs `script` with options.python and the arguments; its stdout and stderr, or ""
+// with *error saying why.
+std::string run_python(const Options& options, const char* script, const std::string& arguments, std::string* error);
+
+// The Python package's zero-copy round trip beside np.from_dlpack alone.
+void run_python_cases(const Options& options, const Report& report);
+
 // NumPy's time for np.ascontiguousarray over the given view, or 0 with a note.
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols);
 

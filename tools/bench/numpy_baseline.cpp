@@ -42,24 +42,33 @@ std::string shell_quote(const std::string& s) {
 
 }  // namespace
 
-Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols) {
-  Baseline baseline{"numpy ascontiguousarray", 0, ""};
-  const std::string command = shell_quote(options.python) + " -c " + shell_quote(kScript) + " " + kind + " " +
-                              std::to_string(rows) + " " + std::to_string(cols) + " " +
-                              std::to_string(options.repetitions) + " " + std::to_string(options.warmup) + " 2>&1";
+std::string run_python(const Options& options, const char* script, const std::string& arguments, std::string* error) {
+  const std::string command = shell_quote(options.python) + " -c " + shell_quote(script) + " " + arguments + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
   if (!pipe) {
-    baseline.note = "cannot start " + options.python;
-    return baseline;
+    *error = "cannot start " + options.python;
+    return "";
   }
   char line[512] = {};
   std::string output;
   while (std::fgets(line, sizeof line, pipe.get())) output += line;
+  if (output.empty()) *error = "no output from " + options.python;
+  return output;
+}
+
+Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols) {
+  Baseline baseline{"numpy ascontiguousarray", 0, ""};
+  const std::string output =
+      run_python(options, kScript,
+                 kind + " " + std::to_string(rows) + " " + std::to_string(cols) + " " +
+                     std::to_string(options.repetitions) + " " + std::to_string(options.warmup),
+                 &baseline.note);
+  if (output.empty()) return baseline;
   try {
     std::size_t used = 0;
     baseline.seconds = std::stod(output, &used);
   } catch (...) {
-    baseline.note = output.empty() ? "no output from " + options.python : output.substr(0, output.find('\n'));
+    baseline.note = output.substr(0, output.find('\n'));
   }
   return baseline;
 }

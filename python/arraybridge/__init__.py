@@ -1,0 +1,27 @@
+"""arraybridge: hand over any DLPack array, get one back on the device you asked for.
+
+    import numpy as np, arraybridge as ab
+    t = ab.to_device(np.arange(6.0).reshape(2, 3), "opencl:0")   # one planned copy (or none)
+    print(t, t.report.path)
+    back = np.from_dlpack(ab.to_device(t, "cpu"))
+
+Every transfer goes through libarraybridge's planner; nothing falls back silently.
+"""
+from ._device import Device, BackendInfo, DLDeviceType, backends, devices
+from ._errors import (ArrayBridgeError, CopyRequiredError, DeviceError, DLPackError, InvalidArgumentError,
+                      MemoryConversionError, OutOfMemoryError)
+from ._lib import ffi as _ffi, lib as _lib
+from ._pool import pool_stats, pool_trim
+from ._seed import (CPU_MEMORY_TYPES, GPU_MEMORY_TYPES, SUPPORTED_MEMORY_TYPES, MemoryType, convert_memory,
+                    detect_memory_type)
+from ._tensor import Tensor, TransferReport
+from ._transfer import from_dlpack, to_device
+
+__version__ = _ffi.string(_lib.abr_version_string()).decode()
+
+__all__ = [
+    "ArrayBridgeError", "BackendInfo", "CPU_MEMORY_TYPES", "CopyRequiredError", "DLDeviceType", "DLPackError",
+    "Device", "DeviceError", "GPU_MEMORY_TYPES", "InvalidArgumentError", "MemoryConversionError", "MemoryType",
+    "OutOfMemoryError", "SUPPORTED_MEMORY_TYPES", "Tensor", "TransferReport", "backends", "convert_memory",
+    "detect_memory_type", "devices", "from_dlpack", "pool_stats", "pool_trim", "to_device",
+]

@@ -1,0 +1,132 @@
+"""The seed API of the Python project this library grows from: convert_memory,
+detect_memory_type and MemoryType over numpy, cupy, torch, tensorflow, jax and
+pyclesperanto. Each framework is imported only when a conversion needs it; every
+conversion is one planned runtime transfer (zero-copy where the data already is on
+the target device), never a hidden host round trip.
+"""
+import enum
+import importlib
+import logging
+
+from ._device import DLDeviceType
+from ._errors import ArrayBridgeError, MemoryConversionError
+from ._transfer import to_device
+
+log = logging.getLogger("arraybridge")
+
+
+class MemoryType(str, enum.Enum):
+    NUMPY = "numpy"
+    CUPY = "cupy"
+    TORCH = "torch"
+    TENSORFLOW = "tensorflow"
+    JAX = "jax"
+    PYCLESPERANTO = "pyclesperanto"
+
+
+# Frameworks whose DLPack import takes only compact row-major data (JAX: "Only
+# DLPack tensors with trivial (compact) striding"; TensorFlow rejects other layouts).
+_NEEDS_COMPACT = frozenset({"jax", "tensorflow", "pyclesperanto"})
+
+CPU_MEMORY_TYPES = frozenset({MemoryType.NUMPY})
+GPU_MEMORY_TYPES = frozenset(set(MemoryType) - CPU_MEMORY_TYPES)
+SUPPORTED_MEMORY_TYPES = frozenset(MemoryType)
+
+# Top-level modules whose classes belong to each framework.
+_MODULE_ROOTS = {
+    "numpy": MemoryType.NUMPY,
+    "cupy": MemoryType.CUPY, "cupy_backends": MemoryType.CUPY,
+    "torch": MemoryType.TORCH,
+    "tensorflow": MemoryType.TENSORFLOW,
+    "jax": MemoryType.JAX, "jaxlib": MemoryType.JAX,
+    "pyclesperanto": MemoryType.PYCLESPERANTO, "pyclesperanto_prototype": MemoryType.PYCLESPERANTO,
+}
+
+
+def detect_memory_type(data):
+    """The MemoryType of `data`, found from its class or any base class (so subclasses
+    defined elsewhere count). Raises ValueError for anything else."""
+    for cls in type(data).__mro__:
+        found = _MODULE_ROOTS.get(cls.__module__.partition(".")[0])
+        if found is not None:
+            return found
+    raise ValueError(f"arraybridge: {type(data).__module__}.{type(data).__qualname__} is not an array of "
+                     f"{', '.join(m.value for m in MemoryType)}")
+
+
+def _memory_type(value, role):
+    try:
+        return MemoryType(value.value if isinstance(value, MemoryType) else value)
+    except ValueError:
+        raise ValueError(f"arraybridge: unknown {role} {value!r}; expected one of "
+                         f"{', '.join(m.value for m in MemoryType)}") from None
+
+
+def _target_device(target, gpu_id):
+    """The device `target` arrays live on for this gpu_id (None = CPU)."""
+    if gpu_id is not None and (not isinstance(gpu_id, int) or isinstance(gpu_id, bool) or gpu_id < 0):
+        raise ValueError(f"gpu_id must be None (CPU) or an int >= 0, not {gpu_id!r}")
+    if target is MemoryType.NUMPY:
+        return (DLDeviceType.CPU, 0)  # NumPy memory is host memory whatever gpu_id says
+    if target is MemoryType.PYCLESPERANTO:
+        if gpu_id is None:
+            raise ValueError("pyclesperanto arrays live on an OpenCL device; gpu_id=None asks for the CPU")
+        return (DLDeviceType.OPENCL, gpu_id)
+    if gpu_id is None:
+        if target is MemoryType.CUPY:
+            raise ValueError("CuPy arrays live on a GPU; gpu_id=None asks for the CPU")
+        return (DLDeviceType.CPU, 0)
+    return (DLDeviceType.CUDA, gpu_id)
+
+
+def _source(data, source):
+    """What to_device can import: the array itself, or TensorFlow's capsule."""
+    if source is MemoryType.TENSORFLOW and not hasattr(data, "__dlpack__"):
+        tf = importlib.import_module("tensorflow")
+        return tf.experimental.dlpack.to_dlpack(data)
+    return data
+
+
+def _framework_array(tensor, target):
+    """Hand the Tensor to the target framework's DLPack importer (zero-copy)."""
+    if target is MemoryType.NUMPY:
+        return importlib.import_module("numpy").from_dlpack(tensor)
+    if target is MemoryType.CUPY:
+        return importlib.import_module("cupy").from_dlpack(tensor)
+    if target is MemoryType.TORCH:
+        return importlib.import_module("torch").from_dlpack(tensor)
+    if target is MemoryType.JAX:
+        return importlib.import_module("jax.numpy").from_dlpack(tensor)
+    if target is MemoryType.TENSORFLOW:  # TensorFlow takes legacy capsules only
+        return importlib.import_module("tensorflow").experimental.dlpack.from_dlpack(tensor.__dlpack__())
+    cle = importlib.import_module("pyclesperanto")
+    if not hasattr(cle.Array, "from_dlpack"):
+        raise RuntimeError("this pyclesperanto has no DLPack import (it arrived in 0.22); upgrade it")
+    return cle.Array.from_dlpack(tensor)
+
+
+def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False):
+    """Convert `data` from one framework to another, on GPU `gpu_id` (None = CPU).
+
+    The data must really be a `source_type` array. The move is one runtime transfer
+    (see to_device); strict=True refuses any path that stages through host memory.
+    Any failure raises MemoryConversionError with the source, target and reason.
+    """
+    source = _memory_type(source_type, "source_type")
+    target = _memory_type(target_type, "target_type")
+    try:
+        actual = detect_memory_type(data)
+    except ValueError as error:
+        raise MemoryConversionError(source.value, target.value, str(error)) from error
+    if actual is not source:
+        raise MemoryConversionError(source.value, target.value,
+                                    f"the data is a {actual.value} array, not {source.value}")
+    try:
+        tensor = to_device(_source(data, source), _target_device(target, gpu_id), strict=strict,
+                           contiguous=target.value in _NEEDS_COMPACT)
+        result = _framework_array(tensor, target)
+    except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
+            ImportError) as error:
+        raise MemoryConversionError(source.value, target.value, str(error)) from error
+    log.debug("convert_memory %s -> %s: %s", source.value, target.value, tensor.report.path)
+    return result

@@ -1,0 +1,164 @@
+"""arraybridge.Tensor: a tensor the runtime produced, and a DLPack producer."""
+from collections import namedtuple
+
+from ._device import DLDeviceType, device_string
+from ._dtype import dtype_name
+from ._errors import CopyRequiredError, DLPackError
+from ._lib import _capsule, ffi, lib
+
+TransferReport = namedtuple("TransferReport", "path bytes_moved packed cast detail")
+TransferReport.__doc__ = """What the planner did: `path` ("zero_copy", "host_copy",
+"host_to_device", "device_to_host", "device_copy", "staged", "peer", "host_wrap"),
+the bytes written to the destination, whether a strided source was packed or the
+dtype cast, and the runtime's one-line explanation."""
+
+_STREAMLESS = (DLDeviceType.CPU, DLDeviceType.OPENCL, DLDeviceType.CUDA_HOST)
+_DEVICE_TYPES = {int(t): t for t in DLDeviceType}
+
+
+def make_report(raw):
+    return TransferReport(
+        path=ffi.string(lib.abr_path_string(raw.path)).decode(), bytes_moved=raw.bytes_moved,
+        packed=bool(raw.flags & lib.ABR_REPORT_PACKED), cast=bool(raw.flags & lib.ABR_REPORT_CAST),
+        detail=ffi.string(raw.detail).decode("utf-8", "replace"))
+
+
+class Tensor:
+    """A tensor owned by arraybridge, on any of its devices.
+
+    Made by `to_device` and `from_dlpack`, never directly. Any DLPack consumer takes
+    it (`numpy.from_dlpack(t)`, `torch.from_dlpack(t)`, ...); each export is a view
+    that keeps this tensor's memory alive until the consumer lets go.
+    """
+
+    # _addr: the DLManagedTensorVersioned the runtime returned, as an int (cheaper
+    # than a cffi pointer on the hot path); _call: the transfer's options and report.
+    __slots__ = ("_addr", "_call", "__weakref__")
+    _delete = lib.abr_py_delete  # held here: module globals may be gone at shutdown
+    _drain = _capsule.drain
+
+    def __init__(self):
+        raise TypeError("arraybridge.Tensor is made by arraybridge.to_device() or arraybridge.from_dlpack()")
+
+    @classmethod
+    def _adopt(cls, call):
+        self = object.__new__(cls)
+        self._addr = call.result
+        self._call = call
+        return self
+
+    def __del__(self):
+        address = getattr(self, "_addr", 0)
+        if address:
+            self._addr = 0
+            self._delete(address)
+            self._drain()
+
+    @property
+    def _ptr(self):
+        return ffi.cast("DLManagedTensorVersioned*", self._addr)
+
+    # ------------------------------------------------------------ description
+
+    @property
+    def shape(self):
+        t = self._ptr.dl_tensor
+        return tuple(t.shape[i] for i in range(t.ndim))
+
+    @property
+    def ndim(self):
+        return self._ptr.dl_tensor.ndim
+
+    @property
+    def strides(self):
+        """Strides in elements, as DLPack counts them."""
+        t = self._ptr.dl_tensor
+        if t.strides != ffi.NULL:
+            return tuple(t.strides[i] for i in range(t.ndim))
+        strides, step = [], 1
+        for extent in reversed(self.shape):
+            strides.append(step)
+            step *= extent
+        return tuple(reversed(strides))
+
+    @property
+    def dtype(self):
+        d = self._ptr.dl_tensor.dtype
+        return dtype_name(d.code, d.bits, d.lanes)
+
+    @property
+    def itemsize(self):
+        d = self._ptr.dl_tensor.dtype
+        return (d.bits * d.lanes + 7) // 8
+
+    @property
+    def size(self):
+        n = 1
+        for extent in self.shape:
+            n *= extent
+        return n
+
+    @property
+    def nbytes(self):
+        return self.size * self.itemsize
+
+    @property
+    def device(self):
+        d = self._ptr.dl_tensor.device
+        return device_string(d.device_type, d.device_id)
+
+    @property
+    def data_ptr(self):
+        """DLTensor.data as an int: a pointer, or the cl_mem handle on OpenCL."""
+        return int(ffi.cast("uintptr_t", self._ptr.dl_tensor.data))
+
+    @property
+    def byte_offset(self):
+        return self._ptr.dl_tensor.byte_offset
+
+    @property
+    def read_only(self):
+        return bool(lib.abr_py_flags(self._addr) & lib.DLPACK_FLAG_BITMASK_READ_ONLY)
+
+    @property
+    def report(self):
+        """The TransferReport of the transfer that made this tensor."""
+        return make_report(self._call.report)
+
+    def __repr__(self):
+        flags = ", read_only" if self.read_only else ""
+        return (f"arraybridge.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device}, "
+                f"path={self.report.path}{flags})")
+
+    def to(self, device, **kwargs):
+        """Same as arraybridge.to_device(self, device, **kwargs)."""
+        from ._transfer import to_device
+        return to_device(self, device, **kwargs)
+
+    # ---------------------------------------------------------- DLPack producer
+
+    def __dlpack_device__(self):
+        packed = lib.abr_py_device(self._addr)
+        kind = packed >> 32
+        return _DEVICE_TYPES.get(kind, kind), packed & 0xFFFFFFFF
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        source, copied = self, False
+        if stream is not None and stream != -1 or dl_device is not None or copy:
+            own = self.__dlpack_device__()
+            target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
+            if stream is not None and stream != -1 and own[0] in _STREAMLESS:
+                raise DLPackError(f"arraybridge: stream={stream!r} given for a {self.device} tensor; "
+                                  "DLPack devices without streams take stream=None")
+            if copy or target != own:
+                from ._transfer import transfer_tensor
+                try:
+                    source = transfer_tensor(self, target, copy, "__dlpack__")
+                except CopyRequiredError as error:  # the producer side of DLPack says BufferError
+                    raise DLPackError(str(error), error.status, error.status_name) from error
+                copied = source._call.report.path != lib.ABR_PATH_ZERO_COPY
+        versioned = max_version is not None and max_version[0] >= 1
+        if not versioned and source.read_only:
+            raise DLPackError("arraybridge: a read-only tensor cannot be exported as a legacy DLPack capsule, "
+                              "which cannot say it is read-only; ask for max_version=(1, 0) or later")
+        return _capsule.export(source._addr, source, versioned, copied)

@@ -1,0 +1,65 @@
+import ctypes
+
+import numpy as np
+import pytest
+
+import arraybridge as ab
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128"]
+DEVICES = ["cpu", "opencl:0"]
+
+
+def sample(dtype, shape=(4, 6), seed=0):
+    """Distinct, dtype-exact values (so a wrong element or byte order shows)."""
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    if dtype == "bool":
+        return (rng.integers(0, 2, n) == 1).reshape(shape)
+    if dtype.startswith("complex"):
+        return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dtype).reshape(shape)
+    if dtype.startswith("float"):
+        return rng.standard_normal(n).astype(dtype).reshape(shape)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True).reshape(shape)
+
+
+def views(base):
+    """The layouts DLPack consumers get wrong (reference/arraybridge_peers.md (c))."""
+    cube = np.resize(base.reshape(-1), (2, 3, 4))
+    return {
+        "contiguous": base,
+        "0-d": np.array(base.reshape(-1)[3]),
+        "zero-size": base[:0],
+        "transposed": base.T,
+        "sliced": base[1:, ::2],
+        "negative-stride": base[::-1, ::-1],
+        "size-1": base.reshape(1, base.shape[0], 1, base.shape[1]),
+        "offset": base.reshape(-1)[5:17],
+        "permuted-3d": np.moveaxis(cube, 0, 2),
+    }
+
+
+def data_pointer(array):
+    return array.__array_interface__["data"][0]
+
+
+_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+_GetPointer.restype = ctypes.c_void_p
+_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def capsule_flags(capsule):
+    """DLManagedTensorVersioned.flags of an unconsumed versioned capsule (offset 24)."""
+    address = _GetPointer(capsule, b"dltensor_versioned")
+    return ctypes.c_uint64.from_address(address + 24).value
+
+
+def cuda_reason():
+    for backend in ab.backends():
+        if backend.name == "cuda" and not (backend.available and backend.device_count):
+            return backend.detail or "no CUDA device"
+    return None
+
+
+requires_cuda = pytest.mark.skipif(cuda_reason() is not None, reason=f"needs a CUDA device: {cuda_reason()}")

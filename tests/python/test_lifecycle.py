@@ -1,0 +1,144 @@
+"""Ownership: every deleter runs exactly once, from any thread, and at shutdown.
+
+A NumPy array's DLPack deleter drops the reference its capsule took, so its
+reference count coming back to where it started proves the deleter ran once:
+never would leave it high, twice would leave it low (or crash)."""
+import gc
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import arraybridge as ab
+from conftest import DEVICES, sample
+
+ITERATIONS = 3000
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reference_counts_stay_flat_over_many_round_trips(device):
+    source = sample("float32", (64, 64))
+    expected = source.copy()
+    before = sys.getrefcount(source)
+    for _ in range(ITERATIONS):
+        tensor = ab.to_device(source[::2, 1:], device)
+        back = np.from_dlpack(ab.to_device(tensor, "cpu"))
+        del tensor, back
+    assert sys.getrefcount(source) == before
+    np.testing.assert_array_equal(source, expected)
+
+
+def test_unconsumed_capsules_release_their_tensor():
+    tensor = ab.from_dlpack(sample("int32"))
+    before = sys.getrefcount(tensor)
+    for _ in range(ITERATIONS):
+        tensor.__dlpack__(max_version=(1, 0))
+        tensor.__dlpack__()
+    assert sys.getrefcount(tensor) == before
+
+
+def test_views_given_to_the_runtime_release_their_owner_without_the_gil():
+    # to_device of a Tensor hands the runtime a view owning the Tensor; the runtime
+    # calls its deleter inside the C call, where cffi has released the GIL.
+    tensor = ab.from_dlpack(sample("int16"))
+    before = sys.getrefcount(tensor)
+    for device in DEVICES * 100:
+        moved = ab.to_device(tensor, device, copy=True)
+        del moved
+    assert sys.getrefcount(tensor) == before
+
+
+def test_failed_transfers_release_the_source_once():
+    source = sample("float64")
+    before = sys.getrefcount(source)
+    for _ in range(200):
+        with pytest.raises(ab.ArrayBridgeError):
+            ab.to_device(source, "cpu", copy=False, dtype="float32")
+        with pytest.raises(ab.ArrayBridgeError):
+            ab.to_device(source, "cuda:0")
+    gc.collect()
+    assert sys.getrefcount(source) == before
+
+
+def test_tensors_and_views_die_on_other_threads():
+    source = sample("uint8", (32, 32))
+    before = sys.getrefcount(source)
+    tensors = [ab.to_device(source, d) for d in DEVICES * 200]
+    arrays = [np.from_dlpack(ab.to_device(t, "cpu")) for t in tensors[:100]]
+
+    def drop(items):
+        while items:
+            items.pop()
+
+    threads = [threading.Thread(target=drop, args=(part,)) for part in (tensors, arrays)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sys.getrefcount(source) == before
+
+
+def test_many_threads_convert_through_one_runtime():
+    errors = []
+    source = sample("int32", (16, 16))
+    before = sys.getrefcount(source)
+
+    def work(seed):
+        try:
+            for i in range(300):
+                device = DEVICES[(seed + i) % 2]
+                back = np.from_dlpack(ab.to_device(ab.to_device(source.T, device), "cpu"))
+                if not np.array_equal(back, source.T):
+                    errors.append(f"thread {seed} iteration {i}: wrong values")
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sys.getrefcount(source) == before
+    assert ab.pool_stats()["bytes_in_use"] == 0
+
+
+def run_python(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("attempt", range(5))  # the exit races the threads: try it a few times
+def test_interpreter_shutdown_with_live_tensors_capsules_and_threads(attempt):
+    result = run_python("""
+        import threading, numpy as np, arraybridge as ab
+        source = np.arange(1000.0)
+        keep = [ab.to_device(source, d) for d in ("cpu", "opencl:0")]
+        capsules = [t.__dlpack__(max_version=(1, 0)) for t in keep]   # never consumed
+        arrays = [np.from_dlpack(ab.to_device(t, "cpu")) for t in keep]
+        cycle = {"tensor": ab.to_device(source, "opencl:0", copy=True)}
+        cycle["self"] = cycle                                         # freed by the last GC
+        def late(device):  # still converting while the interpreter finalizes
+            while True:
+                np.from_dlpack(ab.to_device(ab.to_device(source, device), "cpu"))
+        for device in ("cpu", "opencl:0", "opencl:0"):
+            threading.Thread(target=late, args=(device,), daemon=True).start()
+        print("done")
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+    assert "Exception ignored" not in result.stderr and "Fatal" not in result.stderr, result.stderr
+
+
+def test_frameworks_are_imported_only_when_used():
+    result = run_python("""
+        import sys, numpy as np, arraybridge as ab
+        out = ab.convert_memory(np.ones(3), "numpy", "numpy")
+        loaded = [m for m in ("jax", "torch", "cupy", "tensorflow", "pyclesperanto") if m in sys.modules]
+        print(loaded)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

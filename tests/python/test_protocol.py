@@ -1,0 +1,184 @@
+"""The DLPack protocol both ways: capsules, keywords, flags and errors."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import arraybridge as ab
+from arraybridge import _capsule
+from conftest import capsule_flags, data_pointer, sample
+
+READ_ONLY, IS_COPIED = 1, 2
+
+
+def test_dlpack_device_and_description():
+    tensor = ab.to_device(sample("float32", (2, 3)), "opencl:0")
+    assert tensor.__dlpack_device__() == (ab.DLDeviceType.OPENCL, 0)
+    assert (tensor.shape, tensor.dtype, tensor.device, tensor.ndim, tensor.size, tensor.nbytes) == \
+           ((2, 3), "float32", "opencl:0", 2, 6, 24)
+    assert repr(tensor).startswith("arraybridge.Tensor(shape=(2, 3), dtype=float32, device=opencl:0, path=")
+    with pytest.raises(TypeError, match="to_device"):
+        ab.Tensor()
+
+
+def test_legacy_capsule_without_max_version_and_versioned_with_it():
+    tensor = ab.from_dlpack(sample("int32"))
+    assert _capsule.capsule_name(tensor.__dlpack__()) == "dltensor"
+    assert _capsule.capsule_name(tensor.__dlpack__(max_version=(0, 8))) == "dltensor"
+    versioned = tensor.__dlpack__(max_version=(1, 0))
+    assert _capsule.capsule_name(versioned) == "dltensor_versioned"
+    assert capsule_flags(versioned) == 0
+    for capsule in (tensor.__dlpack__(), tensor.__dlpack__(max_version=(1, 5))):
+        np.testing.assert_array_equal(np.from_dlpack(_Holder(capsule)), sample("int32"))
+
+
+class _Holder:
+    """A producer that hands over a capsule it already made (as old libraries did)."""
+
+    def __init__(self, capsule, device=(1, 0)):
+        self.capsule, self.device = capsule, device
+
+    def __dlpack__(self, stream=None):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def test_read_only_versioned_export_and_legacy_refusal():
+    source = sample("uint16")
+    source.flags.writeable = False
+    tensor = ab.from_dlpack(source)
+    assert capsule_flags(tensor.__dlpack__(max_version=(1, 0))) == READ_ONLY
+    with pytest.raises(BufferError, match="read-only"):
+        tensor.__dlpack__()
+
+
+def test_copy_true_sets_is_copied_and_copy_false_on_a_device_move_is_a_buffer_error():
+    source = sample("float64")
+    tensor = ab.from_dlpack(source)
+    capsule = tensor.__dlpack__(max_version=(1, 0), copy=True)
+    assert capsule_flags(capsule) == IS_COPIED
+    copied = ab.from_dlpack(capsule)
+    assert data_pointer(np.from_dlpack(copied)) != data_pointer(source)
+    on_device = ab.to_device(source, "opencl:0", copy=True)
+    with pytest.raises(BufferError, match="copy"):
+        on_device.__dlpack__(max_version=(1, 0), dl_device=(ab.DLDeviceType.CPU, 0), copy=False)
+
+
+def test_dl_device_asks_for_a_move_and_numpy_can_pull_from_opencl():
+    source = sample("complex64")
+    on_device = ab.to_device(source, "opencl:0", copy=True)
+    np.testing.assert_array_equal(np.from_dlpack(on_device, device="cpu"), source)
+    same = on_device.__dlpack__(max_version=(1, 0), dl_device=(4, 0), copy=False)
+    assert capsule_flags(same) == 0
+
+
+def test_streams_on_stream_less_devices():
+    tensor = ab.from_dlpack(sample("int8"))
+    tensor.__dlpack__(stream=None)
+    tensor.__dlpack__(stream=-1)
+    with pytest.raises(BufferError, match="stream=5"):
+        tensor.__dlpack__(stream=5, max_version=(1, 0))
+    with pytest.raises(ValueError, match="stream"):
+        ab.to_device(sample("int8"), "cpu", stream=1)
+
+
+def test_raw_capsules_of_both_kinds_are_consumed_and_renamed():
+    source = sample("int64")
+    for capsule in (source.__dlpack__(), source.__dlpack__(max_version=(1, 0))):
+        name = _capsule.capsule_name(capsule)
+        tensor = ab.from_dlpack(capsule)
+        assert _capsule.capsule_name(capsule) == "used_" + name
+        assert data_pointer(np.from_dlpack(tensor)) == data_pointer(source)
+        with pytest.raises(BufferError, match="already consumed"):
+            ab.from_dlpack(capsule)
+
+
+def test_a_capsule_with_another_name_is_refused():
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    name = ctypes.create_string_buffer(b"not_a_tensor")
+    capsule = new(ctypes.addressof(name), name, None)
+    with pytest.raises(BufferError, match="not_a_tensor"):
+        ab.from_dlpack(capsule)
+
+
+def test_old_producers_get_asked_again_without_keywords():
+    class Old:  # DLPack before 1.0: no max_version keyword
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, stream=None):
+            return self.array.__dlpack__()
+
+    source = sample("float16")
+    tensor = ab.from_dlpack(Old(source))
+    assert data_pointer(np.from_dlpack(tensor)) == data_pointer(source)
+
+
+def test_producer_errors_propagate_unchanged():
+    class Raises:
+        def __init__(self, error):
+            self.error = error
+
+        def __dlpack__(self, **kwargs):
+            raise self.error
+
+    for error in (BufferError("cannot export"), RuntimeError("boom"), MemoryError()):
+        with pytest.raises(type(error)) as caught:
+            ab.to_device(Raises(error), "cpu")
+        assert caught.value is error
+
+
+def test_objects_without_the_protocol_and_bad_returns():
+    with pytest.raises(AttributeError, match="__dlpack__"):
+        ab.to_device([1, 2, 3], "cpu")
+
+    class ReturnsInt:
+        def __dlpack__(self, **kwargs):
+            return 7
+
+    with pytest.raises(TypeError, match="capsule"):
+        ab.from_dlpack(ReturnsInt())
+
+
+def test_device_strings():
+    assert ab.to_device(sample("int8"), ("cpu")).device == "cpu"
+    assert ab.to_device(sample("int8"), (ab.DLDeviceType.OPENCL, 0)).device == "opencl:0"
+    assert ab.to_device(sample("int8"), ab.devices()[1]).device == ab.devices()[1].name
+    for bad in ("gpu:0", "opencl:x", "cuda:-1", "opencl:0:1"):
+        with pytest.raises(ValueError, match="device"):
+            ab.to_device(sample("int8"), bad)
+    for bad in (3.5, None, (99, 0), (1, -1)):
+        with pytest.raises((TypeError, ValueError), match="device"):
+            ab.to_device(sample("int8"), bad)
+    with pytest.raises(ValueError, match="copy"):
+        ab.to_device(sample("int8"), "cpu", copy="yes")
+    with pytest.raises(ValueError, match="dtype"):
+        ab.to_device(sample("int8"), "cpu", dtype="float128x")
+
+
+def test_missing_devices_fail_clearly_and_the_source_is_released(refcount_of=None):
+    import sys
+    source = sample("float32")
+    before = sys.getrefcount(source)
+    with pytest.raises(ab.DeviceError, match="CUDA unavailable|cuda") as error:
+        ab.to_device(source, "cuda:0")
+    assert error.value.status_name in ("ABR_ERR_NO_DEVICE", "ABR_ERR_BACKEND_UNAVAILABLE")
+    with pytest.raises(ab.DeviceError, match="opencl:7"):
+        ab.to_device(source, "opencl:7")
+    del error
+    assert sys.getrefcount(source) == before
+
+
+def test_devices_backends_and_pool():
+    names = [d.name for d in ab.devices()]
+    assert names[0] == "cpu" and "opencl:0" in names
+    cuda = [b for b in ab.backends() if b.name == "cuda"][0]
+    if not cuda.available:
+        assert "CUDA unavailable" in cuda.detail
+    stats = ab.pool_stats()
+    assert stats["limit_bytes"] > 0 and stats["bytes_in_use"] == 0
+    assert ab.pool_trim() >= 0
