@@ -34,7 +34,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all lib tools test test-unit test-asan test-c test-abi test-install test-rust test-python python demo install uninstall clean bootstrap
+.PHONY: all lib tools test test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
 
 all: lib tools
 
@@ -117,7 +117,39 @@ $(BUILD)/bin/concurrent-create: tests/c/concurrent_create.c include/arraybridge/
 	$(CC) -std=c99 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge -pthread \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
-TEST_PROGRAMS := $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create
+# libFuzzer over DLPack import, validation and the planner (tests/fuzz/): clang with
+# ASan + UBSan, the core compiled again with coverage instrumentation.
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_SECONDS ?= 300
+FUZZ_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+$(FUZZ_DIR)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_DIR)/fuzz-transfer: tests/fuzz/fuzz_transfer.cpp $(CORE_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o)
+	clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ -ldl
+
+fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer
+	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
+
+# ThreadSanitizer build of the tests that run threads (the stress test, the pool's
+# many-thread test, concurrent runtime creation): all of the core, only those tests.
+TSAN_DIR := $(BUILD)/tsan
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_TESTS := tests/unit/main.cpp tests/unit/test_concurrency.cpp tests/unit/test_pinned_pool.cpp
+$(TSAN_DIR)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(TSAN_FLAGS) -MMD -MP -c $< -o $@
+
+$(TSAN_DIR)/bin/thread-tests: $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_TESTS:%.cpp=$(TSAN_DIR)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread $(TSAN_FLAGS) -o $@ $^ -ldl -lOpenCL
+
+test-tsan: $(TSAN_DIR)/bin/thread-tests
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/thread-tests
+
+TEST_PROGRAMS := $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
+  $(FUZZ_DIR)/fuzz-transfer
 
 test: bootstrap
 	@bash tools/setup_python.sh

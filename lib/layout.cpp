@@ -38,7 +38,10 @@ std::vector<int64_t> compact_strides(const std::vector<int64_t>& shape) {
   int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     strides[i] = step;
-    step *= shape[i] > 0 ? shape[i] : 1;  // callers have proven the product fits
+    // Callers have proven the product fits when no extent is 0. An empty tensor may
+    // have huge other extents (the fuzzer found the overflow); nothing is ever
+    // addressed through its strides, so stop growing them.
+    if (__builtin_mul_overflow(step, shape[i] > 0 ? shape[i] : 1, &step)) step = strides[i];
   }
   return strides;
 }
@@ -114,7 +117,7 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
   for (int i = ndim - 1; i >= 0; --i) {
     const int64_t extent = out.shape[i];
     const int64_t stride = out.strides[i];
-    if (extent > 1) {
+    if (extent > 1 && numel > 0) {  // an empty view addresses nothing, whatever its extents
       if (stride == 0) {
         out.has_zero_stride = true;
         if (role == Role::Destination)
@@ -129,7 +132,7 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
         fail(ABR_ERR_DLPACK_OVERFLOW, "{}: strides {} over shape {} address beyond 64 bits", what,
              shape_string(out.strides), shape_string(out.shape));
     }
-    if (extent > 0) expected *= extent;
+    if (extent > 0 && __builtin_mul_overflow(expected, extent, &expected)) expected = 0;  // only when empty
   }
   out.compact = compact;
   if (numel > 0 && __builtin_add_overflow(hi, static_cast<int64_t>(out.itemsize), &hi))

@@ -14,8 +14,11 @@ namespace {
 
 constexpr uint32_t kKnownRuntimeFlags = ABR_RUNTIME_DISABLE_CUDA | ABR_RUNTIME_DISABLE_OPENCL;
 
+// Integer arithmetic: validation proves data + byte_offset stays in the address
+// space only for tensors with elements; an empty one may carry any byte_offset
+// (found by the fuzzer: UBSan "pointer overflow") and is never dereferenced.
 const char* first_element(const Layout& layout) {
-  return static_cast<const char*>(layout.data) + layout.byte_offset;
+  return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(layout.data) + layout.byte_offset);
 }
 
 void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) {

@@ -7,8 +7,11 @@ namespace abr {
 StridedCopy normalize_copy(intptr_t src, const int64_t* src_strides, std::size_t src_item, intptr_t dst,
                            const int64_t* dst_strides, std::size_t dst_item, const int64_t* shape, int ndim) {
   StridedCopy out;
+  // Empty first: validation bounds the byte strides of views with elements only
+  // (an empty one with huge strides overflowed below; found by the fuzzer).
+  out.empty = std::any_of(shape, shape + ndim, [](int64_t extent) { return extent == 0; });
+  if (out.empty) return out;
   for (int i = 0; i < ndim; ++i) {
-    if (shape[i] == 0) out.empty = true;
     if (shape[i] <= 1) continue;
     Dim dim{shape[i], src_strides[i] * static_cast<int64_t>(src_item), dst_strides[i] * static_cast<int64_t>(dst_item)};
     if (dim.ds < 0) {  // walk the destination forwards: same pairs, friendlier to caches
@@ -19,7 +22,6 @@ StridedCopy normalize_copy(intptr_t src, const int64_t* src_strides, std::size_t
     }
     out.dims.push_back(dim);
   }
-  if (out.empty) return out;
   std::stable_sort(out.dims.begin(), out.dims.end(), [](const Dim& a, const Dim& b) { return a.ds > b.ds; });
   std::vector<Dim> merged;
   for (const Dim& dim : out.dims) {

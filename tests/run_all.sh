@@ -42,10 +42,12 @@ run() {
 run abi bash tests/abi/check_abi.sh "$build"/lib/libarraybridge.so.*.*.*
 run unit "$build"/bin/unit-tests
 run unit-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$build"/asan/bin/unit-tests
+run threads-tsan env TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$build"/tsan/bin/thread-tests
 run c-abi "$build"/bin/c-abi-test
 run concurrent-create "$build"/bin/concurrent-create
 run install bash tests/install/test_install.sh "$build"
 run rust bash tests/ffi/rust/run.sh "$build"
+run fuzz bash tests/fuzz/run.sh "$build" "${FUZZ_TEST_SECONDS:-30}"
 run python .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/python
 
 echo "summary: $passed passed, $failed failed"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs fuzz_transfer for a bounded time: the committed seeds (corpus/) and every
+# past crash (regressions/) first, then new inputs kept in BUILD/fuzz/corpus.
+# Usage: run.sh BUILD SECONDS. Prints the executions and coverage reached.
+set -uo pipefail
+build=${1:-build}
+seconds=${2:-20}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$build/fuzz/corpus
+mkdir -p "$work" "$here/regressions"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+ASAN_OPTIONS=detect_leaks=1 "$build"/fuzz/fuzz-transfer -max_total_time="$seconds" -print_final_stats=1 \
+  -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$build/fuzz/" \
+  "$work" "$here/corpus" "$here/regressions" >"$log" 2>&1
+rc=$?
+grep -E "^(INFO: seed corpus|#[0-9]+ *DONE)|ERROR|SUMMARY|crash-|stat::number_of_executed_units" "$log" | tail -8
+executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+coverage=$(grep -oE "cov: [0-9]+ ft: [0-9]+" "$log" | tail -1)
+echo "fuzz: ${executions:-?} executions in ${seconds}s, $coverage, corpus $(ls "$work" | wc -l) new inputs"
+if [ $rc -ne 0 ]; then
+  echo "fuzz: FAILED (rc $rc); the input is in $build/fuzz/ - copy it to tests/fuzz/regressions/ once fixed"
+  tail -40 "$log"
+fi
+exit $rc
