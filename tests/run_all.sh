@@ -45,6 +45,7 @@ run unit-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktra
 run threads-tsan env TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$build"/tsan/bin/thread-tests
 run c-abi "$build"/bin/c-abi-test
 run concurrent-create "$build"/bin/concurrent-create
+run c-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 "$build"/asan/bin/abi_test
 run install bash tests/install/test_install.sh "$build"
 run rust bash tests/ffi/rust/run.sh "$build"
 run fuzz bash tests/fuzz/run.sh "$build" "${FUZZ_TEST_SECONDS:-30}"
