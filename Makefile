@@ -15,14 +15,19 @@ CXXSTD := -std=c++17
 WARN := -Wall -Wextra -Wshadow -Wno-missing-field-initializers
 # fmt and spdlog are used header-only, so the library links nothing but libc/libstdc++.
 DEFS := -DFMT_HEADER_ONLY
-CPPFLAGS_ALL := -Iinclude $(DEFS)
+# The CUDA toolkit: nvcc builds the kernels and cuda.h declares the driver API,
+# which the library opens at run time (no CUDA library is linked).
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CPPFLAGS_ALL := -Iinclude -isystem $(CUDA_HOME)/include $(DEFS)
 OPT ?= -O2 -g
 CXXFLAGS_LIB := $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -pthread
 
 LIB_SRCS := $(wildcard lib/*.cpp)
 CAPI_SRCS := $(wildcard capi/*.cpp)
 OPENCL_SRCS := $(wildcard opencl/*.cpp)
-CORE_SRCS := $(LIB_SRCS) $(OPENCL_SRCS) $(CAPI_SRCS)
+CUDA_SRCS := $(wildcard cuda/*.cpp)
+CORE_SRCS := $(LIB_SRCS) $(OPENCL_SRCS) $(CUDA_SRCS) $(CAPI_SRCS)
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 
 SONAME := libarraybridge.so.$(VERSION_MAJOR)
@@ -34,7 +39,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all lib tools test test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
+.PHONY: all lib tools test test-cuda test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
 
 all: lib tools
 
@@ -49,7 +54,22 @@ $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS_ALL) $(CXXFLAGS_LIB) -MMD -MP -c $< -o $@
 
-CORE_OBJS := $(CORE_SRCS:%.cpp=$(BUILD)/obj/%.o)
+# The kernels: a fatbin for sm_80 and sm_90 plus PTX (JIT-compiled by newer
+# drivers), built on every `make` so a broken kernel fails CI without a GPU, and
+# embedded in the library by cuda/fatbin.S. Every build flavour links the same object.
+FATBIN := $(BUILD)/cuda/kernels.fatbin
+FATBIN_OBJ := $(BUILD)/obj/cuda/fatbin.o
+NVCC_ARCHS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+$(FATBIN): cuda/kernels.cu cuda/kernel_params.hpp lib/half_bits.hpp
+	@mkdir -p $(dir $@)
+	@test -x $(NVCC) || { echo "nvcc not found (looked on PATH and at $(NVCC)): install the CUDA Toolkit or pass NVCC=/path/to/nvcc" >&2; exit 1; }
+	$(NVCC) -std=c++17 -O3 --fatbin $(NVCC_ARCHS) -Werror all-warnings -o $@ $<
+
+$(FATBIN_OBJ): cuda/fatbin.S $(FATBIN)
+	@mkdir -p $(dir $@)
+	$(CC) -c -DABR_CUDA_FATBIN='"$(FATBIN)"' $< -o $@
+
+CORE_OBJS := $(CORE_SRCS:%.cpp=$(BUILD)/obj/%.o) $(FATBIN_OBJ)
 
 $(SHLIB): $(CORE_OBJS) capi/arraybridge.map
 	@mkdir -p $(dir $@)
@@ -103,9 +123,32 @@ $(ASAN_DIR)/obj/%.o: %.cpp
 	$(CXX) $(CPPFLAGS_ALL) -DABR_FAULT_INJECTION $(CXXSTD) -O1 -g $(WARN) -pthread $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
 ASAN_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(UNIT_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o)
-$(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS)
+ASAN_CORE_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(FATBIN_OBJ)
+$(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS) $(FATBIN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
+
+# The CUDA tests run in CI against a fake driver (tests/cuda/fake_driver.cpp, a
+# libcuda.so.1 that works on the CPU); ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1
+# runs the same binary on a real GPU.
+FAKE_CUDA := $(BUILD)/fake-cuda/libcuda.so.1
+CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp
+$(FAKE_CUDA): tests/cuda/fake_driver.cpp cuda/kernel_params.hpp $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 -o $@ $< $(STATIC)
+
+$(BUILD)/obj/tests/cuda/main.o $(ASAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(FAKE_CUDA))"'
+
+$(BUILD)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) | $(FAKE_CUDA)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread -o $@ $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) -ldl -lOpenCL
+
+$(ASAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(ASAN_CORE_OBJS) | $(FAKE_CUDA)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
+
+test-cuda: $(BUILD)/bin/cuda-tests
+	$(BUILD)/bin/cuda-tests
 
 $(BUILD)/bin/c-abi-test: tests/c/abi_test.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)
@@ -126,7 +169,7 @@ $(FUZZ_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
-$(FUZZ_DIR)/fuzz-transfer: tests/fuzz/fuzz_transfer.cpp $(CORE_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o)
+$(FUZZ_DIR)/fuzz-transfer: tests/fuzz/fuzz_transfer.cpp $(CORE_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o) $(FATBIN_OBJ)
 	clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ -ldl
 
 fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer
@@ -135,7 +178,6 @@ fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer
 # The C ABI program again, linked with the ASan + UBSan core (statically: that
 # build is not position-independent). concurrent_create is not: ASan's own thread
 # teardown fails a CHECK ("unable to unmap") on a PoCL thread there.
-ASAN_CORE_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o)
 $(ASAN_DIR)/bin/%: tests/c/%.c $(ASAN_CORE_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c99 -Wall -Wextra -Iinclude $(ASAN_FLAGS) -g -c $< -o $@.o
@@ -150,14 +192,14 @@ $(TSAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(TSAN_FLAGS) -MMD -MP -c $< -o $@
 
-$(TSAN_DIR)/bin/thread-tests: $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_TESTS:%.cpp=$(TSAN_DIR)/obj/%.o)
+$(TSAN_DIR)/bin/thread-tests: $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_TESTS:%.cpp=$(TSAN_DIR)/obj/%.o) $(FATBIN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CXX) -pthread $(TSAN_FLAGS) -o $@ $^ -ldl -lOpenCL
 
 test-tsan: $(TSAN_DIR)/bin/thread-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/thread-tests
 
-TEST_PROGRAMS := $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
+TEST_PROGRAMS := $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
   $(FUZZ_DIR)/fuzz-transfer
 
 test: bootstrap

@@ -33,7 +33,12 @@ abr_status abr_device_count(abr_runtime* runtime, int32_t* count) {
 }
 
 abr_status abr_device_info(abr_runtime* runtime, int32_t index, struct abr_device_info* info) {
-  return guarded(__func__, [&] { *require_pointer(info, "info") = runtime_of(runtime).devices().at(index); });
+  return guarded(__func__, [&] {
+    abr::Runtime& rt = runtime_of(runtime);
+    struct abr_device_info& out = *require_pointer(info, "info");
+    out = rt.devices().at(index);
+    if (rt.device_lost(out.device)) out.flags |= ABR_DEVICE_LOST_FLAG;
+  });
 }
 
 abr_status abr_backend_info(abr_runtime* runtime, abr_backend backend, struct abr_backend_info* info) {

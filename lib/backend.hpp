@@ -1,4 +1,4 @@
-// What the runtime needs from a device backend (OpenCL now, CUDA next). The
+// What the runtime needs from a device backend (OpenCL and CUDA). The
 // planner decides a transfer's path from the facts a backend reports here; the
 // backend only carries the plan out. lib/ never sees a backend's native types:
 // contexts are opaque pointers, memory handles are DLTensor::data values.
@@ -43,8 +43,9 @@ class DeviceBackend {
   // lives in. A handle from another library is accepted: its context is adopted.
   virtual const void* memory_context(const Layout& tensor) = 0;
 
-  // `bytes` of device memory in the runtime's own context (zero is allowed).
-  virtual DeviceMemory allocate(DLDevice device, uint64_t bytes) = 0;
+  // `bytes` of device memory in the runtime's own context (zero is allowed), ready
+  // for work that `stream` (may be null) will order.
+  virtual DeviceMemory allocate(DLDevice device, uint64_t bytes, Stream* stream) = 0;
 
   // Host memory [base, base + bytes) used by the device in place. `owner` is kept
   // until the device memory is destroyed; it is moved from only on success.
@@ -59,11 +60,19 @@ class DeviceBackend {
 
   virtual std::unique_ptr<Stream> create_stream(DLDevice device) = 0;
   virtual std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) = 0;
+
+  // Whether host memory [begin, begin + bytes) is page-locked for this backend's DMA.
+  virtual bool host_pinned(const void*, uint64_t) { return false; }
+  // Page-locked host memory for staging between backends; nullptr when it has none.
+  virtual StagingProvider* pinned_provider() { return nullptr; }
+  // Whether a device hit a sticky error (every call on it now fails fast).
+  virtual bool device_lost(DLDevice) { return false; }
 };
 
-// Never throws: without a driver the backend reports why and has no devices.
+// Never throw: without a driver a backend reports why and has no devices.
 // Staged transfers take their host memory from `pool`.
 std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options,
                                                    std::shared_ptr<PinnedPool> pool);
+std::unique_ptr<DeviceBackend> make_cuda_backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool);
 
 }  // namespace abr

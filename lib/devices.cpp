@@ -65,7 +65,7 @@ std::string device_string(DLDevice device) {
   }
 }
 
-DeviceRegistry::DeviceRegistry(const abr_runtime_options& options, const BackendReport& opencl) {
+DeviceRegistry::DeviceRegistry(const BackendReport& cuda, const BackendReport& opencl) {
   DeviceInfo cpu{};
   cpu.device = {kDLCPU, 0};
   cpu.backend = ABR_BACKEND_HOST;
@@ -78,10 +78,8 @@ DeviceRegistry::DeviceRegistry(const abr_runtime_options& options, const Backend
   BackendInfo host = make_backend(ABR_BACKEND_HOST, true, "host memory");
   host.device_count = 1;
   backends_.push_back(host);
-  backends_.push_back(make_backend(ABR_BACKEND_CUDA, false,
-                                   (options.flags & ABR_RUNTIME_DISABLE_CUDA)
-                                       ? "CUDA unavailable: disabled by ABR_RUNTIME_DISABLE_CUDA"
-                                       : "CUDA unavailable: this build has no CUDA backend yet"));
+  backends_.push_back(cuda.info);
+  devices_.insert(devices_.end(), cuda.devices.begin(), cuda.devices.end());
   backends_.push_back(opencl.info);
   devices_.insert(devices_.end(), opencl.devices.begin(), opencl.devices.end());
 }

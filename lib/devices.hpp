@@ -17,7 +17,7 @@ using BackendInfo = struct ::abr_backend_info;
 class DeviceRegistry {
  public:
   // The CPU, then each backend's devices in the order given.
-  DeviceRegistry(const abr_runtime_options& options, const BackendReport& opencl);
+  DeviceRegistry(const BackendReport& cuda, const BackendReport& opencl);
 
   int32_t count() const { return static_cast<int32_t>(devices_.size()); }
   const DeviceInfo& at(int32_t index) const;      // throws for a bad index

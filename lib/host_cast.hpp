@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "arraybridge/arraybridge.h"
+#include "half_bits.hpp"
 
 namespace abr {
 
@@ -18,11 +19,5 @@ CastRowFn cast_row_or_null(DLDataType from, DLDataType to);
 
 // The same, throwing ABR_ERR_UNSUPPORTED with both dtype names when none exists.
 CastRowFn cast_row_for(DLDataType from, DLDataType to);
-
-// IEEE binary16 and bfloat16 conversions (round to nearest even).
-float half_to_float(uint16_t h);
-uint16_t float_to_half(float f);
-float bfloat16_to_float(uint16_t b);
-uint16_t float_to_bfloat16(float f);
 
 }  // namespace abr

@@ -16,16 +16,60 @@ void require_cast(DLDataType from, DLDataType to) {
     fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
 }
 
-// Device memory has data paths only on backends that move data (OpenCL so far).
+// Device memory has data paths on the backends that move data: OpenCL and CUDA.
 void require_data_path(DLDevice src, bool src_host, DLDevice dst, bool dst_host) {
-  if ((!src_host && src.device_type != kDLOpenCL) || (!dst_host && dst.device_type != kDLOpenCL))
+  auto moves = [](DLDevice d) { return d.device_type == kDLOpenCL || d.device_type == kDLCUDA; };
+  if ((!src_host && !moves(src)) || (!dst_host && !moves(dst)))
     fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src),
          device_string(dst));
 }
 
-// Two device views: one device-side copy in a shared context, otherwise staged
-// through host memory in chunks (a device cannot read another context's buffers).
-void plan_between_contexts(Plan& plan, const TransferOptions& options, bool reshape, const std::string& reason) {
+// Host memory a transfer can land in: the CPU's, or CUDA's page-locked memory.
+bool is_host_destination(DLDeviceType type) { return type == kDLCPU || type == kDLCUDAHost; }
+
+// OpenCL buffers can be mapped into the host, so the host engine packs and
+// converts straight through them; CUDA device memory is reached only by DMA,
+// so reshaping happens in pinned staging (host side) or in a kernel (device side).
+bool host_maps(DLDeviceType type) { return type == kDLOpenCL; }
+
+// One side on the host, the other in `device` memory. `reshape`: the source is
+// packed or converted; `dst_reshape`: the destination is strided.
+void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_pinned,
+                      bool reshape, bool dst_reshape, const std::string& reason) {
+  plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
+  const char* direction = src_host ? "host to device" : "device to host";
+  if (host_maps(device)) {
+    plan.engine = reshape || dst_reshape ? Engine::Host : Engine::Bytes;
+    plan.detail = fmt::format("{} ({}): {}", direction, reason,
+                              plan.engine == Engine::Host
+                                  ? "packed/converted by the host engine through mapped device memory"
+                                  : "one direct copy of the bytes");
+    return;
+  }
+  // CUDA: the host engine reshapes on the host side, a kernel on the device side.
+  const bool host_side_reshape = src_host ? reshape : dst_reshape;
+  const bool device_side_reshape = src_host ? dst_reshape : reshape;
+  plan.engine = host_side_reshape ? Engine::Host : device_side_reshape ? Engine::Device : Engine::Bytes;
+  std::string how;
+  if (host_side_reshape) how = "packed/converted by the host engine in pinned staging";
+  if (device_side_reshape) how += std::string(how.empty() ? "" : ", ") + "packed/converted by a device kernel";
+  if (!how.empty()) how += ", ";
+  if (host_pinned || host_side_reshape) {
+    how += src_host ? "one async DMA from page-locked memory" : "one DMA into page-locked memory";
+  } else {
+    plan.path = ABR_PATH_STAGED;
+    how += src_host ? "pageable memory staged in chunks through the pinned pool (the host copy of chunk i+1 "
+                      "overlaps the DMA of chunk i)"
+                    : "chunks DMA'd into the pinned pool and copied out to pageable memory while the next "
+                      "chunk moves";
+  }
+  plan.detail = fmt::format("{} ({}): {}", direction, reason, how);
+}
+
+// Two device views: one device-side copy in a shared context, a peer copy
+// between CUDA devices, otherwise staged through host memory in chunks.
+void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const TransferOptions& options, bool reshape,
+                          const std::string& reason) {
   if (plan.src_context == plan.dst_context) {
     plan.path = ABR_PATH_DEVICE_COPY;
     plan.engine = reshape ? Engine::Device : Engine::Bytes;
@@ -35,13 +79,23 @@ void plan_between_contexts(Plan& plan, const TransferOptions& options, bool resh
                                         : ": one buffer copy");
     return;
   }
+  plan.engine = reshape ? Engine::Device : Engine::Bytes;
+  if (src.device_type == kDLCUDA && dst.device_type == kDLCUDA) {
+    plan.path = ABR_PATH_PEER;
+    plan.detail = fmt::format("peer copy {} -> {} ({}){}: cuMemcpyPeerAsync, direct where peer access is on",
+                              device_string(src), device_string(dst), reason,
+                              reshape ? ", packed/converted by a device kernel" : "");
+    return;
+  }
   if (options.flags & ABR_TRANSFER_NO_HOST_STAGING)
     fail(ABR_ERR_UNSUPPORTED,
-         "the source and destination are in different OpenCL contexts, which only host staging can bridge, and "
-         "ABR_TRANSFER_NO_HOST_STAGING forbids it");
+         "{} and {} are in different {}, which only host staging can bridge, and ABR_TRANSFER_NO_HOST_STAGING "
+         "forbids it",
+         device_string(src), device_string(dst),
+         src.device_type == dst.device_type ? "OpenCL contexts" : "backends");
   plan.path = ABR_PATH_STAGED;
-  plan.engine = reshape ? Engine::Device : Engine::Bytes;
-  plan.detail = fmt::format("staged between contexts ({}): chunks bounced through mapped host memory{}", reason,
+  plan.detail = fmt::format("staged {} ({}): chunks bounced through pinned host memory{}",
+                            src.device_type == dst.device_type ? "between contexts" : "between backends", reason,
                             reshape ? ", packed/converted by device kernels" : "");
 }
 
@@ -89,18 +143,18 @@ TransferOptions resolve_options(const abr_transfer_options* options) {
   return out;
 }
 
-Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const void* src_context, DLDevice dst,
+Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, DLDevice dst,
                    const DeviceTraits& dst_traits, const TransferOptions& options) {
   Plan plan;
   plan.dtype = is_zero_dtype(options.dtype) ? src.dtype : options.dtype;
   plan.cast = !same_dtype(plan.dtype, src.dtype);
-  plan.src_context = src_context;
+  plan.src_context = src_facts.context;
   plan.dst_context = dst_traits.context;
   require_cast(src.dtype, plan.dtype);
   devices.require(dst, "destination");
   const bool src_host = is_host_accessible(src.device.device_type);
   if (!src_host) devices.require(src.device, "source");
-  const bool dst_host = dst.device_type == kDLCPU;
+  const bool dst_host = is_host_destination(dst.device_type);
   require_data_path(src.device, src_host, dst, dst_host);
 
   // Reasons that rule out sharing the source's memory.
@@ -117,6 +171,8 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const void*
                          dst_traits.host_wrap_alignment, device_string(dst));
   else if (!src_host && dst_host)
     reason = fmt::format("{} memory is not addressable from the host", device_string(src.device));
+  else if (dst.device_type == kDLCUDAHost && src.device.device_type != kDLCUDAHost && !src_facts.pinned)
+    reason = "the host memory is not page-locked, which cuda_host promises";
   else if (!src_host && !dst_host && !same_device(src.device, dst))
     reason = fmt::format("the data lives on {}", device_string(src.device));
 
@@ -141,27 +197,26 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const void*
     plan.detail = fmt::format("host copy ({}){}{}", reason, plan.pack ? ", strided source packed" : "",
                               plan.cast ? ", converted on the host" : "");
   } else if (src_host || dst_host) {
-    plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
-    plan.engine = reshape ? Engine::Host : Engine::Bytes;
-    plan.detail = fmt::format("{} ({}): {}", src_host ? "host to device" : "device to host", reason,
-                              reshape ? "packed/converted by the host engine through mapped device memory"
-                                      : "one direct copy of the bytes");
+    // A new destination is compact; one in cuda_host is page-locked.
+    const bool pinned = src_host ? src_facts.pinned : dst.device_type == kDLCUDAHost;
+    plan_host_device(plan, src_host, src_host ? dst.device_type : src.device.device_type, pinned, reshape,
+                     false, reason);
   } else {
-    plan_between_contexts(plan, options, reshape, reason);
+    plan_between_devices(plan, src.device, dst, options, reshape, reason);
   }
   return plan;
 }
 
-Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const void* src_context, const Layout& dst,
-               const void* dst_context) {
+Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, const Layout& dst,
+               const MemoryFacts& dst_facts) {
   if (src.shape != dst.shape)
     fail(ABR_ERR_SHAPE_MISMATCH, "source shape {} differs from destination shape {}", shape_string(src.shape),
          shape_string(dst.shape));
   Plan plan;
   plan.dtype = dst.dtype;
   plan.cast = !same_dtype(src.dtype, dst.dtype);
-  plan.src_context = src_context;
-  plan.dst_context = dst_context;
+  plan.src_context = src_facts.context;
+  plan.dst_context = dst_facts.context;
   require_cast(src.dtype, dst.dtype);
   const bool src_host = is_host_accessible(src.device.device_type);
   const bool dst_host = is_host_accessible(dst.device.device_type);
@@ -178,14 +233,14 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const void* src
     plan.detail = fmt::format("host copy into an existing tensor{}{}", plan.cast ? ", converted" : "",
                               plan.overlap ? ", staged through a temporary because the two overlap" : "");
   } else if (src_host || dst_host) {
-    plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
-    plan.engine = reshape ? Engine::Host : Engine::Bytes;
-    plan.detail = fmt::format("{} into an existing tensor: {}", src_host ? "host to device" : "device to host",
-                              reshape ? "packed/converted by the host engine through mapped device memory"
-                                      : "one direct copy of the bytes");
+    const bool src_reshape = plan.pack || plan.cast;
+    plan_host_device(plan, src_host, src_host ? dst.device.device_type : src.device.device_type,
+                     src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
+                     !dst.compact, "copy into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
-    plan_between_contexts(plan, TransferOptions{}, reshape || plan.overlap, "copy into an existing tensor");
+    plan_between_devices(plan, src.device, dst.device, TransferOptions{}, reshape || plan.overlap,
+                         "copy into an existing tensor");
   }
   return plan;
 }

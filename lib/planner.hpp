@@ -43,18 +43,23 @@ struct Plan {
   std::string detail;
 };
 
+// What the runtime found out about one side's memory.
+struct MemoryFacts {
+  const void* context = nullptr;  // device memory: its backend context (DeviceBackend::memory_context)
+  bool pinned = false;            // host memory: page-locked for CUDA (DMA straight from or into it)
+};
+
 // Plans abr_to_device. Throws ABR_ERR_COPY_REQUIRED, ABR_ERR_NO_DEVICE,
 // ABR_ERR_UNSUPPORTED with the reason.
-// `src_context` is where a device source lives (DeviceBackend::memory_context);
-// `dst` describes the target device (DeviceBackend::traits, default for the CPU).
-Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const void* src_context, DLDevice dst,
+// `dst_traits` describes the target device (DeviceBackend::traits, default for the CPU).
+Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, DLDevice dst,
                    const DeviceTraits& dst_traits, const TransferOptions& options);
 
 // Static name of a path ("zero_copy", ...).
 const char* path_name(abr_path path) noexcept;
 
 // Plans abr_copy into an existing tensor of the same shape.
-Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const void* src_context, const Layout& dst,
-               const void* dst_context);
+Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, const Layout& dst,
+               const MemoryFacts& dst_facts);
 
 }  // namespace abr

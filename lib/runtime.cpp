@@ -49,15 +49,33 @@ abr_runtime_options resolve_runtime_options(const abr_runtime_options* options) 
 Runtime::Runtime(const abr_runtime_options* options) : Runtime(resolve_runtime_options(options)) {}
 
 Runtime::Runtime(const abr_runtime_options& resolved)
-    : pool_(PinnedPool::create()), opencl_(make_opencl_backend(resolved, pool_)), devices_(resolved, opencl_->report()) {
+    : pool_(PinnedPool::create()),
+      cuda_(make_cuda_backend(resolved, pool_)),
+      opencl_(make_opencl_backend(resolved, pool_)),
+      devices_(cuda_->report(), opencl_->report()) {
   log::debug("runtime created with {} device(s)", devices_.count());
 }
 
-const void* Runtime::memory_context(const Layout& tensor, const char* what) {
-  if (is_host_accessible(tensor.device.device_type)) return nullptr;
+DeviceBackend* Runtime::backend_of(DLDeviceType type) {
+  switch (type) {
+    case kDLOpenCL: return opencl_.get();
+    case kDLCUDA: return cuda_.get();
+    default: return nullptr;
+  }
+}
+
+MemoryFacts Runtime::facts_of(const Layout& tensor, DLDevice other, const char* what) {
+  MemoryFacts facts;
+  if (is_host_accessible(tensor.device.device_type)) {
+    facts.pinned = tensor.device.device_type == kDLCUDAHost;
+    if (!facts.pinned && (other.device_type == kDLCUDA || other.device_type == kDLCUDAHost) && tensor.numel > 0)
+      facts.pinned = cuda_->host_pinned(first_element(tensor) + tensor.min_byte,
+                                        static_cast<uint64_t>(tensor.max_byte_end - tensor.min_byte));
+    return facts;
+  }
   devices_.require(tensor.device, what);
-  if (tensor.device.device_type == kDLOpenCL) return opencl_->memory_context(tensor);
-  return nullptr;  // a backend without data paths yet: the planner says so
+  if (DeviceBackend* backend = backend_of(tensor.device.device_type)) facts.context = backend->memory_context(tensor);
+  return facts;
 }
 
 DeviceTraits Runtime::traits_of(DLDevice device) {
@@ -65,7 +83,8 @@ DeviceTraits Runtime::traits_of(DLDevice device) {
   traits.shares_host_memory = true;  // the CPU
   if (device.device_type == kDLCPU) return traits;
   devices_.require(device, "destination");
-  if (device.device_type == kDLOpenCL) return opencl_->traits(device);
+  if (device.device_type == kDLCUDAHost) return cuda_->traits(device);
+  if (DeviceBackend* backend = backend_of(device.device_type)) return backend->traits(device);
   return DeviceTraits{};
 }
 
@@ -105,8 +124,8 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   if (source.versioned()) validate_header(*source.versioned(), "source");
   const TransferOptions opts = resolve_options(options);
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
-  const void* src_context = memory_context(src, "source");
-  const Plan plan = plan_transfer(devices_, src, src_context, dst, traits_of(dst), opts);
+  const MemoryFacts src_facts = facts_of(src, dst, "source");
+  const Plan plan = plan_transfer(devices_, src, src_facts, dst, traits_of(dst), opts);
   check_stream(stream, src.device, dst);
   log::debug("to_device {} {} {} -> {}: {} ({})", dtype_name(src.dtype), shape_string(src.shape),
              device_string(src.device), device_string(dst), path_name(plan.path), plan.detail);
@@ -157,7 +176,8 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
       data = buffer->data();
       memory = std::move(buffer);
     } else {
-      DeviceMemory device_memory = opencl_->allocate(dst, bytes);
+      DeviceBackend* backend = dst.device_type == kDLCUDAHost ? cuda_.get() : backend_of(dst.device_type);
+      DeviceMemory device_memory = backend->allocate(dst, bytes, stream);
       data = device_memory.handle;
       memory = std::move(device_memory.storage);
     }
@@ -182,7 +202,12 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
 }
 
 void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
-  if (plan.path != ABR_PATH_HOST_COPY) return opencl_->execute(plan, src, dst, stream);
+  if (plan.path != ABR_PATH_HOST_COPY) {
+    DeviceBackend* src_backend = backend_of(src.device.device_type);
+    DeviceBackend* dst_backend = backend_of(dst.device.device_type);
+    if (src_backend && dst_backend && src_backend != dst_backend) return stage_between_backends(src, dst, stream);
+    return (src_backend ? src_backend : dst_backend)->execute(plan, src, dst, stream);
+  }
   char* target = const_cast<char*>(first_element(dst));
   if (!plan.overlap) return host_copy_layout(src, first_element(src), dst.dtype, target, dst.strides.data());
   // Overlapping memory: pack the source first, then scatter it.
@@ -192,12 +217,27 @@ void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, St
   host_copy_layout(packed, staging.data(), dst.dtype, target, dst.strides.data());
 }
 
+void Runtime::stage_between_backends(const Layout& src, const Layout& dst, Stream* stream) {
+  if (stream) stream->synchronize();  // staging waits on the host: start after the stream's work
+  if (src.numel == 0) return;
+  StagingProvider* pinned = cuda_->pinned_provider();
+  if (!pinned) fail(ABR_ERR_INTERNAL, "staging between backends without page-locked memory");
+  PinnedBlock block = pool_->acquire(*pinned, static_cast<std::size_t>(src.numel * dst.itemsize));
+  // Two planned copies through the block: out of the source's backend (packed
+  // and converted there), into the destination's (scattered there).
+  const Layout host = compact_layout({kDLCUDAHost, 0}, dst.dtype, src.shape, block.data());
+  execute(plan_copy(devices_, src, facts_of(src, host.device, "source"), host, MemoryFacts{nullptr, true}), src, host,
+          nullptr);
+  execute(plan_copy(devices_, host, MemoryFacts{nullptr, true}, dst, facts_of(dst, host.device, "destination")), host,
+          dst, nullptr);
+}
+
 void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, Stream* stream) {
   const Layout src = validate_tensor(src_tensor, Role::Source, "source");
   const Layout dst = validate_tensor(dst_tensor, Role::Destination, "destination");
-  const void* src_context = memory_context(src, "source");
-  const void* dst_context = memory_context(dst, "destination");
-  const Plan plan = plan_copy(devices_, src, src_context, dst, dst_context);
+  const MemoryFacts src_facts = facts_of(src, dst.device, "source");
+  const MemoryFacts dst_facts = facts_of(dst, src.device, "destination");
+  const Plan plan = plan_copy(devices_, src, src_facts, dst, dst_facts);
   check_stream(stream, src.device, dst.device);
   log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device), dtype_name(dst.dtype),
              device_string(dst.device), path_name(plan.path), plan.detail);
@@ -214,8 +254,9 @@ void Runtime::copy(const DLManagedTensorVersioned& src, const DLManagedTensorVer
 std::unique_ptr<Stream> Runtime::create_stream(DLDevice device) {
   devices_.require(device, "stream device");
   if (device.device_type == kDLCPU) return std::make_unique<InlineHostStream>();
-  if (device.device_type == kDLOpenCL) return opencl_->create_stream(device);
-  fail(ABR_ERR_UNSUPPORTED, "streams on {} are not supported in this build", device_string(device));
+  if (DeviceBackend* backend = backend_of(device.device_type)) return backend->create_stream(device);
+  fail(ABR_ERR_UNSUPPORTED, "streams on {} are not supported: use the CPU or a CUDA or OpenCL device",
+       device_string(device));
 }
 
 std::unique_ptr<Stream> Runtime::wrap_stream(DLDevice device, void* native) {
@@ -223,8 +264,9 @@ std::unique_ptr<Stream> Runtime::wrap_stream(DLDevice device, void* native) {
   if (!native) fail(ABR_ERR_INVALID_ARGUMENT, "abr_stream_wrap: native stream is NULL");
   if (device.device_type == kDLCPU)
     fail(ABR_ERR_INVALID_ARGUMENT, "the CPU has no native streams to wrap; use abr_stream_create");
-  if (device.device_type == kDLOpenCL) return opencl_->wrap_stream(device, native);
-  fail(ABR_ERR_UNSUPPORTED, "wrapping streams on {} is not supported in this build", device_string(device));
+  if (DeviceBackend* backend = backend_of(device.device_type)) return backend->wrap_stream(device, native);
+  fail(ABR_ERR_UNSUPPORTED, "wrapping streams on {} is not supported: use a CUDA or OpenCL device",
+       device_string(device));
 }
 
 }  // namespace abr

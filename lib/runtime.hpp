@@ -22,6 +22,8 @@ class Runtime {
 
   const DeviceRegistry& devices() const { return devices_; }
   DeviceBackend& opencl() { return *opencl_; }
+  DeviceBackend& cuda() { return *cuda_; }
+  bool device_lost(DLDevice device) { return cuda_->device_lost(device); }
   PinnedPool& pool() { return *pool_; }
 
   // abr_to_device and abr_to_device_legacy, with the whole ownership contract: on
@@ -54,13 +56,19 @@ class Runtime {
                                         Stream* stream);
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
 
-  // The backend context a tensor's memory lives in (nullptr for host memory);
-  // checks the device exists and the memory handle is valid.
-  const void* memory_context(const Layout& tensor, const char* what);
+  // The backend serving a device type's device memory; nullptr for host memory.
+  DeviceBackend* backend_of(DLDeviceType type);
+  // What the planner needs about a tensor's memory: for device memory its
+  // backend context (checking the device exists and the handle is valid), for
+  // host memory whether it is page-locked when `other` is a CUDA device.
+  MemoryFacts facts_of(const Layout& tensor, DLDevice other, const char* what);
   DeviceTraits traits_of(DLDevice device);
+  // A staged transfer between two backends: whole, through one pinned block.
+  void stage_between_backends(const Layout& src, const Layout& dst, Stream* stream);
   void check_stream(const Stream* stream, DLDevice a, DLDevice b) const;
 
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
+  std::unique_ptr<DeviceBackend> cuda_;
   std::unique_ptr<DeviceBackend> opencl_;
   DeviceRegistry devices_;
 };

@@ -118,7 +118,7 @@ const void* Backend::memory_context(const Layout& tensor) {
   return context_for(context, tensor.device).get();
 }
 
-DeviceMemory Backend::allocate(DLDevice device, uint64_t bytes) {
+DeviceMemory Backend::allocate(DLDevice device, uint64_t bytes, Stream*) {
   MemRef mem = own_context(device)->create_buffer(CL_MEM_READ_WRITE, static_cast<std::size_t>(bytes));
   cl_mem handle = mem.get();
   return {handle, std::make_unique<BufferStorage>(std::move(mem))};

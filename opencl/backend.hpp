@@ -22,7 +22,7 @@ class Backend final : public DeviceBackend {
   const BackendReport& report() const override { return found_.report; }
   DeviceTraits traits(DLDevice device) override;
   const void* memory_context(const Layout& tensor) override;
-  DeviceMemory allocate(DLDevice device, uint64_t bytes) override;
+  DeviceMemory allocate(DLDevice device, uint64_t bytes, Stream* stream) override;
   DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
                          std::unique_ptr<Storage>& owner) override;
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;

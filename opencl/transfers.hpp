@@ -13,7 +13,4 @@ namespace abr::opencl {
 // (whose bounce blocks come from `pool`).
 void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, PinnedPool& pool);
 
-// Bytes moved per chunk when staging between contexts (two chunks in flight).
-constexpr std::size_t kStagingChunk = std::size_t{8} << 20;
-
 }  // namespace abr::opencl

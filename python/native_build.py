@@ -116,6 +116,8 @@ const char* abr_path_string(abr_path path);
 abr_status abr_to_device(abr_runtime* runtime, DLManagedTensorVersioned* src, DLDevice dst,
                          const abr_transfer_options* options, abr_stream* stream,
                          DLManagedTensorVersioned** out);
+abr_status abr_stream_wrap(abr_runtime* runtime, DLDevice device, void* native, abr_stream** out);
+void abr_stream_destroy(abr_stream* stream);
 
 typedef struct abr_pool_stats {
   uint32_t version; uint32_t reserved_;
@@ -133,7 +135,7 @@ typedef struct abr_py_call {
   uintptr_t result;
 } abr_py_call;
 abr_status abr_py_transfer(abr_runtime* runtime, abr_py_call* call, uintptr_t source,
-                           int32_t dst_type, int32_t dst_id);
+                           int32_t dst_type, int32_t dst_id, uintptr_t stream);
 uint64_t abr_py_device(uintptr_t tensor);
 uint64_t abr_py_flags(uintptr_t tensor);
 void abr_py_delete(uintptr_t tensor);
@@ -149,16 +151,25 @@ typedef struct abr_py_call {
 } abr_py_call;
 
 /* Runs one transfer of the owned tensor at `source`. dst_type 0 keeps the source's
- * device. On failure the source's deleter runs here, because the runtime leaves a
- * failed source to its caller; the error stays in abr_last_error. */
+ * device. `stream` (0: none) is a CUDA stream handle of the CUDA side: the copy
+ * runs in its order, after the work already queued there, and is complete when
+ * this returns (destroying the wrapper waits for it). On failure the source's
+ * deleter runs here, because the runtime leaves a failed source to its caller;
+ * the error stays in abr_last_error. */
 static abr_status abr_py_transfer(abr_runtime* runtime, abr_py_call* call, uintptr_t source,
-                                  int32_t dst_type, int32_t dst_id) {
+                                  int32_t dst_type, int32_t dst_id, uintptr_t stream) {
   DLManagedTensorVersioned* src = (DLManagedTensorVersioned*)source;
   DLManagedTensorVersioned* out = NULL;
+  abr_stream* wrapped = NULL;
   DLDevice dst = src->dl_tensor.device;
   if (dst_type) { dst.device_type = (DLDeviceType)dst_type; dst.device_id = dst_id; }
   call->options.report = &call->report;
-  abr_status status = abr_to_device(runtime, src, dst, &call->options, NULL, &out);
+  abr_status status = ABR_OK;
+  if (stream)
+    status = abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src->dl_tensor.device,
+                             (void*)stream, &wrapped);
+  if (status == ABR_OK) status = abr_to_device(runtime, src, dst, &call->options, wrapped, &out);
+  if (wrapped) abr_stream_destroy(wrapped);
   if (status != ABR_OK && src->deleter) src->deleter(src);
   call->result = (uintptr_t)out;
   return status;

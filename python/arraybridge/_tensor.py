@@ -150,6 +150,14 @@ class Tensor:
             if stream is not None and stream != -1 and own[0] in _STREAMLESS:
                 raise DLPackError(f"arraybridge: stream={stream!r} given for a {self.device} tensor; "
                                   "DLPack devices without streams take stream=None")
+            if stream is not None:
+                # Our CUDA work is complete before a Tensor is returned, so the data is
+                # ready for any consumer stream; only the value itself is checked.
+                from ._transfer import stream_handle
+                try:
+                    stream_handle(stream)
+                except (ValueError, TypeError) as error:
+                    raise DLPackError(str(error)) from error
             if copy or target != own:
                 from ._transfer import transfer_tensor
                 try:

@@ -49,11 +49,32 @@ def _new_call(copy, dtype, strict, contiguous=False):
     return call
 
 
-def _transfer(x, dst, copy, dtype, strict, context, contiguous=False):
+def stream_handle(stream):
+    """The CUDA stream handle for a DLPack stream value or a framework's stream object
+    (CuPy's .ptr, PyTorch's .cuda_stream); 0 for none."""
+    if stream is None or stream == -1:
+        return 0
+    if not isinstance(stream, int):
+        native = getattr(stream, "cuda_stream", getattr(stream, "ptr", None))
+        if not isinstance(native, int):
+            raise TypeError(f"arraybridge: stream must be None, an int (a DLPack stream value) or a CUDA stream "
+                            f"object with .ptr or .cuda_stream, not {type(stream).__name__}")
+        return native or 1  # a framework's null stream is the legacy default stream: DLPack's 1
+    if stream == 0 or stream < -1:
+        raise ValueError(f"arraybridge: stream={stream} is not a DLPack stream value: 0 is ambiguous, so pass 1 for "
+                         "the legacy default stream, 2 for the per-thread one, or a stream handle")
+    return stream
+
+
+def _transfer(x, dst, copy, dtype, strict, context, contiguous=False, stream=0):
     call = _new_call(copy, dtype, strict, contiguous)  # everything that can fail before x is consumed comes first
     rt = _runtime.current or _runtime.runtime()
     address = import_dlpack(x)
-    status = lib.abr_py_transfer(rt, call, address, dst[0] if dst else 0, dst[1] if dst else 0)
+    if stream and (dst is None or dst[0] != lib.kDLCUDA) and lib.abr_py_device(address) >> 32 != lib.kDLCUDA:
+        lib.abr_py_delete(address)
+        raise ValueError(f"arraybridge: stream= orders CUDA work, and neither side of this {context} is on CUDA "
+                         "(CPU and OpenCL transfers here are synchronous: pass stream=None)")
+    status = lib.abr_py_transfer(rt, call, address, dst[0] if dst else 0, dst[1] if dst else 0, stream)
     _drain()  # deleters that ran inside the call (without the GIL) queued their releases
     if status != 0:  # the source is already deleted
         raise _runtime.error(status, context if dst is None else f"{context}({device_string(*dst)})")
@@ -72,12 +93,12 @@ def to_device(x, device, *, copy=None, stream=None, dtype=None, strict=False, co
     buffer, False = a view or ValueError. dtype: convert on the way. strict: refuse
     any path that stages through host memory. contiguous: a view must be compact
     row-major, else it is copied (for consumers such as JAX that take nothing else).
+    stream: for a transfer with a CUDA side, the CUDA stream whose queued work it
+    follows (a DLPack stream value: 1 legacy default, 2 per-thread, or a handle;
+    or a CuPy/PyTorch stream object); the result is ready when the call returns.
     The path taken is in `.report` and logged at DEBUG on the "arraybridge" logger.
     """
-    if stream is not None:
-        raise ValueError(f"arraybridge: stream={stream!r}: CPU and OpenCL transfers here run synchronously "
-                         "and take stream=None (streams come with the CUDA backend)")
-    return _transfer(x, parse_device(device), copy, dtype, strict, "to_device", contiguous)
+    return _transfer(x, parse_device(device), copy, dtype, strict, "to_device", contiguous, stream_handle(stream))
 
 
 def from_dlpack(x, *, device=None, copy=None):

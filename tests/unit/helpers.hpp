@@ -96,6 +96,7 @@ struct Owned {
     t = nullptr;
   }
   Owned(const Owned&) = delete;
+  Owned(Owned&& other) noexcept : t(other.t) { other.t = nullptr; }
   DLTensor& operator*() const { return t->dl_tensor; }
   DLTensor* operator->() const { return &t->dl_tensor; }
 };

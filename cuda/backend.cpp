@@ -1,0 +1,229 @@
+#include "backend.hpp"
+
+#include <cstdio>
+
+#include "../lib/devices.hpp"
+#include "../lib/layout.hpp"
+#include "../lib/log.hpp"
+#include "stream.hpp"
+#include "transfers.hpp"
+
+namespace abr {
+
+std::unique_ptr<DeviceBackend> make_cuda_backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool) {
+  return std::make_unique<cuda::Backend>(options, std::move(pool));
+}
+
+namespace cuda {
+namespace {
+
+template <std::size_t N>
+void copy_text(char (&field)[N], const std::string& text) {
+  std::snprintf(field, N, "%s", text.c_str());
+}
+
+// A block of the pool lent to a cuda_host tensor: back to the pool when the tensor is deleted.
+class PooledHostMemory final : public Storage {
+ public:
+  explicit PooledHostMemory(PinnedBlock block) : block_(std::move(block)) {}
+  char* data() const { return block_.data(); }
+
+ private:
+  PinnedBlock block_;
+};
+
+}  // namespace
+
+Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool) : pool_(std::move(pool)) {
+  report_.info.backend = ABR_BACKEND_CUDA;
+  if (options.flags & ABR_RUNTIME_DISABLE_CUDA) {
+    copy_text(report_.info.detail, "CUDA unavailable: disabled by ABR_RUNTIME_DISABLE_CUDA");
+    return;
+  }
+  std::string reason;
+  cu_ = driver(&reason);
+  int count = 0;
+  CUresult status = cu_ ? cu_->cuDeviceGetCount(&count) : CUDA_SUCCESS;
+  if (cu_ && status != CUDA_SUCCESS) reason = "cuDeviceGetCount failed: " + error_text(*cu_, status);
+  if (cu_ && status == CUDA_SUCCESS && count == 0) reason = "the driver found no CUDA device";
+  if (!cu_ || count <= 0 || status != CUDA_SUCCESS) {
+    copy_text(report_.info.detail, "CUDA unavailable: " + reason);
+    log::debug("{}", report_.info.detail);
+    cu_ = nullptr;
+    return;
+  }
+  const std::string version = fmt::format("CUDA driver {}.{}", cu_->version / 1000, cu_->version % 1000 / 10);
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice handle = 0;
+    if (cu_->cuDeviceGet(&handle, ordinal) != CUDA_SUCCESS) break;
+    DeviceInfo info{};
+    info.device = {kDLCUDA, ordinal};
+    info.backend = ABR_BACKEND_CUDA;
+    char name[128] = {};
+    if (cu_->cuDeviceGetName(name, sizeof name, handle) != CUDA_SUCCESS) std::snprintf(name, sizeof name, "CUDA device");
+    size_t memory = 0;
+    cu_->cuDeviceTotalMem(&memory, handle);
+    int major = 0, minor = 0;
+    cu_->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle);
+    cu_->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle);
+    info.memory_bytes = memory;
+    copy_text(info.name, fmt::format("{} (sm_{}{})", name, major, minor));
+    copy_text(info.platform, version);
+    report_.devices.push_back(info);
+    devices_.push_back(std::make_shared<Device>(*cu_, handle, ordinal));
+  }
+  // Page-locked host memory, reachable by every device: one entry for all of them.
+  DeviceInfo host{};
+  host.device = {kDLCUDAHost, 0};
+  host.backend = ABR_BACKEND_CUDA;
+  host.flags = ABR_DEVICE_SHARES_HOST_MEMORY;
+  copy_text(host.name, "CUDA page-locked host memory");
+  copy_text(host.platform, version);
+  report_.devices.push_back(host);
+  report_.info.available = 1;
+  report_.info.device_count = static_cast<int32_t>(devices_.size());
+  copy_text(report_.info.detail, fmt::format("{} ({}), {} device(s)", version, cu_->library, devices_.size()));
+  pinned_ = std::make_unique<PinnedProvider>(devices_.front());
+}
+
+std::shared_ptr<Device> Backend::device(DLDevice device) const {
+  if (device.device_type != kDLCUDA || device.device_id < 0 ||
+      device.device_id >= static_cast<int32_t>(devices_.size()))
+    fail(ABR_ERR_NO_DEVICE, "no device {} (the CUDA backend has {} device(s))", device_string(device),
+         devices_.size());
+  return devices_[static_cast<std::size_t>(device.device_id)];
+}
+
+std::shared_ptr<Device> Backend::device_of(const Layout& tensor) const {
+  return is_host_accessible(tensor.device.device_type) ? nullptr : device(tensor.device);
+}
+
+bool Backend::device_lost(DLDevice dl) {
+  return dl.device_type == kDLCUDA && dl.device_id >= 0 && dl.device_id < static_cast<int32_t>(devices_.size()) &&
+         devices_[static_cast<std::size_t>(dl.device_id)]->lost();
+}
+
+DeviceTraits Backend::traits(DLDevice dl) {
+  DeviceTraits traits;
+  if (dl.device_type == kDLCUDAHost) {
+    traits.shares_host_memory = true;
+    return traits;
+  }
+  std::shared_ptr<Device> target = device(dl);
+  target->require_alive();
+  traits.context = target.get();
+  return traits;
+}
+
+const void* Backend::memory_context(const Layout& tensor) {
+  std::shared_ptr<Device> owner = device(tensor.device);
+  owner->require_alive();
+  if (tensor.numel == 0) return owner.get();  // nothing is read: any pointer will do
+  Scope scope(*owner);
+  const CUdeviceptr first = reinterpret_cast<CUdeviceptr>(tensor.data) + tensor.byte_offset;
+  const CUdeviceptr lowest = first + static_cast<uint64_t>(tensor.min_byte);  // min_byte <= 0
+  unsigned int type = 0;
+  const CUresult status = cu_->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, lowest);
+  if (status == CUDA_ERROR_INVALID_VALUE || (status == CUDA_SUCCESS && type != CU_MEMORYTYPE_DEVICE))
+    fail(ABR_ERR_DLPACK_DATA, "the data pointer {:#x} of a {} tensor is not CUDA device memory", lowest,
+         device_string(tensor.device));
+  owner->check(status, "cuPointerGetAttribute(MEMORY_TYPE)");
+  int ordinal = -1;
+  owner->check(cu_->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, lowest),
+               "cuPointerGetAttribute(DEVICE_ORDINAL)");
+  if (ordinal != tensor.device.device_id)
+    fail(ABR_ERR_DLPACK_DEVICE, "the tensor says {} but its memory is on cuda:{}", device_string(tensor.device),
+         ordinal);
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  owner->check(cu_->cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, lowest),
+               "cuPointerGetAttribute(RANGE_START_ADDR)");
+  owner->check(cu_->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, lowest),
+               "cuPointerGetAttribute(RANGE_SIZE)");
+  const CUdeviceptr end = first + static_cast<uint64_t>(tensor.max_byte_end);
+  if (end > start + size)
+    fail(ABR_ERR_DLPACK_DATA, "the view needs bytes up to {:#x}, but its allocation [{:#x}, {:#x}) ends before",
+         end, start, start + size);
+  return owner.get();
+}
+
+bool Backend::host_pinned(const void* begin, uint64_t bytes) {
+  if (!cu_ || !begin) return false;
+  Scope scope(*devices_.front());
+  const auto address = reinterpret_cast<CUdeviceptr>(begin);
+  unsigned int type = 0;
+  if (cu_->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS ||
+      type != CU_MEMORYTYPE_HOST)
+    return false;  // pageable (the driver does not know the pointer)
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  if (cu_->cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) != CUDA_SUCCESS ||
+      cu_->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address) != CUDA_SUCCESS)
+    return false;
+  return address + bytes <= start + size;
+}
+
+DeviceMemory Backend::allocate(DLDevice dl, uint64_t bytes, Stream* stream) {
+  DeviceMemory memory;
+  if (dl.device_type == kDLCUDAHost) {
+    if (!pinned_) fail(ABR_ERR_NO_DEVICE, "cuda_host needs a CUDA device: {}", report_.info.detail);
+    auto host = std::make_unique<PooledHostMemory>(pool_->acquire(*pinned_, static_cast<std::size_t>(std::max<uint64_t>(bytes, 1))));
+    memory.handle = host->data();
+    memory.storage = std::move(host);
+    return memory;
+  }
+  std::shared_ptr<Device> target = device(dl);
+  Scope scope(*target);
+  // Allocated in the order of the stream the transfer will use (transfers.cpp's Submission).
+  auto* cuda_stream = dynamic_cast<CudaStream*>(stream);
+  const CUstream order = cuda_stream && &cuda_stream->cuda_device() == target.get() ? cuda_stream->get()
+                                                                                     : target->own_stream();
+  auto buffer = std::make_unique<DeviceBuffer>(target, bytes, order, nullptr);
+  memory.handle = reinterpret_cast<void*>(buffer->get());
+  memory.storage = std::move(buffer);
+  return memory;
+}
+
+DeviceMemory Backend::wrap_host(DLDevice device, void*, uint64_t, bool, std::unique_ptr<Storage>&) {
+  fail(ABR_ERR_UNSUPPORTED, "{} cannot use host memory in place", device_string(device));
+}
+
+void Backend::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
+  Resources with{device_of(src), device_of(dst), *pool_, *pinned_};
+  execute_plan(plan, src, dst, stream, with);
+}
+
+std::unique_ptr<Stream> Backend::create_stream(DLDevice dl) {
+  std::shared_ptr<Device> target = device(dl);
+  Scope scope(*target);
+  CUstream stream = nullptr;
+  target->check(cu_->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  try {
+    return std::make_unique<CudaStream>(target, stream, /*owned=*/true);
+  } catch (...) {
+    cu_->cuStreamDestroy(stream);
+    throw;
+  }
+}
+
+std::unique_ptr<Stream> Backend::wrap_stream(DLDevice dl, void* native) {
+  std::shared_ptr<Device> target = device(dl);
+  Scope scope(*target);
+  auto stream = static_cast<CUstream>(native);
+  // The special handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) belong to every
+  // context; a real stream must belong to this device's.
+  if (stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) {
+    CUcontext context = nullptr;
+    const CUresult status = cu_->cuStreamGetCtx(stream, &context);
+    if (status == CUDA_ERROR_INVALID_HANDLE || status == CUDA_ERROR_INVALID_VALUE)
+      fail(ABR_ERR_INVALID_ARGUMENT, "{} is not a CUDA stream", native);
+    target->check(status, "cuStreamGetCtx");
+    if (context != target->context())
+      fail(ABR_ERR_INVALID_ARGUMENT, "the CUDA stream {} belongs to another context than {}'s", native,
+           device_string(dl));
+  }
+  return std::make_unique<CudaStream>(target, stream, /*owned=*/false);
+}
+
+}  // namespace cuda
+}  // namespace abr

@@ -1,0 +1,43 @@
+// The CUDA backend: devices found through the driver loaded at run time, each
+// used through its primary context; pointers from other libraries are checked
+// with the driver's pointer attributes and used in place.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "../lib/backend.hpp"
+#include "device.hpp"
+#include "memory.hpp"
+
+namespace abr::cuda {
+
+class Backend final : public DeviceBackend {
+ public:
+  Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool);
+
+  const BackendReport& report() const override { return report_; }
+  DeviceTraits traits(DLDevice device) override;
+  const void* memory_context(const Layout& tensor) override;
+  DeviceMemory allocate(DLDevice device, uint64_t bytes, Stream* stream) override;
+  DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
+                         std::unique_ptr<Storage>& owner) override;
+  void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;
+  std::unique_ptr<Stream> create_stream(DLDevice device) override;
+  std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) override;
+  bool host_pinned(const void* begin, uint64_t bytes) override;
+  StagingProvider* pinned_provider() override { return pinned_.get(); }
+  bool device_lost(DLDevice device) override;
+
+ private:
+  std::shared_ptr<Device> device(DLDevice device) const;  // throws for a device this backend lacks
+  std::shared_ptr<Device> device_of(const Layout& tensor) const;
+
+  const Driver* cu_ = nullptr;
+  std::shared_ptr<PinnedPool> pool_;
+  BackendReport report_;
+  std::vector<std::shared_ptr<Device>> devices_;
+  std::unique_ptr<PinnedProvider> pinned_;
+};
+
+}  // namespace abr::cuda

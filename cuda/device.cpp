@@ -1,0 +1,99 @@
+#include "device.hpp"
+
+#include "../lib/devices.hpp"
+#include "../lib/fault.hpp"
+#include "../lib/log.hpp"
+
+// The kernels' fatbin, embedded by cuda/fatbin.S.
+extern "C" const unsigned char abr_cuda_fatbin[];
+
+namespace abr::cuda {
+
+Device::Device(const Driver& cu, CUdevice handle, int32_t ordinal) : cu_(cu), handle_(handle), ordinal_(ordinal) {}
+
+Device::~Device() {
+  if (!context_) return;
+  // After a sticky error the context is unusable: leave it to process exit
+  // rather than risk a hang or an abort in teardown.
+  if (!lost()) {
+    cu_.cuCtxPushCurrent(context_);
+    if (stream_) cu_.cuStreamDestroy(stream_);
+    if (module_) cu_.cuModuleUnload(module_);
+    CUcontext popped = nullptr;
+    cu_.cuCtxPopCurrent(&popped);
+  }
+  cu_.cuDevicePrimaryCtxRelease(handle_);
+}
+
+CUcontext Device::context() {
+  require_alive();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!context_) {
+    fault::point(ABR_ERR_BACKEND, "CUDA context");
+    CUcontext context = nullptr;
+    check(cu_.cuDevicePrimaryCtxRetain(&context, handle_), "cuDevicePrimaryCtxRetain");
+    context_ = context;
+  }
+  return context_;
+}
+
+CUstream Device::own_stream() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!stream_) {
+    fault::point(ABR_ERR_BACKEND, "CUDA stream");
+    CUstream stream = nullptr;
+    check(cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    stream_ = stream;
+  }
+  return stream_;
+}
+
+CUfunction Device::kernel(const char* name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!module_) {
+    CUmodule module = nullptr;
+    check(cu_.cuModuleLoadData(&module, abr_cuda_fatbin), "cuModuleLoadData (the embedded sm_80/sm_90/PTX kernels)");
+    module_ = module;
+    log::debug("loaded the CUDA kernels into {}", device_string(dl_device()));
+  }
+  CUfunction function = nullptr;
+  check(cu_.cuModuleGetFunction(&function, module_, name), name);
+  return function;
+}
+
+void Device::check(CUresult code, const char* call) {
+  if (code == CUDA_SUCCESS) return;
+  const std::string text = error_text(cu_, code);
+  if (code == CUDA_ERROR_OUT_OF_MEMORY)
+    fail(ABR_ERR_OUT_OF_MEMORY, "{} on {} failed: {}", call, device_string(dl_device()), text);
+  if (is_sticky(code)) {
+    bool expected = false;
+    if (!lost_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (lost_reason_.empty()) lost_reason_ = fmt::format("{} failed: {}", call, text);
+      lost_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
+      log::warn("{} is lost: {} failed: {}", device_string(dl_device()), call, text);
+    }
+    fail(ABR_ERR_DEVICE_LOST, "{} is lost ({} failed: {}); it stays unusable until the process exits",
+         device_string(dl_device()), call, text);
+  }
+  fail(ABR_ERR_BACKEND, "{} on {} failed: {}", call, device_string(dl_device()), text);
+}
+
+void Device::require_alive() const {
+  if (lost())
+    fail(ABR_ERR_DEVICE_LOST, "{} is lost after an earlier sticky error ({}); it stays unusable until the process exits",
+         device_string(dl_device()), lost_reason_);
+}
+
+Scope::Scope(Device& device) : device_(device) {
+  CUcontext context = device.context();
+  device.check(device.cu().cuCtxPushCurrent(context), "cuCtxPushCurrent");
+}
+
+Scope::~Scope() {
+  CUcontext popped = nullptr;
+  device_.cu().cuCtxPopCurrent(&popped);
+}
+
+}  // namespace abr::cuda

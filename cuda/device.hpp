@@ -1,0 +1,68 @@
+// One CUDA device as the runtime uses it: its primary context (shared with
+// PyTorch, CuPy and JAX, so their pointers are valid here), the kernels loaded
+// into it, a stream for work that has none, and its health. A sticky error marks
+// the device lost: every later call on it fails fast with ABR_ERR_DEVICE_LOST.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "../lib/error.hpp"
+#include "arraybridge/arraybridge.h"
+#include "driver.hpp"
+
+namespace abr::cuda {
+
+class Device : public std::enable_shared_from_this<Device> {
+ public:
+  Device(const Driver& cu, CUdevice handle, int32_t ordinal);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const Driver& cu() const { return cu_; }
+  CUdevice handle() const { return handle_; }
+  DLDevice dl_device() const { return {kDLCUDA, ordinal_}; }
+
+  // The primary context, retained on first use (throws when that fails).
+  CUcontext context();
+  // A non-blocking stream of the runtime's, for transfers given no stream.
+  CUstream own_stream();
+  // A kernel of the embedded fatbin, loaded into the context on first use.
+  CUfunction kernel(const char* name);
+
+  // Throws for a failed call: ABR_ERR_OUT_OF_MEMORY, ABR_ERR_DEVICE_LOST (and
+  // marks the device lost) for a sticky error, ABR_ERR_BACKEND otherwise.
+  void check(CUresult code, const char* call);
+  // Throws ABR_ERR_DEVICE_LOST when an earlier call hit a sticky error.
+  void require_alive() const;
+  bool lost() const { return lost_.load(std::memory_order_acquire); }
+
+ private:
+  const Driver& cu_;
+  CUdevice handle_;
+  int32_t ordinal_;
+  std::mutex mutex_;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUmodule module_ = nullptr;
+  std::atomic<bool> lost_{false};
+  std::string lost_reason_;  // written once, before lost_ is set
+};
+
+// Makes a device's context current on this thread for the scope's lifetime
+// (every driver call needs one), and checks the device is not lost.
+class Scope {
+ public:
+  explicit Scope(Device& device);
+  ~Scope();
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  Device& device_;
+};
+
+}  // namespace abr::cuda

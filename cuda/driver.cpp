@@ -1,0 +1,93 @@
+#include "driver.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace abr::cuda {
+namespace {
+
+// Two steps so that cuda.h's version macros expand before the name is quoted.
+#define ABR_CUDA_SYMBOL_NAME(name) #name
+#define ABR_CUDA_SYMBOL(name) ABR_CUDA_SYMBOL_NAME(name)
+
+std::unique_ptr<Driver> load(const char* path, std::string* reason) {
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    *reason = fmt::format("cannot load the CUDA driver {} ({})", path, why ? why : "unknown error");
+    return nullptr;
+  }
+  auto cu = std::make_unique<Driver>();
+  cu->library = path;
+  bool complete = true;
+  auto resolve = [&](auto& entry, const char* name) {
+    entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(dlsym(handle, name));
+    if (!entry && complete) {
+      *reason = fmt::format("the CUDA driver {} has no {} (too old: this library needs CUDA 11.2 or newer)", path,
+                            name);
+      complete = false;
+    }
+  };
+#define ABR_CUDA_RESOLVE(name) resolve(cu->name, ABR_CUDA_SYMBOL(name));
+  ABR_CUDA_ENTRY_POINTS(ABR_CUDA_RESOLVE)
+#undef ABR_CUDA_RESOLVE
+  if (!complete) {
+    dlclose(handle);
+    return nullptr;
+  }
+  // cuInit fails without a device or with a driver/kernel-module mismatch: its
+  // code and text are the reason users need to see.
+  const CUresult init = cu->cuInit(0);
+  if (init != CUDA_SUCCESS) {
+    *reason = fmt::format("cuInit failed: {}", error_text(*cu, init));
+    return nullptr;  // the handle stays open: unloading a half-initialised driver is not safe
+  }
+  cu->cuDriverGetVersion(&cu->version);
+  return cu;  // the handle stays open on purpose: the driver is used until exit
+}
+
+}  // namespace
+
+const Driver* driver(std::string* reason) {
+  static std::once_flag once;
+  static std::unique_ptr<Driver> loaded;
+  static std::string failure;
+  std::call_once(once, [] {
+    const char* path = std::getenv("ARRAYBRIDGE_CUDA_LIBRARY");
+    loaded = load(path && *path ? path : "libcuda.so.1", &failure);
+  });
+  if (!loaded && reason) *reason = failure;
+  return loaded.get();
+}
+
+std::string error_text(const Driver& cu, CUresult code) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (cu.cuGetErrorName(code, &name) != CUDA_SUCCESS || !name) name = "CUDA_ERROR_UNKNOWN_CODE";
+  if (cu.cuGetErrorString(code, &text) != CUDA_SUCCESS || !text) text = "no description";
+  return fmt::format("{} ({}): {}", name, static_cast<int>(code), text);
+}
+
+bool is_sticky(CUresult code) {
+  switch (code) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace abr::cuda

@@ -1,0 +1,111 @@
+#include "stream.hpp"
+
+#include "../lib/fault.hpp"
+#include "../lib/log.hpp"
+
+namespace abr::cuda {
+
+std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device, CUstream stream) {
+  const Driver& cu = device->cu();
+  fault::point(ABR_ERR_BACKEND, "CUDA event");
+  CUevent event = nullptr;
+  device->check(cu.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  auto owned = std::make_unique<StreamEvent>(device, event);
+  device->check(cu.cuEventRecord(event, stream), "cuEventRecord");
+  return owned;
+}
+
+StreamEvent::~StreamEvent() {
+  if (!device_->lost()) device_->cu().cuEventDestroy(event_);
+}
+
+bool StreamEvent::complete() noexcept {
+  // Failed work (a lost device) also counts as complete: nothing uses its memory any more.
+  return device_->lost() || device_->cu().cuEventQuery(event_) != CUDA_ERROR_NOT_READY;
+}
+
+void StreamEvent::wait() {
+  device_->require_alive();
+  device_->check(device_->cu().cuEventSynchronize(event_), "cuEventSynchronize");
+}
+
+CudaStream::CudaStream(std::shared_ptr<Device> device, CUstream stream, bool owned)
+    : device_(std::move(device)), stream_(stream), owned_(owned) {}
+
+CudaStream::~CudaStream() {
+  // Pending work must finish before its storage (a source's deleter) is released.
+  if (!device_->lost()) {
+    try {
+      Scope scope(*device_);
+      const CUresult status = device_->cu().cuStreamSynchronize(stream_);
+      if (status != CUDA_SUCCESS) log::warn("synchronizing a stream being destroyed failed: {}",
+                                            error_text(device_->cu(), status));
+      pending_.clear();
+      if (owned_) device_->cu().cuStreamDestroy(stream_);
+    } catch (const std::exception& e) {
+      log::warn("destroying a CUDA stream: {}", e.what());
+    }
+  }
+  // A lost device: its work will never run, so the storage is released as is.
+}
+
+void CudaStream::release_completed() {
+  while (!pending_.empty() && pending_.front().first->complete()) pending_.pop_front();
+}
+
+void CudaStream::synchronize() {
+  {
+    Scope scope(*device_);
+    device_->check(device_->cu().cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.clear();
+}
+
+void CudaStream::retain(std::unique_ptr<Storage> storage) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_completed();
+  try {
+    Scope scope(*device_);
+    auto event = record_event(device_, stream_);
+    pending_.emplace_back(std::move(event), std::move(storage));
+    return;
+  } catch (const std::exception& e) {
+    log::debug("cannot track a stream's work ({}): waiting for it instead", e.what());
+  }
+  if (!device_->lost()) {  // cannot track the work: wait for it, then let go
+    try {
+      Scope scope(*device_);
+      device_->cu().cuStreamSynchronize(stream_);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+void CudaStream::wait_for(Stream& other) {
+  auto* cuda_stream = dynamic_cast<CudaStream*>(&other);
+  if (!cuda_stream) {
+    other.synchronize();  // another backend's stream: wait on the host
+    return;
+  }
+  // Events work across devices: record on the other stream (its context), wait here.
+  std::unique_ptr<StreamEvent> event;
+  {
+    Scope scope(cuda_stream->cuda_device());
+    event = record_event(cuda_stream->device_, cuda_stream->stream_);
+  }
+  Scope scope(*device_);
+  device_->check(device_->cu().cuStreamWaitEvent(stream_, event->get(), 0), "cuStreamWaitEvent");
+}
+
+std::unique_ptr<Event> CudaStream::record() {
+  Scope scope(*device_);
+  return record_event(device_, stream_);
+}
+
+std::size_t CudaStream::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_.size();
+}
+
+}  // namespace abr::cuda

@@ -1,0 +1,319 @@
+#include "transfers.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "../lib/dtype.hpp"
+#include "../lib/host_copy.hpp"
+#include "../lib/staging.hpp"
+#include "../lib/strided.hpp"
+#include "kernel_params.hpp"
+#include "memory.hpp"
+#include "stream.hpp"
+
+namespace abr::cuda {
+namespace {
+
+CUdeviceptr device_first(const Layout& layout) {
+  return reinterpret_cast<CUdeviceptr>(layout.data) + layout.byte_offset;
+}
+char* host_first(const Layout& layout) { return static_cast<char*>(layout.data) + layout.byte_offset; }
+
+// Where a transfer's work goes: the caller's stream when it is a CUDA stream of
+// this device (the call returns at once, work in the stream's order); otherwise
+// the device's own stream, after the caller's stream's earlier work, waited
+// for before the call returns.
+class Submission {
+ public:
+  Submission(const std::shared_ptr<Device>& device, Stream* stream) : device_(device) {
+    auto* cuda_stream = dynamic_cast<CudaStream*>(stream);
+    if (cuda_stream && &cuda_stream->cuda_device() == device.get()) {
+      stream_ = cuda_stream->get();
+      caller_ = cuda_stream;
+    } else {
+      if (stream) stream->synchronize();
+      stream_ = device->own_stream();
+    }
+  }
+  ~Submission() {
+    if (!finished_ && !device_->lost()) device_->cu().cuStreamSynchronize(stream_);  // an error: nothing may outlive the call
+  }
+  Submission(const Submission&) = delete;
+  Submission& operator=(const Submission&) = delete;
+
+  CUstream get() const { return stream_; }
+  Device& device() const { return *device_; }
+  // The caller's stream when the work stays asynchronous, else nullptr.
+  Stream* async() const { return caller_; }
+  // A pool block used by the work submitted so far: reuse waits for it.
+  void uses(PinnedBlock& block) {
+    if (caller_) block.used_by(*caller_);
+  }
+  void finish() {
+    if (!caller_) device_->check(device_->cu().cuStreamSynchronize(stream_), "cuStreamSynchronize");
+    finished_ = true;
+  }
+
+ private:
+  std::shared_ptr<Device> device_;
+  CUstream stream_ = nullptr;
+  Stream* caller_ = nullptr;
+  bool finished_ = false;
+};
+
+// Waits for an event on the host (a staged chunk's DMA).
+void wait(Device& device, StreamEvent& event) {
+  device.check(device.cu().cuEventSynchronize(event.get()), "cuEventSynchronize");
+}
+
+int32_t element_kind(DLDataType t) {
+  switch (t.code) {
+    case kDLBool: return kBool8;
+    case kDLInt: return t.bits == 8 ? kInt8 : t.bits == 16 ? kInt16 : t.bits == 32 ? kInt32 : kInt64;
+    case kDLUInt: return t.bits == 8 ? kUInt8 : t.bits == 16 ? kUInt16 : t.bits == 32 ? kUInt32 : kUInt64;
+    case kDLFloat: return t.bits == 16 ? kFloat16 : t.bits == 32 ? kFloat32 : kFloat64;
+    case kDLBfloat: return kBFloat16;
+    case kDLComplex: return t.bits == 64 ? kComplex64 : kComplex128;
+    default: fail(ABR_ERR_UNSUPPORTED, "no CUDA conversion for {}", dtype_name(t));
+  }
+}
+
+// The largest unit (1, 2, 4 or 8 bytes) dividing both addresses, every stride and the item size.
+int unit_index(const StridedCopy& walk, CUdeviceptr src, CUdeviceptr dst, std::size_t itemsize) {
+  uint64_t bits = itemsize | (src + static_cast<uint64_t>(walk.src)) | (dst + static_cast<uint64_t>(walk.dst));
+  for (const Dim& dim : walk.dims) bits |= static_cast<uint64_t>(dim.ss) | static_cast<uint64_t>(dim.ds);
+  for (int index = 3; index > 0; --index)
+    if (bits % (1u << index) == 0) return index;
+  return 0;
+}
+
+// Runs the element walk from one device view to another of the same device
+// (converting when the dtypes differ) on `stream`.
+void launch_walk(Device& device, CUstream stream, const Layout& src, CUdeviceptr src_base, const Layout& dst,
+                 CUdeviceptr dst_base) {
+  const StridedCopy walk =
+      normalize_copy(static_cast<intptr_t>(src.byte_offset), src.strides.data(), src.itemsize,
+                     static_cast<intptr_t>(dst.byte_offset), dst.strides.data(), dst.itemsize, src.shape.data(),
+                     src.ndim());
+  if (walk.empty) return;
+  WalkParams params{};
+  params.src_first = walk.src;
+  params.dst_first = walk.dst;
+  params.ndim = static_cast<int32_t>(walk.dims.size());
+  params.count = 1;
+  for (std::size_t k = 0; k < walk.dims.size(); ++k) {
+    params.extent[k] = walk.dims[k].n;
+    params.src_stride[k] = walk.dims[k].ss;
+    params.dst_stride[k] = walk.dims[k].ds;
+    params.count *= static_cast<uint64_t>(walk.dims[k].n);
+  }
+  const bool cast = !same_dtype(src.dtype, dst.dtype);
+  CUfunction function;
+  int32_t from = 0, to = 0;
+  void* args[5] = {&src_base, &dst_base, &params, &from, &to};
+  if (cast) {
+    from = element_kind(src.dtype);
+    to = element_kind(dst.dtype);
+    function = device.kernel(kCastKernelName);
+  } else {
+    const int unit = unit_index(walk, src_base, dst_base, src.itemsize);
+    params.units = static_cast<int32_t>(src.itemsize >> unit);
+    function = device.kernel(kCopyKernelNames[unit]);
+  }
+  const uint64_t blocks = std::min<uint64_t>((params.count + kThreadsPerBlock - 1) / kThreadsPerBlock, 65535);
+  device.check(device.cu().cuLaunchKernel(function, static_cast<unsigned>(blocks), 1, 1, kThreadsPerBlock, 1, 1, 0,
+                                          stream, args, nullptr),
+               cast ? "cuLaunchKernel(abr_cast)" : "cuLaunchKernel(abr_copy)");
+}
+
+// A compact device buffer of `shape` in `dtype`, stream-ordered on `stream`.
+struct DeviceTemp {
+  DeviceTemp(const std::shared_ptr<Device>& device, CUstream stream, const Layout& like, DLDataType dtype)
+      : buffer(device, like.numel * itemsize(dtype), stream, stream),
+        layout(compact_layout(like.device, dtype, like.shape, reinterpret_cast<void*>(buffer.get()))) {}
+  DeviceBuffer buffer;
+  Layout layout;
+};
+
+// Pageable host memory to device memory, chunk by chunk through two pinned
+// blocks: the host copy of chunk i+1 runs while chunk i's DMA is in flight.
+void staged_upload(Submission& submission, const char* src, CUdeviceptr dst, uint64_t bytes, Resources& with) {
+  Device& device = submission.device();
+  const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, kStagingChunk));
+  PinnedBlock blocks[2];
+  std::unique_ptr<StreamEvent> copied[2];
+  uint64_t offset = 0;
+  for (int i = 0; offset < bytes; ++i) {
+    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - offset));
+    const int b = i % 2;
+    if (!blocks[b]) blocks[b] = with.pool.acquire(with.pinned, chunk);
+    if (copied[b]) wait(device, *copied[b]);  // the block's previous DMA is done
+    std::memcpy(blocks[b].data(), src + offset, n);
+    device.check(device.cu().cuMemcpyHtoDAsync(dst + offset, blocks[b].data(), n, submission.get()),
+                 "cuMemcpyHtoDAsync");
+    copied[b] = record_event(with.dst_device, submission.get());
+    offset += n;
+  }
+  for (PinnedBlock& block : blocks)
+    if (block) submission.uses(block);
+  submission.finish();
+}
+
+// Device memory to pageable host memory: each chunk is DMA'd into a pinned
+// block and copied out on the host while the next chunk's DMA runs.
+void staged_download(Submission& submission, CUdeviceptr src, char* dst, uint64_t bytes, Resources& with) {
+  Device& device = submission.device();
+  const uint64_t chunk = std::min<uint64_t>(bytes, kStagingChunk);
+  const uint64_t chunks = (bytes + chunk - 1) / chunk;
+  PinnedBlock blocks[2];
+  std::unique_ptr<StreamEvent> landed[2];
+  auto size_of = [&](uint64_t k) { return static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - k * chunk)); };
+  auto submit = [&](uint64_t k) {  // the block's previous chunk (k - 2) is already copied out
+    const int b = static_cast<int>(k % 2);
+    if (!blocks[b]) blocks[b] = with.pool.acquire(with.pinned, static_cast<std::size_t>(chunk));
+    device.check(device.cu().cuMemcpyDtoHAsync(blocks[b].data(), src + k * chunk, size_of(k), submission.get()),
+                 "cuMemcpyDtoHAsync");
+    landed[b] = record_event(with.src_device, submission.get());
+  };
+  submit(0);
+  for (uint64_t k = 0; k < chunks; ++k) {
+    if (k + 1 < chunks) submit(k + 1);
+    const int b = static_cast<int>(k % 2);
+    wait(device, *landed[b]);
+    std::memcpy(dst + k * chunk, blocks[b].data(), size_of(k));
+  }
+  submission.finish();
+}
+
+void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
+  Submission submission(with.dst_device, stream);
+  Scope scope(*with.dst_device);
+  if (src.numel == 0) return submission.finish();
+  const uint64_t bytes = src.numel * dst.itemsize;
+  // The device side: dst itself when compact, else a landing buffer a kernel scatters.
+  std::unique_ptr<DeviceTemp> landing;
+  CUdeviceptr target = device_first(dst);
+  if (!dst.compact) {
+    landing = std::make_unique<DeviceTemp>(with.dst_device, submission.get(), dst, dst.dtype);
+    target = landing->buffer.get();
+  }
+  if (plan.engine == Engine::Host) {  // pack/convert on the host into pinned staging, then one DMA
+    PinnedBlock block = with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes));
+    const Layout packed = compact_layout(src.device, dst.dtype, src.shape, block.data());
+    host_copy_layout(src, host_first(src), dst.dtype, block.data(), packed.strides.data());
+    with.dst_device->check(with.dst_device->cu().cuMemcpyHtoDAsync(target, block.data(), bytes, submission.get()),
+                           "cuMemcpyHtoDAsync");
+    submission.uses(block);
+  } else if (plan.path == ABR_PATH_STAGED) {
+    if (landing) fail(ABR_ERR_INTERNAL, "a staged upload into a strided destination was planned as bytes");
+    return staged_upload(submission, host_first(src), target, bytes, with);
+  } else {  // page-locked: one async DMA
+    with.dst_device->check(with.dst_device->cu().cuMemcpyHtoDAsync(target, host_first(src), bytes, submission.get()),
+                           "cuMemcpyHtoDAsync");
+  }
+  if (landing) launch_walk(*with.dst_device, submission.get(), landing->layout, landing->buffer.get(), dst,
+                           reinterpret_cast<CUdeviceptr>(dst.data));
+  submission.finish();
+}
+
+void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
+  Submission submission(with.src_device, stream);
+  Scope scope(*with.src_device);
+  if (src.numel == 0) return submission.finish();
+  const uint64_t bytes = src.numel * dst.itemsize;
+  // The device side: compact bytes in the destination's dtype.
+  std::unique_ptr<DeviceTemp> packed;
+  CUdeviceptr source = device_first(src);
+  if (!src.compact || !same_dtype(src.dtype, dst.dtype)) {
+    packed = std::make_unique<DeviceTemp>(with.src_device, submission.get(), src, dst.dtype);
+    launch_walk(*with.src_device, submission.get(), src, reinterpret_cast<CUdeviceptr>(src.data), packed->layout,
+                packed->buffer.get());
+    source = packed->buffer.get();
+  }
+  Device& device = *with.src_device;
+  if (!dst.compact) {  // land in pinned staging, then the host engine scatters
+    PinnedBlock block = with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes));
+    device.check(device.cu().cuMemcpyDtoHAsync(block.data(), source, bytes, submission.get()), "cuMemcpyDtoHAsync");
+    device.check(device.cu().cuStreamSynchronize(submission.get()), "cuStreamSynchronize");
+    const Layout landed = compact_layout(dst.device, dst.dtype, dst.shape, block.data());
+    host_copy_layout(landed, block.data(), dst.dtype, host_first(dst), dst.strides.data());
+    return submission.finish();
+  }
+  if (plan.path == ABR_PATH_STAGED) return staged_download(submission, source, host_first(dst), bytes, with);
+  device.check(device.cu().cuMemcpyDtoHAsync(host_first(dst), source, bytes, submission.get()), "cuMemcpyDtoHAsync");
+  submission.finish();
+}
+
+void device_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
+  Submission submission(with.dst_device, stream);
+  Scope scope(*with.dst_device);
+  Device& device = *with.dst_device;
+  if (src.numel == 0) return submission.finish();
+  const CUdeviceptr src_base = reinterpret_cast<CUdeviceptr>(src.data);
+  const CUdeviceptr dst_base = reinterpret_cast<CUdeviceptr>(dst.data);
+  if (plan.engine == Engine::Bytes) {
+    device.check(device.cu().cuMemcpyDtoDAsync(device_first(dst), device_first(src), src.nbytes, submission.get()),
+                 "cuMemcpyDtoDAsync");
+  } else if (plan.overlap) {  // pack into a temporary first, then scatter
+    DeviceTemp temp(with.dst_device, submission.get(), src, src.dtype);
+    launch_walk(device, submission.get(), src, src_base, temp.layout, temp.buffer.get());
+    launch_walk(device, submission.get(), temp.layout, temp.buffer.get(), dst, dst_base);
+  } else {
+    launch_walk(device, submission.get(), src, src_base, dst, dst_base);
+  }
+  submission.finish();
+}
+
+// Between two CUDA devices: packed on the source device when needed, one peer
+// copy (the driver goes direct where peer access is on), scattered on the
+// destination device when needed.
+void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
+  if (stream) stream->synchronize();
+  if (src.numel == 0) return;
+  const uint64_t bytes = src.numel * dst.itemsize;
+  Device& from = *with.src_device;
+  Device& to = *with.dst_device;
+  std::unique_ptr<DeviceTemp> packed;
+  CUdeviceptr source = device_first(src);
+  if (!src.compact || !same_dtype(src.dtype, dst.dtype)) {
+    Scope scope(from);
+    packed = std::make_unique<DeviceTemp>(with.src_device, from.own_stream(), src, dst.dtype);
+    launch_walk(from, from.own_stream(), src, reinterpret_cast<CUdeviceptr>(src.data), packed->layout,
+                packed->buffer.get());
+    from.check(from.cu().cuStreamSynchronize(from.own_stream()), "cuStreamSynchronize");
+    source = packed->buffer.get();
+  }
+  Scope scope(to);
+  std::unique_ptr<DeviceTemp> landing;
+  CUdeviceptr target = device_first(dst);
+  if (!dst.compact) {
+    landing = std::make_unique<DeviceTemp>(with.dst_device, to.own_stream(), dst, dst.dtype);
+    target = landing->buffer.get();
+  }
+  to.check(to.cu().cuMemcpyPeerAsync(target, to.context(), source, from.context(), bytes, to.own_stream()),
+           "cuMemcpyPeerAsync");
+  if (landing)
+    launch_walk(to, to.own_stream(), landing->layout, landing->buffer.get(), dst, reinterpret_cast<CUdeviceptr>(dst.data));
+  to.check(to.cu().cuStreamSynchronize(to.own_stream()), "cuStreamSynchronize");
+}
+
+}  // namespace
+
+void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
+  const bool src_host = is_host_accessible(src.device.device_type);
+  const bool dst_host = is_host_accessible(dst.device.device_type);
+  switch (plan.path) {
+    case ABR_PATH_HOST_TO_DEVICE: return host_to_device(plan, src, dst, stream, with);
+    case ABR_PATH_DEVICE_TO_HOST: return device_to_host(plan, src, dst, stream, with);
+    case ABR_PATH_STAGED:
+      if (src_host && !dst_host) return host_to_device(plan, src, dst, stream, with);
+      if (!src_host && dst_host) return device_to_host(plan, src, dst, stream, with);
+      break;
+    case ABR_PATH_DEVICE_COPY: return device_copy(plan, src, dst, stream, with);
+    case ABR_PATH_PEER: return peer_copy(src, dst, stream, with);
+    default: break;
+  }
+  fail(ABR_ERR_INTERNAL, "the CUDA backend cannot carry out path {}", path_name(plan.path));
+}
+
+}  // namespace abr::cuda

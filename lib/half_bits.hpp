@@ -1,0 +1,80 @@
+// IEEE binary16 and bfloat16 conversions by their bits (round to nearest even,
+// NaN kept quiet), shared by the host cast and the CUDA kernels so that both
+// convert bit for bit alike.
+#pragma once
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define ABR_HOST_DEVICE __host__ __device__
+#else
+#define ABR_HOST_DEVICE
+#endif
+
+namespace abr {
+
+ABR_HOST_DEVICE inline float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu;
+  uint32_t mantissa = h & 0x3FFu;
+  uint32_t bits;
+  if (exponent == 0x1F) {
+    bits = sign | 0x7F800000u | (mantissa << 13);  // inf or NaN
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // subnormal half: normalize
+    uint32_t e = 113;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      --e;
+    }
+    bits = sign | (e << 23) | ((mantissa & 0x3FFu) << 13);
+  }
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+ABR_HOST_DEVICE inline uint16_t float_to_half(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, sizeof bits);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7FFFFFFFu;
+  if (abs >= 0x7F800000u)  // inf or NaN (keep NaN quiet and non-zero)
+    return static_cast<uint16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u));
+  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past the largest half
+  if (abs < 0x38800000u) {                                               // subnormal or zero in half
+    if (abs < 0x33000000u) return sign;                                  // below half the smallest subnormal
+    const uint32_t exponent = abs >> 23;
+    const uint32_t mantissa = (abs & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126 - exponent;  // 14..24
+    uint32_t half = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1);
+    const uint32_t midpoint = 1u << (shift - 1);
+    if (rest > midpoint || (rest == midpoint && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = ((abs >> 13) - (112u << 10));
+  const uint32_t rest = abs & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+ABR_HOST_DEVICE inline float bfloat16_to_float(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+ABR_HOST_DEVICE inline uint16_t float_to_bfloat16(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+}  // namespace abr

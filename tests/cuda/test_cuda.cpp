@@ -1,0 +1,418 @@
+// The CUDA backend through the C API: discovery, every path with its values,
+// streams, pointer checks, out-of-memory and device loss. Against the fake
+// driver in CI; against a real GPU with ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1.
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_helpers.hpp"
+
+using namespace test;
+
+namespace {
+
+DLManagedTensorVersioned* take(Owned& owned) {
+  DLManagedTensorVersioned* t = owned.t;
+  owned.t = nullptr;
+  return t;
+}
+
+std::vector<int32_t> iota(std::size_t n, int32_t start = 0) {
+  std::vector<int32_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<int32_t>(i);
+  return v;
+}
+
+// Host data -> dst -> cpu; returns the host result (compact).
+Owned round_trip(abr_runtime* rt, Managed& source, DLDevice via, abr_path* there = nullptr, abr_path* back = nullptr,
+                 DLDataType dtype = {}) {
+  abr_transfer_report report{};
+  Owned on_device(move_to(rt, &source.managed, via, &report, nullptr, dtype));
+  if (there) *there = report.path;
+  CHECK(on_device->device.device_type == via.device_type);
+  Owned home(move_to(rt, take(on_device), cpu, &report));
+  if (back) *back = report.path;
+  return home;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA discovery: devices, cuda_host and the backend line") {
+  Runtime rt;
+  const int n = cuda_devices(rt);
+  if (n == 0) return;
+  struct abr_backend_info info{};
+  REQUIRE(abr_backend_info(rt, ABR_BACKEND_CUDA, &info) == ABR_OK);
+  CHECK(std::string(info.detail).find("CUDA driver") == 0);
+  int32_t count = 0;
+  REQUIRE(abr_device_count(rt, &count) == ABR_OK);
+  int cuda = 0, host = 0;
+  for (int32_t i = 0; i < count; ++i) {
+    struct abr_device_info device{};
+    REQUIRE(abr_device_info(rt, i, &device) == ABR_OK);
+    if (device.device.device_type == kDLCUDA) {
+      ++cuda;
+      CHECK(device.backend == ABR_BACKEND_CUDA);
+      CHECK(device.memory_bytes > 0);
+      CHECK(std::string(device.name).find("(sm_") != std::string::npos);
+      CHECK((device.flags & ABR_DEVICE_SHARES_HOST_MEMORY) == 0);
+    }
+    if (device.device.device_type == kDLCUDAHost) {
+      ++host;
+      CHECK((device.flags & ABR_DEVICE_SHARES_HOST_MEMORY) != 0);
+    }
+  }
+  CHECK(cuda == n);
+  CHECK(host == 1);
+}
+
+TEST_CASE("CUDA pageable host memory is staged in chunks both ways, values intact") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  Fake fake;
+  if (fake) fake.control("delay_us", 2000);  // DMA lags the host: a block reused too early shows
+  for (std::size_t n : {std::size_t{1}, std::size_t{1000}, (std::size_t{20} << 20) / 4 + 3}) {  // up to 3 chunks
+    CAPTURE(n);
+    std::vector<int32_t> data = iota(n, 7);
+    Managed source(data.data(), i32, {static_cast<int64_t>(n)});
+    abr_path there, back;
+    Owned home = round_trip(rt, source, cuda0, &there, &back);
+    CHECK(source.deleted == 1);
+    CHECK(there == ABR_PATH_STAGED);
+    CHECK(back == ABR_PATH_STAGED);
+    CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
+  }
+  if (fake) fake.control("delay_us", 0);
+  abr_pool_stats stats{};
+  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  CHECK(stats.bytes_in_use == 0);
+  CHECK(stats.hits > 0);  // later chunks and transfers reuse the pinned blocks
+}
+
+TEST_CASE("CUDA pinned memory: cuda_host results, direct DMA, and views back to the CPU") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  std::vector<double> data{1.5, -2.25, 3.0, 4.75, 5.5, 6.0};
+  Managed source(data.data(), f64, {2, 3});
+  abr_transfer_report report{};
+  Owned pinned(move_to(rt, &source.managed, cuda_host, &report));
+  CHECK(report.path == ABR_PATH_HOST_COPY);
+  CHECK(pinned->device.device_type == kDLCUDAHost);
+  CHECK(std::memcmp(pinned->data, data.data(), sizeof(double) * 6) == 0);
+
+  Owned device(move_to(rt, take(pinned), cuda0, &report));
+  CHECK(report.path == ABR_PATH_HOST_TO_DEVICE);  // page-locked: one async DMA, no staging
+  Owned back(move_to(rt, take(device), cuda_host, &report));
+  CHECK(report.path == ABR_PATH_DEVICE_TO_HOST);
+  Owned view(move_to(rt, take(back), cpu, &report));
+  CHECK(report.path == ABR_PATH_ZERO_COPY);  // pinned memory is host memory
+  CHECK(std::memcmp(view->data, data.data(), sizeof(double) * 6) == 0);
+
+  // CPU memory is not page-locked: ABR_COPY_NEVER to cuda_host must refuse.
+  Managed plain(data.data(), f64, {6});
+  abr_transfer_options options;
+  abr_transfer_options_init(&options);
+  options.copy = ABR_COPY_NEVER;
+  DLManagedTensorVersioned* out = nullptr;
+  CHECK(abr_to_device(rt, &plain.managed, cuda_host, &options, nullptr, &out) == ABR_ERR_COPY_REQUIRED);
+  CHECK(error_mentions("not page-locked"));
+  CHECK(plain.deleted == 0);
+}
+
+TEST_CASE("CUDA strided, negative, offset, 0-d and empty sources, with and without a cast") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  std::vector<int32_t> data = iota(24, -5);
+  struct View {
+    const char* name;
+    std::vector<int64_t> shape, strides;
+    uint64_t offset;
+  };
+  const View views[] = {
+      {"transposed", {4, 6}, {1, 4}, 0},          {"sliced", {3, 2}, {8, 2}, 4},
+      {"negative", {6}, {-1}, 5 * 4},              {"0-d", {}, {}, 12},
+      {"empty", {0, 3}, {3, 1}, 0},                {"size-1 dims", {1, 24, 1}, {99, 1, 7}, 0},
+  };
+  for (const View& v : views) {
+    for (bool cast : {false, true}) {
+      CAPTURE(v.name);
+      CAPTURE(cast);
+      Managed source(data.data(), i32, v.shape, v.strides, v.offset);
+      abr_path there;
+      Owned home = round_trip(rt, source, cuda0, &there, nullptr, cast ? f64 : DLDataType{});
+      CHECK(source.deleted == 1);
+      std::vector<int64_t> shape = v.shape;
+      std::size_t i = 0;
+      bool same = true;
+      for_each_index(shape, [&](const std::vector<int64_t>& index) {
+        int32_t expected;
+        std::memcpy(&expected, element_at(source.tensor(), index, 4), 4);
+        if (cast) same &= static_cast<const double*>(home->data)[i++] == static_cast<double>(expected);
+        else same &= static_cast<const int32_t*>(home->data)[i++] == expected;
+      });
+      CHECK(same);
+    }
+  }
+}
+
+TEST_CASE("CUDA every dtype survives a device cast and back") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  const DLDataType types[] = {dt(kDLBool, 8),  dt(kDLInt, 8),    dt(kDLInt, 16),  dt(kDLInt, 64),
+                              dt(kDLUInt, 8),  dt(kDLUInt, 16),  dt(kDLUInt, 32), dt(kDLUInt, 64),
+                              dt(kDLFloat, 16), dt(kDLBfloat, 16), f32,           f64,
+                              dt(kDLComplex, 64), dt(kDLComplex, 128)};
+  std::vector<int32_t> data{0, 1, 2, 3, 100, 7};
+  for (const DLDataType& type : types) {
+    CAPTURE(int(type.code));
+    CAPTURE(int(type.bits));
+    // int32 on the host -> device -> cast on the device to `type` -> back to int32 on the device -> host.
+    Managed source(data.data(), i32, {6});
+    Owned device(move_to(rt, &source.managed, cuda0));
+    abr_transfer_options options;
+    abr_transfer_options_init(&options);
+    options.dtype = type;
+    abr_transfer_report report{};
+    options.report = &report;
+    options.copy = ABR_COPY_ALWAYS;
+    DLManagedTensorVersioned* converted = nullptr;
+    REQUIRE(abr_to_device(rt, take(device), cuda0, &options, nullptr, &converted) == ABR_OK);
+    CHECK(report.path == ABR_PATH_DEVICE_COPY);
+    CHECK((report.flags & ABR_REPORT_CAST) != 0);
+    options.dtype = i32;
+    DLManagedTensorVersioned* again = nullptr;
+    REQUIRE(abr_to_device(rt, converted, cpu, &options, nullptr, &again) == ABR_OK);
+    Owned home(again);
+    const int32_t* got = static_cast<const int32_t*>(home->data);
+    for (int i = 0; i < 6; ++i) CHECK(got[i] == (type.code == kDLBool ? data[i] != 0 : data[i]));
+  }
+}
+
+TEST_CASE("CUDA device copies: strided device views are packed by kernels, overlapping copies are safe") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  Fake fake;
+  std::vector<float> data(12);
+  for (int i = 0; i < 12; ++i) data[i] = static_cast<float>(i) * 0.5f;
+  Managed source(data.data(), f32, {12});
+  Owned device(move_to(rt, &source.managed, cuda0));
+  const long long launches = fake ? fake.stat("launches") : 0;
+
+  // A transposed view of the device buffer as (3, 4) -> (4, 3), copied out.
+  std::vector<int64_t> shape{4, 3}, strides{1, 4};
+  DLTensor view = *device;
+  view.ndim = 2;
+  view.shape = shape.data();
+  view.strides = strides.data();
+  std::vector<float> out(12, -1.0f);
+  std::vector<int64_t> out_shape{4, 3};
+  DLTensor host{out.data(), cpu, 2, f32, out_shape.data(), nullptr, 0};
+  REQUIRE(abr_copy(rt, &view, &host, nullptr) == ABR_OK);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) CHECK(out[r * 3 + c] == data[c * 4 + r]);
+  if (fake) CHECK(fake.stat("launches") > launches);  // packed on the device, not on the host
+
+  // Overlapping: shift the buffer right by one element in place.
+  std::vector<int64_t> eleven{11};
+  DLTensor from = *device, to = *device;
+  from.ndim = to.ndim = 1;
+  from.shape = to.shape = eleven.data();
+  to.byte_offset = 4;
+  REQUIRE(abr_copy(rt, &from, &to, nullptr) == ABR_OK);
+  std::vector<float> shifted(12);
+  DLTensor back{shifted.data(), cpu, 1, f32, nullptr, nullptr, 0};
+  std::vector<int64_t> twelve{12};
+  back.shape = twelve.data();
+  DLTensor whole = *device;
+  REQUIRE(abr_copy(rt, &whole, &back, nullptr) == ABR_OK);
+  CHECK(shifted[0] == data[0]);
+  for (int i = 1; i < 12; ++i) CHECK(shifted[i] == data[i - 1]);
+}
+
+TEST_CASE("CUDA peer copies between devices, and staging to and from OpenCL") {
+  Runtime rt;
+  const int n = cuda_devices(rt);
+  if (n == 0) return;
+  std::vector<int32_t> data = iota(1000, 3);
+  Managed source(data.data(), i32, {10, 100});
+  Owned on0(move_to(rt, &source.managed, cuda0));
+  abr_transfer_report report{};
+  Owned next(nullptr);
+  if (n > 1) {
+    next.t = move_to(rt, take(on0), cuda1, &report);
+    CHECK(report.path == ABR_PATH_PEER);
+    CHECK(next->device.device_id == 1);
+  } else {
+    MESSAGE("one CUDA device: the peer path is not exercised");
+    next.t = take(on0);
+  }
+  Owned on_cl(move_to(rt, take(next), {kDLOpenCL, 0}, &report));
+  CHECK(report.path == ABR_PATH_STAGED);
+  CHECK(std::string(report.detail).find("between backends") != std::string::npos);
+  Owned again(move_to(rt, take(on_cl), cuda0, &report));
+  CHECK(report.path == ABR_PATH_STAGED);
+  Owned home(move_to(rt, take(again), cpu));
+  CHECK(std::memcmp(home->data, data.data(), data.size() * 4) == 0);
+}
+
+TEST_CASE("CUDA streams: async transfers in stream order, pool reuse waits for the DMA") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  Fake fake;
+  if (fake) fake.control("delay_us", 300);  // every operation lags: missing waits show as wrong data
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  std::vector<std::vector<int32_t>> inputs;
+  std::vector<Owned> results;
+  for (int k = 0; k < 6; ++k) inputs.push_back(iota(4096, k * 10000));
+  for (int k = 0; k < 6; ++k) {
+    // Through cuda_host first so the upload is a direct async DMA on the stream.
+    Managed source(inputs[k].data(), i32, {4096});
+    Owned pinned(move_to(rt, &source.managed, cuda_host));
+    results.emplace_back(move_to(rt, take(pinned), cuda0, nullptr, stream));
+  }
+  std::vector<Owned> homes;
+  for (Owned& r : results) homes.emplace_back(move_to(rt, take(r), cpu, nullptr, stream));
+  REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  for (int k = 0; k < 6; ++k) CHECK(std::memcmp(homes[k]->data, inputs[k].data(), 4096 * 4) == 0);
+  abr_stream_destroy(stream);
+  if (fake) fake.control("delay_us", 0);
+}
+
+TEST_CASE("CUDA stream values: 1 and 2 are the legacy and per-thread streams, 0 and junk are refused") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  for (uintptr_t value : {uintptr_t{1}, uintptr_t{2}}) {
+    abr_stream* stream = nullptr;
+    REQUIRE(abr_stream_wrap(rt, cuda0, reinterpret_cast<void*>(value), &stream) == ABR_OK);
+    std::vector<int32_t> data = iota(64);
+    Managed source(data.data(), i32, {64});
+    Owned device(move_to(rt, &source.managed, cuda0, nullptr, stream));
+    Owned home(move_to(rt, take(device), cpu, nullptr, stream));
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+    CHECK(std::memcmp(home->data, data.data(), 64 * 4) == 0);
+    abr_stream_destroy(stream);
+  }
+  abr_stream* stream = nullptr;
+  CHECK(abr_stream_wrap(rt, cuda0, nullptr, &stream) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("NULL"));
+  Fake fake;
+  if (fake) {  // a real driver may crash on a handle that is not a stream
+    CHECK(abr_stream_wrap(rt, cuda0, reinterpret_cast<void*>(uintptr_t{3}), &stream) == ABR_ERR_INVALID_ARGUMENT);
+    CHECK(error_mentions("not a CUDA stream"));
+  }
+}
+
+TEST_CASE("CUDA pointers are checked: host memory, the wrong device, a view past its allocation") {
+  Runtime rt;
+  const int n = cuda_devices(rt);
+  if (n == 0) return;
+  std::vector<int32_t> host = iota(16);
+  Managed liar(host.data(), i32, {16}, {}, 0, cuda0);
+  DLManagedTensorVersioned* out = nullptr;
+  CHECK(abr_to_device(rt, &liar.managed, cpu, nullptr, nullptr, &out) == ABR_ERR_DLPACK_DATA);
+  CHECK(error_mentions("not CUDA device memory"));
+  CHECK(liar.deleted == 0);
+
+  Managed source(host.data(), i32, {16});
+  Owned device(move_to(rt, &source.managed, cuda0));
+  Managed too_long(device->data, i32, {17}, {}, 0, cuda0);
+  CHECK(abr_to_device(rt, &too_long.managed, cpu, nullptr, nullptr, &out) == ABR_ERR_DLPACK_DATA);
+  CHECK(error_mentions("ends before"));
+  if (n > 1) {
+    Managed wrong(device->data, i32, {16}, {}, 0, cuda1);
+    CHECK(abr_to_device(rt, &wrong.managed, cpu, nullptr, nullptr, &out) == ABR_ERR_DLPACK_DEVICE);
+    CHECK(error_mentions("memory is on cuda:0"));
+  }
+}
+
+TEST_CASE("CUDA out of memory: a clean status, the source still the caller's, the runtime still working") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  Fake fake;
+  if (!fake) return;
+  std::vector<int32_t> data = iota(256);
+  for (long long nth : {1, 2, 3}) {
+    CAPTURE(nth);
+    REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);  // so the staging blocks are allocated again
+    fake.control("fail_alloc", nth);
+    Managed source(data.data(), i32, {256});
+    DLManagedTensorVersioned* out = nullptr;
+    const abr_status status = abr_to_device(rt, &source.managed, cuda0, nullptr, nullptr, &out);
+    fake.control("fail_alloc", 0);
+    if (status == ABR_OK) {  // fewer allocations than nth on this path
+      Owned done(out);
+      continue;
+    }
+    CHECK(status == ABR_ERR_OUT_OF_MEMORY);
+    CHECK(error_mentions("CUDA_ERROR_OUT_OF_MEMORY"));
+    CHECK(source.deleted == 0);
+    CHECK(out == nullptr);
+  }
+  Managed source(data.data(), i32, {256});
+  Owned home = round_trip(rt, source, cuda0);
+  CHECK(std::memcmp(home->data, data.data(), 256 * 4) == 0);
+}
+
+TEST_CASE("CUDA memory is all given back: device buffers and pinned blocks") {
+  Fake fake;
+  if (!fake) return;
+  {
+    Runtime rt;
+    if (!cuda_devices(rt)) return;
+    const long long before = fake.stat("device_allocations");
+    {
+      std::vector<int32_t> data = iota(5000);
+      Managed source(data.data(), i32, {50, 100}, {1, 50});  // strided: a kernel and temporaries
+      Owned home = round_trip(rt, source, cuda0, nullptr, nullptr, f64);
+      CHECK(fake.stat("device_allocations") >= before);
+    }
+    abr_stream* stream = nullptr;
+    REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+    abr_stream_destroy(stream);  // its queued frees have run
+    CHECK(fake.stat("device_allocations") == before);
+    uint64_t released = 0;
+    REQUIRE(abr_pool_trim(rt, &released) == ABR_OK);
+    CHECK(fake.stat("pinned_allocations") == 0);
+  }
+}
+
+// Last: a sticky error ends the device for the rest of the process.
+TEST_CASE("CUDA sticky error: the device is lost, later calls fail fast, teardown survives") {
+  Fake fake;
+  if (!fake) return;
+  Runtime rt;
+  const int n = cuda_devices(rt);
+  if (n == 0) return;
+  std::vector<int32_t> data = iota(64);
+  Managed good(data.data(), i32, {64});
+  Owned device(move_to(rt, &good.managed, cuda0));
+
+  fake.control("fault_launch", 1);
+  abr_transfer_options options;
+  abr_transfer_options_init(&options);
+  options.dtype = f64;  // a cast on the device: a kernel launch, which faults
+  DLManagedTensorVersioned* out = nullptr;
+  CHECK(abr_to_device(rt, device.t, cuda0, &options, nullptr, &out) == ABR_ERR_DEVICE_LOST);
+  CHECK(error_mentions("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  CHECK(out == nullptr);  // and `device` is still ours
+
+  Managed later(data.data(), i32, {64});
+  CHECK(abr_to_device(rt, &later.managed, cuda0, nullptr, nullptr, &out) == ABR_ERR_DEVICE_LOST);
+  CHECK(error_mentions("lost"));
+  CHECK(later.deleted == 0);
+  int32_t count = 0;
+  abr_device_count(rt, &count);
+  bool flagged = false;
+  for (int32_t i = 0; i < count; ++i) {
+    struct abr_device_info info{};
+    abr_device_info(rt, i, &info);
+    if (info.device.device_type == kDLCUDA && info.device.device_id == 0)
+      flagged = (info.flags & ABR_DEVICE_LOST_FLAG) != 0;
+  }
+  CHECK(flagged);
+  device.reset();  // deleting memory of a lost device must not hang or abort
+  fake.control("reset", 0);
+}

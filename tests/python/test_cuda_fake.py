@@ -1,0 +1,89 @@
+"""The Python package's CUDA paths against the fake driver (tests/cuda/fake_driver.cpp):
+CUDA tensors made and read back, stream values, and the DLPack stream rules. The fake
+is chosen when the runtime is created, so each check runs in a fresh interpreter."""
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+BUILD = pathlib.Path(os.environ.get("ARRAYBRIDGE_BUILD", pathlib.Path(__file__).resolve().parents[2] / "build"))
+FAKE = BUILD / "fake-cuda" / "libcuda.so.1"
+
+
+def run_with_fake_cuda(code):
+    if not FAKE.exists():
+        pytest.skip(f"the fake CUDA driver is not built ({FAKE}): run make test")
+    env = dict(os.environ, ARRAYBRIDGE_CUDA_LIBRARY=str(FAKE), FAKE_CUDA_DELAY_US="50")
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_cuda_tensors_round_trip_with_streams():
+    out = run_with_fake_cuda("""
+        import numpy as np, arraybridge as ab
+        names = [d.name for d in ab.devices()]
+        assert "cuda:0" in names and "cuda_host" in names, names
+        x = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2]
+        for stream in (None, 1, 2, -1):
+            t = ab.to_device(x, "cuda:0", stream=stream)
+            assert t.device == "cuda:0" and t.shape == (4, 3), t
+            assert t.report.path == "host_to_device" and t.report.packed, t.report
+            back = ab.to_device(t, "cpu", stream=stream)
+            assert back.report.path == "staged", back.report
+            np.testing.assert_array_equal(np.from_dlpack(back), x)
+        pinned = ab.to_device(x, "cuda_host")
+        assert ab.to_device(pinned, "cpu").report.path == "zero_copy"
+        assert ab.to_device(pinned, "cuda:0").report.path == "host_to_device"
+        t = ab.to_device(x, "cuda:1", dtype="float64")
+        assert ab.to_device(t, "cuda:0").report.path == "peer"
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(t, "opencl:0").to("cpu")), x)
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_cuda_stream_values_and_dlpack_stream_rules():
+    out = run_with_fake_cuda("""
+        import numpy as np, arraybridge as ab
+        x = np.ones(8, dtype=np.int32)
+        t = ab.to_device(x, "cuda:0")
+        for bad in (0, -2):
+            try:
+                ab.to_device(x, "cuda:0", stream=bad)
+            except ValueError as e:
+                assert "stream=" in str(e), e
+            else:
+                raise AssertionError(f"stream={bad} accepted")
+        try:
+            t.__dlpack__(stream=0, max_version=(1, 0))
+        except BufferError as e:
+            assert "0 is ambiguous" in str(e)
+        else:
+            raise AssertionError("__dlpack__(stream=0) accepted")
+        for ok in (None, -1, 1, 2):
+            assert type(t.__dlpack__(stream=ok, max_version=(1, 0))).__name__ == "PyCapsule"
+        try:
+            ab.to_device(x, "opencl:0", stream=1)
+        except ValueError as e:
+            assert "neither side" in str(e), e
+        else:
+            raise AssertionError("a stream for an OpenCL transfer was accepted")
+
+        class CupyLikeNullStream:  # CuPy's null stream has ptr 0: the legacy default stream
+            ptr = 0
+        back = ab.to_device(t, "cpu", stream=CupyLikeNullStream())
+        np.testing.assert_array_equal(np.from_dlpack(back), x)
+        try:
+            ab.to_device(t, "cpu", stream=3)  # not a stream the driver knows
+        except ValueError as e:
+            assert "not a CUDA stream" in str(e), e
+        else:
+            raise AssertionError("a junk stream handle was accepted")
+        print("ok")
+    """)
+    assert out.strip() == "ok"
