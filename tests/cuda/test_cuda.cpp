@@ -4,9 +4,11 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "../unit/fault_walk.hpp"
 #include "cuda_helpers.hpp"
 
 using namespace test;
@@ -378,6 +380,66 @@ TEST_CASE("CUDA memory is all given back: device buffers and pinned blocks") {
     CHECK(fake.stat("pinned_allocations") == 0);
   }
 }
+
+#ifdef ABR_FAULT_INJECTION
+TEST_CASE("CUDA: every injected failure of a transfer is clean: status, ownership, no leak, runtime still works") {
+  Runtime rt;
+  const int n = cuda_devices(rt);
+  if (n == 0) return;
+  std::vector<float> data(64 * 48);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.25f;
+  Managed upload(data.data(), f32, {64, 48});
+  Owned on0(move_to(rt, &upload.managed, cuda0));
+  auto on_device = [&](std::vector<int64_t> shape, std::vector<int64_t> strides) {
+    return std::make_unique<Managed>(on0->data, f32, std::move(shape), std::move(strides), 0, cuda0);
+  };
+  const std::vector<Scenario> scenarios = {
+      {"host pageable -> cuda, staged in chunks",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(data.data(), f32, {64, 48});
+         return transfer(r, src, cuda0, ABR_COPY_ALWAYS, {}, nullptr, deleted);
+       }},
+      {"host strided -> cuda, cast to f64 in pinned staging",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(data.data(), f32, {48, 64}, {1, 48});
+         return transfer(r, src, cuda0, ABR_COPY_ALWAYS, f64, nullptr, deleted);
+       }},
+      {"cuda strided -> host, packed by a kernel",
+       [&](abr_runtime* r, int& deleted) {
+         auto src = on_device({48, 64}, {1, 48});
+         return transfer(r, *src, cpu, ABR_COPY_ALWAYS, {}, nullptr, deleted);
+       }},
+      {"cuda -> cuda_host",
+       [&](abr_runtime* r, int& deleted) {
+         auto src = on_device({64, 48}, {});
+         return transfer(r, *src, cuda_host, ABR_COPY_ALWAYS, {}, nullptr, deleted);
+       }},
+      {"cuda -> cuda:1 (or cuda:0), cast",
+       [&](abr_runtime* r, int& deleted) {
+         auto src = on_device({64, 48}, {});
+         return transfer(r, *src, n > 1 ? cuda1 : cuda0, ABR_COPY_ALWAYS, f64, nullptr, deleted);
+       }},
+      {"cuda -> opencl, staged between backends",
+       [&](abr_runtime* r, int& deleted) {
+         auto src = on_device({64, 48}, {});
+         return transfer(r, *src, {kDLOpenCL, 0}, ABR_COPY_ALWAYS, {}, nullptr, deleted);
+       }},
+      {"host -> cuda on a new stream",
+       [&](abr_runtime* r, int& deleted) {
+         abr_stream* stream = nullptr;
+         deleted = 0;
+         const abr_status made = abr_stream_create(r, cuda0, &stream);
+         if (made != ABR_OK) return made;
+         Managed src(data.data(), f32, {64, 48});
+         const abr_status status = transfer(r, src, cuda0, ABR_COPY_ALWAYS, {}, stream, deleted);
+         abr_stream_destroy(stream);
+         deleted = src.deleted;
+         return status == ABR_OK && deleted != 1 ? ABR_ERR_INTERNAL : status;
+       }},
+  };
+  walk_faults(rt, scenarios);
+}
+#endif
 
 // Last: a sticky error ends the device for the rest of the process.
 TEST_CASE("CUDA sticky error: the device is lost, later calls fail fast, teardown survives") {

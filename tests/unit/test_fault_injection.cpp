@@ -2,9 +2,7 @@
 // each injected failure must give a clean error status naming the fault, leave
 // the source with its owner (deleter not run), and leave the runtime working.
 // LeakSanitizer checks that nothing leaked. Only the ASan build has the points.
-#include <functional>
-
-#include "../../lib/fault.hpp"
+#include "fault_walk.hpp"
 #include "opencl_helpers.hpp"
 
 using namespace test;
@@ -14,36 +12,6 @@ TEST_CASE("fault injection walk (compiled into the ASan build only)") {
   MESSAGE("skipped here: the fault-injection points exist only in build/asan/bin/unit-tests");
 }
 #else
-namespace {
-
-struct Scenario {
-  const char* name;
-  // Runs one transfer from a fresh source; returns its status. `deleted` is the
-  // source's deleter count after the call, for the ownership check.
-  std::function<abr_status(abr_runtime*, int& deleted)> run;
-};
-
-abr_status transfer(abr_runtime* rt, Managed& src, DLDevice device, abr_copy_mode copy, DLDataType dtype,
-                    abr_stream* stream, int& deleted) {
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
-  options.copy = copy;
-  options.dtype = dtype;
-  DLManagedTensorVersioned* out = nullptr;
-  const abr_status status = abr_to_device(rt, &src.managed, device, &options, stream, &out);
-  if (stream) abr_stream_synchronize(stream);
-  deleted = src.deleted;
-  if (status == ABR_OK) {
-    CHECK(out != nullptr);
-    out->deleter(out);
-  } else {
-    CHECK(out == nullptr);
-  }
-  return status;
-}
-
-}  // namespace
-
 TEST_CASE("every injected failure of a transfer is clean: status, ownership, no leak, runtime still works") {
   Runtime rt;
   ClEnv env;
@@ -86,32 +54,7 @@ TEST_CASE("every injected failure of a transfer is clean: status, ownership, no 
        }},
   };
 
-  uint64_t sites_walked = 0;
-  for (const Scenario& scenario : scenarios) {
-    CAPTURE(scenario.name);
-    abr::fault::arm(0);
-    int deleted = 0;
-    REQUIRE(scenario.run(rt, deleted) == ABR_OK);
-    const uint64_t sites = abr::fault::passed();
-    uint64_t failed_here = 0;
-    for (uint64_t n = 1; n <= sites; ++n) {
-      CAPTURE(n);
-      abr::fault::arm(n);
-      deleted = -1;
-      const abr_status status = scenario.run(rt, deleted);
-      abr::fault::arm(0);
-      if (status == ABR_OK) continue;  // the point was on a path this run did not need
-      CHECK((status == ABR_ERR_OUT_OF_MEMORY || status == ABR_ERR_BACKEND));
-      CHECK(error_mentions("injected fault"));
-      CHECK(deleted == 0);  // the source is still the caller's
-      REQUIRE(scenario.run(rt, deleted) == ABR_OK);  // and the runtime still works
-      ++failed_here;
-    }
-    CHECK(failed_here > 0);  // every transfer has points of its own to fail
-    MESSAGE(std::string(scenario.name) << ": " << sites << " points, " << failed_here << " injected failures");
-    sites_walked += failed_here;
-  }
-  MESSAGE("fault injection: " << sites_walked << " injected failures across " << scenarios.size() << " transfers");
+  walk_faults(rt, scenarios);
   clReleaseMemObject(theirs);
 }
 
