@@ -1,6 +1,8 @@
 #include "runtime.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <future>
 
 #include "dtype.hpp"
 #include "error.hpp"
@@ -8,6 +10,7 @@
 #include "layout.hpp"
 #include "log.hpp"
 #include "planner.hpp"
+#include "staging.hpp"
 
 namespace abr {
 namespace {
@@ -222,14 +225,44 @@ void Runtime::stage_between_backends(const Layout& src, const Layout& dst, Strea
   if (src.numel == 0) return;
   StagingProvider* pinned = cuda_->pinned_provider();
   if (!pinned) fail(ABR_ERR_INTERNAL, "staging between backends without page-locked memory");
-  PinnedBlock block = pool_->acquire(*pinned, static_cast<std::size_t>(src.numel * dst.itemsize));
-  // Two planned copies through the block: out of the source's backend (packed
-  // and converted there), into the destination's (scattered there).
-  const Layout host = compact_layout({kDLCUDAHost, 0}, dst.dtype, src.shape, block.data());
-  execute(plan_copy(devices_, src, facts_of(src, host.device, "source"), host, MemoryFacts{nullptr, true}), src, host,
-          nullptr);
-  execute(plan_copy(devices_, host, MemoryFacts{nullptr, true}, dst, facts_of(dst, host.device, "destination")), host,
-          dst, nullptr);
+  // One hop: a planned copy between device memory and a pinned block.
+  auto hop = [this](const Layout& from, const Layout& to) {
+    const bool from_block = from.device.device_type == kDLCUDAHost;
+    const MemoryFacts block{nullptr, true};
+    const MemoryFacts from_facts = from_block ? block : facts_of(from, to.device, "source");
+    const MemoryFacts to_facts = from_block ? facts_of(to, from.device, "destination") : block;
+    execute(plan_copy(devices_, from, from_facts, to, to_facts), from, to, nullptr);
+  };
+  if (!src.compact || !dst.compact || !same_dtype(src.dtype, dst.dtype)) {
+    // Packed and converted by the source's backend into one block, scattered by the destination's.
+    PinnedBlock block = pool_->acquire(*pinned, static_cast<std::size_t>(src.numel * dst.itemsize));
+    const Layout host = compact_layout({kDLCUDAHost, 0}, dst.dtype, src.shape, block.data());
+    hop(src, host);
+    hop(host, dst);
+    return;
+  }
+  // Plain bytes: chunks through two pinned blocks, the copy into the destination
+  // of chunk i (on a helper thread) overlapping the copy out of the source of chunk i+1.
+  const uint64_t bytes = src.nbytes;
+  const uint64_t chunk = std::min<uint64_t>(bytes, kStagingChunk);
+  auto byte_range = [](const Layout& whole, void* data, uint64_t offset, uint64_t n) {
+    Layout part = compact_layout(whole.device, DLDataType{kDLUInt, 8, 1}, {static_cast<int64_t>(n)}, data);
+    part.byte_offset = whole.byte_offset + offset;
+    return part;
+  };
+  PinnedBlock blocks[2];
+  std::future<void> landing[2];  // after the blocks: destroyed (and so waited for) first
+  for (uint64_t offset = 0, k = 0; offset < bytes; offset += chunk, ++k) {
+    const int b = static_cast<int>(k % 2);
+    if (landing[b].valid()) landing[b].get();  // the block's previous chunk has landed (or rethrows)
+    if (!blocks[b]) blocks[b] = pool_->acquire(*pinned, static_cast<std::size_t>(chunk));
+    const uint64_t n = std::min<uint64_t>(chunk, bytes - offset);
+    const Layout block = byte_range(Layout{{kDLCUDAHost, 0}}, blocks[b].data(), 0, n);
+    hop(byte_range(src, src.data, offset, n), block);
+    landing[b] = std::async(std::launch::async, hop, block, byte_range(dst, dst.data, offset, n));
+  }
+  for (std::future<void>& chunk_done : landing)
+    if (chunk_done.valid()) chunk_done.get();
 }
 
 void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, Stream* stream) {
