@@ -78,6 +78,10 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
 // raw clEnqueueWrite/ReadBuffer, new buffers, and the zero-copy wrap.
 void run_opencl_cases(abr_runtime* rt, const Options& options, const Report& report);
 
+// CUDA cases for every CUDA device: pinned and pageable (staged) copies both ways
+// and device copies, beside the raw driver calls on the same buffers.
+void run_cuda_cases(abr_runtime* rt, const Options& options, const Report& report);
+
 // The pinned pool on an OpenCL device (handles are its cl_context and cl_device_id):
 // hit beside malloc + free, miss beside the provider's raw allocation.
 void run_pool_cases(const Options& options, const Report& report, const std::string& device_label, DLDevice device,

@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   };
   bench::run_host_cases(rt, options, report);
   bench::run_opencl_cases(rt, options, report);
+  bench::run_cuda_cases(rt, options, report);
   bench::run_python_cases(options, report);
   std::fprintf(stderr, "\r%-80s\r", "");
   abr_runtime_destroy(rt);

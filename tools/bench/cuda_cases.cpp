@@ -1,0 +1,140 @@
+// CUDA cases of PERFORMANCE.md, for every CUDA device, each beside the raw driver
+// call on the same buffers (the driver is the one the runtime opened):
+//  - pinned host -> device (target >= 0.95x the raw copy);
+//  - pageable host -> device and device -> host, staged through the pool
+//    (target >= 1.5x a plain cuMemcpy from pageable memory, and >= 0.8x the
+//    pinned copy at >= 64 MiB);
+//  - device -> device (target >= 0.9x cuMemcpyDtoD).
+// Without a CUDA device nothing runs and the table says why.
+#include <cstdio>
+#include <string>
+
+#include "../../cuda/driver.hpp"
+#include "bench.hpp"
+
+namespace bench {
+namespace {
+
+void check_cu(const abr::cuda::Driver& cu, CUresult status, const char* what) {
+  if (status != CUDA_SUCCESS) {
+    std::fprintf(stderr, "arraybridge-bench: %s failed: %s\n", what, abr::cuda::error_text(cu, status).c_str());
+    std::exit(1);
+  }
+}
+
+// The device's primary context made current, for the raw baselines.
+struct RawContext {
+  const abr::cuda::Driver& cu;
+  CUdevice device = 0;
+  RawContext(const abr::cuda::Driver& driver, int ordinal) : cu(driver) {
+    CUcontext context = nullptr;
+    check_cu(cu, cu.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+    check_cu(cu, cu.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+    check_cu(cu, cu.cuCtxPushCurrent(context), "cuCtxPushCurrent");
+  }
+  ~RawContext() {
+    CUcontext popped = nullptr;
+    cu.cuCtxPopCurrent(&popped);
+    cu.cuDevicePrimaryCtxRelease(device);
+  }
+  // A synchronous copy on the legacy default stream, as cudaMemcpy does.
+  void wait() { check_cu(cu, cu.cuStreamSynchronize(nullptr), "cuStreamSynchronize"); }
+};
+
+DLManagedTensorVersioned* make_copy(abr_runtime* rt, DLTensor& source, DLDevice where) {
+  abr_transfer_options copy;
+  abr_transfer_options_init(&copy);
+  copy.copy = ABR_COPY_ALWAYS;
+  DLManagedTensorVersioned upload = borrowed(source);
+  DLManagedTensorVersioned* out = nullptr;
+  check(abr_to_device(rt, &upload, where, &copy, nullptr, &out), "abr_to_device");
+  return out;
+}
+
+void run_device(abr_runtime* rt, const Options& options, const Report& report, const abr::cuda::Driver& cu,
+                DLDevice device) {
+  const std::string name = device_name(device);
+  RawContext raw(cu, device.device_id);
+  for (uint64_t size : options.sizes) {
+    const uint64_t elements = size / 4;
+    if (elements == 0) continue;
+    const uint64_t bytes = elements * 4;
+    progress(name, bytes);
+    Buffer pageable(elements), landing(elements);
+    int64_t shape[1] = {static_cast<int64_t>(elements)};
+    DLTensor host = view(pageable.data(), 1, shape, nullptr), host_out = view(landing.data(), 1, shape, nullptr);
+    DLManagedTensorVersioned* pinned = make_copy(rt, host, {kDLCUDAHost, 0});
+    DLManagedTensorVersioned* on_device = make_copy(rt, host, device);
+    DLManagedTensorVersioned* other = make_copy(rt, host, device);
+    const DLTensor pinned_tensor = pinned->dl_tensor, device_tensor = on_device->dl_tensor,
+                   other_tensor = other->dl_tensor;
+    const auto dptr = reinterpret_cast<CUdeviceptr>(device_tensor.data);
+    const auto dptr2 = reinterpret_cast<CUdeviceptr>(other_tensor.data);
+    const Baseline pinned_raw{"cuMemcpyHtoD (pinned)", time_it(options, [&] {
+                                check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pinned_tensor.data, bytes, nullptr), "HtoD");
+                                raw.wait();
+                              }).median_s,
+                              ""};
+
+    if (selected(options, "pinned host -> cuda")) {
+      Result r{"pinned host -> cuda copy", name, bytes};
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &pinned_tensor, &device_tensor, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back(pinned_raw);
+      report(r);
+    }
+    if (selected(options, "pageable host -> cuda")) {
+      Result r{"pageable host -> cuda copy (staged)", name, bytes};
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &host, &device_tensor, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back({"cuMemcpyHtoD (pageable)", time_it(options, [&] {
+                               check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr), "HtoD");
+                               raw.wait();
+                             }).median_s,
+                             ""});
+      r.baselines.push_back(pinned_raw);
+      report(r);
+    }
+    if (selected(options, "cuda -> pageable host")) {
+      Result r{"cuda -> pageable host copy (staged)", name, bytes};
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_out, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back({"cuMemcpyDtoH (pageable)", time_it(options, [&] {
+                               check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
+                               raw.wait();
+                             }).median_s,
+                             ""});
+      report(r);
+    }
+    if (selected(options, "cuda -> cuda")) {
+      Result r{"cuda -> cuda copy (same device)", name, bytes};
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &other_tensor, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back({"cuMemcpyDtoD", time_it(options, [&] {
+                               check_cu(cu, cu.cuMemcpyDtoDAsync(dptr2, dptr, bytes, nullptr), "DtoD");
+                               raw.wait();
+                             }).median_s,
+                             ""});
+      report(r);
+    }
+    for (DLManagedTensorVersioned* t : {pinned, on_device, other}) t->deleter(t);
+  }
+}
+
+}  // namespace
+
+void run_cuda_cases(abr_runtime* rt, const Options& options, const Report& report) {
+  struct abr_backend_info backend;
+  check(abr_backend_info(rt, ABR_BACKEND_CUDA, &backend), "abr_backend_info");
+  if (!backend.available) {
+    std::fprintf(stderr, "arraybridge-bench: no CUDA cases: %s\n", backend.detail);
+    return;
+  }
+  const abr::cuda::Driver* cu = abr::cuda::driver(nullptr);
+  int32_t count = 0;
+  check(abr_device_count(rt, &count), "abr_device_count");
+  for (int32_t i = 0; i < count; ++i) {
+    struct abr_device_info info;
+    check(abr_device_info(rt, i, &info), "abr_device_info");
+    if (info.device.device_type == kDLCUDA && device_selected(options, info.device))
+      run_device(rt, options, report, *cu, info.device);
+  }
+}
+
+}  // namespace bench
