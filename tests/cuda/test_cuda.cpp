@@ -123,6 +123,23 @@ TEST_CASE("CUDA pinned memory: cuda_host results, direct DMA, and views back to 
   CHECK(plain.deleted == 0);
 }
 
+TEST_CASE("CUDA managed memory is accepted as a source, to the CPU as a view and to a device as a copy") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  std::vector<int32_t> data = iota(32, 5);  // stands in for cuMemAllocManaged memory: host-addressable
+  Managed managed(data.data(), i32, {4, 8}, {}, 0, {kDLCUDAManaged, 0});
+  abr_path there;
+  Owned home = round_trip(rt, managed, cuda0, &there);
+  CHECK(managed.deleted == 1);
+  CHECK((there == ABR_PATH_STAGED || there == ABR_PATH_HOST_TO_DEVICE));
+  CHECK(std::memcmp(home->data, data.data(), 32 * 4) == 0);
+  Managed again(data.data(), i32, {32}, {}, 0, {kDLCUDAManaged, 0});
+  abr_transfer_report report{};
+  Owned view(move_to(rt, &again.managed, cpu, &report));
+  CHECK(report.path == ABR_PATH_ZERO_COPY);
+  CHECK(view->data == data.data());
+}
+
 TEST_CASE("CUDA strided, negative, offset, 0-d and empty sources, with and without a cast") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
