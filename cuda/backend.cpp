@@ -148,7 +148,7 @@ const void* Backend::memory_context(const Layout& tensor) {
 }
 
 bool Backend::host_pinned(const void* begin, uint64_t bytes) {
-  if (!cu_ || !begin) return false;
+  if (!cu_ || !begin || devices_.front()->lost()) return false;  // unknown: treated as pageable (staged)
   Scope scope(*devices_.front());
   const auto address = reinterpret_cast<CUdeviceptr>(begin);
   unsigned int type = 0;

@@ -38,11 +38,16 @@ CUcontext Device::context() {
 }
 
 CUstream Device::own_stream() {
+  CUcontext own = context();
   std::lock_guard<std::mutex> lock(mutex_);
   if (!stream_) {
     fault::point(ABR_ERR_BACKEND, "CUDA stream");
+    check(cu_.cuCtxPushCurrent(own), "cuCtxPushCurrent");
     CUstream stream = nullptr;
-    check(cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    const CUresult created = cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+    CUcontext popped = nullptr;
+    cu_.cuCtxPopCurrent(&popped);
+    check(created, "cuStreamCreate");
     stream_ = stream;
   }
   return stream_;

@@ -28,7 +28,8 @@ class Device : public std::enable_shared_from_this<Device> {
 
   // The primary context, retained on first use (throws when that fails).
   CUcontext context();
-  // A non-blocking stream of the runtime's, for transfers given no stream.
+  // A non-blocking stream of the runtime's, for transfers given no stream
+  // (created in the device's context, whatever context is current).
   CUstream own_stream();
   // A kernel of the embedded fatbin, loaded into the context on first use.
   CUfunction kernel(const char* name);

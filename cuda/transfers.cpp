@@ -186,8 +186,8 @@ void staged_download(Submission& submission, CUdeviceptr src, char* dst, uint64_
 }
 
 void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
-  Submission submission(with.dst_device, stream);
   Scope scope(*with.dst_device);
+  Submission submission(with.dst_device, stream);
   if (src.numel == 0) return submission.finish();
   const uint64_t bytes = src.numel * dst.itemsize;
   // The device side: dst itself when compact, else a landing buffer a kernel scatters.
@@ -217,8 +217,8 @@ void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stre
 }
 
 void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
-  Submission submission(with.src_device, stream);
   Scope scope(*with.src_device);
+  Submission submission(with.src_device, stream);
   if (src.numel == 0) return submission.finish();
   const uint64_t bytes = src.numel * dst.itemsize;
   // The device side: compact bytes in the destination's dtype.
@@ -245,8 +245,8 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
 }
 
 void device_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
-  Submission submission(with.dst_device, stream);
   Scope scope(*with.dst_device);
+  Submission submission(with.dst_device, stream);
   Device& device = *with.dst_device;
   if (src.numel == 0) return submission.finish();
   const CUdeviceptr src_base = reinterpret_cast<CUdeviceptr>(src.data);

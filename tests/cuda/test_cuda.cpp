@@ -123,6 +123,25 @@ TEST_CASE("CUDA pinned memory: cuda_host results, direct DMA, and views back to 
   CHECK(plain.deleted == 0);
 }
 
+TEST_CASE("CUDA abr_copy is the first call of a runtime: into another runtime's device memory") {
+  Runtime maker;
+  if (!cuda_devices(maker)) return;
+  std::vector<int32_t> data = iota(64);
+  Managed source(data.data(), i32, {64});
+  Owned device(move_to(maker, &source.managed, cuda0));
+  Runtime fresh;  // its device has no stream or kernels yet
+  std::vector<int32_t> twice = iota(64, 1000);
+  DLTensor host = source.tensor();
+  host.data = twice.data();
+  REQUIRE(abr_copy(fresh, &host, &*device, nullptr) == ABR_OK);
+  std::vector<int32_t> out(64);
+  DLTensor back = host;
+  back.data = out.data();
+  Runtime another;
+  REQUIRE(abr_copy(another, &*device, &back, nullptr) == ABR_OK);
+  CHECK(out == twice);
+}
+
 TEST_CASE("CUDA managed memory is accepted as a source, to the CPU as a view and to a device as a copy") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
