@@ -232,7 +232,7 @@ test-rust: lib
 # the project's .venv (no build isolation: the venv already has cffi and setuptools).
 PY_STAMP := $(BUILD)/python.stamp
 python: $(PY_STAMP)
-$(PY_STAMP): $(wildcard python/*.py python/*.toml python/arraybridge/*) $(SHLIB) $(BUILD)/lib/libarraybridge.so
+$(PY_STAMP): $(wildcard python/*.py python/*.toml python/arraybridge/* python/arraybridge/_core/*) $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@bash tools/setup_python.sh
 	ARRAYBRIDGE_BUILD=$(abspath $(BUILD)) .venv/bin/python -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation --no-deps --force-reinstall ./python

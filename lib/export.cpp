@@ -1,5 +1,6 @@
 #include "export.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -26,9 +27,11 @@ void SourceTensor::release() noexcept {
 }
 
 struct Exported {
+  static constexpr std::size_t kInlineDims = 8;
   DLManagedTensorVersioned managed{};
   std::unique_ptr<Storage> storage;
-  std::vector<int64_t> dims;  // shape then strides
+  int64_t inline_dims[2 * kInlineDims];  // shape then strides, without a second allocation up to 8 dims
+  std::vector<int64_t> more_dims;        // the same beyond
 };
 
 namespace {
@@ -55,10 +58,13 @@ void delete_legacy(DLManagedTensor* self) noexcept {
 PendingExport::PendingExport(const ExportSpec& spec)
     : exported_((fault::point(ABR_ERR_OUT_OF_MEMORY, "export allocation"), std::make_unique<Exported>())) {
   const std::size_t ndim = spec.shape.size();
-  std::vector<int64_t>& dims = exported_->dims;
-  dims.reserve(2 * ndim);
-  dims.insert(dims.end(), spec.shape.begin(), spec.shape.end());
-  dims.insert(dims.end(), spec.strides.begin(), spec.strides.end());
+  int64_t* dims = exported_->inline_dims;
+  if (ndim > Exported::kInlineDims) {
+    exported_->more_dims.resize(2 * ndim);
+    dims = exported_->more_dims.data();
+  }
+  std::copy(spec.shape.begin(), spec.shape.end(), dims);
+  std::copy(spec.strides.begin(), spec.strides.end(), dims + ndim);
 
   DLManagedTensorVersioned& m = exported_->managed;
   m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
@@ -68,8 +74,8 @@ PendingExport::PendingExport(const ExportSpec& spec)
   m.dl_tensor.device = spec.device;
   m.dl_tensor.ndim = static_cast<int32_t>(ndim);
   m.dl_tensor.dtype = spec.dtype;
-  m.dl_tensor.shape = ndim ? dims.data() : nullptr;
-  m.dl_tensor.strides = ndim ? dims.data() + ndim : nullptr;
+  m.dl_tensor.shape = ndim ? dims : nullptr;
+  m.dl_tensor.strides = ndim ? dims + ndim : nullptr;
   m.dl_tensor.byte_offset = spec.byte_offset;
   m.manager_ctx = exported_.get();
 }

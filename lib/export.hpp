@@ -4,9 +4,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "arraybridge/arraybridge.h"
+#include "dims.hpp"
 #include "storage.hpp"
 
 namespace abr {
@@ -55,8 +55,8 @@ struct ExportSpec {
   void* data;
   DLDevice device;
   DLDataType dtype;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;  // in elements
+  const Dims& shape;    // copied by PendingExport: may refer to temporaries
+  const Dims& strides;  // in elements
   uint64_t byte_offset = 0;
   uint64_t flags = 0;
 };

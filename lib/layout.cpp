@@ -33,8 +33,8 @@ bool is_host_accessible(DLDeviceType type) {
   return type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged;
 }
 
-std::vector<int64_t> compact_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
+Dims compact_strides(const Dims& shape) {
+  Dims strides(shape.size());
   int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     strides[i] = step;
@@ -46,7 +46,7 @@ std::vector<int64_t> compact_strides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
-Layout compact_layout(DLDevice device, DLDataType dtype, const std::vector<int64_t>& shape, void* data) {
+Layout compact_layout(DLDevice device, DLDataType dtype, const Dims& shape, void* data) {
   Layout out;
   out.device = device;
   out.dtype = dtype;
@@ -62,7 +62,7 @@ Layout compact_layout(DLDevice device, DLDataType dtype, const std::vector<int64
   return out;
 }
 
-std::string shape_string(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_string(const Dims& shape) { return fmt::format("[{}]", fmt::join(shape.begin(), shape.end(), ", ")); }
 
 void validate_header(const DLManagedTensorVersioned& tensor, const char* what) {
   if (tensor.version.major != DLPACK_MAJOR_VERSION)

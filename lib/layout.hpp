@@ -5,9 +5,9 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "arraybridge/arraybridge.h"
+#include "dims.hpp"
 
 namespace abr {
 
@@ -17,8 +17,8 @@ struct Layout {
   DLDevice device{};
   DLDataType dtype{};
   std::size_t itemsize = 0;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;  // in elements, one per dim, never absent
+  Dims shape;
+  Dims strides;  // in elements, one per dim, never absent
   void* data = nullptr;          // as given (a host/device pointer or a cl_mem)
   uint64_t byte_offset = 0;
   uint64_t numel = 0;
@@ -48,12 +48,12 @@ void validate_header(const DLManagedTensorVersioned& tensor, const char* what);
 
 // The layout of a compact row-major tensor at `data` (byte_offset 0), for
 // buffers the runtime allocates itself.
-Layout compact_layout(DLDevice device, DLDataType dtype, const std::vector<int64_t>& shape, void* data);
+Layout compact_layout(DLDevice device, DLDataType dtype, const Dims& shape, void* data);
 
 // Compact row-major strides (in elements) for `shape`.
-std::vector<int64_t> compact_strides(const std::vector<int64_t>& shape);
+Dims compact_strides(const Dims& shape);
 
 // "[2, 3]" for messages.
-std::string shape_string(const std::vector<int64_t>& shape);
+std::string shape_string(const Dims& shape);
 
 }  // namespace abr

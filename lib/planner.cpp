@@ -40,7 +40,7 @@ void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_
   const char* direction = src_host ? "host to device" : "device to host";
   if (host_maps(device)) {
     plan.engine = reshape || dst_reshape ? Engine::Host : Engine::Bytes;
-    plan.detail = fmt::format("{} ({}): {}", direction, reason,
+    plan.detail.format("{} ({}): {}", direction, reason,
                               plan.engine == Engine::Host
                                   ? "packed/converted by the host engine through mapped device memory"
                                   : "one direct copy of the bytes");
@@ -63,7 +63,7 @@ void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_
                     : "chunks DMA'd into the pinned pool and copied out to pageable memory while the next "
                       "chunk moves";
   }
-  plan.detail = fmt::format("{} ({}): {}", direction, reason, how);
+  plan.detail.format("{} ({}): {}", direction, reason, how);
 }
 
 // Two device views: one device-side copy in a shared context, a peer copy
@@ -73,7 +73,7 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
   if (plan.src_context == plan.dst_context) {
     plan.path = ABR_PATH_DEVICE_COPY;
     plan.engine = reshape ? Engine::Device : Engine::Bytes;
-    plan.detail = fmt::format("device copy ({}){}", reason,
+    plan.detail.format("device copy ({}){}", reason,
                               plan.overlap  ? ": packed into a temporary first because the two overlap"
                               : reshape ? ": packed/converted by a device kernel"
                                         : ": one buffer copy");
@@ -82,7 +82,7 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
   plan.engine = reshape ? Engine::Device : Engine::Bytes;
   if (src.device_type == kDLCUDA && dst.device_type == kDLCUDA) {
     plan.path = ABR_PATH_PEER;
-    plan.detail = fmt::format("peer copy {} -> {} ({}){}: cuMemcpyPeerAsync, direct where peer access is on",
+    plan.detail.format("peer copy {} -> {} ({}){}: cuMemcpyPeerAsync, direct where peer access is on",
                               device_string(src), device_string(dst), reason,
                               reshape ? ", packed/converted by a device kernel" : "");
     return;
@@ -94,7 +94,7 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
          device_string(src), device_string(dst),
          src.device_type == dst.device_type ? "OpenCL contexts" : "backends");
   plan.path = ABR_PATH_STAGED;
-  plan.detail = fmt::format("staged {} ({}): chunks bounced through pinned host memory{}",
+  plan.detail.format("staged {} ({}): chunks bounced through pinned host memory{}",
                             src.device_type == dst.device_type ? "between contexts" : "between backends", reason,
                             reshape ? ", packed/converted by device kernels" : "");
 }
@@ -180,10 +180,10 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     plan.view = true;
     if (src_host && !dst_host) {
       plan.path = ABR_PATH_HOST_WRAP;
-      plan.detail = fmt::format("{} uses the host memory in place (CL_MEM_USE_HOST_PTR), no copy", device_string(dst));
+      plan.detail.format("{} uses the host memory in place (CL_MEM_USE_HOST_PTR), no copy", device_string(dst));
     } else {
       plan.path = ABR_PATH_ZERO_COPY;
-      plan.detail = fmt::format("view of {} memory, layout kept", device_string(src.device));
+      plan.detail.join({"view of ", device_string(src.device), " memory, layout kept"});
     }
     return plan;
   }
@@ -194,7 +194,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.engine = Engine::Host;
-    plan.detail = fmt::format("host copy ({}){}{}", reason, plan.pack ? ", strided source packed" : "",
+    plan.detail.format("host copy ({}){}{}", reason, plan.pack ? ", strided source packed" : "",
                               plan.cast ? ", converted on the host" : "");
   } else if (src_host || dst_host) {
     // A new destination is compact; one in cuda_host is page-locked.
@@ -230,7 +230,7 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
     plan.path = ABR_PATH_HOST_COPY;
     plan.engine = Engine::Host;
     plan.overlap = ranges_overlap(src, dst);
-    plan.detail = fmt::format("host copy into an existing tensor{}{}", plan.cast ? ", converted" : "",
+    plan.detail.format("host copy into an existing tensor{}{}", plan.cast ? ", converted" : "",
                               plan.overlap ? ", staged through a temporary because the two overlap" : "");
   } else if (src_host || dst_host) {
     const bool src_reshape = plan.pack || plan.cast;

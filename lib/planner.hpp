@@ -3,7 +3,13 @@
 // what to do and why (the report's detail line).
 #pragma once
 
-#include <string>
+#include <algorithm>
+#include <initializer_list>
+#include <iterator>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "arraybridge/arraybridge.h"
 #include "backend.hpp"
@@ -30,6 +36,35 @@ enum class Engine {
   Device,  // a device kernel (for a staged path: on either side, as needed)
 };
 
+// The report's one-line explanation, formatted into a fixed buffer the size of
+// abr_transfer_report.detail (longer text is cut): planning allocates nothing.
+class PlanDetail {
+ public:
+  template <class... Args>
+  void format(fmt::format_string<Args...> format, Args&&... args) {
+    fmt::basic_memory_buffer<char, 2 * sizeof text_> buffer;  // on the stack; format_to_n is slower
+    fmt::format_to(std::back_inserter(buffer), format, std::forward<Args>(args)...);
+    size_ = std::min(buffer.size(), sizeof text_ - 1);
+    std::copy_n(buffer.data(), size_, text_);
+    text_[size_] = '\0';
+  }
+  // Plain concatenation: a tenth of format()'s cost, for the zero-copy paths.
+  void join(std::initializer_list<std::string_view> parts) {
+    size_ = 0;
+    for (std::string_view part : parts) {
+      const std::size_t n = std::min(part.size(), sizeof text_ - 1 - size_);
+      std::copy_n(part.data(), n, text_ + size_);
+      size_ += n;
+    }
+    text_[size_] = '\0';
+  }
+  std::string_view view() const { return {text_, size_}; }
+
+ private:
+  char text_[sizeof(abr_transfer_report::detail)] = {};
+  std::size_t size_ = 0;
+};
+
 struct Plan {
   abr_path path = ABR_PATH_NONE;
   Engine engine = Engine::Bytes;
@@ -40,7 +75,7 @@ struct Plan {
   bool pack = false;   // the source is strided and gets packed
   bool cast = false;   // elements are converted
   bool overlap = false;  // abr_copy only: source and destination memory overlap
-  std::string detail;
+  PlanDetail detail;
 };
 
 // What the runtime found out about one side's memory.

@@ -30,7 +30,8 @@ void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) 
   report->path = plan.path;
   report->flags = (plan.pack ? ABR_REPORT_PACKED : 0u) | (plan.cast ? ABR_REPORT_CAST : 0u);
   report->bytes_moved = bytes;
-  std::snprintf(report->detail, sizeof report->detail, "%s", plan.detail.c_str());
+  const std::string_view detail = plan.detail.view();  // shorter than report->detail, which memset ended
+  std::memcpy(report->detail, detail.data(), detail.size());
 }
 
 }  // namespace
@@ -130,8 +131,9 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   const MemoryFacts src_facts = facts_of(src, dst, "source");
   const Plan plan = plan_transfer(devices_, src, src_facts, dst, traits_of(dst), opts);
   check_stream(stream, src.device, dst);
-  log::debug("to_device {} {} {} -> {}: {} ({})", dtype_name(src.dtype), shape_string(src.shape),
-             device_string(src.device), device_string(dst), path_name(plan.path), plan.detail);
+  if (log::enabled(ABR_LOG_DEBUG))  // the arguments cost more than a zero-copy transfer: format only when wanted
+    log::debug("to_device {} {} {} -> {}: {} ({})", dtype_name(src.dtype), shape_string(src.shape),
+               device_string(src.device), device_string(dst), path_name(plan.path), plan.detail.view());
 
   DLManagedTensorVersioned* out =
       plan.view ? export_view(source, src, dst, plan) : export_copy(source, src, dst, plan, stream);
@@ -272,8 +274,9 @@ void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, Strea
   const MemoryFacts dst_facts = facts_of(dst, src.device, "destination");
   const Plan plan = plan_copy(devices_, src, src_facts, dst, dst_facts);
   check_stream(stream, src.device, dst.device);
-  log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device), dtype_name(dst.dtype),
-             device_string(dst.device), path_name(plan.path), plan.detail);
+  if (log::enabled(ABR_LOG_DEBUG))
+    log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device),
+               dtype_name(dst.dtype), device_string(dst.device), path_name(plan.path), plan.detail.view());
   execute(plan, src, dst, stream);
 }
 

@@ -2,7 +2,9 @@
 
 `arraybridge._native` is a cffi module in API mode: compiled against the public
 header, so cffi checks every declaration below against the real one, and linked to
-libarraybridge with an rpath, so no search happens at import time.
+libarraybridge with an rpath, so no search happens at import time. The hot path
+(transfers, Tensor, capsules) is the C extension `arraybridge._core` (setup.py),
+linked the same way.
 """
 import os
 import shlex
@@ -72,7 +74,8 @@ typedef struct DLManagedTensorVersioned {
   uint64_t flags; DLTensor dl_tensor;
 } DLManagedTensorVersioned;
 #define DLPACK_FLAG_BITMASK_READ_ONLY ...
-#define DLPACK_FLAG_BITMASK_IS_COPIED ...
+#define ABR_REPORT_PACKED ...
+#define ABR_REPORT_CAST ...
 
 typedef int32_t abr_status;
 uint32_t abr_version_number(void);
@@ -81,7 +84,6 @@ const char* abr_status_string(abr_status status);
 const char* abr_last_error(void);
 
 typedef struct abr_runtime abr_runtime;
-typedef struct abr_stream abr_stream;
 typedef struct abr_runtime_options { uint32_t version; uint32_t flags; } abr_runtime_options;
 abr_status abr_runtime_create(const abr_runtime_options* options, abr_runtime** out);
 void abr_runtime_destroy(abr_runtime* runtime);
@@ -100,25 +102,6 @@ abr_status abr_device_count(abr_runtime* runtime, int32_t* count);
 abr_status abr_device_info(abr_runtime* runtime, int32_t index, struct abr_device_info* info);
 abr_status abr_backend_info(abr_runtime* runtime, abr_backend backend, struct abr_backend_info* info);
 
-typedef enum { ABR_COPY_IF_NEEDED, ABR_COPY_ALWAYS, ABR_COPY_NEVER, ... } abr_copy_mode;
-#define ABR_TRANSFER_NO_HOST_STAGING ...
-#define ABR_TRANSFER_REQUIRE_CONTIGUOUS ...
-typedef enum { ABR_PATH_NONE, ABR_PATH_ZERO_COPY, ... } abr_path;
-#define ABR_REPORT_PACKED ...
-#define ABR_REPORT_CAST ...
-typedef struct abr_transfer_report {
-  abr_path path; uint32_t flags; uint64_t bytes_moved; char detail[160];
-} abr_transfer_report;
-typedef struct abr_transfer_options {
-  uint32_t version; abr_copy_mode copy; uint32_t flags; DLDataType dtype; abr_transfer_report* report;
-} abr_transfer_options;
-const char* abr_path_string(abr_path path);
-abr_status abr_to_device(abr_runtime* runtime, DLManagedTensorVersioned* src, DLDevice dst,
-                         const abr_transfer_options* options, abr_stream* stream,
-                         DLManagedTensorVersioned** out);
-abr_status abr_stream_wrap(abr_runtime* runtime, DLDevice device, void* native, abr_stream** out);
-void abr_stream_destroy(abr_stream* stream);
-
 typedef struct abr_pool_stats {
   uint32_t version; uint32_t reserved_;
   uint64_t bytes_pinned; uint64_t bytes_in_use; uint64_t bytes_cached; uint64_t bytes_waiting;
@@ -127,65 +110,6 @@ typedef struct abr_pool_stats {
 abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
 abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes);
 
-/* Helpers compiled into this module (below): they fold what would be several
-   cffi operations per transfer into one call. */
-typedef struct abr_py_call {
-  abr_transfer_options options;
-  abr_transfer_report report;
-  uintptr_t result;
-} abr_py_call;
-abr_status abr_py_transfer(abr_runtime* runtime, abr_py_call* call, uintptr_t source,
-                           int32_t dst_type, int32_t dst_id, uintptr_t stream);
-uint64_t abr_py_device(uintptr_t tensor);
-uint64_t abr_py_flags(uintptr_t tensor);
-void abr_py_delete(uintptr_t tensor);
-"""
-
-HELPERS = r"""
-#include "arraybridge/arraybridge.h"
-
-typedef struct abr_py_call {
-  abr_transfer_options options;
-  abr_transfer_report report;
-  uintptr_t result;
-} abr_py_call;
-
-/* Runs one transfer of the owned tensor at `source`. dst_type 0 keeps the source's
- * device. `stream` (0: none) is a CUDA stream handle of the CUDA side: the copy
- * runs in its order, after the work already queued there, and is complete when
- * this returns (destroying the wrapper waits for it). On failure the source's
- * deleter runs here, because the runtime leaves a failed source to its caller;
- * the error stays in abr_last_error. */
-static abr_status abr_py_transfer(abr_runtime* runtime, abr_py_call* call, uintptr_t source,
-                                  int32_t dst_type, int32_t dst_id, uintptr_t stream) {
-  DLManagedTensorVersioned* src = (DLManagedTensorVersioned*)source;
-  DLManagedTensorVersioned* out = NULL;
-  abr_stream* wrapped = NULL;
-  DLDevice dst = src->dl_tensor.device;
-  if (dst_type) { dst.device_type = (DLDeviceType)dst_type; dst.device_id = dst_id; }
-  call->options.report = &call->report;
-  abr_status status = ABR_OK;
-  if (stream)
-    status = abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src->dl_tensor.device,
-                             (void*)stream, &wrapped);
-  if (status == ABR_OK) status = abr_to_device(runtime, src, dst, &call->options, wrapped, &out);
-  if (wrapped) abr_stream_destroy(wrapped);
-  if (status != ABR_OK && src->deleter) src->deleter(src);
-  call->result = (uintptr_t)out;
-  return status;
-}
-
-/* The device as (type << 32 | id), and the flags, read in one call each. */
-static uint64_t abr_py_device(uintptr_t t) {
-  const DLDevice* d = &((const DLManagedTensorVersioned*)t)->dl_tensor.device;
-  return ((uint64_t)(uint32_t)d->device_type << 32) | (uint32_t)d->device_id;
-}
-static uint64_t abr_py_flags(uintptr_t t) { return ((const DLManagedTensorVersioned*)t)->flags; }
-
-static void abr_py_delete(uintptr_t address) {
-  DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)address;
-  if (t && t->deleter) t->deleter(t);
-}
 """
 
 
@@ -193,8 +117,8 @@ def native_builder():
     inc, lib = locate()
     ffi = FFI()
     ffi.cdef(CDEF)
-    ffi.set_source("arraybridge._native", HELPERS, include_dirs=[inc], library_dirs=[lib],
-                   libraries=["arraybridge"], extra_link_args=[f"-Wl,-rpath,{lib}"])
+    ffi.set_source("arraybridge._native", '#include "arraybridge/arraybridge.h"', include_dirs=[inc],
+                   library_dirs=[lib], libraries=["arraybridge"], extra_link_args=[f"-Wl,-rpath,{lib}"])
     return ffi
 
 

@@ -234,7 +234,9 @@ ABR_API const char* abr_path_string(abr_path path);
  * *out is a new versioned tensor on `dst`; the caller calls its deleter exactly
  * once. IS_COPIED is set when data was copied; READ_ONLY survives a view. A copy
  * is compact row-major. options may be NULL (defaults). stream NULL: synchronous;
- * otherwise the result is valid in that stream's order.
+ * otherwise the result is valid in that stream's order. A transfer to the
+ * source's own device with ABR_COPY_IF_NEEDED or _NEVER, no dtype and no
+ * ABR_TRANSFER_REQUIRE_CONTIGUOUS is always a view: no data moves.
  */
 ABR_API abr_status abr_to_device(abr_runtime* runtime, DLManagedTensorVersioned* src, DLDevice dst,
                                  const abr_transfer_options* options, abr_stream* stream,

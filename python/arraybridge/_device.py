@@ -17,18 +17,12 @@ class DLDeviceType(enum.IntEnum):
 
 _PREFIXES = {"cpu": DLDeviceType.CPU, "cuda": DLDeviceType.CUDA, "opencl": DLDeviceType.OPENCL}
 _SINGLE = {"cuda_host": DLDeviceType.CUDA_HOST, "cuda_managed": DLDeviceType.CUDA_MANAGED}
-_parsed = {}
 
 
 def parse_device(device):
     """(DLDeviceType, id) for a device string, a (type, id) pair or a `Device`."""
     if isinstance(device, str):
-        found = _parsed.get(device)
-        if found is None:
-            found = _parse_string(device)
-            if len(_parsed) < 256:
-                _parsed[device] = found
-        return found
+        return _parse_string(device)  # the transfer code caches what strings parse to
     if isinstance(device, Device):
         return device.dlpack
     if isinstance(device, (tuple, list)) and len(device) == 2:

@@ -4,7 +4,7 @@ from collections import namedtuple
 from ._device import DLDeviceType, device_string
 from ._dtype import dtype_name
 from ._errors import CopyRequiredError, DLPackError
-from ._lib import _capsule, ffi, lib
+from ._lib import _core, ffi, lib
 
 TransferReport = namedtuple("TransferReport", "path bytes_moved packed cast detail")
 TransferReport.__doc__ = """What the planner did: `path` ("zero_copy", "host_copy",
@@ -13,17 +13,11 @@ the bytes written to the destination, whether a strided source was packed or the
 dtype cast, and the runtime's one-line explanation."""
 
 _STREAMLESS = (DLDeviceType.CPU, DLDeviceType.OPENCL, DLDeviceType.CUDA_HOST)
+_PACKED, _CAST = lib.ABR_REPORT_PACKED, lib.ABR_REPORT_CAST
 _DEVICE_TYPES = {int(t): t for t in DLDeviceType}
 
 
-def make_report(raw):
-    return TransferReport(
-        path=ffi.string(lib.abr_path_string(raw.path)).decode(), bytes_moved=raw.bytes_moved,
-        packed=bool(raw.flags & lib.ABR_REPORT_PACKED), cast=bool(raw.flags & lib.ABR_REPORT_CAST),
-        detail=ffi.string(raw.detail).decode("utf-8", "replace"))
-
-
-class Tensor:
+class Tensor(_core.TensorBase):
     """A tensor owned by arraybridge, on any of its devices.
 
     Made by `to_device` and `from_dlpack`, never directly. Any DLPack consumer takes
@@ -31,28 +25,10 @@ class Tensor:
     that keeps this tensor's memory alive until the consumer lets go.
     """
 
-    # _addr: the DLManagedTensorVersioned the runtime returned, as an int (cheaper
-    # than a cffi pointer on the hot path); _call: the transfer's options and report.
-    __slots__ = ("_addr", "_call", "__weakref__")
-    _delete = lib.abr_py_delete  # held here: module globals may be gone at shutdown
-    _drain = _capsule.drain
-
-    def __init__(self):
-        raise TypeError("arraybridge.Tensor is made by arraybridge.to_device() or arraybridge.from_dlpack()")
-
-    @classmethod
-    def _adopt(cls, call):
-        self = object.__new__(cls)
-        self._addr = call.result
-        self._call = call
-        return self
-
-    def __del__(self):
-        address = getattr(self, "_addr", 0)
-        if address:
-            self._addr = 0
-            self._delete(address)
-            self._drain()
+    # The C base holds the managed tensor (_addr, _device, _flags) and the report
+    # (_report), deletes the tensor when the Tensor dies, and answers __dlpack__
+    # for this device without a stream or a copy; _dlpack_slow does the rest.
+    __slots__ = ()
 
     @property
     def _ptr(self):
@@ -118,12 +94,13 @@ class Tensor:
 
     @property
     def read_only(self):
-        return bool(lib.abr_py_flags(self._addr) & lib.DLPACK_FLAG_BITMASK_READ_ONLY)
+        return bool(self._flags & lib.DLPACK_FLAG_BITMASK_READ_ONLY)
 
     @property
     def report(self):
         """The TransferReport of the transfer that made this tensor."""
-        return make_report(self._call.report)
+        path, bytes_moved, flags, detail = self._report
+        return TransferReport(path, bytes_moved, bool(flags & _PACKED), bool(flags & _CAST), detail)
 
     def __repr__(self):
         flags = ", read_only" if self.read_only else ""
@@ -132,17 +109,17 @@ class Tensor:
 
     def to(self, device, **kwargs):
         """Same as arraybridge.to_device(self, device, **kwargs)."""
-        from ._transfer import to_device
-        return to_device(self, device, **kwargs)
+        return _core.to_device(self, device, **kwargs)
 
     # ---------------------------------------------------------- DLPack producer
 
     def __dlpack_device__(self):
-        packed = lib.abr_py_device(self._addr)
-        kind = packed >> 32
-        return _DEVICE_TYPES.get(kind, kind), packed & 0xFFFFFFFF
+        kind, index = self._device
+        return _DEVICE_TYPES.get(kind, kind), index
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    # __dlpack__ is the C base's: it exports this tensor as it is, and calls this
+    # for a stream, another device, a copy or a request it must refuse.
+    def _dlpack_slow(self, stream, max_version, dl_device, copy):
         source, copied = self, False
         if stream is not None and stream != -1 or dl_device is not None or copy:
             own = self.__dlpack_device__()
@@ -159,14 +136,13 @@ class Tensor:
                 except (ValueError, TypeError) as error:
                     raise DLPackError(str(error)) from error
             if copy or target != own:
-                from ._transfer import transfer_tensor
                 try:
-                    source = transfer_tensor(self, target, copy, "__dlpack__")
+                    source = _core.transfer(self, target, copy, "__dlpack__")
                 except CopyRequiredError as error:  # the producer side of DLPack says BufferError
                     raise DLPackError(str(error), error.status, error.status_name) from error
-                copied = source._call.report.path != lib.ABR_PATH_ZERO_COPY
+                copied = source.report.path != "zero_copy"
         versioned = max_version is not None and max_version[0] >= 1
         if not versioned and source.read_only:
             raise DLPackError("arraybridge: a read-only tensor cannot be exported as a legacy DLPack capsule, "
                               "which cannot say it is read-only; ask for max_version=(1, 0) or later")
-        return _capsule.export(source._addr, source, versioned, copied)
+        return _core.export(source, versioned, copied)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import arraybridge as ab
-from arraybridge import _capsule
+from arraybridge import _core
 from conftest import capsule_flags, data_pointer, sample
 
 READ_ONLY, IS_COPIED = 1, 2
@@ -23,10 +23,10 @@ def test_dlpack_device_and_description():
 
 def test_legacy_capsule_without_max_version_and_versioned_with_it():
     tensor = ab.from_dlpack(sample("int32"))
-    assert _capsule.capsule_name(tensor.__dlpack__()) == "dltensor"
-    assert _capsule.capsule_name(tensor.__dlpack__(max_version=(0, 8))) == "dltensor"
+    assert _core.capsule_name(tensor.__dlpack__()) == "dltensor"
+    assert _core.capsule_name(tensor.__dlpack__(max_version=(0, 8))) == "dltensor"
     versioned = tensor.__dlpack__(max_version=(1, 0))
-    assert _capsule.capsule_name(versioned) == "dltensor_versioned"
+    assert _core.capsule_name(versioned) == "dltensor_versioned"
     assert capsule_flags(versioned) == 0
     for capsule in (tensor.__dlpack__(), tensor.__dlpack__(max_version=(1, 5))):
         np.testing.assert_array_equal(np.from_dlpack(_Holder(capsule)), sample("int32"))
@@ -87,9 +87,9 @@ def test_streams_on_stream_less_devices():
 def test_raw_capsules_of_both_kinds_are_consumed_and_renamed():
     source = sample("int64")
     for capsule in (source.__dlpack__(), source.__dlpack__(max_version=(1, 0))):
-        name = _capsule.capsule_name(capsule)
+        name = _core.capsule_name(capsule)
         tensor = ab.from_dlpack(capsule)
-        assert _capsule.capsule_name(capsule) == "used_" + name
+        assert _core.capsule_name(capsule) == "used_" + name
         assert data_pointer(np.from_dlpack(tensor)) == data_pointer(source)
         with pytest.raises(BufferError, match="already consumed"):
             ab.from_dlpack(capsule)

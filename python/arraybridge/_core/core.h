@@ -1,0 +1,95 @@
+/*
+ * arraybridge._core: the binding's hot path in C. A DLPack round trip costs a
+ * few hundred nanoseconds in C and microseconds through cffi and Python frames,
+ * so importing, transferring, the Tensor type and capsules live here; the rest of
+ * the package (devices, pool, errors, parsing rarely used arguments) stays in
+ * Python on cffi and is reached through the hooks below.
+ */
+#ifndef ARRAYBRIDGE_CORE_H
+#define ARRAYBRIDGE_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "arraybridge/arraybridge.h"
+
+/* ---------------------------------------------------------- release.c */
+
+/* Python work a DLPack deleter must do (a decref, a producer's deleter), done
+ * now when the thread holds the GIL, else queued and done by core_drain(). */
+typedef struct Release {
+  struct Release* next;
+  void (*finish)(struct Release*); /* runs with the GIL held; frees the node */
+} Release;
+
+void release_later(Release* node);
+void core_drain(void); /* with the GIL held: finish what deleters queued */
+
+/* ---------------------------------------------------------- capsules.c */
+
+/* A versioned view of `base` whose deleter releases `owner` (a new reference is
+ * taken); IS_COPIED added when `copied`. NULL with an exception on failure. */
+DLManagedTensorVersioned* new_owner_view(const DLManagedTensorVersioned* base, PyObject* owner, int copied);
+/* A DLPack capsule viewing `base`, owned by `owner`: versioned or legacy. */
+PyObject* export_capsule(const DLManagedTensorVersioned* base, PyObject* owner, int versioned, int copied);
+/* The tensor a capsule holds, as a versioned tensor the caller owns; renames the
+ * capsule used_*. NULL with BufferError/TypeError when it cannot. */
+DLManagedTensorVersioned* consume_capsule(PyObject* capsule);
+PyObject* capsule_name(PyObject* module, PyObject* capsule);
+
+/* ---------------------------------------------------------- tensor.c */
+
+typedef struct {
+  PyObject_HEAD
+  DLManagedTensorVersioned* tensor; /* owned; NULL only while being made */
+  abr_transfer_report report;       /* what the transfer that made it did */
+  PyObject* weakrefs;
+} TensorObject;
+
+extern PyTypeObject TensorBaseType;
+int tensor_check(PyObject* object);
+
+/* ---------------------------------------------------------- transfer.c */
+
+PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+extern const char core_to_device_doc[];
+extern const char core_from_dlpack_doc[];
+
+/* ---------------------------------------------------------- module.c */
+
+/* Python callables the package registers once with _core.setup(). */
+typedef struct {
+  PyObject* tensor_type;   /* arraybridge.Tensor, a subclass of TensorBase */
+  PyObject* runtime;       /* () -> the abr_runtime* as an int */
+  PyObject* parse_device;  /* (device) -> (type, id) */
+  PyObject* parse_dtype;   /* (dtype) -> (code, bits, lanes) */
+  PyObject* stream_handle; /* (stream) -> int handle, 0 for none */
+  PyObject* error;         /* (status, context, dst or None) -> exception instance */
+  PyObject* log_transfer;  /* (tensor, context) -> None, logs at DEBUG */
+  PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */
+} Hooks;
+
+extern Hooks hooks;
+
+/* Interned strings and constants, made at import. */
+typedef struct {
+  PyObject* dlpack;           /* "__dlpack__" */
+  PyObject* dlpack_slow;      /* "_dlpack_slow" */
+  PyObject* max_version_key;  /* ("max_version",): kwnames of the versioned request */
+  PyObject* max_version;      /* (1, DLPACK_MINOR_VERSION): the newest DLPack this build speaks */
+  PyObject* debug_level;      /* 10: logging.DEBUG, the key of a logger's level cache */
+} Names;
+
+extern Names names;
+
+/* Sorts fast-call arguments into `slots` by name (NULL when absent): the first
+ * `positional` names may also come positionally, the first `required` must come.
+ * `interned` (count entries, zeroed) caches the names as interned strings.
+ * Returns -1 with TypeError on an unknown, repeated or missing argument. */
+int parse_arguments(const char* function, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                    const char* const* texts, PyObject** interned, int count, int positional, int required,
+                    PyObject** slots);
+
+#endif

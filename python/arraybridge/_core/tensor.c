@@ -1,0 +1,128 @@
+/*
+ * TensorBase: the C half of arraybridge.Tensor. It owns the managed tensor the
+ * runtime returned and the report of the transfer that made it, and answers
+ * __dlpack__ for the common request (this device, no stream, no copy) without
+ * entering Python; the Python subclass adds the descriptive properties and
+ * _dlpack_slow() for everything else (streams, other devices, copies).
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "core.h"
+
+int tensor_check(PyObject* object) { return PyObject_TypeCheck(object, &TensorBaseType); }
+
+static PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  (void)type, (void)args, (void)kwargs;
+  PyErr_SetString(PyExc_TypeError,
+                  "arraybridge.Tensor is made by arraybridge.to_device() or arraybridge.from_dlpack()");
+  return NULL;
+}
+
+static void tensor_dealloc(TensorObject* self) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback); /* a deleter may run Python code: keep any error in flight */
+  if (self->weakrefs) PyObject_ClearWeakRefs((PyObject*)self);
+  DLManagedTensorVersioned* tensor = self->tensor;
+  self->tensor = NULL;
+  if (tensor && tensor->deleter) tensor->deleter(tensor);
+  core_drain();
+  PyErr_Restore(type, value, traceback);
+  Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+/* 1 when `requested` is a (type, id) pair naming this tensor's device, 0 when it
+ * is anything else (the slow path then explains what is wrong with it). */
+static int is_own_device(const TensorObject* self, PyObject* requested) {
+  if (!PyTuple_Check(requested) || PyTuple_GET_SIZE(requested) != 2) return 0;
+  long type = PyLong_AsLong(PyTuple_GET_ITEM(requested, 0));
+  long id = PyLong_AsLong(PyTuple_GET_ITEM(requested, 1));
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return 0;
+  }
+  const DLDevice own = self->tensor->dl_tensor.device;
+  return type == (long)own.device_type && id == (long)own.device_id;
+}
+
+/* max_version's major number, or -1 when absent or not a tuple of ints. */
+static long major_version(PyObject* max_version) {
+  if (!max_version || max_version == Py_None) return 0;
+  if (!PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) return -1;
+  long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
+  if (major == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return -1;
+  }
+  return major < 0 ? -1 : major;
+}
+
+static PyObject* tensor_dlpack(TensorObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const kNames[] = {"stream", "max_version", "dl_device", "copy"};
+  static PyObject* interned[4];
+  PyObject* a[4];
+  if (parse_arguments("__dlpack__", args, nargs, kwnames, kNames, interned, 4, 0, 0, a) < 0) return NULL;
+  PyObject *stream = a[0], *max_version = a[1], *dl_device = a[2], *copy = a[3];
+  const long major = major_version(max_version);
+  const int versioned = major >= 1;
+  const int read_only = (self->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  if ((!stream || stream == Py_None) && (!copy || copy == Py_None || copy == Py_False) &&
+      (!dl_device || dl_device == Py_None || is_own_device(self, dl_device)) && major >= 0 &&
+      (versioned || !read_only))
+    return export_capsule(self->tensor, (PyObject*)self, versioned, 0);
+  PyObject* call[6] = {NULL, (PyObject*)self, stream ? stream : Py_None, max_version ? max_version : Py_None,
+                       dl_device ? dl_device : Py_None, copy ? copy : Py_None}; /* call[0]: vectorcall's spare slot */
+  return PyObject_VectorcallMethod(names.dlpack_slow, call + 1, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static PyObject* tensor_addr(TensorObject* self, void* unused) {
+  (void)unused;
+  return PyLong_FromVoidPtr(self->tensor);
+}
+
+static PyObject* tensor_device(TensorObject* self, void* unused) {
+  (void)unused;
+  const DLDevice d = self->tensor->dl_tensor.device;
+  return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
+}
+
+static PyObject* tensor_flags(TensorObject* self, void* unused) {
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(self->tensor->flags);
+}
+
+static PyObject* tensor_report(TensorObject* self, void* unused) {
+  (void)unused;
+  const abr_transfer_report* r = &self->report;
+  const char* end = memchr(r->detail, 0, sizeof r->detail);
+  const Py_ssize_t length = end ? end - r->detail : (Py_ssize_t)sizeof r->detail;
+  return Py_BuildValue("(sKIN)", abr_path_string(r->path), (unsigned long long)r->bytes_moved, (unsigned)r->flags,
+                       PyUnicode_DecodeUTF8(r->detail, length, "replace"));
+}
+
+static PyMethodDef tensor_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> a DLPack capsule viewing this "
+     "tensor (versioned when max_version allows it); other devices, copies and streams go through _dlpack_slow"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tensor_getset[] = {
+    {"_addr", (getter)tensor_addr, NULL, "address of the owned DLManagedTensorVersioned", NULL},
+    {"_device", (getter)tensor_device, NULL, "(DLDeviceType value, device id)", NULL},
+    {"_flags", (getter)tensor_flags, NULL, "the DLPack flags", NULL},
+    {"_report", (getter)tensor_report, NULL, "(path name, bytes moved, report flags, detail)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject TensorBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "arraybridge._core.TensorBase",
+    .tp_basicsize = sizeof(TensorObject),
+    .tp_dealloc = (destructor)tensor_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C half of arraybridge.Tensor.",
+    .tp_weaklistoffset = offsetof(TensorObject, weakrefs),
+    .tp_methods = tensor_methods,
+    .tp_getset = tensor_getset,
+    .tp_new = tensor_new,
+};

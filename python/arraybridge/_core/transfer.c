@@ -1,0 +1,330 @@
+/*
+ * to_device, from_dlpack and the transfer under them: import any DLPack source,
+ * run one planned runtime transfer with the GIL released, and wrap the result in
+ * an arraybridge.Tensor. Arguments other than the defaults (a dtype, a stream
+ * object, a device not seen before) are parsed by the package's Python hooks.
+ */
+#include <string.h>
+
+#include "core.h"
+
+_Static_assert(sizeof(long) >= 8, "device strings are cached as (type << 32 | id) in a long");
+
+/* A parsed request. Everything that can fail is parsed before the source is
+ * consumed, so a bad argument leaves the caller's object untouched. */
+typedef struct {
+  int has_dst; /* 0: keep the source's device */
+  DLDevice dst;
+  abr_transfer_options options;
+  uintptr_t stream; /* a CUDA stream handle of the CUDA side, 0 for none */
+  const char* context;
+} Request;
+
+static abr_runtime* runtime_pointer(void) {
+  static abr_runtime* runtime; /* created once by the package, alive until exit */
+  if (runtime) return runtime;
+  PyObject* address = PyObject_CallNoArgs(hooks.runtime);
+  if (!address) return NULL;
+  runtime = (abr_runtime*)PyLong_AsVoidPtr(address);
+  Py_DECREF(address);
+  return runtime;
+}
+
+static int unpack_pair(PyObject* pair, DLDevice* out) {
+  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+    PyErr_SetString(PyExc_TypeError, "arraybridge: parse_device must return a (type, id) pair");
+    return -1;
+  }
+  long type = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
+  long id = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+  if (PyErr_Occurred()) return -1;
+  out->device_type = (DLDeviceType)type;
+  out->device_id = (int32_t)id;
+  return 0;
+}
+
+/* Device strings are parsed once by the Python hook, then found here. */
+static int parse_device(PyObject* device, DLDevice* out) {
+  static PyObject* cache; /* str -> (type << 32 | id); type < 2^31, so it fits a 64-bit long */
+  if (!cache && !(cache = PyDict_New())) return -1;
+  static PyObject* last; /* the last string parsed, and its device: most callers repeat one literal */
+  static DLDevice last_device;
+  if (device == last) {
+    *out = last_device;
+    return 0;
+  }
+  const int is_text = PyUnicode_CheckExact(device);
+  if (is_text) {
+    PyObject* packed = PyDict_GetItemWithError(cache, device);
+    if (packed) {
+      long value = PyLong_AsLong(packed); /* 64 bits here; cheaper than the unsigned conversions */
+      out->device_type = (DLDeviceType)(value >> 32);
+      out->device_id = (int32_t)(uint32_t)value;
+      Py_INCREF(device);
+      Py_XSETREF(last, device);
+      last_device = *out;
+      return 0;
+    }
+    if (PyErr_Occurred()) return -1;
+  }
+  PyObject* pair = PyObject_CallOneArg(hooks.parse_device, device);
+  if (!pair) return -1;
+  int status = unpack_pair(pair, out);
+  Py_DECREF(pair);
+  if (status < 0 || !is_text || PyDict_GET_SIZE(cache) >= 256) return status;
+  PyObject* packed = PyLong_FromLong((long)(((uint64_t)(uint32_t)out->device_type << 32) | (uint32_t)out->device_id));
+  if (!packed || PyDict_SetItem(cache, device, packed) < 0) status = -1;
+  Py_XDECREF(packed);
+  return status;
+}
+
+static int parse_copy(PyObject* copy, abr_copy_mode* out) {
+  if (!copy || copy == Py_None) *out = ABR_COPY_IF_NEEDED;
+  else if (copy == Py_True) *out = ABR_COPY_ALWAYS;
+  else if (copy == Py_False) *out = ABR_COPY_NEVER;
+  else {
+    PyErr_Format(PyExc_ValueError, "arraybridge: copy must be None, True or False, not %R", copy);
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_flag(PyObject* value, uint32_t flag, uint32_t* flags) {
+  if (!value) return 0;
+  int truth = PyObject_IsTrue(value);
+  if (truth < 0) return -1;
+  if (truth) *flags |= flag;
+  return 0;
+}
+
+static int parse_dtype(PyObject* dtype, DLDataType* out) {
+  if (!dtype || dtype == Py_None) return 0;
+  PyObject* triple = PyObject_CallOneArg(hooks.parse_dtype, dtype);
+  if (!triple) return -1;
+  long code = -1, bits = -1, lanes = -1;
+  if (PyTuple_Check(triple) && PyTuple_GET_SIZE(triple) == 3) {
+    code = PyLong_AsLong(PyTuple_GET_ITEM(triple, 0));
+    bits = PyLong_AsLong(PyTuple_GET_ITEM(triple, 1));
+    lanes = PyLong_AsLong(PyTuple_GET_ITEM(triple, 2));
+  }
+  Py_DECREF(triple);
+  if (PyErr_Occurred()) return -1;
+  if (code < 0 || code > 255 || bits < 0 || bits > 255 || lanes < 0 || lanes > 65535) {
+    PyErr_Format(PyExc_ValueError, "arraybridge: dtype %R is not a DLPack (code, bits, lanes) triple", dtype);
+    return -1;
+  }
+  out->code = (uint8_t)code;
+  out->bits = (uint8_t)bits;
+  out->lanes = (uint16_t)lanes;
+  return 0;
+}
+
+static int parse_stream(PyObject* stream, uintptr_t* out) {
+  if (!stream || stream == Py_None) return 0;
+  PyObject* handle = PyObject_CallOneArg(hooks.stream_handle, stream);
+  if (!handle) return -1;
+  *out = (uintptr_t)PyLong_AsUnsignedLongLong(handle);
+  Py_DECREF(handle);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ import */
+
+/* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
+ * capsule, or what __dlpack__ returns (versioned when the producer takes
+ * max_version, legacy from one that predates DLPack 1.0). */
+static DLManagedTensorVersioned* import_source(PyObject* x) {
+  if (tensor_check(x)) return new_owner_view(((TensorObject*)x)->tensor, x, 0);
+  if (PyCapsule_CheckExact(x)) return consume_capsule(x);
+  PyObject* call[3] = {NULL, x, names.max_version}; /* call[0]: vectorcall's spare slot */
+  PyObject* capsule =
+      PyObject_VectorcallMethod(names.dlpack, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, names.max_version_key);
+  if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) { /* an old producer rejects the keyword */
+    PyErr_Clear();
+    capsule = PyObject_VectorcallMethod(names.dlpack, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+  }
+  if (!capsule) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, names.dlpack)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_AttributeError, "arraybridge: %s is neither a DLPack capsule nor an object with __dlpack__",
+                   Py_TYPE(x)->tp_name);
+    }
+    return NULL;
+  }
+  DLManagedTensorVersioned* tensor = NULL;
+  if (PyCapsule_CheckExact(capsule))
+    tensor = consume_capsule(capsule);
+  else
+    PyErr_Format(PyExc_TypeError, "arraybridge: %s.__dlpack__() returned %s, not a DLPack capsule",
+                 Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
+  Py_DECREF(capsule);
+  return tensor;
+}
+
+/* ---------------------------------------------------------------- transfer */
+
+static void raise_error(abr_status status, const Request* request) {
+  PyObject* dst = request->has_dst ? Py_BuildValue("(ii)", (int)request->dst.device_type, (int)request->dst.device_id)
+                                   : (Py_INCREF(Py_None), Py_None);
+  PyObject* error = dst ? PyObject_CallFunction(hooks.error, "isO", (int)status, request->context, dst) : NULL;
+  Py_XDECREF(dst);
+  if (error) {
+    PyErr_SetObject((PyObject*)Py_TYPE(error), error);
+    Py_DECREF(error);
+  }
+}
+
+/* Logs the transfer at DEBUG through the hook, unless the logger's own cache
+ * already says DEBUG is off (the cost of asking it is that of a transfer). */
+static void log_transfer(PyObject* tensor, const char* context) {
+  if (hooks.log_cache) {
+    PyObject* enabled = PyDict_GetItemWithError(hooks.log_cache, names.debug_level);
+    if (enabled == Py_False) return;
+    if (!enabled) PyErr_Clear();
+  }
+  PyObject* done = PyObject_CallFunction(hooks.log_transfer, "Os", tensor, context);
+  if (done) Py_DECREF(done);
+  else PyErr_WriteUnraisable(hooks.log_transfer); /* the transfer itself succeeded */
+}
+
+/* 0 when the package has registered its hooks, else -1 with an explanation. */
+static int ready(void) {
+  if (hooks.tensor_type) return 0;
+  PyErr_SetString(PyExc_RuntimeError, "arraybridge._core is used through the arraybridge package: import arraybridge");
+  return -1;
+}
+
+/* True when the C API promises a view whatever the planner finds: the same
+ * device, no forced copy, dtype or layout, no stream. The runtime still plans
+ * and checks it; only the GIL is kept, since no data will move. */
+static int is_view_by_contract(const Request* request, DLDevice src, DLDevice dst) {
+  const abr_transfer_options* o = &request->options;
+  return src.device_type == dst.device_type && src.device_id == dst.device_id && o->copy != ABR_COPY_ALWAYS &&
+         o->dtype.code == 0 && o->dtype.bits == 0 && o->dtype.lanes == 0 &&
+         !(o->flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !request->stream;
+}
+
+static PyObject* run(PyObject* x, Request* request) {
+  abr_runtime* runtime = runtime_pointer();
+  if (!runtime) return NULL;
+  PyTypeObject* type = (PyTypeObject*)hooks.tensor_type;
+  TensorObject* result = (TensorObject*)type->tp_alloc(type, 0);
+  if (!result) return NULL;
+  DLManagedTensorVersioned* src = import_source(x);
+  if (!src) {
+    Py_DECREF(result);
+    return NULL;
+  }
+  const DLDevice src_device = src->dl_tensor.device;
+  const DLDevice dst = request->has_dst ? request->dst : src_device;
+  if (request->stream && dst.device_type != kDLCUDA && src_device.device_type != kDLCUDA) {
+    if (src->deleter) src->deleter(src);
+    core_drain();
+    Py_DECREF(result);
+    return PyErr_Format(PyExc_ValueError,
+                        "arraybridge: stream= orders CUDA work, and neither side of this %s is on CUDA (CPU and "
+                        "OpenCL transfers here are synchronous: pass stream=None)", request->context);
+  }
+  request->options.report = &result->report;
+  DLManagedTensorVersioned* out = NULL;
+  abr_status status = ABR_OK;
+  if (is_view_by_contract(request, src_device, dst)) {
+    /* Releasing and taking back the GIL would cost half as much as the view itself. */
+    status = abr_to_device(runtime, src, dst, &request->options, NULL, &out);
+    if (status != ABR_OK && src->deleter) src->deleter(src);
+  } else {
+    Py_BEGIN_ALLOW_THREADS
+    abr_stream* wrapped = NULL;
+    if (request->stream)
+      status =
+          abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src_device, (void*)request->stream, &wrapped);
+    if (status == ABR_OK) status = abr_to_device(runtime, src, dst, &request->options, wrapped, &out);
+    if (wrapped) abr_stream_destroy(wrapped); /* waits for the copy queued on it */
+    if (status != ABR_OK && src->deleter) src->deleter(src); /* the runtime leaves a failed source to us */
+    Py_END_ALLOW_THREADS
+  }
+  core_drain(); /* deleters that ran without the GIL queued their releases */
+  if (status != ABR_OK) {
+    Py_DECREF(result);
+    raise_error(status, request);
+    return NULL;
+  }
+  result->tensor = out;
+  log_transfer((PyObject*)result, request->context);
+  return (PyObject*)result;
+}
+
+static void init_request(Request* request, const char* context) {
+  memset(request, 0, sizeof *request);
+  request->options.version = ABR_TRANSFER_OPTIONS_VERSION;
+  request->context = context;
+}
+
+const char core_to_device_doc[] =
+    "to_device(x, device, *, copy=None, stream=None, dtype=None, strict=False, contiguous=False)\n--\n\n"
+    "Move any DLPack array (or capsule, or Tensor) to `device`; returns a Tensor.\n\n"
+    "device: \"cpu\", \"cuda:N\", \"cuda_host\", \"opencl:N\", a (DLDeviceType, id) pair or a\n"
+    "Device from devices(). copy: None = a view when possible, True = always a new\n"
+    "buffer, False = a view or ValueError. dtype: convert on the way. strict: refuse\n"
+    "any path that stages through host memory. contiguous: a view must be compact\n"
+    "row-major, else it is copied (for consumers such as JAX that take nothing else).\n"
+    "stream: for a transfer with a CUDA side, the CUDA stream whose queued work it\n"
+    "follows (a DLPack stream value: 1 legacy default, 2 per-thread, or a handle;\n"
+    "or a CuPy/PyTorch stream object); the result is ready when the call returns.\n"
+    "The path taken is in `.report` and logged at DEBUG on the \"arraybridge\" logger.";
+
+PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  (void)module;
+  static const char* const kNames[] = {"x", "device", "copy", "stream", "dtype", "strict", "contiguous"};
+  static PyObject* interned[7];
+  PyObject* a[7];
+  if (ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 7, 2, 2, a) < 0)
+    return NULL;
+  Request request;
+  init_request(&request, "to_device");
+  request.has_dst = 1;
+  if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
+      parse_stream(a[3], &request.stream) < 0 || parse_dtype(a[4], &request.options.dtype) < 0 ||
+      parse_flag(a[5], ABR_TRANSFER_NO_HOST_STAGING, &request.options.flags) < 0 ||
+      parse_flag(a[6], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0)
+    return NULL;
+  return run(a[0], &request);
+}
+
+const char core_from_dlpack_doc[] =
+    "from_dlpack(x, *, device=None, copy=None)\n--\n\n"
+    "Import any DLPack producer or capsule as a Tensor: zero-copy on its own device,\n"
+    "or moved to `device`; copy as in to_device.";
+
+PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  (void)module;
+  static const char* const kNames[] = {"x", "device", "copy"};
+  static PyObject* interned[3];
+  PyObject* a[3];
+  if (ready() < 0 || parse_arguments("from_dlpack", args, nargs, kwnames, kNames, interned, 3, 1, 1, a) < 0)
+    return NULL;
+  Request request;
+  init_request(&request, "from_dlpack");
+  if (a[1] && a[1] != Py_None) {
+    request.has_dst = 1;
+    if (parse_device(a[1], &request.dst) < 0) return NULL;
+  }
+  if (parse_copy(a[2], &request.options.copy) < 0) return NULL;
+  return run(a[0], &request);
+}
+
+/* transfer(x, dst, copy, context): for Tensor._dlpack_slow; dst a (type, id) pair. */
+PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  (void)module;
+  if (ready() < 0) return NULL;
+  if (nargs != 4 || !PyUnicode_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "transfer(x, dst, copy, context)");
+    return NULL;
+  }
+  Request request;
+  init_request(&request, PyUnicode_AsUTF8(args[3]));
+  request.has_dst = 1;
+  if (!request.context || unpack_pair(args[1], &request.dst) < 0 || parse_copy(args[2], &request.options.copy) < 0)
+    return NULL;
+  return run(args[0], &request);
+}

@@ -1,0 +1,132 @@
+"""The C half of the binding (arraybridge._core): argument handling, the device
+cache, the __dlpack__ fast path against the slow one, and the DEBUG log line."""
+import logging
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import arraybridge as ab
+from arraybridge import _core
+from conftest import capsule_flags, data_pointer, sample
+
+
+def test_arguments_are_checked_like_a_python_signature():
+    source = sample("int32")
+    with pytest.raises(TypeError, match="missing required argument 'device'"):
+        ab.to_device(source)
+    with pytest.raises(TypeError, match="2 positional arguments but 3"):
+        ab.to_device(source, "cpu", None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'cpoy'"):
+        ab.to_device(source, "cpu", cpoy=True)
+    with pytest.raises(TypeError, match="multiple values for argument 'device'"):
+        ab.to_device(source, "cpu", device="cpu")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dtype'"):
+        ab.from_dlpack(source, dtype="int8")
+    with pytest.raises(ValueError, match="copy must be None, True or False, not 1"):
+        ab.to_device(source, "cpu", copy=1)
+    # Everything by keyword, in any order, as the signature allows.
+    moved = ab.to_device(contiguous=False, strict=True, device="cpu", x=source, copy=None, dtype=None, stream=None)
+    assert moved.report.path == "zero_copy"
+    assert ab.to_device.__text_signature__.startswith("(x, device, *, copy=None")
+    assert "Move any DLPack array" in ab.to_device.__doc__
+
+
+def test_a_bad_argument_leaves_the_source_unconsumed():
+    capsule = sample("int16").__dlpack__(max_version=(1, 0))
+    for bad in ({"copy": "maybe"}, {"dtype": "no-such-type"}, {"stream": 0}):
+        with pytest.raises((TypeError, ValueError)):
+            ab.to_device(capsule, "opencl:0", **bad)
+        assert _core.capsule_name(capsule) == "dltensor_versioned"  # still the caller's
+    assert ab.to_device(capsule, "cpu").report.path == "zero_copy"
+    assert _core.capsule_name(capsule) == "used_dltensor_versioned"
+
+
+def test_device_strings_are_parsed_once_and_bad_ones_fail_every_time():
+    source = sample("float32")
+    for _ in range(3):  # the cache must not remember failures
+        with pytest.raises(ValueError, match="unknown device 'gpu'"):
+            ab.to_device(source, "gpu")
+    names = ["opencl:0", "OpenCL:0", " opencl:0 ", "cpu", "opencl:0"]
+    assert [ab.to_device(source, name).device for name in names] == \
+           ["opencl:0", "opencl:0", "opencl:0", "cpu", "opencl:0"]
+    built = "".join(["open", "cl:0"])  # an equal string that is another object
+    assert ab.to_device(source, built).device == "opencl:0"
+
+
+def test_dlpack_fast_and_slow_paths_agree():
+    source = sample("float64")
+    tensor = ab.from_dlpack(source)
+    own = tensor.__dlpack_device__()
+    # The fast path: nothing asked, or this very device, or copy=False.
+    for kwargs in ({}, {"max_version": (1, 0)}, {"dl_device": own, "max_version": (1, 3)},
+                   {"dl_device": (int(own[0]), own[1]), "copy": False, "max_version": (1, 0)}):
+        back = np.from_dlpack(_Producer(tensor, kwargs))
+        assert data_pointer(back) == data_pointer(source)
+    # The slow path: a copy, another device, a stream value, odd max_version values.
+    assert capsule_flags(tensor.__dlpack__(max_version=(1, 0), copy=True)) == 2
+    pulled = tensor.__dlpack__(max_version=(1, 0), dl_device=(ab.DLDeviceType.OPENCL, 0))
+    assert capsule_flags(pulled) == 2
+    with pytest.raises(BufferError, match="stream"):
+        tensor.__dlpack__(stream=1)
+    with pytest.raises(TypeError):
+        tensor.__dlpack__(max_version="1.0")
+    with pytest.raises(TypeError, match="positional"):
+        tensor.__dlpack__(None)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        tensor.__dlpack__(version=(1, 0))
+
+
+class _Producer:
+    """Hands `tensor.__dlpack__(**kwargs)` to a consumer."""
+
+    def __init__(self, tensor, kwargs):
+        self.tensor, self.kwargs = tensor, kwargs
+
+    def __dlpack__(self, **ignored):
+        return self.tensor.__dlpack__(**self.kwargs)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_the_debug_line_follows_the_logger_level(caplog):
+    logger = logging.getLogger("arraybridge")
+    source = sample("int8")
+    with caplog.at_level(logging.INFO, logger="arraybridge"):
+        ab.to_device(source, "cpu")  # fills the logger's cache with "DEBUG is off"
+    assert not [r for r in caplog.records if r.name == "arraybridge"]
+    with caplog.at_level(logging.DEBUG, logger="arraybridge"):  # setLevel clears that cache
+        ab.to_device(source, "opencl:0")
+        ab.from_dlpack(source)
+    lines = [r.getMessage() for r in caplog.records if r.name == "arraybridge"]
+    assert len(lines) == 2
+    assert lines[0].startswith("to_device to opencl:0: ") and "bytes" in lines[0]
+    assert lines[1].startswith("from_dlpack to cpu: zero_copy, 0 bytes: view of cpu memory")
+    assert not logger.isEnabledFor(logging.DEBUG) or logger.level == logging.DEBUG
+
+
+def test_a_copy_releases_the_gil():
+    # With a switch interval of minutes, a waiting thread gets the GIL only when the
+    # holder lets go of it: here, only inside the copy, if the copy releases it.
+    big = np.ones(1 << 24, dtype=np.float32)
+    woke, stamp = threading.Event(), []
+
+    def waiter():
+        woke.wait()
+        stamp.append(time.perf_counter())
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(600)
+    try:
+        woke.set()
+        ab.to_device(big, "cpu", copy=True)
+        copied = time.perf_counter()
+    finally:
+        sys.setswitchinterval(interval)
+        thread.join()
+    assert stamp and stamp[0] < copied, "the waiting thread ran only after the copy: the GIL was held"
