@@ -53,6 +53,10 @@ run install bash tests/install/test_install.sh "$build"
 run rust bash tests/ffi/rust/run.sh "$build"
 run fuzz bash tests/fuzz/run.sh "$build" "${FUZZ_TEST_SECONDS:-30}"
 run python .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/python
+# The same tests under memcheck, judging leaks and bad accesses in our native code.
+# Left out: the GIL test (memcheck runs one thread at a time) and the shutdown test
+# (its subprocesses run outside memcheck anyway).
+run python-valgrind .venv/bin/python tests/python/valgrind_native.py -k "not gil and not shutdown" tests/python
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -10,6 +10,7 @@ packages=(
   opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1  # OpenCL API headers and ICD loader
   pocl-opencl-icd clinfo     # a real OpenCL device on the CPU, so OpenCL tests run everywhere
   clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
+  valgrind                   # leak and memory checks of the Python tests' native part
   python3 python3-venv       # the project's Python environment (.venv)
 )
 
