@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <optional>
 
 #include "error.hpp"
 #include "fault.hpp"
@@ -29,6 +30,7 @@ void SourceTensor::release() noexcept {
 struct Exported {
   static constexpr std::size_t kInlineDims = 8;
   DLManagedTensorVersioned managed{};
+  std::optional<SourceTensor> source;  // a view's source, held in place (no second allocation)
   std::unique_ptr<Storage> storage;
   int64_t inline_dims[2 * kInlineDims];  // shape then strides, without a second allocation up to 8 dims
   std::vector<int64_t> more_dims;        // the same beyond
@@ -87,6 +89,16 @@ void PendingExport::set_data(void* data) noexcept { exported_->managed.dl_tensor
 DLManagedTensorVersioned* PendingExport::finish(std::unique_ptr<Storage> storage) noexcept {
   exported_->storage = std::move(storage);
   return &exported_.release()->managed;
+}
+
+DLManagedTensorVersioned* PendingExport::finish(SourceTensor& source) noexcept {
+  exported_->source.emplace(std::move(source));
+  return &exported_.release()->managed;
+}
+
+DLManagedTensorVersioned* export_view_of(const ExportSpec& spec, SourceTensor& source) {
+  PendingExport pending(spec);
+  return pending.finish(source);
 }
 
 DLManagedTensorVersioned* export_tensor(const ExportSpec& spec, std::unique_ptr<Storage>&& storage) {

@@ -74,6 +74,7 @@ class PendingExport {
   PendingExport& operator=(const PendingExport&) = delete;
   void set_data(void* data) noexcept;  // when the memory is made after allocation
   DLManagedTensorVersioned* finish(std::unique_ptr<Storage> storage) noexcept;
+  DLManagedTensorVersioned* finish(SourceTensor& source) noexcept;  // owning the source itself
 
  private:
   std::unique_ptr<Exported> exported_;
@@ -81,6 +82,10 @@ class PendingExport {
 
 // Both steps at once: if this throws (out of memory), `storage` is still the caller's.
 DLManagedTensorVersioned* export_tensor(const ExportSpec& spec, std::unique_ptr<Storage>&& storage);
+
+// A view that owns `source` (its deleter runs when the view is deleted), in one
+// allocation: the zero-copy path. If this throws, `source` is left as it was.
+DLManagedTensorVersioned* export_view_of(const ExportSpec& spec, SourceTensor& source);
 
 // A legacy tensor owning a versioned one (deleting it deletes the versioned one).
 // Refuses a major version other than 1 and a READ_ONLY tensor, which the legacy

@@ -144,25 +144,25 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
 DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layout& src, DLDevice dst,
                                                const Plan& plan) {
   const uint64_t read_only = source.flags() & DLPACK_FLAG_BITMASK_READ_ONLY;
-  auto keep = std::make_unique<SourceTensor>(std::move(source));
-  SourceTensor* held = keep.get();
-  std::unique_ptr<Storage> owner = std::move(keep);  // the view keeps the source alive
-  try {
-    if (plan.path == ABR_PATH_HOST_WRAP) {
-      // The device buffer starts at the lowest byte the view touches.
-      char* base = const_cast<char*>(first_element(src)) + src.min_byte;
-      PendingExport pending({nullptr, dst, src.dtype, src.shape, src.strides, static_cast<uint64_t>(-src.min_byte),
-                             read_only});
-      DeviceMemory memory = opencl_->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte),
-                                               read_only != 0, owner);
-      pending.set_data(memory.handle);
-      return pending.finish(std::move(memory.storage));
-    }
+  if (plan.path != ABR_PATH_HOST_WRAP) {
     // Host memory is handed on as a pointer to the first element, device memory as handle + byte_offset.
     const bool direct = is_direct_address(src.device.device_type);
     const ExportSpec spec{direct ? const_cast<char*>(first_element(src)) : src.data, dst, src.dtype, src.shape,
                           src.strides, direct ? 0 : src.byte_offset, read_only};
-    return export_tensor(spec, std::move(owner));
+    return export_view_of(spec, source);
+  }
+  auto keep = std::make_unique<SourceTensor>(std::move(source));
+  SourceTensor* held = keep.get();
+  std::unique_ptr<Storage> owner = std::move(keep);  // the device buffer keeps the source alive
+  try {
+    // The device buffer starts at the lowest byte the view touches.
+    char* base = const_cast<char*>(first_element(src)) + src.min_byte;
+    PendingExport pending({nullptr, dst, src.dtype, src.shape, src.strides, static_cast<uint64_t>(-src.min_byte),
+                           read_only});
+    DeviceMemory memory = opencl_->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte),
+                                             read_only != 0, owner);
+    pending.set_data(memory.handle);
+    return pending.finish(std::move(memory.storage));
   } catch (...) {
     if (owner) held->relinquish();  // not handed on: still the caller's
     throw;
