@@ -15,7 +15,7 @@ from ._pool import pool_stats, pool_trim
 from ._seed import (CPU_MEMORY_TYPES, GPU_MEMORY_TYPES, SUPPORTED_MEMORY_TYPES, MemoryType, convert_memory,
                     detect_memory_type)
 from ._tensor import Tensor, TransferReport
-from ._transfer import from_dlpack, to_device
+from ._transfer import copy, from_dlpack, to_device
 
 __version__ = _ffi.string(_lib.abr_version_string()).decode()
 
@@ -23,5 +23,5 @@ __all__ = [
     "ArrayBridgeError", "BackendInfo", "CPU_MEMORY_TYPES", "CopyRequiredError", "DLDeviceType", "DLPackError",
     "Device", "DeviceError", "GPU_MEMORY_TYPES", "InvalidArgumentError", "MemoryConversionError", "MemoryType",
     "OutOfMemoryError", "SUPPORTED_MEMORY_TYPES", "Tensor", "TransferReport", "backends", "convert_memory",
-    "detect_memory_type", "devices", "from_dlpack", "pool_stats", "pool_trim", "to_device",
+    "copy", "detect_memory_type", "devices", "from_dlpack", "pool_stats", "pool_trim", "to_device",
 ]

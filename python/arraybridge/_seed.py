@@ -10,7 +10,7 @@ import logging
 
 from ._device import DLDeviceType
 from ._errors import ArrayBridgeError, MemoryConversionError
-from ._transfer import to_device
+from ._transfer import copy, from_dlpack, to_device
 
 log = logging.getLogger("arraybridge")
 
@@ -40,6 +40,9 @@ _MODULE_ROOTS = {
     "tensorflow": MemoryType.TENSORFLOW,
     "jax": MemoryType.JAX, "jaxlib": MemoryType.JAX,
     "pyclesperanto": MemoryType.PYCLESPERANTO, "pyclesperanto_prototype": MemoryType.PYCLESPERANTO,
+    # pyclesperanto >= 0.2x: arrays are its backend packages' classes
+    "pyclesperanto_opencl": MemoryType.PYCLESPERANTO, "pyclesperanto_cuda": MemoryType.PYCLESPERANTO,
+    "pyclesperanto_metal": MemoryType.PYCLESPERANTO,
 }
 
 
@@ -99,10 +102,41 @@ def _framework_array(tensor, target):
         return importlib.import_module("jax.numpy").from_dlpack(tensor)
     if target is MemoryType.TENSORFLOW:  # TensorFlow takes legacy capsules only
         return importlib.import_module("tensorflow").experimental.dlpack.from_dlpack(tensor.__dlpack__())
+    raise AssertionError(f"no importer for {target}")  # pyclesperanto: _into_pyclesperanto
+
+
+# The dtypes pyclesperanto keeps (0.25 on OpenCL): it quietly makes 64-bit ints
+# 32-bit and complex64 or float64 float32, the narrowing the seed project's push did.
+_PYCLESPERANTO_DTYPES = frozenset({"int8", "int16", "int32", "uint8", "uint16", "uint32", "float32"})
+
+
+def _into_pyclesperanto(data, gpu_id, strict):
+    """A new pyclesperanto array on its OpenCL device gpu_id holding `data`: one
+    planned copy into memory pyclesperanto allocated, because a buffer of another
+    OpenCL context (ours) is unusable in its context (CL_INVALID_CONTEXT)."""
     cle = importlib.import_module("pyclesperanto")
-    if not hasattr(cle.Array, "from_dlpack"):
-        raise RuntimeError("this pyclesperanto has no DLPack import (it arrived in 0.22); upgrade it")
-    return cle.Array.from_dlpack(tensor)
+    source = from_dlpack(data)  # a view: its shape, dtype and device, nothing copied
+    if source.dtype not in _PYCLESPERANTO_DTYPES:
+        raise ValueError(f"pyclesperanto has no {source.dtype} arrays (it takes "
+                         f"{', '.join(sorted(_PYCLESPERANTO_DTYPES))}); convert the dtype first")
+    if not 1 <= source.ndim <= 3:
+        raise ValueError(f"pyclesperanto arrays have 1 to 3 dimensions, not {source.ndim}")
+    if strict and source.device != "cpu":
+        raise ValueError(f"strict: data on {source.device} reaches pyclesperanto's OpenCL context only "
+                         "through host memory")
+    names = cle.list_available_devices()
+    if gpu_id >= len(names):  # select_device would quietly pick another one
+        raise ValueError(f"pyclesperanto has no device {gpu_id}; it has {len(names)}: {names}")
+    previous = cle.get_device()
+    np = importlib.import_module("numpy")
+    try:
+        target = cle.create(source.shape, dtype=np.dtype(source.dtype).type, device=cle.select_device(gpu_id))
+    finally:
+        cle.select_device(previous.name)  # creating an array must not change the caller's current device
+    if np.dtype(target.dtype) != np.dtype(source.dtype):  # another version may narrow other dtypes
+        raise ValueError(f"pyclesperanto made a {target.dtype} array for {source.dtype} data")
+    copy(source, target)
+    return target
 
 
 def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False):
@@ -122,8 +156,12 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False):
         raise MemoryConversionError(source.value, target.value,
                                     f"the data is a {actual.value} array, not {source.value}")
     try:
-        tensor = to_device(_source(data, source), _target_device(target, gpu_id), strict=strict,
-                           contiguous=target.value in _NEEDS_COMPACT)
+        device = _target_device(target, gpu_id)
+        if target is MemoryType.PYCLESPERANTO:
+            result = _into_pyclesperanto(_source(data, source), device[1], strict)
+            log.debug("convert_memory %s -> pyclesperanto: one copy into its context", source.value)
+            return result
+        tensor = to_device(_source(data, source), device, strict=strict, contiguous=target.value in _NEEDS_COMPACT)
         result = _framework_array(tensor, target)
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:

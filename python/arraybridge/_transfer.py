@@ -13,6 +13,7 @@ log = logging.getLogger("arraybridge")
 
 to_device = _core.to_device
 from_dlpack = _core.from_dlpack
+copy = _core.copy
 
 
 def stream_handle(stream):

@@ -130,3 +130,25 @@ def test_a_copy_releases_the_gil():
         sys.setswitchinterval(interval)
         thread.join()
     assert stamp and stamp[0] < copied, "the waiting thread ran only after the copy: the GIL was held"
+
+
+def test_copy_writes_into_an_existing_array_and_leaves_both_with_the_caller():
+    import sys as _sys
+    target = np.zeros((6, 4), dtype=np.float64)[::2].T  # strided destination, (4, 3)
+    source = sample("int32", (4, 3))
+    before = (_sys.getrefcount(source), _sys.getrefcount(target.base))
+    ab.copy(source, target)
+    np.testing.assert_array_equal(target, source.astype(np.float64))
+    assert (_sys.getrefcount(source), _sys.getrefcount(target.base)) == before  # both released once
+    on_device = ab.to_device(sample("float32", (4, 3)), "opencl:0")
+    ab.copy(on_device, target)  # from device memory, converted
+    np.testing.assert_array_equal(target, sample("float32", (4, 3)).astype(np.float64))
+    frozen = np.zeros((4, 3), dtype=np.float64)
+    frozen.flags.writeable = False
+    with pytest.raises(ab.ArrayBridgeError, match="READ_ONLY") as error:
+        ab.copy(source, frozen)
+    assert error.value.status_name == "ABR_ERR_READ_ONLY"
+    with pytest.raises(ab.ArrayBridgeError, match="shape"):
+        ab.copy(source, np.zeros((3, 4)))
+    with pytest.raises(TypeError, match="missing required argument 'dst'"):
+        ab.copy(source)

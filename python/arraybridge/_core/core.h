@@ -54,8 +54,10 @@ int tensor_check(PyObject* object);
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 extern const char core_to_device_doc[];
 extern const char core_from_dlpack_doc[];
+extern const char core_copy_doc[];
 
 /* ---------------------------------------------------------- module.c */
 

@@ -102,6 +102,7 @@ static PyMethodDef methods[] = {
     {"to_device", (PyCFunction)(void (*)(void))core_to_device, METH_FASTCALL | METH_KEYWORDS, core_to_device_doc},
     {"from_dlpack", (PyCFunction)(void (*)(void))core_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
      core_from_dlpack_doc},
+    {"copy", (PyCFunction)(void (*)(void))core_copy, METH_FASTCALL | METH_KEYWORDS, core_copy_doc},
     {"transfer", (PyCFunction)(void (*)(void))core_transfer, METH_FASTCALL,
      "transfer(x, dst, copy, context) -> Tensor on the (type, id) pair dst; errors name context"},
     {"export", (PyCFunction)(void (*)(void))export, METH_FASTCALL,

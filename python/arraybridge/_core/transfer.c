@@ -313,6 +313,43 @@ PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t n
   return run(a[0], &request);
 }
 
+const char core_copy_doc[] =
+    "copy(src, dst)\n--\n\n"
+    "Copy the elements of src into the existing array dst, in place: the same shape,\n"
+    "any strides on either side, a dtype difference converted. Both are any DLPack\n"
+    "producers (or capsules) and stay the caller's. This is how data reaches memory\n"
+    "another library owns, such as a buffer in pyclesperanto's OpenCL context.";
+
+PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  (void)module;
+  static const char* const kNames[] = {"src", "dst"};
+  static PyObject* interned[2];
+  PyObject* a[2];
+  if (ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 2, 2, 2, a) < 0) return NULL;
+  abr_runtime* runtime = runtime_pointer();
+  if (!runtime) return NULL;
+  DLManagedTensorVersioned* dst = import_source(a[1]);
+  if (!dst) return NULL;
+  DLManagedTensorVersioned* src = import_source(a[0]);
+  abr_status status = ABR_OK;
+  if (src) {
+    Py_BEGIN_ALLOW_THREADS
+    status = abr_copy_versioned(runtime, src, dst, NULL);
+    if (src->deleter) src->deleter(src);
+    Py_END_ALLOW_THREADS
+  }
+  if (dst->deleter) dst->deleter(dst); /* with the GIL held: finishes at once */
+  core_drain();
+  if (!src) return NULL;
+  if (status != ABR_OK) {
+    Request request;
+    init_request(&request, "copy");
+    raise_error(status, &request);
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
 /* transfer(x, dst, copy, context): for Tensor._dlpack_slow; dst a (type, id) pair. */
 PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
   (void)module;

@@ -1,0 +1,76 @@
+"""pyclesperanto as a real peer on PoCL: its own OpenCL context, its own buffers.
+
+Our buffers live in the runtime's context, which pyclesperanto cannot use
+(CL_INVALID_CONTEXT), so data reaches it by one planned copy into an array it
+allocated (arraybridge.copy); its arrays come to us through DLPack."""
+import numpy as np
+import pytest
+
+import arraybridge as ab
+from conftest import sample, views
+
+cle = pytest.importorskip("pyclesperanto", reason="pyclesperanto is installed by `make test`; run it through make")
+
+CLE_DTYPES = ["int8", "int16", "int32", "uint8", "uint16", "uint32", "float32"]
+
+
+@pytest.mark.parametrize("dtype", CLE_DTYPES)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "negative-stride", "sliced", "offset", "size-1"])
+def test_numpy_into_pyclesperanto_and_back(dtype, layout):
+    source = views(sample(dtype, (4, 6)))[layout]
+    if source.ndim > 3:  # pyclesperanto takes up to 3 dimensions: (1, 4, 1, 6) -> (4, 1, 6)
+        source = source[0]
+    array = ab.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0)
+    assert ab.detect_memory_type(array) is ab.MemoryType.PYCLESPERANTO
+    assert tuple(array.shape) == source.shape and np.dtype(array.dtype) == source.dtype
+    np.testing.assert_array_equal(cle.pull(array), source)  # pyclesperanto can read its buffer
+    back = ab.convert_memory(array, "pyclesperanto", "numpy", gpu_id=None)
+    np.testing.assert_array_equal(back, source)
+
+
+def test_pyclesperanto_computes_on_what_we_delivered():
+    source = np.arange(12, dtype=np.float32).reshape(3, 4)
+    array = ab.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0)
+    np.testing.assert_array_equal(cle.pull(cle.add_image_and_scalar(array, scalar=1)), source + 1)
+
+
+def test_pyclesperanto_arrays_move_to_our_devices():
+    source = sample("uint16", (5, 7))
+    array = cle.push(source)
+    on_cpu = ab.to_device(array, "cpu")
+    assert on_cpu.report.path == "device_to_host"
+    np.testing.assert_array_equal(np.from_dlpack(on_cpu), source)
+    ours = ab.to_device(array, "opencl:0")  # already there: a view of its buffer, in its context
+    assert ours.report.path == "zero_copy"
+    del array  # the view keeps pyclesperanto's array alive
+    np.testing.assert_array_equal(np.from_dlpack(ours.to("cpu")), source)  # read through its context
+    copied = ab.to_device(ours, "opencl:0", copy=True)  # a copy lands in our context
+    assert copied.report.path in ("staged", "device_copy")
+    np.testing.assert_array_equal(np.from_dlpack(copied.to("cpu")), source)
+
+
+def test_copy_into_an_array_pyclesperanto_owns_converts_and_checks_shapes():
+    target = cle.create((3, 4), dtype=np.float32)
+    ab.copy(np.arange(12, dtype=np.int64).reshape(3, 4), target)  # int64 -> float32 on the way
+    np.testing.assert_array_equal(cle.pull(target), np.arange(12, dtype=np.float32).reshape(3, 4))
+    ours = ab.to_device(np.full((3, 4), 7, dtype=np.float32), "opencl:0")  # a buffer of our context
+    ab.copy(ours, target)
+    np.testing.assert_array_equal(cle.pull(target), np.full((3, 4), 7, dtype=np.float32))
+    with pytest.raises(ab.ArrayBridgeError, match="copy: .*shape"):
+        ab.copy(np.zeros((4, 3), dtype=np.float32), target)
+
+
+def test_what_pyclesperanto_cannot_hold_is_refused_clearly():
+    for data, gpu_id, reason in [(sample("float64"), 0, "no float64"), (sample("int64"), 0, "no int64"),
+                                 (sample("complex64"), 0, "no complex64"), (sample("float32"), 5, "no device 5"),
+                                 (np.zeros((2, 2, 2, 2), np.float32), 0, "1 to 3 dimensions"),
+                                 (sample("float32"), None, "gpu_id=None")]:
+        with pytest.raises(ab.MemoryConversionError, match=reason) as error:
+            ab.convert_memory(data, "numpy", "pyclesperanto", gpu_id=gpu_id)
+        assert error.value.target_type == "pyclesperanto"
+    assert cle.get_device().name == cle.list_available_devices()[0]  # the current device is left alone
+    # Device data reaches pyclesperanto's context only through host memory: strict refuses it.
+    with pytest.raises(ab.MemoryConversionError, match="strict"):
+        ab.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0, strict=True)
+    copied = ab.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0)
+    np.testing.assert_array_equal(cle.pull(copied), sample("float32"))
