@@ -85,6 +85,8 @@ const char* abr_last_error(void);
 
 typedef struct abr_runtime abr_runtime;
 typedef struct abr_runtime_options { uint32_t version; uint32_t flags; } abr_runtime_options;
+#define ABR_RUNTIME_DISABLE_CUDA ...
+#define ABR_RUNTIME_DISABLE_OPENCL ...
 abr_status abr_runtime_create(const abr_runtime_options* options, abr_runtime** out);
 void abr_runtime_destroy(abr_runtime* runtime);
 

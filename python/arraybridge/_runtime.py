@@ -1,4 +1,5 @@
 """The process-wide runtime, created on first use, and status checking."""
+import os
 import threading
 
 from ._errors import class_for_status
@@ -11,13 +12,24 @@ _lock = threading.Lock()
 current = None
 
 
+def _disabled(name):
+    return os.environ.get(name, "") not in ("", "0")
+
+
 def runtime():
-    """The shared abr_runtime*, created on first use; one runtime serves every thread."""
+    """The shared abr_runtime*, created on first use; one runtime serves every thread.
+
+    ARRAYBRIDGE_DISABLE_OPENCL=1 or ARRAYBRIDGE_DISABLE_CUDA=1 leave a backend out
+    (for instance OpenCL in a process where TensorFlow was imported before PoCL
+    loaded: their two LLVMs crash PoCL's loading)."""
     global current
     with _lock:
         if current is None:
+            options = ffi.new("abr_runtime_options*")
+            options.flags = ((lib.ABR_RUNTIME_DISABLE_OPENCL if _disabled("ARRAYBRIDGE_DISABLE_OPENCL") else 0) |
+                             (lib.ABR_RUNTIME_DISABLE_CUDA if _disabled("ARRAYBRIDGE_DISABLE_CUDA") else 0))
             out = ffi.new("abr_runtime**")
-            check(lib.abr_runtime_create(ffi.NULL, out), "creating the runtime")
+            check(lib.abr_runtime_create(options, out), "creating the runtime")
             current = out[0]
         return current
 
