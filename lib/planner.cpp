@@ -41,9 +41,9 @@ void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_
   if (host_maps(device)) {
     plan.engine = reshape || dst_reshape ? Engine::Host : Engine::Bytes;
     plan.detail.format("{} ({}): {}", direction, reason,
-                              plan.engine == Engine::Host
-                                  ? "packed/converted by the host engine through mapped device memory"
-                                  : "one direct copy of the bytes");
+                        plan.engine == Engine::Host
+                            ? "packed/converted by the host engine through mapped device memory"
+                            : "one direct copy of the bytes");
     return;
   }
   // CUDA: the host engine reshapes on the host side, a kernel on the device side.
@@ -74,17 +74,17 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
     plan.path = ABR_PATH_DEVICE_COPY;
     plan.engine = reshape ? Engine::Device : Engine::Bytes;
     plan.detail.format("device copy ({}){}", reason,
-                              plan.overlap  ? ": packed into a temporary first because the two overlap"
-                              : reshape ? ": packed/converted by a device kernel"
-                                        : ": one buffer copy");
+                        plan.overlap  ? ": packed into a temporary first because the two overlap"
+                        : reshape ? ": packed/converted by a device kernel"
+                                  : ": one buffer copy");
     return;
   }
   plan.engine = reshape ? Engine::Device : Engine::Bytes;
   if (src.device_type == kDLCUDA && dst.device_type == kDLCUDA) {
     plan.path = ABR_PATH_PEER;
     plan.detail.format("peer copy {} -> {} ({}){}: cuMemcpyPeerAsync, direct where peer access is on",
-                              device_string(src), device_string(dst), reason,
-                              reshape ? ", packed/converted by a device kernel" : "");
+                        device_string(src), device_string(dst), reason,
+                        reshape ? ", packed/converted by a device kernel" : "");
     return;
   }
   if (options.flags & ABR_TRANSFER_NO_HOST_STAGING)
@@ -95,8 +95,8 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
          src.device_type == dst.device_type ? "OpenCL contexts" : "backends");
   plan.path = ABR_PATH_STAGED;
   plan.detail.format("staged {} ({}): chunks bounced through pinned host memory{}",
-                            src.device_type == dst.device_type ? "between contexts" : "between backends", reason,
-                            reshape ? ", packed/converted by device kernels" : "");
+                      src.device_type == dst.device_type ? "between contexts" : "between backends", reason,
+                      reshape ? ", packed/converted by device kernels" : "");
 }
 
 bool ranges_overlap(const Layout& a, const Layout& b) {
@@ -195,7 +195,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     plan.path = ABR_PATH_HOST_COPY;
     plan.engine = Engine::Host;
     plan.detail.format("host copy ({}){}{}", reason, plan.pack ? ", strided source packed" : "",
-                              plan.cast ? ", converted on the host" : "");
+                        plan.cast ? ", converted on the host" : "");
   } else if (src_host || dst_host) {
     // A new destination is compact; one in cuda_host is page-locked.
     const bool pinned = src_host ? src_facts.pinned : dst.device_type == kDLCUDAHost;
@@ -231,7 +231,7 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
     plan.engine = Engine::Host;
     plan.overlap = ranges_overlap(src, dst);
     plan.detail.format("host copy into an existing tensor{}{}", plan.cast ? ", converted" : "",
-                              plan.overlap ? ", staged through a temporary because the two overlap" : "");
+                        plan.overlap ? ", staged through a temporary because the two overlap" : "");
   } else if (src_host || dst_host) {
     const bool src_reshape = plan.pack || plan.cast;
     plan_host_device(plan, src_host, src_host ? dst.device.device_type : src.device.device_type,
