@@ -6,9 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <cstring>
+
+int sticky_child_main();  // test_sticky_child.cpp: the child's side of that test
 
 int main(int argc, char** argv) {
   setenv("ARRAYBRIDGE_CUDA_LIBRARY", ABR_FAKE_CUDA_PATH, /*overwrite=*/0);
+  if (argc == 2 && std::strcmp(argv[1], "--sticky-child") == 0) return sticky_child_main();
   doctest::Context context(argc, argv);
   return context.run();
 }
