@@ -148,7 +148,7 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
     const uint64_t base = reinterpret_cast<uintptr_t>(t.data);
     uint64_t start = 0, end = 0;
     if (__builtin_add_overflow(base, t.byte_offset, &start) || start > static_cast<uint64_t>(INTPTR_MAX) ||
-        static_cast<uint64_t>(-out.min_byte) > start ||
+        0 - static_cast<uint64_t>(out.min_byte) > start ||  // |min_byte|, also for INT64_MIN (fuzzer)
         __builtin_add_overflow(start, static_cast<uint64_t>(out.max_byte_end), &end))
       fail(ABR_ERR_DLPACK_OVERFLOW, "{}: data {} + byte_offset {} puts the view outside the address space", what,
            t.data, t.byte_offset);

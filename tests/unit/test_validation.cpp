@@ -36,6 +36,10 @@ TEST_CASE("malformed descriptors are refused with a distinct status and the sour
        ABR_ERR_DLPACK_OVERFLOW, "address beyond 64 bits"},
       {"byte_offset near 2^64", [](Managed& m) { m.tensor().byte_offset = UINT64_MAX - 8; }, ABR_ERR_DLPACK_OVERFLOW,
        "outside the address space"},
+      // The view reaches exactly INT64_MIN bytes below its first element (found by the fuzzer: UBSan
+      // "negation of -9223372036854775808" in the address-space check).
+      {"view down to INT64_MIN", [](Managed& m) { m.strides = {INT64_MIN / 8, 1}; m.tensor().strides = m.strides.data(); },
+       ABR_ERR_DLPACK_OVERFLOW, "outside the address space"},
       {"NULL data", [](Managed& m) { m.tensor().data = nullptr; }, ABR_ERR_DLPACK_DATA, "data is NULL"},
       {"unknown device type", [](Managed& m) { m.tensor().device.device_type = static_cast<DLDeviceType>(5); },
        ABR_ERR_DLPACK_DEVICE, "unknown device type 5"},
