@@ -243,3 +243,38 @@ TEST_CASE("zero-size and 0-d tensors") {
   CHECK(zero_d.deleted == 1);
   CHECK(empty.deleted == 1);
 }
+
+// Dims and exports keep up to 8 dimensions inline and the rest on the heap: both sides of that line.
+TEST_CASE("views and copies of 8, 9 and 12 dimensions keep every extent, stride and value") {
+  Runtime rt;
+  for (std::size_t ndim : {8, 9, 12}) {
+    CAPTURE(ndim);
+    std::vector<int64_t> shape(ndim, 1), strides(ndim, 0);
+    shape[0] = 3;
+    shape[ndim - 1] = 2;  // 3 x 1 x ... x 1 x 2, stored transposed: element (i, ..., j) at j * 3 + i
+    for (std::size_t d = 0; d < ndim; ++d) strides[d] = d == 0 ? 1 : d == ndim - 1 ? 3 : 7;
+    int32_t data[6] = {0, 1, 2, 3, 4, 5};
+    Managed view_source(data, i32, shape, strides);
+    DLManagedTensorVersioned* view = nullptr;
+    REQUIRE(abr_to_device(rt, &view_source.managed, cpu, nullptr, nullptr, &view) == ABR_OK);
+    REQUIRE(view->dl_tensor.ndim == static_cast<int32_t>(ndim));
+    CHECK(std::vector<int64_t>(view->dl_tensor.shape, view->dl_tensor.shape + ndim) == shape);
+    CHECK(std::vector<int64_t>(view->dl_tensor.strides, view->dl_tensor.strides + ndim) == strides);
+    view->deleter(view);
+    CHECK(view_source.deleted == 1);
+
+    Managed copy_source(data, i32, shape, strides);
+    abr_transfer_options options;
+    abr_transfer_options_init(&options);
+    options.copy = ABR_COPY_ALWAYS;
+    DLManagedTensorVersioned* copy = nullptr;
+    REQUIRE(abr_to_device(rt, &copy_source.managed, cpu, &options, nullptr, &copy) == ABR_OK);
+    CHECK(std::vector<int64_t>(copy->dl_tensor.shape, copy->dl_tensor.shape + ndim) == shape);
+    CHECK(copy->dl_tensor.strides[0] == 2);  // compact row-major
+    CHECK(copy->dl_tensor.strides[ndim - 1] == 1);
+    const int32_t* packed = static_cast<const int32_t*>(copy->dl_tensor.data);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2; ++j) CHECK(packed[i * 2 + j] == data[j * 3 + i]);
+    copy->deleter(copy);
+  }
+}
