@@ -20,6 +20,22 @@ class Dims {
     resize(n);
     std::fill(begin(), end(), value);
   }
+  // Copies touch only the dims in use: the inline slots past size() are never written.
+  Dims(const Dims& other) { assign(other.begin(), other.end()); }
+  Dims(Dims&& other) noexcept : heap_(std::move(other.heap_)), size_(other.size_) {
+    if (size_ <= kInline) std::copy(other.inline_, other.inline_ + size_, inline_);
+  }
+  Dims& operator=(const Dims& other) {
+    if (this != &other) assign(other.begin(), other.end());
+    return *this;
+  }
+  Dims& operator=(Dims&& other) noexcept {
+    if (this == &other) return *this;
+    heap_ = std::move(other.heap_);
+    size_ = other.size_;
+    if (size_ <= kInline) std::copy(other.inline_, other.inline_ + size_, inline_);
+    return *this;
+  }
 
   void assign(const int64_t* first, const int64_t* last) {
     resize(static_cast<std::size_t>(last - first));
@@ -46,7 +62,7 @@ class Dims {
 
  private:
   static constexpr std::size_t kInline = 8;
-  int64_t inline_[kInline] = {};
+  int64_t inline_[kInline];  // the first size() are in use when size() <= kInline
   std::vector<int64_t> heap_;
   std::size_t size_ = 0;
 };

@@ -40,6 +40,7 @@ enum class Engine {
 // abr_transfer_report.detail (longer text is cut): planning allocates nothing.
 class PlanDetail {
  public:
+  PlanDetail() { text_[0] = '\0'; }
   template <class... Args>
   void format(fmt::format_string<Args...> format, Args&&... args) {
     fmt::basic_memory_buffer<char, 2 * sizeof text_> buffer;  // on the stack; format_to_n is slower
@@ -61,7 +62,7 @@ class PlanDetail {
   std::string_view view() const { return {text_, size_}; }
 
  private:
-  char text_[sizeof(abr_transfer_report::detail)] = {};
+  char text_[sizeof(abr_transfer_report::detail)];  // text_[size_] ends it; nothing past it is read
   std::size_t size_ = 0;
 };
 
