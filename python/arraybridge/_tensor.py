@@ -17,6 +17,7 @@ _PACKED, _CAST = lib.ABR_REPORT_PACKED, lib.ABR_REPORT_CAST
 _DEVICE_TYPES = {int(t): t for t in DLDeviceType}
 
 
+@_core.untracked_type  # the same class, but the cycle collector does not track its instances (see _core)
 class Tensor(_core.TensorBase):
     """A tensor owned by arraybridge, on any of its devices.
 

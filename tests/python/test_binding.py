@@ -1,9 +1,11 @@
 """The C half of the binding (arraybridge._core): argument handling, the device
 cache, the __dlpack__ fast path against the slow one, and the DEBUG log line."""
+import gc
 import logging
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -152,3 +154,27 @@ def test_copy_writes_into_an_existing_array_and_leaves_both_with_the_caller():
         ab.copy(source, np.zeros((3, 4)))
     with pytest.raises(TypeError, match="missing required argument 'dst'"):
         ab.copy(source)
+
+
+def test_tensor_is_a_final_type_the_cycle_collector_does_not_track():
+    # A class statement makes instances the cycle collector tracks; _core rebuilds
+    # Tensor without that (it holds no Python references), keeping its attributes.
+    tensor = ab.to_device(np.arange(6.0).reshape(2, 3), "cpu")
+    assert type(tensor) is ab.Tensor and isinstance(tensor, _core.TensorBase)
+    assert (ab.Tensor.__module__, ab.Tensor.__name__) == ("arraybridge", "Tensor")
+    assert not gc.is_tracked(tensor)
+    assert "A tensor owned by arraybridge" in ab.Tensor.__doc__
+    assert repr(tensor).startswith("arraybridge.Tensor(shape=(2, 3), dtype=float64")
+    assert tensor.shape == (2, 3) and tensor.report.path == "zero_copy"
+    alive = weakref.ref(tensor)
+    del tensor
+    assert alive() is None
+    before = sys.getrefcount(ab.Tensor)  # each instance holds its heap type once, until it dies
+    for _ in range(1000):
+        ab.to_device(np.ones(3), "cpu")
+    after = sys.getrefcount(ab.Tensor)  # outside the assert, whose rewriting holds a reference of its own
+    assert after == before
+    with pytest.raises(TypeError):
+        type("Sub", (ab.Tensor,), {})
+    with pytest.raises(TypeError, match="__slots__"):
+        _core.untracked_type(type("Fat", (_core.TensorBase,), {}))

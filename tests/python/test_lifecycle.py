@@ -3,6 +3,7 @@
 A NumPy array's DLPack deleter drops the reference its capsule took, so its
 reference count coming back to where it started proves the deleter ran once:
 never would leave it high, twice would leave it low (or crash)."""
+import ctypes
 import gc
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 import arraybridge as ab
+from arraybridge._lib import ffi
 from conftest import DEVICES, sample
 
 ITERATIONS = 3000
@@ -61,6 +63,64 @@ def test_failed_transfers_release_the_source_once():
             ab.to_device(source, "cuda:0")
     gc.collect()
     assert sys.getrefcount(source) == before
+
+
+def counted_capsule(array, versioned, major=1):
+    """A hand-made DLPack capsule over a float32 `array` whose deleter records each
+    call; returns (capsule, calls, keep), keep holding what the capsule points at."""
+    calls = []
+    if versioned:
+        managed = ffi.new("DLManagedTensorVersioned*")
+        managed.version.major, managed.version.minor = major, 0
+        deleter = ffi.callback("void(DLManagedTensorVersioned*)", lambda _: calls.append(1))
+    else:
+        managed = ffi.new("DLManagedTensor*")
+        deleter = ffi.callback("void(DLManagedTensor*)", lambda _: calls.append(1))
+    shape = ffi.new("int64_t[]", array.shape)
+    t = managed.dl_tensor
+    t.data = ffi.cast("void*", array.ctypes.data)
+    t.device.device_type, t.device.device_id = 1, 0  # kDLCPU
+    t.ndim, t.shape = array.ndim, shape
+    t.dtype.code, t.dtype.bits, t.dtype.lanes = 2, 32, 1  # kDLFloat
+    managed.deleter = deleter
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    capsule = new(int(ffi.cast("uintptr_t", managed)), name, None)
+    return capsule, calls, (managed, shape, deleter, array)
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+@pytest.mark.parametrize("device, copy", [("cpu", None), ("cpu", True), ("opencl:0", None)],
+                         ids=["view", "copy", "other-device"])
+def test_a_producers_deleter_runs_once_on_every_path(versioned, device, copy):
+    # A view on the source's device hands the producer's tensor to the runtime as it
+    # is (the GIL is kept); the other paths wrap it so that it is deleted with the GIL.
+    source = sample("float32", (3, 5))
+    capsule, calls, keep = counted_capsule(source, versioned)
+    tensor = ab.to_device(capsule, device, copy=copy)
+    expected_path = "zero_copy" if device == "cpu" and not copy else None
+    if expected_path:
+        assert tensor.report.path == expected_path
+        assert tensor.data_ptr == source.ctypes.data
+    np.testing.assert_array_equal(np.from_dlpack(ab.to_device(tensor, "cpu")), source)
+    del tensor
+    gc.collect()
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+def test_a_failed_view_deletes_the_producers_tensor_once(versioned):
+    source = sample("float32", (2, 2))
+    capsule, calls, keep = counted_capsule(source, versioned)
+    keep[0].dl_tensor.dtype.bits = 12  # no float12: the runtime refuses the tensor
+    with pytest.raises(ab.ArrayBridgeError, match="bits = 12"):
+        ab.to_device(capsule, "cpu")
+    assert calls == [1]
+    capsule, calls, keep = counted_capsule(source, True, major=2)
+    with pytest.raises(ab.ArrayBridgeError, match="major version 2"):
+        ab.from_dlpack(capsule)
+    assert calls == [1]
 
 
 def test_tensors_and_views_die_on_other_threads():

@@ -80,44 +80,57 @@ static DLManagedTensor* new_legacy_view(const DLManagedTensorVersioned* base, Py
   return &view->tensor;
 }
 
-/* A tensor imported from a capsule, wrapped so that its producer's deleter (which
- * may take the GIL, as NumPy's does) also runs only with the GIL held. Legacy
- * tensors come out versioned, with no flags, which is all a legacy tensor says. */
+/* A producer's tensor wrapped so that its deleter (which may take the GIL, as
+ * NumPy's does) runs only with the GIL held, whichever thread lets go of the
+ * wrapper. Legacy tensors come out versioned, with no flags, which is all a
+ * legacy tensor says. */
 typedef struct {
   DLManagedTensorVersioned tensor;
   Release release;
-  void* foreign;
-  int versioned;
+  Imported foreign;
 } ForeignTensor;
+
+const DLTensor* imported_tensor(const Imported* imported) {
+  return imported->versioned ? &((DLManagedTensorVersioned*)imported->tensor)->dl_tensor
+                             : &((DLManagedTensor*)imported->tensor)->dl_tensor;
+}
+
+void imported_delete(Imported* imported) {
+  if (imported->versioned) {
+    DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)imported->tensor;
+    if (t->deleter) t->deleter(t);
+  } else {
+    DLManagedTensor* t = (DLManagedTensor*)imported->tensor;
+    if (t->deleter) t->deleter(t);
+  }
+  imported->tensor = NULL;
+}
 
 static void finish_foreign(Release* node) {
   ForeignTensor* wrapper = CONTAINER(ForeignTensor, release, node);
-  if (wrapper->versioned) {
-    DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)wrapper->foreign;
-    if (t->deleter) t->deleter(t);
-  } else {
-    DLManagedTensor* t = (DLManagedTensor*)wrapper->foreign;
-    if (t->deleter) t->deleter(t);
-  }
+  imported_delete(&wrapper->foreign);
   free(wrapper);
 }
 
 static void foreign_deleter(DLManagedTensorVersioned* self) { release_later(&((ForeignTensor*)self)->release); }
 
-static DLManagedTensorVersioned* wrap_foreign(void* foreign, int versioned) {
+DLManagedTensorVersioned* imported_for_any_thread(Imported* imported) {
+  if (imported->any_thread && imported->versioned) return (DLManagedTensorVersioned*)imported->tensor;
   ForeignTensor* wrapper = (ForeignTensor*)malloc(sizeof *wrapper);
-  if (!wrapper) return (DLManagedTensorVersioned*)PyErr_NoMemory();
-  wrapper->foreign = foreign;
-  wrapper->versioned = versioned;
+  if (!wrapper) {
+    imported_delete(imported);
+    return (DLManagedTensorVersioned*)PyErr_NoMemory();
+  }
+  wrapper->foreign = *imported;
   wrapper->release.finish = finish_foreign;
   DLManagedTensorVersioned* self = &wrapper->tensor;
-  if (versioned) {
-    *self = *(DLManagedTensorVersioned*)foreign; /* version and flags as the producer set them */
+  if (imported->versioned) {
+    *self = *(DLManagedTensorVersioned*)imported->tensor; /* version and flags as the producer set them */
   } else {
     self->version.major = 1;
     self->version.minor = 0;
     self->flags = 0;
-    self->dl_tensor = ((DLManagedTensor*)foreign)->dl_tensor;
+    self->dl_tensor = ((DLManagedTensor*)imported->tensor)->dl_tensor;
   }
   self->manager_ctx = wrapper;
   self->deleter = foreign_deleter;
@@ -157,40 +170,40 @@ PyObject* export_capsule(const DLManagedTensorVersioned* base, PyObject* owner, 
   return capsule;
 }
 
-DLManagedTensorVersioned* consume_capsule(PyObject* capsule) {
-  const char* name = PyCapsule_GetName(capsule);
-  if (!name) {
+int consume_capsule(PyObject* capsule, Imported* out) {
+  /* The common case first: one name comparison, inside PyCapsule_GetPointer. */
+  void* tensor = PyCapsule_GetPointer(capsule, kVersioned);
+  int versioned = 1;
+  const char* used = kUsedVersioned;
+  if (!tensor) {
     PyErr_Clear();
-    name = "";
+    const char* name = PyCapsule_GetName(capsule);
+    if (!name) {
+      PyErr_Clear();
+      name = "";
+    }
+    if (strcmp(name, kLegacy) == 0) {
+      versioned = 0;
+      used = kUsedLegacy;
+      if (!(tensor = PyCapsule_GetPointer(capsule, kLegacy))) return -1;
+    } else if (strcmp(name, kUsedVersioned) == 0 || strcmp(name, kUsedLegacy) == 0) {
+      PyErr_Format(PyExc_BufferError,
+                   "arraybridge: this DLPack capsule was already consumed (its name is '%s'); "
+                   "a capsule can be imported only once", name);
+      return -1;
+    } else {
+      PyErr_Format(PyExc_BufferError,
+                   "arraybridge: not a DLPack capsule: its name is '%.100s', expected "
+                   "'dltensor_versioned' or 'dltensor'", name);
+      return -1;
+    }
   }
-  int versioned;
-  const char* used;
-  if (strcmp(name, kVersioned) == 0) {
-    versioned = 1;
-    used = kUsedVersioned;
-  } else if (strcmp(name, kLegacy) == 0) {
-    versioned = 0;
-    used = kUsedLegacy;
-  } else if (strcmp(name, kUsedVersioned) == 0 || strcmp(name, kUsedLegacy) == 0) {
-    PyErr_Format(PyExc_BufferError,
-                 "arraybridge: this DLPack capsule was already consumed (its name is '%s'); "
-                 "a capsule can be imported only once", name);
-    return NULL;
-  } else {
-    PyErr_Format(PyExc_BufferError,
-                 "arraybridge: not a DLPack capsule: its name is '%.100s', expected "
-                 "'dltensor_versioned' or 'dltensor'", name);
-    return NULL;
-  }
-  void* tensor = PyCapsule_GetPointer(capsule, name);
-  if (!tensor) return NULL;
-  DLManagedTensorVersioned* wrapper = wrap_foreign(tensor, versioned);
-  if (!wrapper) return NULL;
-  if (PyCapsule_SetName(capsule, used) < 0 || PyCapsule_SetDestructor(capsule, NULL) < 0) {
-    free(wrapper); /* the capsule still owns the tensor */
-    return NULL;
-  }
-  return wrapper;
+  if (PyCapsule_SetName(capsule, used) < 0 || PyCapsule_SetDestructor(capsule, NULL) < 0)
+    return -1; /* the capsule still owns the tensor */
+  out->tensor = tensor;
+  out->versioned = versioned;
+  out->any_thread = 0; /* a producer's deleter: it may need the GIL */
+  return 0;
 }
 
 /* capsule_name(capsule) -> str: for tests and error messages. */

@@ -27,14 +27,29 @@ void core_drain(void); /* with the GIL held: finish what deleters queued */
 
 /* ---------------------------------------------------------- capsules.c */
 
+/* A DLPack tensor taken from a producer, owned by the caller until handed on. */
+typedef struct {
+  void* tensor;   /* a DLManagedTensorVersioned*, or a DLManagedTensor* when !versioned */
+  int versioned;
+  int any_thread; /* its deleter may run on any thread without the GIL (one of our own views) */
+} Imported;
+
+const DLTensor* imported_tensor(const Imported* imported);
+void imported_delete(Imported* imported); /* with the GIL held */
+/* The tensor as a versioned one whose deleter may run on any thread without the
+ * GIL (a producer's deleter is then deferred to a thread that holds it): what a
+ * runtime call that releases the GIL may be given. NULL with an exception (and
+ * the tensor deleted) on failure. */
+DLManagedTensorVersioned* imported_for_any_thread(Imported* imported);
+
 /* A versioned view of `base` whose deleter releases `owner` (a new reference is
  * taken); IS_COPIED added when `copied`. NULL with an exception on failure. */
 DLManagedTensorVersioned* new_owner_view(const DLManagedTensorVersioned* base, PyObject* owner, int copied);
 /* A DLPack capsule viewing `base`, owned by `owner`: versioned or legacy. */
 PyObject* export_capsule(const DLManagedTensorVersioned* base, PyObject* owner, int versioned, int copied);
-/* The tensor a capsule holds, as a versioned tensor the caller owns; renames the
- * capsule used_*. NULL with BufferError/TypeError when it cannot. */
-DLManagedTensorVersioned* consume_capsule(PyObject* capsule);
+/* Takes the tensor a capsule holds and renames the capsule used_*; -1 with
+ * BufferError when it is not an unused DLPack capsule. */
+int consume_capsule(PyObject* capsule, Imported* out);
 PyObject* capsule_name(PyObject* module, PyObject* capsule);
 
 /* ---------------------------------------------------------- tensor.c */
@@ -48,6 +63,7 @@ typedef struct {
 
 extern PyTypeObject TensorBaseType;
 int tensor_check(PyObject* object);
+PyObject* untracked_type(PyObject* module, PyObject* cls);
 
 /* ---------------------------------------------------------- transfer.c */
 

@@ -108,6 +108,9 @@ static PyMethodDef methods[] = {
     {"export", (PyCFunction)(void (*)(void))export, METH_FASTCALL,
      "export(tensor, versioned, copied) -> a DLPack capsule viewing tensor and keeping it alive"},
     {"capsule_name", capsule_name, METH_O, "capsule_name(capsule) -> its name"},
+    {"untracked_type", untracked_type, METH_O,
+     "untracked_type(cls) -> cls rebuilt as the final type arraybridge.Tensor, whose instances the cycle collector "
+     "does not track (a class decorator)"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
      "setup(tensor_type=, runtime=, parse_device=, parse_dtype=, stream_handle=, error=, log_transfer=, logger=)"},
     {NULL, NULL, 0, NULL},

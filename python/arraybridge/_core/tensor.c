@@ -28,7 +28,9 @@ static void tensor_dealloc(TensorObject* self) {
   if (tensor && tensor->deleter) tensor->deleter(tensor);
   core_drain();
   PyErr_Restore(type, value, traceback);
-  Py_TYPE(self)->tp_free((PyObject*)self);
+  PyTypeObject* tensor_type = Py_TYPE(self);
+  tensor_type->tp_free((PyObject*)self);
+  if (tensor_type->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(tensor_type); /* an instance of a heap type owns one */
 }
 
 /* 1 when `requested` is a (type, id) pair naming this tensor's device, 0 when it
@@ -114,6 +116,43 @@ static PyGetSetDef tensor_getset[] = {
     {"_report", (getter)tensor_report, NULL, "(path name, bytes moved, report flags, detail)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
+
+/* untracked_type(cls) -> cls rebuilt as "arraybridge.Tensor", a final type whose
+ * instances the cycle collector does not track. A class statement always makes
+ * tracked instances, and tracking cost a fifth of a zero-copy to_device; a Tensor
+ * holds no Python reference a cycle could pass through (what keeps its source
+ * alive sits behind the DLPack deleter). cls must subclass TensorBase and add no
+ * fields; its attributes are copied over. */
+PyObject* untracked_type(PyObject* module, PyObject* cls) {
+  (void)module;
+  if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject*)cls, &TensorBaseType) ||
+      ((PyTypeObject*)cls)->tp_basicsize != TensorBaseType.tp_basicsize ||
+      PyDict_GetItemString(((PyTypeObject*)cls)->tp_dict, "__dict__")) { /* 3.11 keeps a __dict__ outside basicsize */
+    PyErr_SetString(PyExc_TypeError, "untracked_type(cls): cls must subclass TensorBase with __slots__ = ()");
+    return NULL;
+  }
+  static PyType_Slot slots[] = {{Py_tp_dealloc, (void*)tensor_dealloc}, {0, NULL}}; /* not subtype_dealloc */
+  static PyType_Spec spec = {"arraybridge.Tensor", sizeof(TensorObject), 0, Py_TPFLAGS_DEFAULT, slots};
+  PyObject* bases = PyTuple_Pack(1, (PyObject*)&TensorBaseType);
+  PyObject* type = bases ? PyType_FromSpecWithBases(&spec, bases) : NULL;
+  Py_XDECREF(bases);
+  if (!type) return NULL;
+  PyObject *key, *value;
+  Py_ssize_t position = 0;
+  PyObject* namespace = ((PyTypeObject*)cls)->tp_dict;
+  while (PyDict_Next(namespace, &position, &key, &value)) {
+    const char* name = PyUnicode_AsUTF8(key);
+    if (!name) goto fail;
+    if (!strcmp(name, "__module__") || !strcmp(name, "__qualname__") || !strcmp(name, "__slots__") ||
+        !strcmp(name, "__dict__") || !strcmp(name, "__weakref__"))
+      continue; /* the new type's own, or meaningless on it */
+    if (PyObject_SetAttr(type, key, value) < 0) goto fail; /* dunders also fill their C slots (__repr__) */
+  }
+  return type;
+fail:
+  Py_DECREF(type);
+  return NULL;
+}
 
 PyTypeObject TensorBaseType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "arraybridge._core.TensorBase",

@@ -133,9 +133,14 @@ static int parse_stream(PyObject* stream, uintptr_t* out) {
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
  * capsule, or what __dlpack__ returns (versioned when the producer takes
  * max_version, legacy from one that predates DLPack 1.0). */
-static DLManagedTensorVersioned* import_source(PyObject* x) {
-  if (tensor_check(x)) return new_owner_view(((TensorObject*)x)->tensor, x, 0);
-  if (PyCapsule_CheckExact(x)) return consume_capsule(x);
+static int import_source(PyObject* x, Imported* out) {
+  if (tensor_check(x)) {
+    out->tensor = new_owner_view(((TensorObject*)x)->tensor, x, 0);
+    out->versioned = 1;
+    out->any_thread = 1;
+    return out->tensor ? 0 : -1;
+  }
+  if (PyCapsule_CheckExact(x)) return consume_capsule(x, out);
   PyObject* call[3] = {NULL, x, names.max_version}; /* call[0]: vectorcall's spare slot */
   PyObject* capsule =
       PyObject_VectorcallMethod(names.dlpack, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, names.max_version_key);
@@ -149,16 +154,16 @@ static DLManagedTensorVersioned* import_source(PyObject* x) {
       PyErr_Format(PyExc_AttributeError, "arraybridge: %s is neither a DLPack capsule nor an object with __dlpack__",
                    Py_TYPE(x)->tp_name);
     }
-    return NULL;
+    return -1;
   }
-  DLManagedTensorVersioned* tensor = NULL;
+  int status = -1;
   if (PyCapsule_CheckExact(capsule))
-    tensor = consume_capsule(capsule);
+    status = consume_capsule(capsule, out);
   else
     PyErr_Format(PyExc_TypeError, "arraybridge: %s.__dlpack__() returned %s, not a DLPack capsule",
                  Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
   Py_DECREF(capsule);
-  return tensor;
+  return status;
 }
 
 /* ---------------------------------------------------------------- transfer */
@@ -210,16 +215,15 @@ static PyObject* run(PyObject* x, Request* request) {
   PyTypeObject* type = (PyTypeObject*)hooks.tensor_type;
   TensorObject* result = (TensorObject*)type->tp_alloc(type, 0);
   if (!result) return NULL;
-  DLManagedTensorVersioned* src = import_source(x);
-  if (!src) {
+  Imported src;
+  if (import_source(x, &src) < 0) {
     Py_DECREF(result);
     return NULL;
   }
-  const DLDevice src_device = src->dl_tensor.device;
+  const DLDevice src_device = imported_tensor(&src)->device;
   const DLDevice dst = request->has_dst ? request->dst : src_device;
   if (request->stream && dst.device_type != kDLCUDA && src_device.device_type != kDLCUDA) {
-    if (src->deleter) src->deleter(src);
-    core_drain();
+    imported_delete(&src);
     Py_DECREF(result);
     return PyErr_Format(PyExc_ValueError,
                         "arraybridge: stream= orders CUDA work, and neither side of this %s is on CUDA (CPU and "
@@ -229,18 +233,26 @@ static PyObject* run(PyObject* x, Request* request) {
   DLManagedTensorVersioned* out = NULL;
   abr_status status = ABR_OK;
   if (is_view_by_contract(request, src_device, dst)) {
-    /* Releasing and taking back the GIL would cost half as much as the view itself. */
-    status = abr_to_device(runtime, src, dst, &request->options, NULL, &out);
-    if (status != ABR_OK && src->deleter) src->deleter(src);
+    /* Releasing and taking back the GIL would cost half as much as the view itself.
+     * Holding it, the producer's tensor goes in as it is: the runtime deletes a
+     * failed source now, and a view's source when the Tensor dies, both with the GIL. */
+    status = src.versioned ? abr_to_device(runtime, src.tensor, dst, &request->options, NULL, &out)
+                           : abr_to_device_legacy(runtime, src.tensor, dst, &request->options, NULL, &out);
+    if (status != ABR_OK) imported_delete(&src);
   } else {
+    DLManagedTensorVersioned* movable = imported_for_any_thread(&src);
+    if (!movable) {
+      Py_DECREF(result);
+      return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     abr_stream* wrapped = NULL;
     if (request->stream)
       status =
           abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src_device, (void*)request->stream, &wrapped);
-    if (status == ABR_OK) status = abr_to_device(runtime, src, dst, &request->options, wrapped, &out);
+    if (status == ABR_OK) status = abr_to_device(runtime, movable, dst, &request->options, wrapped, &out);
     if (wrapped) abr_stream_destroy(wrapped); /* waits for the copy queued on it */
-    if (status != ABR_OK && src->deleter) src->deleter(src); /* the runtime leaves a failed source to us */
+    if (status != ABR_OK && movable->deleter) movable->deleter(movable); /* the runtime leaves a failed source to us */
     Py_END_ALLOW_THREADS
   }
   core_drain(); /* deleters that ran without the GIL queued their releases */
@@ -328,9 +340,11 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   if (ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 2, 2, 2, a) < 0) return NULL;
   abr_runtime* runtime = runtime_pointer();
   if (!runtime) return NULL;
-  DLManagedTensorVersioned* dst = import_source(a[1]);
+  Imported dst_source, src_source;
+  if (import_source(a[1], &dst_source) < 0) return NULL;
+  DLManagedTensorVersioned* dst = imported_for_any_thread(&dst_source);
   if (!dst) return NULL;
-  DLManagedTensorVersioned* src = import_source(a[0]);
+  DLManagedTensorVersioned* src = import_source(a[0], &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
   if (src) {
     Py_BEGIN_ALLOW_THREADS
