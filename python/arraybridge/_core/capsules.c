@@ -139,17 +139,23 @@ DLManagedTensorVersioned* imported_for_any_thread(Imported* imported) {
 
 /* ---------------------------------------------------------------- capsules */
 
-/* Runs when a capsule is garbage-collected: only an unconsumed one still owns
- * its tensor. Keeps any exception in flight, as the DLPack spec asks. */
+/* Runs when a capsule is garbage-collected: only one still carrying the name we
+ * gave it (the same pointer: a consumer renames it used_*) owns its tensor.
+ * Keeps any exception in flight, as the DLPack spec asks. */
 static void capsule_destructor(PyObject* capsule) {
-  if (PyCapsule_IsValid(capsule, kUsedVersioned) || PyCapsule_IsValid(capsule, kUsedLegacy)) return;
+  const char* name = PyCapsule_GetName(capsule);
+  if (name != kVersioned && name != kLegacy) {
+    if (!name) PyErr_Clear();
+    return;
+  }
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
-  if (PyCapsule_IsValid(capsule, kVersioned)) {
-    DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, kVersioned);
+  void* tensor = PyCapsule_GetPointer(capsule, name);
+  if (name == kVersioned) {
+    DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)tensor;
     if (t->deleter) t->deleter(t);
-  } else if (PyCapsule_IsValid(capsule, kLegacy)) {
-    DLManagedTensor* t = (DLManagedTensor*)PyCapsule_GetPointer(capsule, kLegacy);
+  } else {
+    DLManagedTensor* t = (DLManagedTensor*)tensor;
     if (t->deleter) t->deleter(t);
   }
   PyErr_Restore(type, value, traceback);
