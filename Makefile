@@ -132,7 +132,7 @@ $(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS) $(FATBIN_OBJ)
 # libcuda.so.1 that works on the CPU); ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1
 # runs the same binary on a real GPU.
 FAKE_CUDA := $(BUILD)/fake-cuda/libcuda.so.1
-CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_sticky_child.cpp
+CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_cuda_lifetimes.cpp tests/cuda/test_fake_rules.cpp tests/cuda/test_sticky_child.cpp
 $(FAKE_CUDA): tests/cuda/fake_driver.cpp cuda/kernel_params.hpp $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 -o $@ $< $(STATIC)

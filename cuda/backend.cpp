@@ -32,6 +32,25 @@ class PooledHostMemory final : public Storage {
   PinnedBlock block_;
 };
 
+// What the driver knows of an address, asked so that memory it does not know
+// (pageable host memory) is no error: cuPointerGetAttributes reads zeros there,
+// where cuPointerGetAttribute fails and fills sanitizer logs and driver traces.
+struct PointerFacts {
+  unsigned int type = 0;  // CU_MEMORYTYPE_*, 0: unknown to the driver
+  int ordinal = -1;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+};
+
+PointerFacts pointer_facts(Device& device, CUdeviceptr address) {
+  PointerFacts facts;
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* values[] = {&facts.type, &facts.ordinal, &facts.start, &facts.size};
+  device.check(device.cu().cuPointerGetAttributes(4, which, values, address), "cuPointerGetAttributes");
+  return facts;
+}
+
 }  // namespace
 
 Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool) : pool_(std::move(pool)) {
@@ -84,6 +103,13 @@ Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool>
   report_.info.device_count = static_cast<int32_t>(devices_.size());
   copy_text(report_.info.detail, fmt::format("{} ({}), {} device(s)", version, cu_->library, devices_.size()));
   pinned_ = std::make_unique<PinnedProvider>(devices_.front());
+  reclaimer_ = std::make_shared<Reclaimer>(devices_);
+}
+
+Backend::~Backend() {
+  if (!pinned_) return;
+  reclaimer_->drain();  // cuda_host tensors deleted so far: their blocks are back in the pool
+  pool_->release_domain(pinned_->domain());
 }
 
 std::shared_ptr<Device> Backend::device(DLDevice device) const {
@@ -122,24 +148,15 @@ const void* Backend::memory_context(const Layout& tensor) {
   Scope scope(*owner);
   const CUdeviceptr first = reinterpret_cast<CUdeviceptr>(tensor.data) + tensor.byte_offset;
   const CUdeviceptr lowest = first + static_cast<uint64_t>(tensor.min_byte);  // min_byte <= 0
-  unsigned int type = 0;
-  const CUresult status = cu_->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, lowest);
-  if (status == CUDA_ERROR_INVALID_VALUE || (status == CUDA_SUCCESS && type != CU_MEMORYTYPE_DEVICE))
+  const PointerFacts facts = pointer_facts(*owner, lowest);
+  if (facts.type != CU_MEMORYTYPE_DEVICE)
     fail(ABR_ERR_DLPACK_DATA, "the data pointer {:#x} of a {} tensor is not CUDA device memory", lowest,
          device_string(tensor.device));
-  owner->check(status, "cuPointerGetAttribute(MEMORY_TYPE)");
-  int ordinal = -1;
-  owner->check(cu_->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, lowest),
-               "cuPointerGetAttribute(DEVICE_ORDINAL)");
-  if (ordinal != tensor.device.device_id)
+  if (facts.ordinal != tensor.device.device_id)
     fail(ABR_ERR_DLPACK_DEVICE, "the tensor says {} but its memory is on cuda:{}", device_string(tensor.device),
-         ordinal);
-  CUdeviceptr start = 0;
-  size_t size = 0;
-  owner->check(cu_->cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, lowest),
-               "cuPointerGetAttribute(RANGE_START_ADDR)");
-  owner->check(cu_->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, lowest),
-               "cuPointerGetAttribute(RANGE_SIZE)");
+         facts.ordinal);
+  const CUdeviceptr start = facts.start;
+  const size_t size = facts.size;
   const CUdeviceptr end = first + static_cast<uint64_t>(tensor.max_byte_end);
   if (end > start + size)
     fail(ABR_ERR_DLPACK_DATA, "the view needs bytes up to {:#x}, but its allocation [{:#x}, {:#x}) ends before",
@@ -151,36 +168,31 @@ bool Backend::host_pinned(const void* begin, uint64_t bytes) {
   if (!cu_ || !begin || devices_.front()->lost()) return false;  // unknown: treated as pageable (staged)
   Scope scope(*devices_.front());
   const auto address = reinterpret_cast<CUdeviceptr>(begin);
-  unsigned int type = 0;
-  if (cu_->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS ||
-      type != CU_MEMORYTYPE_HOST)
-    return false;  // pageable (the driver does not know the pointer)
-  CUdeviceptr start = 0;
-  size_t size = 0;
-  if (cu_->cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) != CUDA_SUCCESS ||
-      cu_->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address) != CUDA_SUCCESS)
-    return false;
-  return address + bytes <= start + size;
+  const PointerFacts facts = pointer_facts(*devices_.front(), address);
+  return facts.type == CU_MEMORYTYPE_HOST && address + bytes <= facts.start + facts.size;  // pageable: type 0
 }
 
-DeviceMemory Backend::allocate(DLDevice dl, uint64_t bytes, Stream* stream) {
+DeviceMemory Backend::allocate(DLDevice dl, uint64_t bytes, Stream*) {
+  // Memory for a consumer: valid on every stream, released after the devices' queued work (reclaimer.hpp).
   DeviceMemory memory;
   if (dl.device_type == kDLCUDAHost) {
     if (!pinned_) fail(ABR_ERR_NO_DEVICE, "cuda_host needs a CUDA device: {}", report_.info.detail);
     auto host = std::make_unique<PooledHostMemory>(pool_->acquire(*pinned_, static_cast<std::size_t>(std::max<uint64_t>(bytes, 1))));
     memory.handle = host->data();
-    memory.storage = std::move(host);
+    memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(host), reclaimer_);
     return memory;
   }
   std::shared_ptr<Device> target = device(dl);
-  Scope scope(*target);
-  // Allocated in the order of the stream the transfer will use (transfers.cpp's Submission).
-  auto* cuda_stream = dynamic_cast<CudaStream*>(stream);
-  const CUstream order = cuda_stream && &cuda_stream->cuda_device() == target.get() ? cuda_stream->get()
-                                                                                     : target->own_stream();
-  auto buffer = std::make_unique<DeviceBuffer>(target, bytes, order, nullptr);
+  std::unique_ptr<DeviceAllocation> buffer;
+  try {
+    buffer = std::make_unique<DeviceAllocation>(target, bytes);
+  } catch (const Error& e) {
+    if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
+    reclaimer_->drain();  // memory of deleted tensors may still be on its way back: wait for it, then once more
+    buffer = std::make_unique<DeviceAllocation>(target, bytes);
+  }
   memory.handle = reinterpret_cast<void*>(buffer->get());
-  memory.storage = std::move(buffer);
+  memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(buffer), reclaimer_);
   return memory;
 }
 

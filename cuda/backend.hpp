@@ -9,12 +9,16 @@
 #include "../lib/backend.hpp"
 #include "device.hpp"
 #include "memory.hpp"
+#include "reclaimer.hpp"
 
 namespace abr::cuda {
 
 class Backend final : public DeviceBackend {
  public:
   Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool);
+  // Gives back this backend's pinned blocks (cached in the pool) while the
+  // devices' contexts live; memory still lent to tensors goes when they do.
+  ~Backend() override;
 
   const BackendReport& report() const override { return report_; }
   DeviceTraits traits(DLDevice device) override;
@@ -38,6 +42,7 @@ class Backend final : public DeviceBackend {
   BackendReport report_;
   std::vector<std::shared_ptr<Device>> devices_;
   std::unique_ptr<PinnedProvider> pinned_;
+  std::shared_ptr<Reclaimer> reclaimer_;  // shared with the memory it hands out, which may outlive us
 };
 
 }  // namespace abr::cuda

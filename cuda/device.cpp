@@ -53,6 +53,11 @@ CUstream Device::own_stream() {
   return stream_;
 }
 
+bool Device::has_context() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return context_ != nullptr;
+}
+
 CUfunction Device::kernel(const char* name) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!module_) {
@@ -74,7 +79,7 @@ void Device::check(CUresult code, const char* call) {
   if (is_sticky(code)) {
     bool expected = false;
     if (!lost_.load(std::memory_order_acquire)) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<std::mutex> lock(lost_mutex_);
       if (lost_reason_.empty()) lost_reason_ = fmt::format("{} failed: {}", call, text);
       lost_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
       log::warn("{} is lost: {} failed: {}", device_string(dl_device()), call, text);

@@ -33,6 +33,8 @@ class Device : public std::enable_shared_from_this<Device> {
   CUstream own_stream();
   // A kernel of the embedded fatbin, loaded into the context on first use.
   CUfunction kernel(const char* name);
+  // Whether the primary context was retained (without retaining it).
+  bool has_context();
 
   // Throws for a failed call: ABR_ERR_OUT_OF_MEMORY, ABR_ERR_DEVICE_LOST (and
   // marks the device lost) for a sticky error, ABR_ERR_BACKEND otherwise.
@@ -45,11 +47,12 @@ class Device : public std::enable_shared_from_this<Device> {
   const Driver& cu_;
   CUdevice handle_;
   int32_t ordinal_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // the lazily made context, stream and module; check() runs under it
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
   CUmodule module_ = nullptr;
   std::atomic<bool> lost_{false};
+  std::mutex lost_mutex_;    // its own: a sticky error may come from a call made under mutex_
   std::string lost_reason_;  // written once, before lost_ is set
 };
 

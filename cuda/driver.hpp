@@ -14,9 +14,9 @@
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) \
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) \
   X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) \
-  X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxEnablePeerAccess) \
+  X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxEnablePeerAccess) X(cuCtxSynchronize) \
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost) \
-  X(cuPointerGetAttribute) \
+  X(cuPointerGetAttributes) \
   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamGetCtx) \
   X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy) \

@@ -8,37 +8,62 @@ namespace {
 
 class PinnedBlock final : public StagingBlock {
  public:
-  PinnedBlock(const Driver& cu, char* data, std::size_t size) : cu_(cu), data_(data), size_(size) {}
+  PinnedBlock(std::shared_ptr<Device> device, char* data, std::size_t size)
+      : device_(std::move(device)), data_(data), size_(size) {}
   ~PinnedBlock() override {
-    const CUresult status = cu_.cuMemFreeHost(data_);
-    if (status != CUDA_SUCCESS) log::warn("cuMemFreeHost failed: {}", error_text(cu_, status));
+    if (device_->lost()) return;  // the context is unusable: the memory goes with the process
+    try {
+      Scope scope(*device_);  // cuMemFreeHost needs the context that allocated the block
+      const CUresult status = device_->cu().cuMemFreeHost(data_);
+      if (status != CUDA_SUCCESS) log::warn("cuMemFreeHost failed: {}", error_text(device_->cu(), status));
+    } catch (const std::exception& e) {  // a destructor: report, never throw
+      log::warn("freeing CUDA pinned memory failed: {}", e.what());
+    }
   }
   char* data() const override { return data_; }
   std::size_t size() const override { return size_; }
 
  private:
-  const Driver& cu_;
+  std::shared_ptr<Device> device_;  // keeps the context retained while the block lives
   char* data_;
   std::size_t size_;
 };
 
 }  // namespace
 
-DeviceBuffer::DeviceBuffer(std::shared_ptr<Device> device, uint64_t bytes, CUstream stream, CUstream free_stream)
-    : device_(std::move(device)), free_stream_(free_stream) {
+StreamBuffer::StreamBuffer(std::shared_ptr<Device> device, uint64_t bytes, CUstream stream)
+    : device_(std::move(device)), stream_(stream) {
   if (bytes == 0) return;  // nothing to allocate: data stays 0
   Scope scope(*device_);
   fault::point(ABR_ERR_OUT_OF_MEMORY, "CUDA device buffer");
   device_->check(device_->cu().cuMemAllocAsync(&ptr_, bytes, stream), "cuMemAllocAsync");
 }
 
-DeviceBuffer::~DeviceBuffer() {
+StreamBuffer::~StreamBuffer() {
   if (!ptr_ || device_->lost()) return;
   try {
     Scope scope(*device_);
-    const CUresult status = device_->cu().cuMemFreeAsync(ptr_, free_stream_ ? free_stream_ : device_->own_stream());
+    const CUresult status = device_->cu().cuMemFreeAsync(ptr_, stream_);
     if (status != CUDA_SUCCESS) log::warn("cuMemFreeAsync failed: {}", error_text(device_->cu(), status));
   } catch (const std::exception& e) {  // a destructor: report, never throw
+    log::warn("freeing CUDA memory failed: {}", e.what());
+  }
+}
+
+DeviceAllocation::DeviceAllocation(std::shared_ptr<Device> device, uint64_t bytes) : device_(std::move(device)) {
+  if (bytes == 0) return;
+  Scope scope(*device_);
+  fault::point(ABR_ERR_OUT_OF_MEMORY, "CUDA device buffer");
+  device_->check(device_->cu().cuMemAlloc(&ptr_, bytes), "cuMemAlloc");
+}
+
+DeviceAllocation::~DeviceAllocation() {
+  if (!ptr_ || device_->lost()) return;
+  try {
+    Scope scope(*device_);
+    const CUresult status = device_->cu().cuMemFree(ptr_);
+    if (status != CUDA_SUCCESS) log::warn("cuMemFree failed: {}", error_text(device_->cu(), status));
+  } catch (const std::exception& e) {
     log::warn("freeing CUDA memory failed: {}", e.what());
   }
 }
@@ -49,7 +74,7 @@ std::unique_ptr<StagingBlock> PinnedProvider::allocate(std::size_t bytes) {
   void* data = nullptr;
   device_->check(device_->cu().cuMemHostAlloc(&data, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
   try {
-    return std::make_unique<PinnedBlock>(device_->cu(), static_cast<char*>(data), bytes);
+    return std::make_unique<PinnedBlock>(device_, static_cast<char*>(data), bytes);
   } catch (...) {
     device_->cu().cuMemFreeHost(data);
     throw;

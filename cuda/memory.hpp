@@ -1,6 +1,11 @@
-// CUDA memory the runtime owns: device buffers (stream-ordered: allocated on
-// the transfer's stream, freed in order on the device's own stream), and
-// page-locked host memory for the pinned pool.
+// CUDA memory the runtime owns, in two kinds by who uses it:
+//  - a transfer's temporaries are stream-ordered (cuMemAllocAsync): allocated,
+//    used and freed on the one stream the transfer runs on, so every use is
+//    ordered after the allocation and the free after every use;
+//  - memory handed to a consumer (an exported tensor) is used on streams we
+//    never see, so it is not stream-ordered (cuMemAlloc: valid on every stream
+//    at once) and is freed through the Reclaimer, after the devices' queued work.
+// And page-locked host memory for the pinned pool.
 #pragma once
 
 #include <memory>
@@ -11,25 +16,42 @@
 
 namespace abr::cuda {
 
-// `bytes` of device memory allocated in `stream`'s order (cuMemAllocAsync), and
-// freed in `free_stream`'s order when destroyed: the same stream for a
-// transfer's temporaries, the device's own stream (nullptr) for exported
-// memory, whose consumer has finished with it when the deleter runs (DLPack's
-// rule). Never freed after the device is lost (the context is gone).
-class DeviceBuffer final : public Storage {
+// `bytes` of device memory allocated, used and freed in `stream`'s order.
+// Work on another stream must be ordered after the allocation, and the buffer
+// destroyed only once the stream is ordered after that work (events).
+// Never freed after the device is lost (the context is gone).
+class StreamBuffer final {
  public:
-  DeviceBuffer(std::shared_ptr<Device> device, uint64_t bytes, CUstream stream, CUstream free_stream);
-  ~DeviceBuffer() override;
+  StreamBuffer(std::shared_ptr<Device> device, uint64_t bytes, CUstream stream);
+  ~StreamBuffer();
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
   CUdeviceptr get() const { return ptr_; }
 
  private:
   std::shared_ptr<Device> device_;
-  CUstream free_stream_;
+  CUstream stream_;
+  CUdeviceptr ptr_ = 0;
+};
+
+// `bytes` of device memory usable on every stream at once (cuMemAlloc), freed
+// with cuMemFree when destroyed: wrap it in ReleasedAfterDeviceWork when a
+// consumer may still have work queued on it.
+class DeviceAllocation final : public Storage {
+ public:
+  DeviceAllocation(std::shared_ptr<Device> device, uint64_t bytes);
+  ~DeviceAllocation() override;
+  CUdeviceptr get() const { return ptr_; }
+
+ private:
+  std::shared_ptr<Device> device_;
   CUdeviceptr ptr_ = 0;
 };
 
 // Portable page-locked host memory (cuMemHostAlloc), usable by every context:
-// the pinned pool's provider for CUDA staging and cuda_host tensors.
+// the pinned pool's provider for CUDA staging and cuda_host tensors. Its blocks
+// keep the device whose context allocated them, and are freed in that context
+// while it lives (a block freed after the context is gone fails and leaks).
 class PinnedProvider final : public StagingProvider {
  public:
   explicit PinnedProvider(std::shared_ptr<Device> any_device) : device_(std::move(any_device)) {}

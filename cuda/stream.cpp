@@ -15,6 +15,17 @@ std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device,
   return owned;
 }
 
+void order_after(const std::shared_ptr<Device>& earlier_device, CUstream earlier, Device& later_device,
+                 CUstream later) {
+  std::unique_ptr<StreamEvent> event;
+  {
+    Scope scope(*earlier_device);
+    event = record_event(earlier_device, earlier);
+  }
+  Scope scope(later_device);
+  later_device.check(later_device.cu().cuStreamWaitEvent(later, event->get(), 0), "cuStreamWaitEvent");
+}
+
 StreamEvent::~StreamEvent() {
   if (!device_->lost()) device_->cu().cuEventDestroy(event_);
 }
@@ -88,14 +99,7 @@ void CudaStream::wait_for(Stream& other) {
     other.synchronize();  // another backend's stream: wait on the host
     return;
   }
-  // Events work across devices: record on the other stream (its context), wait here.
-  std::unique_ptr<StreamEvent> event;
-  {
-    Scope scope(cuda_stream->cuda_device());
-    event = record_event(cuda_stream->device_, cuda_stream->stream_);
-  }
-  Scope scope(*device_);
-  device_->check(device_->cu().cuStreamWaitEvent(stream_, event->get(), 0), "cuStreamWaitEvent");
+  order_after(cuda_stream->device_, cuda_stream->stream_, *device_, stream_);
 }
 
 std::unique_ptr<Event> CudaStream::record() {

@@ -60,4 +60,10 @@ class CudaStream final : public Stream {
 // Records an event on `stream` (the device's context must be current).
 std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device, CUstream stream);
 
+// Work submitted to `later` (a stream of `later_device`) from now on runs after
+// the work submitted to `earlier` (of `earlier_device`) so far: an event
+// recorded in the one's context, waited for by the other. Events work across devices.
+void order_after(const std::shared_ptr<Device>& earlier_device, CUstream earlier, Device& later_device,
+                 CUstream later);
+
 }  // namespace abr::cuda

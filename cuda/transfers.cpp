@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "../lib/dtype.hpp"
 #include "../lib/host_copy.hpp"
@@ -22,7 +23,10 @@ char* host_first(const Layout& layout) { return static_cast<char*>(layout.data) 
 // Where a transfer's work goes: the caller's stream when it is a CUDA stream of
 // this device (the call returns at once, work in the stream's order); otherwise
 // the device's own stream, after the caller's stream's earlier work, waited
-// for before the call returns.
+// for before the call returns. It owns the pinned blocks the work uses and
+// gives each back to the pool ordered after that work, whatever stream ran it:
+// with an event recorded behind the work, and only after the stream was
+// waited for when the work is synchronous (on an error too).
 class Submission {
  public:
   Submission(const std::shared_ptr<Device>& device, Stream* stream) : device_(device) {
@@ -36,29 +40,41 @@ class Submission {
     }
   }
   ~Submission() {
-    if (!finished_ && !device_->lost()) device_->cu().cuStreamSynchronize(stream_);  // an error: nothing may outlive the call
+    if (finished_ || device_->lost()) return;  // (a lost device runs nothing more)
+    mark_blocks_used();  // an error: nothing may be reused or outlive the call before the work is done
+    device_->cu().cuStreamSynchronize(stream_);
   }
   Submission(const Submission&) = delete;
   Submission& operator=(const Submission&) = delete;
 
   CUstream get() const { return stream_; }
   Device& device() const { return *device_; }
-  // The caller's stream when the work stays asynchronous, else nullptr.
-  Stream* async() const { return caller_; }
-  // A pool block used by the work submitted so far: reuse waits for it.
-  void uses(PinnedBlock& block) {
-    if (caller_) block.used_by(*caller_);
+  // A pool block the work will use: returned to the pool after that work.
+  PinnedBlock& hold(PinnedBlock block) {
+    blocks_.push_back(std::move(block));
+    return blocks_.back();
   }
   void finish() {
+    mark_blocks_used();
     if (!caller_) device_->check(device_->cu().cuStreamSynchronize(stream_), "cuStreamSynchronize");
     finished_ = true;
   }
 
  private:
+  void mark_blocks_used() noexcept {
+    for (PinnedBlock& block : blocks_) {
+      try {
+        block.used_until(record_event(device_, stream_));
+      } catch (const std::exception&) {  // no event: the synchronize in finish or the destructor covers it
+      }
+    }
+  }
+
   std::shared_ptr<Device> device_;
   CUstream stream_ = nullptr;
   Stream* caller_ = nullptr;
   bool finished_ = false;
+  std::deque<PinnedBlock> blocks_;  // a deque: references stay valid as blocks are added
 };
 
 // Waits for an event on the host (a staged chunk's DMA).
@@ -126,12 +142,12 @@ void launch_walk(Device& device, CUstream stream, const Layout& src, CUdeviceptr
                cast ? "cuLaunchKernel(abr_cast)" : "cuLaunchKernel(abr_copy)");
 }
 
-// A compact device buffer of `shape` in `dtype`, stream-ordered on `stream`.
+// A compact device buffer of `shape` in `dtype`, allocated, used and freed on `stream`.
 struct DeviceTemp {
   DeviceTemp(const std::shared_ptr<Device>& device, CUstream stream, const Layout& like, DLDataType dtype)
-      : buffer(device, like.numel * itemsize(dtype), stream, stream),
+      : buffer(device, like.numel * itemsize(dtype), stream),
         layout(compact_layout(like.device, dtype, like.shape, reinterpret_cast<void*>(buffer.get()))) {}
-  DeviceBuffer buffer;
+  StreamBuffer buffer;
   Layout layout;
 };
 
@@ -140,22 +156,20 @@ struct DeviceTemp {
 void staged_upload(Submission& submission, const char* src, CUdeviceptr dst, uint64_t bytes, Resources& with) {
   Device& device = submission.device();
   const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, kStagingChunk));
-  PinnedBlock blocks[2];
+  PinnedBlock* blocks[2] = {};
   std::unique_ptr<StreamEvent> copied[2];
   uint64_t offset = 0;
   for (int i = 0; offset < bytes; ++i) {
     const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - offset));
     const int b = i % 2;
-    if (!blocks[b]) blocks[b] = with.pool.acquire(with.pinned, chunk);
+    if (!blocks[b]) blocks[b] = &submission.hold(with.pool.acquire(with.pinned, chunk));
     if (copied[b]) wait(device, *copied[b]);  // the block's previous DMA is done
-    std::memcpy(blocks[b].data(), src + offset, n);
-    device.check(device.cu().cuMemcpyHtoDAsync(dst + offset, blocks[b].data(), n, submission.get()),
+    std::memcpy(blocks[b]->data(), src + offset, n);
+    device.check(device.cu().cuMemcpyHtoDAsync(dst + offset, blocks[b]->data(), n, submission.get()),
                  "cuMemcpyHtoDAsync");
     copied[b] = record_event(with.dst_device, submission.get());
     offset += n;
   }
-  for (PinnedBlock& block : blocks)
-    if (block) submission.uses(block);
   submission.finish();
 }
 
@@ -165,13 +179,13 @@ void staged_download(Submission& submission, CUdeviceptr src, char* dst, uint64_
   Device& device = submission.device();
   const uint64_t chunk = std::min<uint64_t>(bytes, kStagingChunk);
   const uint64_t chunks = (bytes + chunk - 1) / chunk;
-  PinnedBlock blocks[2];
+  PinnedBlock* blocks[2] = {};
   std::unique_ptr<StreamEvent> landed[2];
   auto size_of = [&](uint64_t k) { return static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - k * chunk)); };
   auto submit = [&](uint64_t k) {  // the block's previous chunk (k - 2) is already copied out
     const int b = static_cast<int>(k % 2);
-    if (!blocks[b]) blocks[b] = with.pool.acquire(with.pinned, static_cast<std::size_t>(chunk));
-    device.check(device.cu().cuMemcpyDtoHAsync(blocks[b].data(), src + k * chunk, size_of(k), submission.get()),
+    if (!blocks[b]) blocks[b] = &submission.hold(with.pool.acquire(with.pinned, static_cast<std::size_t>(chunk)));
+    device.check(device.cu().cuMemcpyDtoHAsync(blocks[b]->data(), src + k * chunk, size_of(k), submission.get()),
                  "cuMemcpyDtoHAsync");
     landed[b] = record_event(with.src_device, submission.get());
   };
@@ -180,7 +194,7 @@ void staged_download(Submission& submission, CUdeviceptr src, char* dst, uint64_
     if (k + 1 < chunks) submit(k + 1);
     const int b = static_cast<int>(k % 2);
     wait(device, *landed[b]);
-    std::memcpy(dst + k * chunk, blocks[b].data(), size_of(k));
+    std::memcpy(dst + k * chunk, blocks[b]->data(), size_of(k));
   }
   submission.finish();
 }
@@ -198,12 +212,11 @@ void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stre
     target = landing->buffer.get();
   }
   if (plan.engine == Engine::Host) {  // pack/convert on the host into pinned staging, then one DMA
-    PinnedBlock block = with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes));
+    PinnedBlock& block = submission.hold(with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes)));
     const Layout packed = compact_layout(src.device, dst.dtype, src.shape, block.data());
     host_copy_layout(src, host_first(src), dst.dtype, block.data(), packed.strides.data());
     with.dst_device->check(with.dst_device->cu().cuMemcpyHtoDAsync(target, block.data(), bytes, submission.get()),
                            "cuMemcpyHtoDAsync");
-    submission.uses(block);
   } else if (plan.path == ABR_PATH_STAGED) {
     if (landing) fail(ABR_ERR_INTERNAL, "a staged upload into a strided destination was planned as bytes");
     return staged_upload(submission, host_first(src), target, bytes, with);
@@ -232,7 +245,7 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
   }
   Device& device = *with.src_device;
   if (!dst.compact) {  // land in pinned staging, then the host engine scatters
-    PinnedBlock block = with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes));
+    PinnedBlock& block = submission.hold(with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes)));
     device.check(device.cu().cuMemcpyDtoHAsync(block.data(), source, bytes, submission.get()), "cuMemcpyDtoHAsync");
     device.check(device.cu().cuStreamSynchronize(submission.get()), "cuStreamSynchronize");
     const Layout landed = compact_layout(dst.device, dst.dtype, dst.shape, block.data());
@@ -266,7 +279,9 @@ void device_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream*
 
 // Between two CUDA devices: packed on the source device when needed, one peer
 // copy (the driver goes direct where peer access is on), scattered on the
-// destination device when needed.
+// destination device when needed. The source side's temporary lives on the
+// source device's stream, so the copy on the destination's stream is ordered
+// after the pack, and the temporary's free after the copy, by events.
 void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
   if (stream) stream->synchronize();
   if (src.numel == 0) return;
@@ -280,8 +295,8 @@ void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& 
     packed = std::make_unique<DeviceTemp>(with.src_device, from.own_stream(), src, dst.dtype);
     launch_walk(from, from.own_stream(), src, reinterpret_cast<CUdeviceptr>(src.data), packed->layout,
                 packed->buffer.get());
-    from.check(from.cu().cuStreamSynchronize(from.own_stream()), "cuStreamSynchronize");
     source = packed->buffer.get();
+    order_after(with.src_device, from.own_stream(), to, to.own_stream());
   }
   Scope scope(to);
   std::unique_ptr<DeviceTemp> landing;
@@ -294,6 +309,12 @@ void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& 
            "cuMemcpyPeerAsync");
   if (landing)
     launch_walk(to, to.own_stream(), landing->layout, landing->buffer.get(), dst, reinterpret_cast<CUdeviceptr>(dst.data));
+  if (packed) {
+    Scope source_side(from);
+    order_after(with.dst_device, to.own_stream(), from, from.own_stream());
+    packed.reset();  // freed on the source's stream, after the copy
+    from.check(from.cu().cuStreamSynchronize(from.own_stream()), "cuStreamSynchronize");
+  }
   to.check(to.cu().cuStreamSynchronize(to.own_stream()), "cuStreamSynchronize");
 }
 

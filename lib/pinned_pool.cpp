@@ -36,8 +36,9 @@ PinnedBlock& PinnedBlock::operator=(PinnedBlock&& other) noexcept {
 
 PinnedBlock::~PinnedBlock() { give_back(); }
 
-void PinnedBlock::used_by(Stream& stream) {
-  std::unique_ptr<Event> event = stream.record();
+void PinnedBlock::used_by(Stream& stream) { used_until(stream.record()); }
+
+void PinnedBlock::used_until(std::unique_ptr<Event> event) {
   if (event) users_.push_back(std::move(event));
 }
 
@@ -182,6 +183,34 @@ uint64_t PinnedPool::trim() {
   std::vector<std::unique_ptr<StagingBlock>> freed;
   std::lock_guard<std::mutex> lock(mutex_);
   return release_idle(UINT64_MAX, freed);
+}
+
+void PinnedPool::release_domain(const void* domain) {
+  std::vector<Cached> taken;  // waited for and freed after the lock is dropped
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = cached_.begin(); it != cached_.end();) {
+      if (it->first.first != domain) {
+        ++it;
+        continue;
+      }
+      const std::size_t size = it->second.block->size();
+      stats_.bytes_pinned -= size;
+      stats_.bytes_cached -= size;
+      stats_.blocks_pinned -= 1;
+      taken.push_back(std::move(it->second));
+      it = cached_.erase(it);
+    }
+  }
+  for (Cached& cached : taken) {
+    for (auto& event : cached.users) {
+      try {
+        event->wait();
+      } catch (const std::exception& e) {  // a failed command no longer uses the block
+        log::debug("waiting for a pinned block's last user failed: {}", e.what());
+      }
+    }
+  }
 }
 
 void PinnedPool::set_limit(uint64_t limit_bytes) {

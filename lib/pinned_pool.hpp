@@ -51,6 +51,8 @@ class PinnedBlock {
   // Work submitted to `stream` so far uses this block: the pool will not give
   // it out again before that work completes. Call after submitting the work.
   void used_by(Stream& stream);
+  // The same with the event itself (recorded after the work, on whatever stream ran it).
+  void used_until(std::unique_ptr<Event> event);
 
  private:
   friend class PinnedPool;
@@ -77,6 +79,10 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
 
   // Frees every cached block whose users have finished; returns the bytes freed.
   uint64_t trim();
+  // Frees every cached block of `domain`, waiting for its users first: a backend
+  // going away gives back its memory while its context still lives. Blocks on
+  // loan are freed when they come back.
+  void release_domain(const void* domain);
   // A lower limit trims at once; blocks in use stay until returned. 0 = the default.
   void set_limit(uint64_t limit_bytes);
   PoolStats stats();  // checks the events of cached blocks for bytes_waiting

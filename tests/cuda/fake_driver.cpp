@@ -12,12 +12,30 @@
 //    and otherwise raise CUDA_ERROR_ILLEGAL_ADDRESS, which is sticky, like a
 //    real memory fault;
 //  - cuModuleLoadData accepts only a fatbin (its magic number).
+// And it is as strict as the real driver under compute-sanitizer on what the
+// H100 taught us (shared/gpu/h100-2026-11-22). Each of these is a *finding*:
+// counted, kept as text, and failing the test that caused it:
+//  - stream-ordered memory (cuMemAllocAsync): a copy, kernel or free on a stream
+//    that is not ordered after the allocation by events (cuStreamWaitEvent), a
+//    free not ordered after every use, any use after a free. As memcheck's
+//    --track-stream-ordered-races does on the H100, a host synchronize is no
+//    ordering: only stream order counts;
+//  - a synchronous cuMemFree while queued work on any stream still uses the memory;
+//  - cuMemFree/cuMemFreeHost without a current context, or after the primary
+//    context that owned the memory was released (the driver freed it then);
+//  - cuPointerGetAttribute on memory the driver does not know (pageable host
+//    memory): the real driver returns CUDA_ERROR_INVALID_VALUE, which fills
+//    every sanitizer log and driver trace; cuPointerGetAttributes answers it.
+// At exit it reports what was never freed (device and pinned).
 // Kernels are emulated on the host with the library's own host cast.
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -25,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,14 +51,24 @@
 #include "../../cuda/kernel_params.hpp"
 #include "../../lib/host_cast.hpp"
 
+// What a stream has been ordered after: for each stream id, the last of its
+// operations (by sequence number) that is guaranteed to run before.
+using Clock = std::map<int, uint64_t>;
+
 struct CUctx_st { int device; };
 struct CUmod_st { int unused; };
 struct CUfunc_st { int kernel; };  // 0..3: abr_copy_{1,2,4,8}; 4: abr_cast
-struct CUevent_st {
+struct EventState {
   std::mutex mutex;
   std::condition_variable done;
   uint64_t recorded = 0;   // generation of the last record
   uint64_t completed = 0;  // generation the stream has reached
+  Clock clock;             // the recording stream's order at the last record
+};
+// Queued records and waits share the state, so an event may be destroyed while
+// work still refers to it, as the driver allows.
+struct CUevent_st {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
 namespace {
@@ -54,25 +83,60 @@ std::atomic<int64_t> g_launches{0};
 std::atomic<int64_t> g_fail_launch_in{0};  // the n-th launch from now faults (sticky)
 int g_device_count = 2;
 CUctx_st g_contexts[kMaxDevices];
-int g_retained[kMaxDevices];
+std::atomic<int> g_retained[kMaxDevices];
+
+// ---------------------------------------------------------------- findings
+
+std::mutex g_findings_mutex;
+std::vector<std::string>& g_findings = *new std::vector<std::string>;
+std::string& g_label = *new std::string;  // what the test harness is running
+
+void finding(const char* format, ...) __attribute__((format(printf, 1, 2)));
+void finding(const char* format, ...) {
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  std::lock_guard<std::mutex> lock(g_findings_mutex);
+  g_findings.push_back(g_label.empty() ? std::string(text) : g_label + ": " + text);
+}
+
+// ---------------------------------------------------------------- memory
+
+struct Use {
+  int stream;
+  uint64_t seq;  // the operation that uses the memory
+};
 
 struct Range {
   uint64_t size;
-  int device;  // -1: page-locked host memory
+  int device;   // -1: page-locked host memory
+  int context;  // the device whose primary context owns it
   char* real;
+  bool stream_ordered = false;  // cuMemAllocAsync
+  int alloc_stream = -1;
+  uint64_t alloc_seq = 0;
+  bool freed = false;  // a free is queued: no use may follow
+  bool abandoned = false;  // allocated when a sticky error struck: left to the driver, as libraries must
+  std::vector<Use> uses;
 };
 std::mutex g_memory_mutex;
 // By start address (device addresses tagged). Never destroyed: what a lost device
 // leaves allocated stays reachable, as the real driver keeps it until exit.
 std::map<uint64_t, Range>& g_ranges = *new std::map<uint64_t, Range>;
+// Memory the driver freed with its context: freeing it again is a finding.
+std::set<uint64_t>& g_freed_with_context = *new std::set<uint64_t>;
+// Device ranges already released (start -> size) until an allocation reuses them:
+// a use submitted after the free has run is still told from a wild pointer.
+std::map<uint64_t, uint64_t>& g_released = *new std::map<uint64_t, uint64_t>;
 
 thread_local std::vector<CUcontext> t_current;
 
 char* real_of(CUdeviceptr address) { return reinterpret_cast<char*>(address ^ kDeviceTag); }
 
-// The live range holding [address, address + bytes), or nullptr.
-const Range* find_range(uint64_t address, uint64_t bytes, uint64_t* start = nullptr) {
-  std::lock_guard<std::mutex> lock(g_memory_mutex);
+// The range holding [address, address + bytes) (caller holds g_memory_mutex), or nullptr.
+Range* find_locked(uint64_t address, uint64_t bytes, uint64_t* start = nullptr) {
   auto it = g_ranges.upper_bound(address);
   if (it == g_ranges.begin()) return nullptr;
   --it;
@@ -81,9 +145,24 @@ const Range* find_range(uint64_t address, uint64_t bytes, uint64_t* start = null
   return &it->second;
 }
 
+// The live range holding [address, address + bytes), or nullptr.
+const Range* find_range(uint64_t address, uint64_t bytes, uint64_t* start = nullptr) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  const Range* range = find_locked(address, bytes, start);
+  return range && !range->freed ? range : nullptr;
+}
+
 bool checked_device(CUdeviceptr address, uint64_t bytes) {
   if (bytes == 0) return true;
   const Range* range = find_range(address, bytes);
+  return range && range->device >= 0;
+}
+
+// The same check when queued work runs: a free queued behind the work has not
+// happened yet, so only memory already released faults.
+bool present_device(CUdeviceptr address, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  const Range* range = find_locked(address, bytes);
   return range && range->device >= 0;
 }
 
@@ -96,31 +175,54 @@ bool fail_allocation() {
 
 int current_device() { return t_current.empty() ? -1 : t_current.back()->device; }
 
-// A stream: a worker thread running operations in order.
+// ---------------------------------------------------------------- streams
+
+// A stream: a worker thread running operations in order, with the order it
+// has been given against other streams (its clock).
 class FakeStream {
  public:
-  explicit FakeStream(int device) : device_(device), worker_([this] { run(); }) {}
-  ~FakeStream() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    worker_.join();
-  }
+  explicit FakeStream(int device);
+  ~FakeStream();
   int device() const { return device_; }
-  void submit(std::function<void()> op) {
+  int id() const { return id_; }
+  // Queues `op`; returns its sequence number in this stream.
+  uint64_t submit(std::function<void()> op) {
+    uint64_t seq;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ops_.push_back(std::move(op));
-      ++submitted_;
+      seq = ++submitted_;
     }
     wake_.notify_all();
+    return seq;
   }
   void synchronize() {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t target = submitted_;
     idle_.wait(lock, [&] { return finished_ >= target; });
+  }
+  bool finished(uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finished_ >= seq;
+  }
+  // This stream's order now, its own operations included.
+  Clock clock() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Clock now = clock_;
+    now[id_] = submitted_;
+    return now;
+  }
+  // Later operations run after everything `other` covers (cuStreamWaitEvent).
+  void order_after(const Clock& other) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& entry : other) clock_[entry.first] = std::max(clock_[entry.first], entry.second);
+  }
+  // Whether operations submitted from now on run after operation `seq` of stream `stream`.
+  bool ordered_after(int stream, uint64_t seq) {
+    if (stream == id_) return true;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = clock_.find(stream);
+    return it != clock_.end() && it->second >= seq;
   }
 
  private:
@@ -141,20 +243,52 @@ class FakeStream {
   }
 
   int device_;
+  int id_;
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::function<void()>> ops_;
   uint64_t submitted_ = 0, finished_ = 0;
+  Clock clock_;
   bool stop_ = false;
   std::thread worker_;
 };
 
 std::mutex g_stream_mutex;
+std::map<int, FakeStream*>& g_streams = *new std::map<int, FakeStream*>;  // live streams by id
+int g_next_stream_id = 1;
 FakeStream* g_default[kMaxDevices];  // the legacy / per-thread stream of each device
 
+FakeStream::FakeStream(int device) : device_(device) {
+  {
+    std::lock_guard<std::mutex> lock(g_stream_mutex);
+    id_ = g_next_stream_id++;
+    g_streams[id_] = this;
+  }
+  worker_ = std::thread([this] { run(); });
+}
+
+FakeStream::~FakeStream() {
+  {
+    std::lock_guard<std::mutex> lock(g_stream_mutex);
+    g_streams.erase(id_);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+}
+
 FakeStream* default_stream(int device) {
+  {
+    std::lock_guard<std::mutex> lock(g_stream_mutex);
+    if (g_default[device]) return g_default[device];
+  }
+  auto* made = new FakeStream(device);  // lives until exit
   std::lock_guard<std::mutex> lock(g_stream_mutex);
-  if (!g_default[device]) g_default[device] = new FakeStream(device);  // lives until exit
+  if (!g_default[device]) g_default[device] = made;
+  else made = nullptr;  // another thread won: ours is never used (leaked, harmless)
   return g_default[device];
 }
 
@@ -164,7 +298,50 @@ FakeStream* stream_of(CUstream stream) {
   return reinterpret_cast<FakeStream*>(stream);
 }
 
-void fault() { g_sticky.store(CUDA_ERROR_ILLEGAL_ADDRESS); }
+// Whether operation `seq` of stream `id` has run (a destroyed stream ran everything).
+bool use_finished(const Use& use) {
+  std::lock_guard<std::mutex> lock(g_stream_mutex);
+  auto it = g_streams.find(use.stream);
+  return it == g_streams.end() || it->second->finished(use.seq);
+}
+
+// Stream-ordered rules for an operation `seq` on `stream` that touches the
+// allocation holding `address`: it must be ordered after the allocation. The
+// use is recorded so that the free can be checked against it.
+void note_use(CUdeviceptr address, FakeStream* stream, uint64_t seq, const char* call) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  uint64_t start = 0;
+  Range* range = find_locked(address, 1, &start);
+  if (!range || range->device < 0) return;
+  if (range->stream_ordered && !stream->ordered_after(range->alloc_stream, range->alloc_seq))
+    finding("use-before-alloc: %s on stream %d uses the allocation at %#llx made by cuMemAllocAsync on stream %d, "
+            "with no event ordering it after the allocation",
+            call, stream->id(), static_cast<unsigned long long>(start), range->alloc_stream);
+  range->uses.push_back({stream->id(), seq});
+}
+
+// The stream's next operation would use `address`: report a use of freed memory.
+bool used_after_free(CUdeviceptr address, uint64_t bytes, const char* call) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  uint64_t start = 0;
+  Range* range = find_locked(address, bytes, &start);
+  if (!range) {
+    auto it = g_released.upper_bound(address);
+    if (it == g_released.begin() || address >= std::prev(it)->first + std::prev(it)->second) return false;
+    start = std::prev(it)->first;
+  } else if (!range->freed) {
+    return false;
+  }
+  finding("use-after-free: %s uses the allocation at %#llx after it was freed", call,
+          static_cast<unsigned long long>(start));
+  return true;
+}
+
+void fault() {
+  g_sticky.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  for (auto& entry : g_ranges) entry.second.abandoned = true;
+}
 
 #define FAKE_GUARD()                                            \
   do {                                                          \
@@ -212,11 +389,51 @@ void run_kernel(int kernel, CUdeviceptr src, CUdeviceptr dst, const abr::cuda::W
       s += idx * w.src_stride[k];
       d += idx * w.dst_stride[k];
     }
-    if (!checked_device(src + s, src_size) || !checked_device(dst + d, dst_size)) return fault();
+    if (!present_device(src + s, src_size) || !present_device(dst + d, dst_size)) return fault();
     if (cast) cast(real_of(src + s), 0, real_of(dst + d), 0, 1);
     else std::memcpy(real_of(dst + d), real_of(src + s), src_size);
   }
 }
+
+// Frees a range the driver still knows (caller holds g_memory_mutex).
+void release_locked(std::map<uint64_t, Range>::iterator it) {
+  if (it->second.device >= 0) g_released[it->first] = it->second.size;
+  std::free(it->second.real);
+  g_ranges.erase(it);
+}
+
+// The primary context of `device` is gone: the driver frees what it owned.
+void destroy_context(int device) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  for (auto it = g_ranges.begin(); it != g_ranges.end();) {
+    if (it->second.context != device) {
+      ++it;
+      continue;
+    }
+    g_freed_with_context.insert(it->first);
+    auto next = std::next(it);
+    release_locked(it);
+    it = next;
+  }
+}
+
+// The at-exit report of memory never freed.
+struct ExitReport {
+  ~ExitReport() {
+    std::lock_guard<std::mutex> lock(g_memory_mutex);
+    uint64_t device_bytes = 0, pinned_bytes = 0, devices = 0, pinned = 0;
+    for (const auto& entry : g_ranges) {
+      if (entry.second.freed || entry.second.abandoned) continue;
+      (entry.second.device >= 0 ? device_bytes : pinned_bytes) += entry.second.size;
+      ++(entry.second.device >= 0 ? devices : pinned);
+    }
+    if (devices || pinned)
+      std::fprintf(stderr, "fake libcuda at exit: %llu device allocation(s) (%llu bytes) and %llu pinned (%llu bytes) "
+                           "were never freed\n",
+                   static_cast<unsigned long long>(devices), static_cast<unsigned long long>(device_bytes),
+                   static_cast<unsigned long long>(pinned), static_cast<unsigned long long>(pinned_bytes));
+  }
+} g_exit_report;
 
 }  // namespace
 
@@ -227,25 +444,47 @@ extern "C" {
 // "delay_us" (per stream operation), "fail_alloc" (the n-th allocation from
 // now fails with CUDA_ERROR_OUT_OF_MEMORY), "fault_launch" (the n-th kernel
 // launch from now faults: a sticky CUDA_ERROR_ILLEGAL_ADDRESS), "reset" (clears
-// a sticky error and the armed failures).
+// a sticky error and the armed failures), "clear_findings".
 __attribute__((visibility("default"))) int fake_cuda_control(const char* what, long long value) {
   const std::string name = what;
   if (name == "delay_us") g_delay_us = value;
   else if (name == "fail_alloc") g_fail_alloc_in = value;
   else if (name == "fault_launch") g_fail_launch_in = value;
   else if (name == "reset") g_sticky = CUDA_SUCCESS, g_fail_alloc_in = 0, g_fail_launch_in = 0, g_delay_us = 0;
-  else return -1;
+  else if (name == "clear_findings") {
+    std::lock_guard<std::mutex> lock(g_findings_mutex);
+    g_findings.clear();
+  } else return -1;
   return 0;
 }
 
-// "device_allocations", "pinned_allocations" (live now), "launches" (so far).
+// Names what runs now; findings carry it (a test case's name).
+__attribute__((visibility("default"))) void fake_cuda_label(const char* label) {
+  std::lock_guard<std::mutex> lock(g_findings_mutex);
+  g_label = label ? label : "";
+}
+
+// The n-th finding so far, or nullptr; the text stays valid until "clear_findings".
+__attribute__((visibility("default"))) const char* fake_cuda_finding(long long n) {
+  std::lock_guard<std::mutex> lock(g_findings_mutex);
+  return n >= 0 && n < static_cast<long long>(g_findings.size()) ? g_findings[static_cast<std::size_t>(n)].c_str()
+                                                                   : nullptr;
+}
+
+// "device_allocations", "pinned_allocations" (live now), "launches" (so far),
+// "findings" (so far), "retained:N" (references to cuda:N's primary context).
 __attribute__((visibility("default"))) long long fake_cuda_stat(const char* what) {
   const std::string name = what;
   if (name == "launches") return g_launches.load();
+  if (name == "findings") {
+    std::lock_guard<std::mutex> lock(g_findings_mutex);
+    return static_cast<long long>(g_findings.size());
+  }
+  if (name.rfind("retained:", 0) == 0) return g_retained[std::atoi(name.c_str() + 9) % kMaxDevices].load();
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   long long n = 0;
   for (const auto& entry : g_ranges)
-    if ((entry.second.device >= 0) == (name == "device_allocations")) ++n;
+    if (!entry.second.freed && (entry.second.device >= 0) == (name == "device_allocations")) ++n;
   return n;
 }
 
@@ -333,7 +572,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
 }
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
-  --g_retained[device];
+  // The last reference destroys the context, and the driver frees its memory.
+  if (--g_retained[device] == 0) destroy_context(device);
   return CUDA_SUCCESS;
 }
 
@@ -351,33 +591,109 @@ CUresult cuCtxPopCurrent(CUcontext* context) {
 
 CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int) { return CUDA_SUCCESS; }
 
-CUresult cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
+CUresult cuCtxSynchronize() {
+  FAKE_NEED_CONTEXT();
+  const int device = current_device();
+  std::vector<FakeStream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(g_stream_mutex);
+    for (const auto& entry : g_streams)
+      if (entry.second->device() == device) streams.push_back(entry.second);
+  }
+  for (FakeStream* stream : streams) stream->synchronize();  // streams are destroyed only after their work
+  return g_sticky.load();
+}
+
+static CUresult allocate(CUdeviceptr* ptr, size_t bytes, FakeStream* ordered_on) {
   FAKE_NEED_CONTEXT();
   if (fail_allocation()) return CUDA_ERROR_OUT_OF_MEMORY;
   char* real = static_cast<char*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256));
   if (!real) return CUDA_ERROR_OUT_OF_MEMORY;
   *ptr = reinterpret_cast<CUdeviceptr>(real) ^ kDeviceTag;
+  Range range{bytes, current_device(), current_device(), real};
+  if (ordered_on) {  // the allocation is a point in the stream's order
+    range.stream_ordered = true;
+    range.alloc_stream = ordered_on->id();
+    range.alloc_seq = ordered_on->submit([] {});
+  }
   std::lock_guard<std::mutex> lock(g_memory_mutex);
-  g_ranges[*ptr] = Range{bytes, current_device(), real};
+  g_freed_with_context.erase(*ptr);
+  g_released.erase(g_released.lower_bound(*ptr), g_released.lower_bound(*ptr + bytes));  // reused
+  auto before = g_released.lower_bound(*ptr);
+  if (before != g_released.begin() && std::prev(before)->first + std::prev(before)->second > *ptr)
+    g_released.erase(std::prev(before));
+  g_ranges[*ptr] = range;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc(CUdeviceptr* ptr, size_t bytes) { return allocate(ptr, bytes, nullptr); }
+
+CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream stream) {
+  FAKE_NEED_CONTEXT();
+  return allocate(ptr, bytes, stream_of(stream));
+}
+
+// A free: with a context current, of memory the driver still has.
+static CUresult check_free(uint64_t address, bool device, const char* call) {
+  FAKE_GUARD();
+  if (t_current.empty()) {
+    finding("%s(%#llx) with no current context (CUDA_ERROR_INVALID_CONTEXT)", call,
+            static_cast<unsigned long long>(address));
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  if (g_freed_with_context.count(address)) {
+    finding("%s(%#llx) after the primary context that owned it was released (the driver had freed it)", call,
+            static_cast<unsigned long long>(address));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto it = g_ranges.find(address);
+  if (it == g_ranges.end() || (it->second.device >= 0) != device) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.freed) {
+    finding("%s(%#llx): freed twice", call, static_cast<unsigned long long>(address));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemFree(CUdeviceptr ptr) {
-  FAKE_GUARD();
+  if (const CUresult status = check_free(ptr, true, "cuMemFree")) return status;
+  std::vector<Use> uses;
+  {
+    std::lock_guard<std::mutex> lock(g_memory_mutex);
+    uses = g_ranges[ptr].uses;
+  }
+  // The driver does not promise to wait for queued work (stream-ordered memory: never).
+  for (const Use& use : uses)
+    if (!use_finished(use))
+      finding("use-after-free: cuMemFree(%#llx) while operation %llu of stream %d, which uses it, is still queued",
+              static_cast<unsigned long long>(ptr), static_cast<unsigned long long>(use.seq), use.stream);
   std::lock_guard<std::mutex> lock(g_memory_mutex);
-  auto it = g_ranges.find(ptr);
-  if (it == g_ranges.end() || it->second.device < 0) return CUDA_ERROR_INVALID_VALUE;
-  std::free(it->second.real);
-  g_ranges.erase(it);
+  release_locked(g_ranges.find(ptr));
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream) { return cuMemAlloc(ptr, bytes); }
-
 CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
-  FAKE_NEED_CONTEXT();
-  if (!find_range(ptr, 1)) return CUDA_ERROR_INVALID_VALUE;
-  stream_of(stream)->submit([ptr] { cuMemFree(ptr); });
+  if (const CUresult status = check_free(ptr, true, "cuMemFreeAsync")) return status;
+  FakeStream* s = stream_of(stream);
+  {
+    std::lock_guard<std::mutex> lock(g_memory_mutex);
+    Range& range = g_ranges[ptr];
+    if (range.stream_ordered && !s->ordered_after(range.alloc_stream, range.alloc_seq))
+      finding("free-before-alloc: cuMemFreeAsync(%#llx) on stream %d is not ordered after its allocation on stream %d",
+              static_cast<unsigned long long>(ptr), s->id(), range.alloc_stream);
+    for (const Use& use : range.uses)
+      if (!s->ordered_after(use.stream, use.seq))
+        finding("use-after-free: cuMemFreeAsync(%#llx) on stream %d is not ordered after its use by operation %llu "
+                "of stream %d",
+                static_cast<unsigned long long>(ptr), s->id(), static_cast<unsigned long long>(use.seq), use.stream);
+    range.freed = true;
+  }
+  s->submit([ptr] {
+    std::lock_guard<std::mutex> lock(g_memory_mutex);
+    auto it = g_ranges.find(ptr);
+    if (it != g_ranges.end()) release_locked(it);
+  });
   return CUDA_SUCCESS;
 }
 
@@ -388,33 +704,55 @@ CUresult cuMemHostAlloc(void** pointer, size_t bytes, unsigned int) {
   if (!real) return CUDA_ERROR_OUT_OF_MEMORY;
   *pointer = real;
   std::lock_guard<std::mutex> lock(g_memory_mutex);
-  g_ranges[reinterpret_cast<uint64_t>(real)] = Range{bytes, -1, real};
+  g_freed_with_context.erase(reinterpret_cast<uint64_t>(real));
+  g_ranges[reinterpret_cast<uint64_t>(real)] = Range{bytes, -1, current_device(), real};
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemFreeHost(void* pointer) {
+  const auto address = reinterpret_cast<uint64_t>(pointer);
+  if (const CUresult status = check_free(address, false, "cuMemFreeHost")) return status;
   std::lock_guard<std::mutex> lock(g_memory_mutex);
-  auto it = g_ranges.find(reinterpret_cast<uint64_t>(pointer));
-  if (it == g_ranges.end() || it->second.device >= 0) return CUDA_ERROR_INVALID_VALUE;
-  std::free(it->second.real);
-  g_ranges.erase(it);
+  release_locked(g_ranges.find(address));
   return CUDA_SUCCESS;
+}
+
+static CUresult pointer_attribute(void* data, CUpointer_attribute attribute, const Range* range, uint64_t start) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) =
+          !range ? 0u : static_cast<unsigned int>(range->device >= 0 ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = !range ? 0 : range->device < 0 ? range->context : range->device;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = range ? start : 0; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = range ? range->size : 0; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   FAKE_GUARD();
   uint64_t start = 0;
   const Range* range = find_range(ptr, 1, &start);
-  if (!range) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers for pageable memory
-  switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned int*>(data) = range->device >= 0 ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = range->device < 0 ? 0 : range->device; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = start; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = range->size; return CUDA_SUCCESS;
-    default: return CUDA_ERROR_INVALID_VALUE;
+  if (!range) {  // as the driver answers for pageable memory: an error in every trace
+    finding("cuPointerGetAttribute(%#llx) on memory the driver does not know: CUDA_ERROR_INVALID_VALUE "
+            "(cuPointerGetAttributes answers without an error)",
+            static_cast<unsigned long long>(ptr));
+    return CUDA_ERROR_INVALID_VALUE;
   }
+  return pointer_attribute(data, attribute, range, start);
+}
+
+// Unknown memory is no error: every attribute reads as zero, as the driver documents.
+CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr) {
+  FAKE_GUARD();
+  uint64_t start = 0;
+  const Range* range = find_range(ptr, 1, &start);
+  for (unsigned int i = 0; i < count; ++i)
+    if (const CUresult status = pointer_attribute(data[i], attributes[i], range, start)) return status;
+  return CUDA_SUCCESS;
 }
 
 // Host memory that is not page-locked makes the real driver copy synchronously.
@@ -425,26 +763,35 @@ static bool pinned_host(const void* pointer, size_t bytes) {
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
   FAKE_NEED_CONTEXT();
-  if (!checked_device(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (used_after_free(dst, bytes, "cuMemcpyHtoDAsync") || !checked_device(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
-  s->submit([=] { std::memcpy(real_of(dst), src, bytes); });
+  const uint64_t seq = s->submit([=] { std::memcpy(real_of(dst), src, bytes); });
+  if (bytes) note_use(dst, s, seq, "cuMemcpyHtoDAsync");
   if (!pinned_host(src, bytes)) s->synchronize();
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   FAKE_NEED_CONTEXT();
-  if (!checked_device(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (used_after_free(src, bytes, "cuMemcpyDtoHAsync") || !checked_device(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
-  s->submit([=] { std::memcpy(dst, real_of(src), bytes); });
+  const uint64_t seq = s->submit([=] { std::memcpy(dst, real_of(src), bytes); });
+  if (bytes) note_use(src, s, seq, "cuMemcpyDtoHAsync");
   if (!pinned_host(dst, bytes)) s->synchronize();
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   FAKE_NEED_CONTEXT();
-  if (!checked_device(dst, bytes) || !checked_device(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
-  stream_of(stream)->submit([=] { std::memmove(real_of(dst), real_of(src), bytes); });
+  if (used_after_free(dst, bytes, "cuMemcpyDtoDAsync") || used_after_free(src, bytes, "cuMemcpyDtoDAsync") ||
+      !checked_device(dst, bytes) || !checked_device(src, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  FakeStream* s = stream_of(stream);
+  const uint64_t seq = s->submit([=] { std::memmove(real_of(dst), real_of(src), bytes); });
+  if (bytes) {
+    note_use(dst, s, seq, "cuMemcpyDtoDAsync");
+    note_use(src, s, seq, "cuMemcpyDtoDAsync");
+  }
   return CUDA_SUCCESS;
 }
 
@@ -487,53 +834,58 @@ CUresult cuEventCreate(CUevent* event, unsigned int) {
 
 CUresult cuEventRecord(CUevent event, CUstream stream) {
   FAKE_NEED_CONTEXT();
+  FakeStream* s = stream_of(stream);
+  std::shared_ptr<EventState> state = event->state;
   uint64_t generation;
   {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    generation = ++event->recorded;
+    std::lock_guard<std::mutex> lock(state->mutex);
+    generation = ++state->recorded;
+    state->clock = s->clock();
   }
-  stream_of(stream)->submit([event, generation] {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    if (event->completed < generation) event->completed = generation;
-    event->done.notify_all();
+  s->submit([state, generation] {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    if (state->completed < generation) state->completed = generation;
+    state->done.notify_all();
   });
   return CUDA_SUCCESS;
 }
 
 CUresult cuEventQuery(CUevent event) {
   FAKE_GUARD();
-  std::lock_guard<std::mutex> lock(event->mutex);
-  return event->completed >= event->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  EventState& state = *event->state;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.completed >= state.recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventSynchronize(CUevent event) {
   FAKE_GUARD();
-  std::unique_lock<std::mutex> lock(event->mutex);
-  const uint64_t target = event->recorded;
-  event->done.wait(lock, [&] { return event->completed >= target || g_sticky.load() != CUDA_SUCCESS; });
+  EventState& state = *event->state;
+  std::unique_lock<std::mutex> lock(state.mutex);
+  const uint64_t target = state.recorded;
+  state.done.wait(lock, [&] { return state.completed >= target || g_sticky.load() != CUDA_SUCCESS; });
   return g_sticky.load();
 }
 
 CUresult cuEventDestroy(CUevent event) {
-  // Work still waiting to complete the event holds it: destroy only once it has.
-  {
-    std::unique_lock<std::mutex> lock(event->mutex);
-    event->done.wait_for(lock, std::chrono::seconds(10), [&] { return event->completed >= event->recorded; });
-  }
-  delete event;
+  delete event;  // queued records and waits keep the state alive
   return CUDA_SUCCESS;
 }
 
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
   FAKE_NEED_CONTEXT();
+  std::shared_ptr<EventState> state = event->state;
   uint64_t target;
+  Clock clock;
   {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    target = event->recorded;
+    std::lock_guard<std::mutex> lock(state->mutex);
+    target = state->recorded;
+    clock = state->clock;
   }
-  stream_of(stream)->submit([event, target] {
-    std::unique_lock<std::mutex> lock(event->mutex);
-    event->done.wait(lock, [&] { return event->completed >= target || g_sticky.load() != CUDA_SUCCESS; });
+  FakeStream* s = stream_of(stream);
+  s->order_after(clock);
+  s->submit([state, target] {
+    std::unique_lock<std::mutex> lock(state->mutex);
+    state->done.wait(lock, [&] { return state->completed >= target || g_sticky.load() != CUDA_SUCCESS; });
   });
   return CUDA_SUCCESS;
 }
@@ -574,10 +926,19 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigne
   while (n > 0 && !g_fail_launch_in.compare_exchange_weak(n, n - 1)) {
   }
   const bool faults = n == 1;
-  stream_of(stream)->submit([=] {
+  if (walk.count > 0 && !faults) {
+    used_after_free(src + walk.src_first, 1, "cuLaunchKernel (source)");
+    used_after_free(dst + walk.dst_first, 1, "cuLaunchKernel (destination)");
+  }
+  FakeStream* s = stream_of(stream);
+  const uint64_t seq = s->submit([=] {
     if (faults) return fault();
     run_kernel(kernel, src, dst, walk, from, to);
   });
+  if (walk.count > 0 && !faults) {  // the allocations the walk starts in
+    note_use(src + walk.src_first, s, seq, "cuLaunchKernel (source)");
+    note_use(dst + walk.dst_first, s, seq, "cuLaunchKernel (destination)");
+  }
   return CUDA_SUCCESS;
 }
 

@@ -8,11 +8,19 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cuda_helpers.hpp"
+
 int sticky_child_main();  // test_sticky_child.cpp: the child's side of that test
 
 int main(int argc, char** argv) {
   setenv("ARRAYBRIDGE_CUDA_LIBRARY", ABR_FAKE_CUDA_PATH, /*overwrite=*/0);
   if (argc == 2 && std::strcmp(argv[1], "--sticky-child") == 0) return sticky_child_main();
   doctest::Context context(argc, argv);
-  return context.run();
+  const int failed = context.run();
+  // Each test's fixture fails it for its own findings; this line sums them up for the log.
+  test::Fake fake;
+  const long long findings = fake ? fake.stat("findings") : 0;
+  if (findings > 0) std::fprintf(stderr, "the fake CUDA driver has %lld finding(s) in all; the last: %s\n", findings,
+                                 fake.finding(findings - 1));
+  return failed;
 }

@@ -15,12 +15,6 @@ using namespace test;
 
 namespace {
 
-DLManagedTensorVersioned* take(Owned& owned) {
-  DLManagedTensorVersioned* t = owned.t;
-  owned.t = nullptr;
-  return t;
-}
-
 std::vector<int32_t> iota(std::size_t n, int32_t start = 0) {
   std::vector<int32_t> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<int32_t>(i);
@@ -41,7 +35,7 @@ Owned round_trip(abr_runtime* rt, Managed& source, DLDevice via, abr_path* there
 
 }  // namespace
 
-TEST_CASE("CUDA discovery: devices, cuda_host and the backend line") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA discovery: devices, cuda_host and the backend line") {
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;
@@ -70,7 +64,7 @@ TEST_CASE("CUDA discovery: devices, cuda_host and the backend line") {
   CHECK(host == 1);
 }
 
-TEST_CASE("CUDA pageable host memory is staged in chunks both ways, values intact") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pageable host memory is staged in chunks both ways, values intact") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -93,7 +87,7 @@ TEST_CASE("CUDA pageable host memory is staged in chunks both ways, values intac
   CHECK(stats.hits > 0);  // later chunks and transfers reuse the pinned blocks
 }
 
-TEST_CASE("CUDA pinned memory: cuda_host results, direct DMA, and views back to the CPU") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pinned memory: cuda_host results, direct DMA, and views back to the CPU") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   std::vector<double> data{1.5, -2.25, 3.0, 4.75, 5.5, 6.0};
@@ -123,7 +117,7 @@ TEST_CASE("CUDA pinned memory: cuda_host results, direct DMA, and views back to 
   CHECK(plain.deleted == 0);
 }
 
-TEST_CASE("CUDA abr_copy is the first call of a runtime: into another runtime's device memory") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA abr_copy is the first call of a runtime: into another runtime's device memory") {
   Runtime maker;
   if (!cuda_devices(maker)) return;
   std::vector<int32_t> data = iota(64);
@@ -142,7 +136,7 @@ TEST_CASE("CUDA abr_copy is the first call of a runtime: into another runtime's 
   CHECK(out == twice);
 }
 
-TEST_CASE("CUDA managed memory is accepted as a source, to the CPU as a view and to a device as a copy") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA managed memory is accepted as a source, to the CPU as a view and to a device as a copy") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   std::vector<int32_t> data = iota(32, 5);  // stands in for cuMemAllocManaged memory: host-addressable
@@ -159,7 +153,7 @@ TEST_CASE("CUDA managed memory is accepted as a source, to the CPU as a view and
   CHECK(view->data == data.data());
 }
 
-TEST_CASE("CUDA strided, negative, offset, 0-d and empty sources, with and without a cast") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA strided, negative, offset, 0-d and empty sources, with and without a cast") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   std::vector<int32_t> data = iota(24, -5);
@@ -195,7 +189,7 @@ TEST_CASE("CUDA strided, negative, offset, 0-d and empty sources, with and witho
   }
 }
 
-TEST_CASE("CUDA every dtype survives a device cast and back") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA every dtype survives a device cast and back") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   const DLDataType types[] = {dt(kDLBool, 8),  dt(kDLInt, 8),    dt(kDLInt, 16),  dt(kDLInt, 64),
@@ -228,7 +222,7 @@ TEST_CASE("CUDA every dtype survives a device cast and back") {
   }
 }
 
-TEST_CASE("CUDA device copies: strided device views are packed by kernels, overlapping copies are safe") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA device copies: strided device views are packed by kernels, overlapping copies are safe") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -269,7 +263,7 @@ TEST_CASE("CUDA device copies: strided device views are packed by kernels, overl
   for (int i = 1; i < 12; ++i) CHECK(shifted[i] == data[i - 1]);
 }
 
-TEST_CASE("CUDA peer copies between devices, and staging to and from OpenCL") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA peer copies between devices, and staging to and from OpenCL") {
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;
@@ -295,7 +289,7 @@ TEST_CASE("CUDA peer copies between devices, and staging to and from OpenCL") {
   CHECK(std::memcmp(home->data, data.data(), data.size() * 4) == 0);
 }
 
-TEST_CASE("CUDA <-> OpenCL in chunks: several 8 MiB chunks each way, values intact, blocks back in the pool") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks: several 8 MiB chunks each way, values intact, blocks back in the pool") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -317,7 +311,7 @@ TEST_CASE("CUDA <-> OpenCL in chunks: several 8 MiB chunks each way, values inta
   CHECK(stats.bytes_in_use == 0);
 }
 
-TEST_CASE("CUDA streams: async transfers in stream order, pool reuse waits for the DMA") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA streams: async transfers in stream order, pool reuse waits for the DMA") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -341,7 +335,7 @@ TEST_CASE("CUDA streams: async transfers in stream order, pool reuse waits for t
   if (fake) fake.control("delay_us", 0);
 }
 
-TEST_CASE("CUDA stream values: 1 and 2 are the legacy and per-thread streams, 0 and junk are refused") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA stream values: 1 and 2 are the legacy and per-thread streams, 0 and junk are refused") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   for (uintptr_t value : {uintptr_t{1}, uintptr_t{2}}) {
@@ -365,7 +359,7 @@ TEST_CASE("CUDA stream values: 1 and 2 are the legacy and per-thread streams, 0 
   }
 }
 
-TEST_CASE("CUDA pointers are checked: host memory, the wrong device, a view past its allocation") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pointers are checked: host memory, the wrong device, a view past its allocation") {
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;
@@ -388,7 +382,7 @@ TEST_CASE("CUDA pointers are checked: host memory, the wrong device, a view past
   }
 }
 
-TEST_CASE("CUDA out of memory: a clean status, the source still the caller's, the runtime still working") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA out of memory: a clean status, the source still the caller's, the runtime still working") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -416,23 +410,23 @@ TEST_CASE("CUDA out of memory: a clean status, the source still the caller's, th
   CHECK(std::memcmp(home->data, data.data(), 256 * 4) == 0);
 }
 
-TEST_CASE("CUDA memory is all given back: device buffers and pinned blocks") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA memory is all given back: device buffers and pinned blocks") {
   Fake fake;
   if (!fake) return;
   {
     Runtime rt;
     if (!cuda_devices(rt)) return;
-    const long long before = fake.stat("device_allocations");
+    const long long allocated = fake.stat("device_allocations");
     {
       std::vector<int32_t> data = iota(5000);
       Managed source(data.data(), i32, {50, 100}, {1, 50});  // strided: a kernel and temporaries
       Owned home = round_trip(rt, source, cuda0, nullptr, nullptr, f64);
-      CHECK(fake.stat("device_allocations") >= before);
+      CHECK(fake.stat("device_allocations") >= allocated);
     }
     abr_stream* stream = nullptr;
     REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
     abr_stream_destroy(stream);  // its queued frees have run
-    CHECK(fake.stat("device_allocations") == before);
+    CHECK(fake.stat("device_allocations") == allocated);
     uint64_t released = 0;
     REQUIRE(abr_pool_trim(rt, &released) == ABR_OK);
     CHECK(fake.stat("pinned_allocations") == 0);
@@ -440,7 +434,7 @@ TEST_CASE("CUDA memory is all given back: device buffers and pinned blocks") {
 }
 
 #ifdef ABR_FAULT_INJECTION
-TEST_CASE("CUDA: every injected failure of a transfer is clean: status, ownership, no leak, runtime still works") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer is clean: status, ownership, no leak, runtime still works") {
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;
@@ -500,7 +494,7 @@ TEST_CASE("CUDA: every injected failure of a transfer is clean: status, ownershi
 #endif
 
 // Last: a sticky error ends the device for the rest of the process.
-TEST_CASE("CUDA sticky error: the device is lost, later calls fail fast, teardown survives") {
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA sticky error: the device is lost, later calls fail fast, teardown survives") {
   Fake fake;
   if (!fake) return;
   Runtime rt;

@@ -1,0 +1,68 @@
+#include "reclaimer.hpp"
+
+#include "../lib/log.hpp"
+
+namespace abr::cuda {
+
+Reclaimer::~Reclaimer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();  // it empties pending_ before it ends
+}
+
+void Reclaimer::release_after_device_work(std::unique_ptr<Storage> storage) noexcept {
+  if (!storage) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  try {
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    pending_.push_back(std::move(storage));
+    ++handed_over_;
+    lock.unlock();
+    wake_.notify_all();
+    return;
+  } catch (const std::exception& e) {  // no thread or no memory: wait here instead
+    log::debug("the CUDA reclaimer cannot defer a release ({}): waiting for the devices", e.what());
+  }
+  lock.unlock();
+  barrier();
+  storage.reset();
+}
+
+void Reclaimer::drain() noexcept {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t target = handed_over_;
+  released_.wait(lock, [&] { return released_count_ >= target; });
+}
+
+void Reclaimer::run() noexcept {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stopping, nothing left
+    std::vector<std::unique_ptr<Storage>> batch;
+    batch.swap(pending_);
+    lock.unlock();
+    barrier();  // after every hand-over in the batch: the work queued before each has completed
+    batch.clear();
+    lock.lock();
+    released_count_ = handed_over_ - pending_.size();  // all but what arrived during the barrier
+    released_.notify_all();
+  }
+}
+
+void Reclaimer::barrier() noexcept {
+  for (const std::shared_ptr<Device>& device : devices_) {
+    if (device->lost() || !device->has_context()) continue;  // no context: nothing was ever queued there
+    try {
+      Scope scope(*device);
+      device->check(device->cu().cuCtxSynchronize(), "cuCtxSynchronize");
+    } catch (const std::exception& e) {  // a lost device runs nothing more: its memory is free to go
+      log::warn("waiting for the work queued on a CUDA device failed: {}", e.what());
+    }
+  }
+}
+
+}  // namespace abr::cuda

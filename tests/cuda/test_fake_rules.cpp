@@ -1,0 +1,134 @@
+// The fake driver's own rules, driven through its entry points as another
+// library would call them: each misuse the H100 and compute-sanitizer taught us
+// about is a finding, and the correct sequence next to it is not. (The rules
+// catching the library itself are the CUDA tests' fixture, NoDriverFindings.)
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_helpers.hpp"
+
+using namespace test;
+
+namespace {
+
+// The fake is loaded by the first runtime; without it (a real driver) these skip.
+bool fake_loaded() {
+  Runtime rt;
+  if (!cuda_devices(rt)) return false;
+  Fake fake;
+  if (!fake) MESSAGE("a real CUDA driver: the fake's own rules are not exercised");
+  return static_cast<bool>(fake);
+}
+
+}  // namespace
+
+TEST_CASE("fake driver: stream-ordered memory used or freed on an unordered stream is a finding; events order it") {
+  if (!fake_loaded()) return;
+  RawDriver cu;
+  CUstream a = cu.stream(), b = cu.stream();
+  std::vector<char> host(256, 1);
+  CUdeviceptr ptr = 0;
+
+  long long before = cu.fake.stat("findings");
+  REQUIRE(cu.alloc_async(&ptr, 256, a) == CUDA_SUCCESS);
+  REQUIRE(cu.upload(ptr, host.data(), 256, b) == CUDA_SUCCESS);  // b knows nothing of the allocation
+  cu.stream_sync(a);  // a host synchronize is no stream order (as memcheck judged it on the H100)
+  REQUIRE(cu.free_async(ptr, a) == CUDA_SUCCESS);  // and a's free is not ordered after b's use
+  std::string found = cu.take_findings(before);
+  CHECK(found.find("use-before-alloc") != std::string::npos);
+  CHECK(found.find("use-after-free") != std::string::npos);
+
+  before = cu.fake.stat("findings");
+  REQUIRE(cu.alloc_async(&ptr, 256, a) == CUDA_SUCCESS);
+  cu.order(a, b);
+  REQUIRE(cu.upload(ptr, host.data(), 256, b) == CUDA_SUCCESS);
+  cu.order(b, a);
+  REQUIRE(cu.free_async(ptr, a) == CUDA_SUCCESS);
+  CHECK(cu.take_findings(before).empty());
+
+  before = cu.fake.stat("findings");
+  REQUIRE(cu.alloc_async(&ptr, 256, a) == CUDA_SUCCESS);
+  REQUIRE(cu.free_async(ptr, a) == CUDA_SUCCESS);
+  CHECK(cu.upload(ptr, host.data(), 256, a) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cu.take_findings(before).find("use-after-free") != std::string::npos);
+  cu.stream_destroy(a);
+  cu.stream_destroy(b);
+}
+
+TEST_CASE("fake driver: cuMemFree while another stream's queued work uses the memory is a finding") {
+  if (!fake_loaded()) return;
+  RawDriver cu;
+  CUstream consumer = cu.stream();
+  CUdeviceptr src = 0, dst = 0;
+  REQUIRE(cu.alloc(&src, 4096) == CUDA_SUCCESS);
+  REQUIRE(cu.alloc(&dst, 4096) == CUDA_SUCCESS);
+  cu.fake.control("delay_us", 20000);  // the consumer lags
+  long long before = cu.fake.stat("findings");
+  REQUIRE(cu.device_copy(dst, src, 4096, consumer) == CUDA_SUCCESS);
+  REQUIRE(cu.free(src) == CUDA_SUCCESS);  // the copy has not run yet
+  cu.stream_sync(consumer);
+  cu.fake.control("reset", 0);  // the late copy read freed memory: a sticky fault, as on a GPU
+  CHECK(cu.take_findings(before).find("still queued") != std::string::npos);
+
+  REQUIRE(cu.alloc(&src, 4096) == CUDA_SUCCESS);
+  cu.fake.control("delay_us", 20000);
+  before = cu.fake.stat("findings");
+  REQUIRE(cu.device_copy(dst, src, 4096, consumer) == CUDA_SUCCESS);
+  REQUIRE(cu.sync_context() == CUDA_SUCCESS);  // every stream of the context has drained
+  REQUIRE(cu.free(src) == CUDA_SUCCESS);
+  cu.fake.control("delay_us", 0);
+  CHECK(cu.take_findings(before).empty());
+  CHECK(cu.free(dst) == CUDA_SUCCESS);
+  cu.stream_destroy(consumer);
+}
+
+TEST_CASE("fake driver: frees without a current context, or after the context is gone, are findings") {
+  if (!fake_loaded()) return;
+  RawDriver cu;
+  void* pinned = nullptr;
+  REQUIRE(cu.host_alloc(&pinned, 4096, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS);
+  long long before = cu.fake.stat("findings");
+  CUcontext popped = nullptr;
+  REQUIRE(cu.pop(&popped) == CUDA_SUCCESS);
+  CHECK(cu.free_host(pinned) == CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(cu.push(popped) == CUDA_SUCCESS);
+  CHECK(cu.take_findings(before).find("no current context") != std::string::npos);
+  CHECK(cu.free_host(pinned) == CUDA_SUCCESS);
+
+  // A context of our own on cuda:1, released while its memory is still allocated.
+  CUcontext other = nullptr;
+  const long long retained = cu.fake.stat("retained:1");
+  if (retained != 0) return;  // a runtime holds cuda:1: its context would outlive this test
+  REQUIRE(cu.retain(&other, 1) == CUDA_SUCCESS);
+  REQUIRE(cu.push(other) == CUDA_SUCCESS);
+  REQUIRE(cu.host_alloc(&pinned, 4096, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS);
+  REQUIRE(cu.pop(nullptr) == CUDA_SUCCESS);
+  const long long pinned_before = cu.fake.stat("pinned_allocations");
+  REQUIRE(cu.release(1) == CUDA_SUCCESS);  // the last reference: the driver frees the block
+  CHECK(cu.fake.stat("pinned_allocations") == pinned_before - 1);
+  before = cu.fake.stat("findings");
+  CHECK(cu.free_host(pinned) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cu.take_findings(before).find("after the primary context") != std::string::npos);
+}
+
+TEST_CASE("fake driver: cuPointerGetAttribute on pageable memory is a finding, cuPointerGetAttributes is not") {
+  if (!fake_loaded()) return;
+  RawDriver cu;
+  std::vector<char> pageable(64);
+  const auto address = reinterpret_cast<CUdeviceptr>(pageable.data());
+  unsigned int type = 99;
+  long long before = cu.fake.stat("findings");
+  CHECK(cu.attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cu.take_findings(before).find("cuPointerGetAttribute(") != std::string::npos);
+
+  before = cu.fake.stat("findings");
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  size_t size = 99;
+  void* values[] = {&type, &size};
+  CHECK(cu.attributes(2, which, values, address) == CUDA_SUCCESS);
+  CHECK(type == 0);  // unknown to the driver: every attribute reads as zero
+  CHECK(size == 0);
+  CHECK(cu.take_findings(before).empty());
+}
