@@ -57,7 +57,7 @@ struct NoDriverFindings {
     Fake fake;
     if (!fake) return;
     for (long long n = fake.stat("findings"); before < n; ++before)
-      CHECK_MESSAGE(false, "the fake CUDA driver found: " << fake.finding(before));
+      CHECK_MESSAGE(false, "the fake CUDA driver found: " << std::string(fake.finding(before)));
   }
 };
 

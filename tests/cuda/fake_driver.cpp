@@ -88,7 +88,7 @@ std::atomic<int> g_retained[kMaxDevices];
 // ---------------------------------------------------------------- findings
 
 std::mutex g_findings_mutex;
-std::vector<std::string>& g_findings = *new std::vector<std::string>;
+std::deque<std::string>& g_findings = *new std::deque<std::string>;  // a deque: texts handed out never move
 std::string& g_label = *new std::string;  // what the test harness is running
 
 void finding(const char* format, ...) __attribute__((format(printf, 1, 2)));
@@ -161,6 +161,7 @@ bool checked_device(CUdeviceptr address, uint64_t bytes) {
 // The same check when queued work runs: a free queued behind the work has not
 // happened yet, so only memory already released faults.
 bool present_device(CUdeviceptr address, uint64_t bytes) {
+  if (bytes == 0) return true;
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   const Range* range = find_locked(address, bytes);
   return range && range->device >= 0;
@@ -765,7 +766,10 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstr
   FAKE_NEED_CONTEXT();
   if (used_after_free(dst, bytes, "cuMemcpyHtoDAsync") || !checked_device(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
-  const uint64_t seq = s->submit([=] { std::memcpy(real_of(dst), src, bytes); });
+  const uint64_t seq = s->submit([=] {
+    if (!present_device(dst, bytes)) return fault();  // freed before the copy ran: a GPU faults
+    std::memcpy(real_of(dst), src, bytes);
+  });
   if (bytes) note_use(dst, s, seq, "cuMemcpyHtoDAsync");
   if (!pinned_host(src, bytes)) s->synchronize();
   return CUDA_SUCCESS;
@@ -775,7 +779,10 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream st
   FAKE_NEED_CONTEXT();
   if (used_after_free(src, bytes, "cuMemcpyDtoHAsync") || !checked_device(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
-  const uint64_t seq = s->submit([=] { std::memcpy(dst, real_of(src), bytes); });
+  const uint64_t seq = s->submit([=] {
+    if (!present_device(src, bytes)) return fault();
+    std::memcpy(dst, real_of(src), bytes);
+  });
   if (bytes) note_use(src, s, seq, "cuMemcpyDtoHAsync");
   if (!pinned_host(dst, bytes)) s->synchronize();
   return CUDA_SUCCESS;
@@ -787,7 +794,10 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstr
       !checked_device(dst, bytes) || !checked_device(src, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
-  const uint64_t seq = s->submit([=] { std::memmove(real_of(dst), real_of(src), bytes); });
+  const uint64_t seq = s->submit([=] {
+    if (!present_device(dst, bytes) || !present_device(src, bytes)) return fault();
+    std::memmove(real_of(dst), real_of(src), bytes);
+  });
   if (bytes) {
     note_use(dst, s, seq, "cuMemcpyDtoDAsync");
     note_use(src, s, seq, "cuMemcpyDtoDAsync");

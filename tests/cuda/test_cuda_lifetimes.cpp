@@ -87,7 +87,7 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     CHECK(fake.stat("pinned_allocations") == 0);
     CHECK(fake.stat("retained:0") == 0);  // and the context was released after the last block
   }
-  CHECK(g_warnings == 0);
+  CHECK(g_warnings.load() == 0);
   abr_log_set_callback(nullptr, nullptr);
 }
 
@@ -138,6 +138,6 @@ TEST_CASE_FIXTURE(NoDriverFindings,
   }
   for (std::thread& t : threads) t.join();
   if (fake) fake.control("delay_us", 0);
-  CHECK(failed == 0);
-  CHECK(wrong == 0);
+  CHECK(failed.load() == 0);
+  CHECK(wrong.load() == 0);
 }
