@@ -196,10 +196,32 @@ $(TSAN_DIR)/bin/thread-tests: $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_TEST
 	@mkdir -p $(dir $@)
 	$(CXX) -pthread $(TSAN_FLAGS) -o $@ $^ -ldl -lOpenCL
 
-test-tsan: $(TSAN_DIR)/bin/thread-tests
-	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/thread-tests
+# The CUDA tests under TSan, against a fake driver built for TSan too: the fake's
+# stream threads run the DMA, so a pinned block packed by one transfer while
+# another's copy still reads it is a data race TSan reports.
+TSAN_STATIC := $(TSAN_DIR)/lib/libarraybridge_core.a
+TSAN_FAKE_CUDA := $(TSAN_DIR)/fake-cuda/libcuda.so.1
+$(TSAN_STATIC): $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(FATBIN_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 
-TEST_PROGRAMS := $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
+# The fake needs only the host casts of the core (its cast kernel), compiled in.
+$(TSAN_FAKE_CUDA): tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp cuda/kernel_params.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) $(TSAN_FLAGS) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 \
+	  -Wl,--no-undefined -o $@ tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp
+
+$(TSAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(TSAN_FAKE_CUDA))"'
+
+$(TSAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) | $(TSAN_FAKE_CUDA)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread $(TSAN_FLAGS) -o $@ $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) -ldl -lOpenCL
+
+test-tsan: $(TSAN_DIR)/bin/thread-tests $(TSAN_DIR)/bin/cuda-tests
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/thread-tests
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/cuda-tests
+
+TEST_PROGRAMS := $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
   $(FUZZ_DIR)/fuzz-transfer
 
 test: bootstrap

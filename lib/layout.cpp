@@ -64,6 +64,19 @@ Layout compact_layout(DLDevice device, DLDataType dtype, const Dims& shape, void
 
 std::string shape_string(const Dims& shape) { return fmt::format("[{}]", fmt::join(shape.begin(), shape.end(), ", ")); }
 
+namespace {
+
+// Element strides times the item size, modulo 2^64, read as signed bytes: what a
+// producer meant when it divided negative byte strides as unsigned numbers.
+std::string wrapped_byte_strides(const Layout& layout) {
+  Dims bytes(layout.strides.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<int64_t>(static_cast<uint64_t>(layout.strides[i]) * layout.itemsize);
+  return shape_string(bytes);
+}
+
+}  // namespace
+
 void validate_header(const DLManagedTensorVersioned& tensor, const char* what) {
   if (tensor.version.major != DLPACK_MAJOR_VERSION)
     fail(ABR_ERR_DLPACK_VERSION,
@@ -129,8 +142,10 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
       if (__builtin_mul_overflow(extent - 1, stride, &span) ||
           __builtin_mul_overflow(span, static_cast<int64_t>(out.itemsize), &span_bytes) ||
           __builtin_add_overflow(span_bytes < 0 ? lo : hi, span_bytes, span_bytes < 0 ? &lo : &hi))
-        fail(ABR_ERR_DLPACK_OVERFLOW, "{}: strides {} over shape {} address beyond 64 bits", what,
-             shape_string(out.strides), shape_string(out.shape));
+        fail(ABR_ERR_DLPACK_OVERFLOW, "{}: the producer's strides are invalid: {} elements over shape {} cannot be "
+             "addressed in 64 bits (as signed byte strides, wrapping as an unsigned division would, they read {}; "
+             "CuPy 13.4 to 14.2 export negative strides that way, cupy/cupy#10172)",
+             what, shape_string(out.strides), shape_string(out.shape), wrapped_byte_strides(out));
     }
     if (extent > 0 && __builtin_mul_overflow(expected, extent, &expected)) expected = 0;  // only when empty
   }

@@ -20,10 +20,17 @@ Context::Context(const Api& cl, cl_context context, cl_device_id device, DLDevic
   queue_ = Ref<cl_command_queue>(queue, cl.ReleaseCommandQueue);
   cl_device_fp_config fp64 = 0;
   fp64_ = cl.GetDeviceInfo(device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, nullptr) == CL_SUCCESS && fp64;
+  if (cl.GetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc_, &max_alloc_, nullptr) != CL_SUCCESS)
+    max_alloc_ = 0;
 }
 
 MemRef Context::create_buffer(cl_mem_flags flags, std::size_t bytes, void* host) const {
   fault::point(ABR_ERR_OUT_OF_MEMORY, "OpenCL buffer");
+  // Checked first: drivers answer CL_INVALID_BUFFER_SIZE (PoCL) or fail later, at
+  // first use (NVIDIA), and neither names the limit.
+  if (max_alloc_ && bytes > max_alloc_)
+    fail(ABR_ERR_OUT_OF_MEMORY, "cannot allocate {} bytes on {}: one buffer may hold at most {} bytes there "
+         "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)", bytes, device_string(dl_device_), max_alloc_);
   cl_int status = CL_SUCCESS;
   cl_mem mem = cl_.CreateBuffer(context_.get(), flags, bytes ? bytes : 1, host, &status);
   if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||

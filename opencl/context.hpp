@@ -29,7 +29,8 @@ class Context : public std::enable_shared_from_this<Context> {
   bool has_fp64() const { return fp64_; }
 
   // A new buffer in this context; zero bytes allocate a minimal one (OpenCL has
-  // no empty buffers). Throws ABR_ERR_OUT_OF_MEMORY or ABR_ERR_BACKEND.
+  // no empty buffers). Throws ABR_ERR_OUT_OF_MEMORY (more than the device's
+  // CL_DEVICE_MAX_MEM_ALLOC_SIZE, or the allocation failed) or ABR_ERR_BACKEND.
   MemRef create_buffer(cl_mem_flags flags, std::size_t bytes, void* host = nullptr) const;
 
   // The program built from source() under `key`: built once, then cached.
@@ -43,6 +44,7 @@ class Context : public std::enable_shared_from_this<Context> {
   DLDevice dl_device_;
   Ref<cl_command_queue> queue_;
   bool fp64_ = false;
+  cl_ulong max_alloc_ = 0;  // CL_DEVICE_MAX_MEM_ALLOC_SIZE; 0 when the driver does not say
   std::mutex programs_mutex_;
   std::map<std::string, Ref<cl_program>> programs_;
 };

@@ -111,7 +111,9 @@ std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
     case Kind::Signed: case Kind::Unsigned:
       if (s.kind == Kind::Bool) return fmt::format("*d = ({})(*s ? 1 : 0);", d.storage);
       if (integral(s.kind)) return fmt::format("*d = ({})*s;", d.storage);  // modular, as in C
-      return fmt::format("*d = convert_{}_sat({});", d.storage, value);    // saturating, NaN -> 0
+      // Saturating, and NaN -> 0 spelled out: OpenCL C only says NaN "should" become 0,
+      // and NVIDIA's compiler gives the type's minimum (seen on an H100).
+      return fmt::format("{{ const wide v = {1}; *d = isnan(v) ? ({0})0 : convert_{0}_sat(v); }}", d.storage, value);
     case Kind::Float:
       if (s.kind == Kind::Signed || s.kind == Kind::Unsigned) return fmt::format("*d = ({})*s;", d.storage);
       return fmt::format("*d = ({}){};", d.storage, value);

@@ -2,6 +2,8 @@
 the Python hooks it calls for what is rare or slow to parse: devices not seen
 before, dtypes, stream objects, errors and the DEBUG log line."""
 import logging
+import re
+import sys
 
 from . import _runtime
 from ._device import device_string, parse_device
@@ -33,6 +35,25 @@ def stream_handle(stream):
     return stream
 
 
+def producer_strides(producer, itemsize):
+    """The element strides a producer known to export wrong ones meant, or None.
+
+    CuPy 13.4 to 14.2 divide negative byte strides by the item size as unsigned
+    numbers, so x[::-1] exports about 2**64 / itemsize (cupy/cupy#10172, fixed by
+    cupy/cupy#10228 after 14.2). Its __cuda_array_interface__ still has the signed
+    byte strides; the C side uses them only where both agree modulo 2**64."""
+    if not type(producer).__module__.startswith("cupy"):
+        return None
+    version = re.match(r"(\d+)\.(\d+)", getattr(sys.modules.get("cupy"), "__version__", ""))
+    if not version or not (13, 4) <= (int(version[1]), int(version[2])) <= (14, 2):
+        return None
+    interface = getattr(producer, "__cuda_array_interface__", None) or {}
+    strides = interface.get("strides") or getattr(producer, "strides", None)
+    if not strides or any(s % itemsize for s in strides):
+        return None
+    return [s // itemsize for s in strides]
+
+
 def _error(status, context, dst):
     return _runtime.error(status, context if dst is None else f"{context}({device_string(*dst)})")
 
@@ -48,4 +69,5 @@ def _runtime_address():
 
 
 _core.setup(tensor_type=Tensor, runtime=_runtime_address, parse_device=parse_device, parse_dtype=parse_dtype,
-            stream_handle=stream_handle, error=_error, log_transfer=_log_transfer, logger=log)
+            stream_handle=stream_handle, producer_strides=producer_strides, error=_error,
+            log_transfer=_log_transfer, logger=log)

@@ -13,13 +13,29 @@ BUILD = pathlib.Path(os.environ.get("ARRAYBRIDGE_BUILD", pathlib.Path(__file__).
 FAKE = BUILD / "fake-cuda" / "libcuda.so.1"
 
 
-def run_with_fake_cuda(code):
+# Appended to every check: what the fake driver found wrong (stream-ordered races,
+# frees without a context, failing pointer queries) fails it, as in the C tests.
+NO_FINDINGS = r"""
+import ctypes as _ctypes, os as _os, sys as _sys
+_fake = _ctypes.CDLL(_os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+_fake.fake_cuda_stat.restype = _ctypes.c_longlong
+_fake.fake_cuda_finding.restype = _ctypes.c_char_p
+_found = [_fake.fake_cuda_finding(n).decode() for n in range(_fake.fake_cuda_stat(b"findings"))]
+if _found:
+    _sys.exit("the fake CUDA driver found:\n" + "\n".join(_found))
+"""
+
+
+def run_with_fake_cuda(code, delay_us=50, all_freed=False):
     if not FAKE.exists():
         pytest.skip(f"the fake CUDA driver is not built ({FAKE}): run make test")
-    env = dict(os.environ, ARRAYBRIDGE_CUDA_LIBRARY=str(FAKE), FAKE_CUDA_DELAY_US="50")
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=120)
+    env = dict(os.environ, ARRAYBRIDGE_CUDA_LIBRARY=str(FAKE), FAKE_CUDA_DELAY_US=str(delay_us))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code) + NO_FINDINGS], env=env, capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+    if all_freed:  # no tensor alive at exit: the runtime gave back its idle blocks, the fake saw nothing left
+        assert "fake libcuda at exit" not in done.stderr, done.stderr
+    assert "warning" not in done.stderr, done.stderr
     return done.stdout
 
 
@@ -86,4 +102,41 @@ def test_cuda_stream_values_and_dlpack_stream_rules():
             raise AssertionError("a junk stream handle was accepted")
         print("ok")
     """)
+    assert out.strip() == "ok"
+
+
+def test_eight_threads_after_a_large_staged_transfer_each_get_their_own_values():
+    # The H100 scenario of issue 17: a large pageable round trip leaves pinned blocks
+    # in the pool, then 8 threads convert a transposed 65x64 int64 array filled with
+    # their own value. A block back in the pool while its DMA is queued hands one
+    # thread's bytes to another; the fake's DMA lags the host to make that visible.
+    out = run_with_fake_cuda("""
+        import threading
+        import numpy as np, arraybridge as ab
+        big = np.arange(6 << 20, dtype=np.int32)  # 24 MiB: three staging chunks
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(ab.to_device(big, "cuda:0"), "cpu")), big)
+        del big
+        barrier = threading.Barrier(8)
+        wrong, errors = [], []
+
+        def convert(k):
+            x = np.full((65, 64), (k + 1) * 1000, dtype=np.int64).T
+            barrier.wait()
+            try:
+                for _ in range(6):
+                    back = np.from_dlpack(ab.to_device(ab.to_device(x, "cuda:0"), "cpu"))
+                    if not (back == (k + 1) * 1000).all():
+                        wrong.append((k, int(back.flat[0])))
+            except Exception as e:
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=convert, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert not wrong, f"{len(wrong)} of 48 conversions got another thread's values: {wrong[:4]}"
+        print("ok")
+    """, delay_us=300, all_freed=True)
     assert out.strip() == "ok"

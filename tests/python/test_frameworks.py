@@ -40,7 +40,8 @@ def test_jax_takes_our_tensors_of_any_layout_when_asked_for_compact_ones(layout)
 
 
 def test_jax_to_numpy_through_us_is_zero_copy():
-    x = jnp.arange(64, dtype=jnp.float32).reshape(8, 8)
+    # On the CPU explicitly: with a GPU present, JAX puts new arrays there.
+    x = jax.device_put(jnp.arange(64, dtype=jnp.float32).reshape(8, 8), jax.devices("cpu")[0])
     tensor = ab.to_device(x, "cpu")
     assert tensor.report.path == "zero_copy"
     assert data_pointer(np.from_dlpack(tensor)) == jax_pointer(x)

@@ -60,7 +60,7 @@ def test_failed_transfers_release_the_source_once():
         with pytest.raises(ab.ArrayBridgeError):
             ab.to_device(source, "cpu", copy=False, dtype="float32")
         with pytest.raises(ab.ArrayBridgeError):
-            ab.to_device(source, "cuda:0")
+            ab.to_device(source, "cuda:99")  # no such device, with or without a GPU
     gc.collect()
     assert sys.getrefcount(source) == before
 

@@ -1,5 +1,7 @@
 """The DLPack protocol both ways: capsules, keywords, flags and errors."""
 import ctypes
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -164,8 +166,8 @@ def test_missing_devices_fail_clearly_and_the_source_is_released(refcount_of=Non
     import sys
     source = sample("float32")
     before = sys.getrefcount(source)
-    with pytest.raises(ab.DeviceError, match="CUDA unavailable|cuda") as error:
-        ab.to_device(source, "cuda:0")
+    with pytest.raises(ab.DeviceError, match="CUDA unavailable|cuda:99") as error:
+        ab.to_device(source, "cuda:99")  # missing with or without a GPU
     assert error.value.status_name in ("ABR_ERR_NO_DEVICE", "ABR_ERR_BACKEND_UNAVAILABLE")
     with pytest.raises(ab.DeviceError, match="opencl:7"):
         ab.to_device(source, "opencl:7")
@@ -182,3 +184,61 @@ def test_devices_backends_and_pool():
     stats = ab.pool_stats()
     assert stats["limit_bytes"] > 0 and stats["bytes_in_use"] == 0
     assert ab.pool_trim() >= 0
+
+
+def _write_strides(capsule, strides):
+    """Overwrites the strides of a legacy capsule's DLTensor: a hand-made export."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    tensor = get(capsule, b"dltensor")
+    pointer = ctypes.c_void_p.from_address(tensor + 32).value  # DLTensor.strides
+    values = (ctypes.c_int64 * len(strides)).from_address(pointer)
+    for i, stride in enumerate(strides):
+        values[i] = stride
+
+
+def _cupy_bad_strides(array):
+    """CuPy 13.4-14.2's element strides for `array`: its negative byte strides divided
+    by the item size as unsigned 64-bit numbers (cupy/cupy#10172)."""
+    return [((s + 2**64) % 2**64) // array.itemsize for s in array.strides]
+
+
+def _fake_cupy_array(array, monkeypatch, version):
+    """A producer that exports like CuPy `version` does: a capsule with the bad strides,
+    and the signed byte strides in __cuda_array_interface__."""
+    cupy = types.ModuleType("cupy")
+    cupy.__version__ = version
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    capsule = array.__dlpack__()
+    _write_strides(capsule, _cupy_bad_strides(array))
+
+    class ndarray:
+        __module__ = "cupy._core.core"
+        __cuda_array_interface__ = {"shape": array.shape, "strides": array.strides, "typestr": array.dtype.str,
+                                    "data": (array.ctypes.data, False), "version": 3}
+
+        def __dlpack__(self, stream=None, max_version=None):
+            return capsule
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    return ndarray()
+
+
+def test_cupy_13_4_to_14_2_negative_strides_are_taken_from_its_cuda_array_interface(monkeypatch):
+    array = np.arange(64, dtype=np.int32).reshape(8, 8)[::-1, ::-2]
+    assert all(s > 2**61 for s in _cupy_bad_strides(array))  # what those versions export
+    for version in ("13.4.0", "14.2.1"):
+        producer = _fake_cupy_array(array, monkeypatch, version)
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(producer, "cpu", copy=True)), array)
+
+
+def test_impossible_strides_from_any_other_producer_are_refused_saying_so(monkeypatch):
+    array = np.arange(64, dtype=np.int32).reshape(8, 8)[::-1, ::-2]
+    fixed_cupy = _fake_cupy_array(array, monkeypatch, "14.3.0")  # cupy/cupy#10228: exports right, so not repaired
+    capsule = array.__dlpack__()
+    _write_strides(capsule, _cupy_bad_strides(array))
+    for producer in (fixed_cupy, _Holder(capsule)):
+        with pytest.raises(ab.DLPackError, match=r"the producer's strides are invalid.*they read \[-32, -8\]"):
+            ab.to_device(producer, "cpu", copy=True)

@@ -6,6 +6,7 @@
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 
+#include <string>
 #include <vector>
 
 #include "helpers.hpp"
@@ -83,6 +84,38 @@ inline std::size_t mem_size(cl_mem mem) {
   std::size_t size = 0;
   clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, nullptr);
   return size;
+}
+
+// The runtime's OpenCL devices, with what tests choose them by: opencl:0 is
+// whatever platform the ICD loader lists first (NVIDIA's on a GPU machine, PoCL here).
+struct OclDevice {
+  DLDevice device;
+  bool shares_host_memory;
+  std::string platform, name;
+  abr_backend backend;
+  uint64_t memory_bytes;
+};
+inline std::vector<OclDevice> opencl_devices(abr_runtime* rt) {
+  std::vector<OclDevice> found;
+  int32_t count = 0;
+  REQUIRE(abr_device_count(rt, &count) == ABR_OK);
+  for (int32_t i = 0; i < count; ++i) {
+    struct abr_device_info info;
+    REQUIRE(abr_device_info(rt, i, &info) == ABR_OK);
+    if (info.device.device_type == kDLOpenCL)
+      found.push_back({info.device, (info.flags & ABR_DEVICE_SHARES_HOST_MEMORY) != 0, info.platform, info.name,
+                       info.backend, info.memory_bytes});
+  }
+  return found;
+}
+
+// The first OpenCL device that shares host memory (PoCL, which the test set-up
+// installs), or nothing with a message saying why its test part is skipped.
+inline bool opencl_sharing_host_memory(abr_runtime* rt, DLDevice* out) {
+  for (const OclDevice& d : opencl_devices(rt))
+    if (d.shares_host_memory) return *out = d.device, true;
+  MESSAGE("no OpenCL device shares host memory here: the in-place cases are skipped");
+  return false;
 }
 
 // Moves a tensor to `device`, expecting success; checks the report's path.

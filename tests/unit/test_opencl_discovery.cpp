@@ -1,13 +1,27 @@
 // OpenCL discovery, for real on PoCL (installed by tools/bootstrap.sh, so this
 // never skips), and the reports for a missing loader or a disabled backend.
+#include <cstring>
+
 #include "../../lib/error.hpp"
 #include "../../opencl/api.hpp"
 #include "../../opencl/discovery.hpp"
-#include "helpers.hpp"
+#include "opencl_helpers.hpp"
 
 using namespace test;
 
-TEST_CASE("PoCL appears as an OpenCL device after the CPU, sharing host memory") {
+namespace {
+
+// Devices the CUDA backend adds to the list (its GPUs and cuda_host), 0 without CUDA.
+int32_t cuda_entries(abr_runtime* rt) {
+  struct abr_backend_info cuda;
+  REQUIRE(abr_backend_info(rt, ABR_BACKEND_CUDA, &cuda) == ABR_OK);
+  return cuda.available ? cuda.device_count + 1 : 0;
+}
+
+}  // namespace
+
+// By capability, not position: on a GPU machine NVIDIA's platform comes first.
+TEST_CASE("PoCL appears as an OpenCL device sharing host memory; every OpenCL device is listed") {
   Runtime rt;
   struct abr_backend_info backend;
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_OPENCL, &backend) == ABR_OK);
@@ -17,18 +31,26 @@ TEST_CASE("PoCL appears as an OpenCL device after the CPU, sharing host memory")
 
   int32_t count = 0;
   REQUIRE(abr_device_count(rt, &count) == ABR_OK);
-  CHECK(count == 1 + backend.device_count);
+  CHECK(count == 1 + backend.device_count + cuda_entries(rt));
   struct abr_device_info info;
   REQUIRE(abr_device_info(rt, 0, &info) == ABR_OK);
   CHECK(info.device.device_type == kDLCPU);  // the CPU comes first
-  REQUIRE(abr_device_info(rt, 1, &info) == ABR_OK);
-  CHECK(info.device.device_type == kDLOpenCL);
-  CHECK(info.device.device_id == 0);
-  CHECK(info.backend == ABR_BACKEND_OPENCL);
-  CHECK(std::strlen(info.name) > 0);
-  CHECK(info.memory_bytes > 0);
-  CHECK((info.flags & ABR_DEVICE_SHARES_HOST_MEMORY) != 0);  // PoCL runs on the CPU
-  CHECK(std::string(info.platform).find("Portable Computing Language") == 0);
+
+  const std::vector<OclDevice> devices = opencl_devices(rt);
+  REQUIRE(static_cast<int32_t>(devices.size()) == backend.device_count);
+  int pocl = 0;
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    INFO(devices[k].platform << " / " << devices[k].name);
+    CHECK(devices[k].device.device_id == static_cast<int32_t>(k));  // numbered in the order listed
+    CHECK(devices[k].backend == ABR_BACKEND_OPENCL);
+    CHECK(devices[k].name.size() > 0);
+    CHECK(devices[k].memory_bytes > 0);
+    if (devices[k].platform.find("Portable Computing Language") == 0) {
+      ++pocl;
+      CHECK(devices[k].shares_host_memory);  // PoCL runs on the CPU
+    }
+  }
+  CHECK(pocl >= 1);
 }
 
 TEST_CASE("a missing ICD loader or a disabled backend is a report, not an error") {
@@ -51,7 +73,12 @@ TEST_CASE("a missing ICD loader or a disabled backend is a report, not an error"
   CHECK(std::string(backend.detail) == "OpenCL unavailable: disabled by ABR_RUNTIME_DISABLE_OPENCL");
   int32_t count = 0;
   abr_device_count(rt, &count);
-  CHECK(count == 1);
+  CHECK(count == 1 + cuda_entries(rt));  // the CPU, and CUDA's devices where there is a GPU
+  for (int32_t i = 0; i < count; ++i) {
+    struct abr_device_info info;
+    REQUIRE(abr_device_info(rt, i, &info) == ABR_OK);
+    CHECK(info.device.device_type != kDLOpenCL);
+  }
   abr_runtime_destroy(rt);
 }
 

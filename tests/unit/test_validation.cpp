@@ -33,7 +33,11 @@ TEST_CASE("malformed descriptors are refused with a distinct status and the sour
       {"byte overflow", [](Managed& m) { m.shape = {INT64_MAX / 4 + 1, 1}; m.tensor().shape = m.shape.data(); },
        ABR_ERR_DLPACK_OVERFLOW, "byte size"},
       {"stride overflow", [](Managed& m) { m.strides = {INT64_MAX / 2, 1}; m.tensor().strides = m.strides.data(); },
-       ABR_ERR_DLPACK_OVERFLOW, "address beyond 64 bits"},
+       ABR_ERR_DLPACK_OVERFLOW, "the producer's strides are invalid"},
+      // CuPy 13.4 to 14.2: x[::-1] of float32 exports (2^64 - 4) / 4 instead of -1 (cupy/cupy#10172).
+      {"CuPy's unsigned strides", [](Managed& m) { m.strides = {static_cast<int64_t>((~uint64_t{0} - 3) / 4), 1};
+                                                   m.tensor().strides = m.strides.data(); },
+       ABR_ERR_DLPACK_OVERFLOW, "as signed byte strides, wrapping as an unsigned division would, they read [-4, 4]"},
       {"byte_offset near 2^64", [](Managed& m) { m.tensor().byte_offset = UINT64_MAX - 8; }, ABR_ERR_DLPACK_OVERFLOW,
        "outside the address space"},
       // The view reaches exactly INT64_MIN bytes below its first element (found by the fuzzer: UBSan

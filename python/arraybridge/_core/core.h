@@ -84,6 +84,7 @@ typedef struct {
   PyObject* parse_device;  /* (device) -> (type, id) */
   PyObject* parse_dtype;   /* (dtype) -> (code, bits, lanes) */
   PyObject* stream_handle; /* (stream) -> int handle, 0 for none */
+  PyObject* producer_strides; /* (producer, itemsize) -> element strides it meant, or None */
   PyObject* error;         /* (status, context, dst or None) -> exception instance */
   PyObject* log_transfer;  /* (tensor, context) -> None, logs at DEBUG */
   PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */

@@ -66,7 +66,8 @@ static PyObject* setup(PyObject* module, PyObject* args, PyObject* kwargs) {
   if (take_hook(kwargs, "tensor_type", &hooks.tensor_type) < 0 || take_hook(kwargs, "runtime", &hooks.runtime) < 0 ||
       take_hook(kwargs, "parse_device", &hooks.parse_device) < 0 ||
       take_hook(kwargs, "parse_dtype", &hooks.parse_dtype) < 0 ||
-      take_hook(kwargs, "stream_handle", &hooks.stream_handle) < 0 || take_hook(kwargs, "error", &hooks.error) < 0 ||
+      take_hook(kwargs, "stream_handle", &hooks.stream_handle) < 0 ||
+      take_hook(kwargs, "producer_strides", &hooks.producer_strides) < 0 || take_hook(kwargs, "error", &hooks.error) < 0 ||
       take_hook(kwargs, "log_transfer", &hooks.log_transfer) < 0)
     return NULL;
   if (!PyType_Check(hooks.tensor_type) ||
@@ -112,7 +113,8 @@ static PyMethodDef methods[] = {
      "untracked_type(cls) -> cls rebuilt as the final type arraybridge.Tensor, whose instances the cycle collector "
      "does not track (a class decorator)"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_VARARGS | METH_KEYWORDS,
-     "setup(tensor_type=, runtime=, parse_device=, parse_dtype=, stream_handle=, error=, log_transfer=, logger=)"},
+     "setup(tensor_type=, runtime=, parse_device=, parse_dtype=, stream_handle=, producer_strides=, error=, "
+     "log_transfer=, logger=)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -130,6 +130,43 @@ static int parse_stream(PyObject* stream, uintptr_t* out) {
 
 /* ------------------------------------------------------------------ import */
 
+/* Whether a stride times the item size overflows 64 bits on a dim that is walked:
+ * no real tensor has such strides (the runtime would refuse them). */
+static int has_impossible_strides(const DLTensor* t) {
+  if (!t->strides) return 0;
+  const int64_t item = ((int64_t)t->dtype.bits * t->dtype.lanes + 7) / 8;
+  for (int32_t i = 0; i < t->ndim; ++i) {
+    int64_t bytes;
+    if (t->shape[i] > 1 && __builtin_mul_overflow(t->strides[i], item, &bytes)) return 1;
+  }
+  return 0;
+}
+
+/* A producer known to export wrong strides (CuPy 13.4 to 14.2, cupy/cupy#10172)
+ * says through the hook what it meant; they replace the exported ones only where
+ * both are the same byte strides modulo 2^64, so nothing else is ever reinterpreted. */
+static int repair_producer_strides(PyObject* producer, DLTensor* t) {
+  const int64_t item = ((int64_t)t->dtype.bits * t->dtype.lanes + 7) / 8;
+  PyObject* meant = PyObject_CallFunction(hooks.producer_strides, "OL", producer, (long long)item);
+  if (!meant) return -1;
+  int64_t fixed[64];
+  int ok = meant != Py_None && PySequence_Check(meant) && PySequence_Size(meant) == t->ndim && t->ndim <= 64;
+  for (int32_t i = 0; ok && i < t->ndim; ++i) {
+    PyObject* value = PySequence_GetItem(meant, i);
+    fixed[i] = value ? PyLong_AsLongLong(value) : -1;
+    Py_XDECREF(value);
+    if (PyErr_Occurred()) {
+      Py_DECREF(meant);
+      return -1;
+    }
+    ok = (uint64_t)t->strides[i] * (uint64_t)item == (uint64_t)fixed[i] * (uint64_t)item;
+  }
+  Py_DECREF(meant);
+  if (ok)
+    for (int32_t i = 0; i < t->ndim; ++i) t->strides[i] = fixed[i];
+  return 0;
+}
+
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
  * capsule, or what __dlpack__ returns (versioned when the producer takes
  * max_version, legacy from one that predates DLPack 1.0). */
@@ -157,9 +194,14 @@ static int import_source(PyObject* x, Imported* out) {
     return -1;
   }
   int status = -1;
-  if (PyCapsule_CheckExact(capsule))
+  if (PyCapsule_CheckExact(capsule)) {
     status = consume_capsule(capsule, out);
-  else
+    if (status == 0 && has_impossible_strides(imported_tensor(out)) &&
+        repair_producer_strides(x, (DLTensor*)imported_tensor(out)) < 0) {
+      imported_delete(out);
+      status = -1;
+    }
+  } else
     PyErr_Format(PyExc_TypeError, "arraybridge: %s.__dlpack__() returned %s, not a DLPack capsule",
                  Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
   Py_DECREF(capsule);
