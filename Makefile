@@ -39,7 +39,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all lib tools test test-cuda test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
+.PHONY: all lib tools test gpu-check test-cuda test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
 
 all: lib tools
 
@@ -229,6 +229,12 @@ test: bootstrap
 	@$(MAKE) --no-print-directory -j$(JOBS) all $(TEST_PROGRAMS)
 	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD)
+
+# Everything a GPU machine can tell us (tools/gpu_check.sh): real-driver CUDA tests,
+# compute-sanitizer, every OpenCL driver, the Python suite and the CUDA benchmark,
+# in one dated folder with a summary. Without a GPU it runs on the fake, saying so.
+gpu-check: all $(BUILD)/bin/cuda-tests $(BUILD)/bin/unit-tests
+	bash tools/gpu_check.sh --no-build
 
 test-unit: $(BUILD)/bin/unit-tests
 	$(BUILD)/bin/unit-tests

@@ -59,5 +59,8 @@ run python .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/python
 # (its subprocesses run outside memcheck anyway).
 run python-valgrind .venv/bin/python tests/python/valgrind_native.py -k "not gil and not shutdown" tests/python
 
+# make gpu-check end to end, here against the fake driver (the GPU-only steps say why they skip).
+run gpu-check bash tools/gpu_check.sh --no-build "$build/gpu-check/ci"
+
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -108,4 +108,11 @@ bool device_selected(const Options& options, DLDevice device);
 // Says on stderr what is being measured now (long runs show they are alive).
 void progress(const std::string& device, uint64_t bytes);
 
+// The "machine" object of the JSON: host CPU and cores, the commit, the CUDA and
+// OpenCL backends as the runtime reports them (driver and CUDA version), the
+// NVIDIA kernel driver, and every device, so a result says where it was measured.
+std::string machine_json(abr_runtime* rt);
+
+std::string json_escape(const std::string& s);
+
 }  // namespace bench

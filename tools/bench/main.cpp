@@ -57,7 +57,9 @@ std::string rate(const bench::Result& r, double seconds) {
   return text;
 }
 
-std::string json_escape(const std::string& s) {
+}  // namespace
+
+std::string bench::json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\', out += c;
@@ -67,7 +69,7 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-}  // namespace
+using bench::json_escape;
 
 int main(int argc, char** argv) {
   bench::Options options;
@@ -133,13 +135,15 @@ int main(int argc, char** argv) {
   bench::run_cuda_cases(rt, options, report);
   bench::run_python_cases(options, report);
   std::fprintf(stderr, "\r%-80s\r", "");
+  const std::string machine = bench::machine_json(rt);
   abr_runtime_destroy(rt);
 
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << "{\n  \"tool\": \"arraybridge-bench\",\n  \"library_version\": \"" << abr_version_string()
         << "\",\n  \"repetitions\": " << options.repetitions << ",\n  \"statistic\": \"median\",\n"
-        << "  \"bytes_counted\": \"once (bytes written to the destination)\",\n  \"results\": [\n";
+        << "  \"bytes_counted\": \"once (bytes written to the destination)\",\n  \"machine\": " << machine
+        << ",\n  \"results\": [\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
       const bench::Result& r = results[i];
       out << "    {\"case\": \"" << json_escape(r.name) << "\", \"device\": \"" << r.device << "\", \"bytes\": " << r.bytes

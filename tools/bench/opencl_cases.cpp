@@ -75,7 +75,10 @@ std::string human(uint64_t bytes) {
   return text;
 }
 
-void run_device(abr_runtime* rt, const Options& options, const Report& report, DLDevice device) {
+// `shares_host_memory`: the device can use host memory in place (PoCL, not a GPU),
+// the only kind the wrap case is measured on.
+void run_device(abr_runtime* rt, const Options& options, const Report& report, DLDevice device,
+                bool shares_host_memory) {
   const std::string name = device_name(device);
   abr_transfer_options copy;
   abr_transfer_options_init(&copy);
@@ -150,14 +153,14 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
                              ""});
       report(r);
     }
-    if (selected(options, "host -> opencl wrap")) {
+    if (shares_host_memory && selected(options, "host -> opencl wrap")) {
       Result r{"host -> opencl wrap (zero-copy, per call)", name, 0};
       r.unit = "ns";
       r.shape = human(bytes);
       abr_transfer_report path;
       abr_transfer_options wrap;
       abr_transfer_options_init(&wrap);
-      wrap.copy = ABR_COPY_NEVER;  // fails loudly if the device cannot use host memory in place
+      wrap.copy = ABR_COPY_NEVER;  // fails loudly if the device does not use host memory in place after all
       wrap.report = &path;
       DLManagedTensorVersioned probe = borrowed(host_src);
       DLManagedTensorVersioned* out = nullptr;
@@ -257,7 +260,7 @@ void run_opencl_cases(abr_runtime* rt, const Options& options, const Report& rep
     struct abr_device_info info;
     check(abr_device_info(rt, i, &info), "abr_device_info");
     if (info.device.device_type == kDLOpenCL && device_selected(options, info.device))
-      run_device(rt, options, report, info.device);
+      run_device(rt, options, report, info.device, (info.flags & ABR_DEVICE_SHARES_HOST_MEMORY) != 0);
   }
 }
 
