@@ -5,14 +5,17 @@
 
 namespace abr::cuda {
 
-std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device, CUstream stream) {
-  const Driver& cu = device->cu();
+std::unique_ptr<StreamEvent> create_event(const std::shared_ptr<Device>& device) {
   fault::point(ABR_ERR_BACKEND, "CUDA event");
   CUevent event = nullptr;
-  device->check(cu.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-  auto owned = std::make_unique<StreamEvent>(device, event);
-  device->check(cu.cuEventRecord(event, stream), "cuEventRecord");
-  return owned;
+  device->check(device->cu().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  return std::make_unique<StreamEvent>(device, event);
+}
+
+std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device, CUstream stream) {
+  std::unique_ptr<StreamEvent> event = create_event(device);
+  device->check(device->cu().cuEventRecord(event->get(), stream), "cuEventRecord");
+  return event;
 }
 
 void order_after(const std::shared_ptr<Device>& earlier_device, CUstream earlier, Device& later_device,
@@ -20,14 +23,22 @@ void order_after(const std::shared_ptr<Device>& earlier_device, CUstream earlier
   std::unique_ptr<StreamEvent> event;
   {
     Scope scope(*earlier_device);
-    event = record_event(earlier_device, earlier);
+    event = create_event(earlier_device);
+  }
+  order_after(*event, earlier, later_device, later);
+}
+
+void order_after(StreamEvent& event, CUstream earlier, Device& later_device, CUstream later) {
+  {
+    Scope scope(event.device());
+    event.device().check(event.device().cu().cuEventRecord(event.get(), earlier), "cuEventRecord");
   }
   Scope scope(later_device);
-  later_device.check(later_device.cu().cuStreamWaitEvent(later, event->get(), 0), "cuStreamWaitEvent");
+  later_device.check(later_device.cu().cuStreamWaitEvent(later, event.get(), 0), "cuStreamWaitEvent");
 }
 
 StreamEvent::~StreamEvent() {
-  if (!device_->lost()) device_->cu().cuEventDestroy(event_);
+  device_->cu().cuEventDestroy(event_);  // after a sticky error too: it only gives back the handle
 }
 
 bool StreamEvent::complete() noexcept {

@@ -25,6 +25,7 @@ class StreamEvent final : public Event {
   bool complete() noexcept override;
   void wait() override;
   CUevent get() const { return event_; }
+  Device& device() const { return *device_; }
 
  private:
   std::shared_ptr<Device> device_;
@@ -58,6 +59,9 @@ class CudaStream final : public Stream {
 };
 
 // Records an event on `stream` (the device's context must be current).
+// An event of `device`'s context, not yet recorded (made before the work it will
+// order, where running out of events must not leave that work unordered).
+std::unique_ptr<StreamEvent> create_event(const std::shared_ptr<Device>& device);
 std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device, CUstream stream);
 
 // Work submitted to `later` (a stream of `later_device`) from now on runs after
@@ -65,5 +69,7 @@ std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device,
 // recorded in the one's context, waited for by the other. Events work across devices.
 void order_after(const std::shared_ptr<Device>& earlier_device, CUstream earlier, Device& later_device,
                  CUstream later);
+// The same with an event made beforehand (of `earlier`'s device): it allocates nothing.
+void order_after(StreamEvent& event, CUstream earlier, Device& later_device, CUstream later);
 
 }  // namespace abr::cuda

@@ -7,6 +7,7 @@
 #include "../lib/dtype.hpp"
 #include "../lib/host_copy.hpp"
 #include "../lib/staging.hpp"
+#include "../lib/log.hpp"
 #include "../lib/strided.hpp"
 #include "kernel_params.hpp"
 #include "memory.hpp"
@@ -299,22 +300,37 @@ void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& 
     order_after(with.src_device, from.own_stream(), to, to.own_stream());
   }
   Scope scope(to);
-  std::unique_ptr<DeviceTemp> landing;
-  CUdeviceptr target = device_first(dst);
-  if (!dst.compact) {
-    landing = std::make_unique<DeviceTemp>(with.dst_device, to.own_stream(), dst, dst.dtype);
-    target = landing->buffer.get();
-  }
-  to.check(to.cu().cuMemcpyPeerAsync(target, to.context(), source, from.context(), bytes, to.own_stream()),
-           "cuMemcpyPeerAsync");
-  if (landing)
-    launch_walk(to, to.own_stream(), landing->layout, landing->buffer.get(), dst, reinterpret_cast<CUdeviceptr>(dst.data));
-  if (packed) {
-    Scope source_side(from);
-    order_after(with.dst_device, to.own_stream(), from, from.own_stream());
+  // Made before the copy is queued: the packed source's free must be ordered after
+  // the copy even when a later step fails, and then no event may be missing.
+  std::unique_ptr<StreamEvent> copied;
+  if (packed) copied = create_event(with.dst_device);
+  const auto free_packed_after_copy = [&]() {
+    if (!packed) return;
+    order_after(*copied, to.own_stream(), from, from.own_stream());
     packed.reset();  // freed on the source's stream, after the copy
-    from.check(from.cu().cuStreamSynchronize(from.own_stream()), "cuStreamSynchronize");
+  };
+  try {
+    std::unique_ptr<DeviceTemp> landing;
+    CUdeviceptr target = device_first(dst);
+    if (!dst.compact) {
+      landing = std::make_unique<DeviceTemp>(with.dst_device, to.own_stream(), dst, dst.dtype);
+      target = landing->buffer.get();
+    }
+    to.check(to.cu().cuMemcpyPeerAsync(target, to.context(), source, from.context(), bytes, to.own_stream()),
+             "cuMemcpyPeerAsync");
+    if (landing)
+      launch_walk(to, to.own_stream(), landing->layout, landing->buffer.get(), dst,
+                  reinterpret_cast<CUdeviceptr>(dst.data));
+  } catch (...) {
+    try {
+      free_packed_after_copy();
+    } catch (const std::exception& e) {  // the device failed too: its memory goes with it
+      log::debug("ordering the free of a packed peer source failed: {}", e.what());
+    }
+    throw;
   }
+  free_packed_after_copy();
+  if (copied) from.check(from.cu().cuStreamSynchronize(from.own_stream()), "cuStreamSynchronize");
   to.check(to.cu().cuStreamSynchronize(to.own_stream()), "cuStreamSynchronize");
 }
 
