@@ -32,7 +32,7 @@ abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats) {
 
 abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes) {
   return guarded(__func__, [&] {
-    const uint64_t released = runtime_of(runtime).pool().trim();
+    const uint64_t released = runtime_of(runtime).trim_pool();
     if (released_bytes) *released_bytes = released;
   });
 }

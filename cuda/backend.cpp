@@ -124,6 +124,10 @@ std::shared_ptr<Device> Backend::device_of(const Layout& tensor) const {
   return is_host_accessible(tensor.device.device_type) ? nullptr : device(tensor.device);
 }
 
+void Backend::finish_deferred_releases() {
+  if (reclaimer_) reclaimer_->drain();
+}
+
 bool Backend::device_lost(DLDevice dl) {
   return dl.device_type == kDLCUDA && dl.device_id >= 0 && dl.device_id < static_cast<int32_t>(devices_.size()) &&
          devices_[static_cast<std::size_t>(dl.device_id)]->lost();

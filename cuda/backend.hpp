@@ -32,6 +32,7 @@ class Backend final : public DeviceBackend {
   bool host_pinned(const void* begin, uint64_t bytes) override;
   StagingProvider* pinned_provider() override { return pinned_.get(); }
   bool device_lost(DLDevice device) override;
+  void finish_deferred_releases() override;
 
  private:
   std::shared_ptr<Device> device(DLDevice device) const;  // throws for a device this backend lacks

@@ -67,6 +67,9 @@ class DeviceBackend {
   virtual StagingProvider* pinned_provider() { return nullptr; }
   // Whether a device hit a sticky error (every call on it now fails fast).
   virtual bool device_lost(DLDevice) { return false; }
+  // Waits until memory of tensors deleted so far, whose release the backend
+  // deferred (CUDA: until the devices' queued work is done), has been released.
+  virtual void finish_deferred_releases() {}
 };
 
 // Never throw: without a driver a backend reports why and has no devices.

@@ -93,6 +93,12 @@ DeviceTraits Runtime::traits_of(DLDevice device) {
   return DeviceTraits{};
 }
 
+uint64_t Runtime::trim_pool() {
+  cuda_->finish_deferred_releases();
+  opencl_->finish_deferred_releases();
+  return pool_->trim();
+}
+
 void Runtime::check_stream(const Stream* stream, DLDevice a, DLDevice b) const {
   if (!stream) return;
   const DLDevice s = stream->device();

@@ -25,6 +25,9 @@ class Runtime {
   DeviceBackend& cuda() { return *cuda_; }
   bool device_lost(DLDevice device) { return cuda_->device_lost(device); }
   PinnedPool& pool() { return *pool_; }
+  // Frees every idle cached pinned block, after the backends' deferred releases
+  // (a deleted cuda_host tensor's block) have come back; returns the bytes freed.
+  uint64_t trim_pool();
 
   // abr_to_device and abr_to_device_legacy, with the whole ownership contract: on
   // success `src` has been consumed (its deleter ran, or belongs to the result

@@ -304,7 +304,8 @@ typedef struct abr_pool_stats {
 } abr_pool_stats;
 
 ABR_API abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
-/* Frees every cached block no stream is using; released_bytes may be NULL. */
+/* Frees every cached block no stream is using, once the blocks (and device memory)
+   of tensors deleted so far are back; released_bytes may be NULL. */
 ABR_API abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes);
 /* A limit below what is pinned frees cached blocks at once; blocks in use stay
  * until returned, and new blocks are refused (ABR_ERR_OUT_OF_MEMORY) until the
