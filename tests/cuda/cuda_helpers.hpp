@@ -131,6 +131,13 @@ inline int cuda_devices(abr_runtime* rt) {
   return info.available ? info.device_count : 0;
 }
 
+// start, start + 1, ...: values that show a misplaced element.
+inline std::vector<int32_t> iota(std::size_t n, int32_t start = 0) {
+  std::vector<int32_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<int32_t>(i);
+  return v;
+}
+
 // Hands an owned tensor on (to a transfer that consumes it).
 inline DLManagedTensorVersioned* take(Owned& owned) {
   DLManagedTensorVersioned* t = owned.t;

@@ -15,12 +15,6 @@ using namespace test;
 
 namespace {
 
-std::vector<int32_t> iota(std::size_t n, int32_t start = 0) {
-  std::vector<int32_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<int32_t>(i);
-  return v;
-}
-
 // Host data -> dst -> cpu; returns the host result (compact).
 Owned round_trip(abr_runtime* rt, Managed& source, DLDevice via, abr_path* there = nullptr, abr_path* back = nullptr,
                  DLDataType dtype = {}) {

@@ -15,12 +15,6 @@ using namespace test;
 
 namespace {
 
-std::vector<int32_t> iota(std::size_t n, int32_t start = 0) {
-  std::vector<int32_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<int32_t>(i);
-  return v;
-}
-
 std::atomic<int> g_warnings{0};
 void count_warnings(abr_log_level level, const char*, void*) {
   if (level >= ABR_LOG_WARN) ++g_warnings;

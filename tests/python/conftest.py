@@ -10,6 +10,38 @@ DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 DEVICES = ["cpu", "opencl:0"]
 
 
+def threads_convert_their_own_values(big_bytes, rounds, threads=8):
+    """Issue 17's H100 scenario: a large pageable round trip through cuda:0 (it leaves
+    pinned blocks in the pool), then `threads` threads at once convert a transposed
+    65x64 int64 array of their own value to cuda:0 and back, `rounds` times each.
+    Raises AssertionError naming the conversions that came back with others' values."""
+    import threading
+    big = np.arange(big_bytes // 4, dtype=np.int32)
+    np.testing.assert_array_equal(np.from_dlpack(ab.to_device(ab.to_device(big, "cuda:0"), "cpu")), big)
+    del big
+    barrier = threading.Barrier(threads)
+    wrong, errors = [], []
+
+    def convert(k):
+        x = np.full((65, 64), (k + 1) * 1000, dtype=np.int64).T
+        barrier.wait()
+        try:
+            for _ in range(rounds):
+                back = np.from_dlpack(ab.to_device(ab.to_device(x, "cuda:0"), "cpu"))
+                if not (back == (k + 1) * 1000).all():
+                    wrong.append((k, int(back.flat[0])))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    workers = [threading.Thread(target=convert, args=(k,)) for k in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert not errors, errors
+    assert not wrong, f"{len(wrong)} of {threads * rounds} conversions got another thread's values: {wrong[:4]}"
+
+
 def sample(dtype, shape=(4, 6), seed=0):
     """Distinct, dtype-exact values (so a wrong element or byte order shows)."""
     rng = np.random.default_rng(seed)

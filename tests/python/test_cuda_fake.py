@@ -110,33 +110,11 @@ def test_eight_threads_after_a_large_staged_transfer_each_get_their_own_values()
     # in the pool, then 8 threads convert a transposed 65x64 int64 array filled with
     # their own value. A block back in the pool while its DMA is queued hands one
     # thread's bytes to another; the fake's DMA lags the host to make that visible.
-    out = run_with_fake_cuda("""
-        import threading
-        import numpy as np, arraybridge as ab
-        big = np.arange(6 << 20, dtype=np.int32)  # 24 MiB: three staging chunks
-        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(ab.to_device(big, "cuda:0"), "cpu")), big)
-        del big
-        barrier = threading.Barrier(8)
-        wrong, errors = [], []
-
-        def convert(k):
-            x = np.full((65, 64), (k + 1) * 1000, dtype=np.int64).T
-            barrier.wait()
-            try:
-                for _ in range(6):
-                    back = np.from_dlpack(ab.to_device(ab.to_device(x, "cuda:0"), "cpu"))
-                    if not (back == (k + 1) * 1000).all():
-                        wrong.append((k, int(back.flat[0])))
-            except Exception as e:
-                errors.append(repr(e))
-
-        threads = [threading.Thread(target=convert, args=(k,)) for k in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors
-        assert not wrong, f"{len(wrong)} of 48 conversions got another thread's values: {wrong[:4]}"
+    out = run_with_fake_cuda(f"""
+        import sys
+        sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})
+        from conftest import threads_convert_their_own_values
+        threads_convert_their_own_values(24 << 20, rounds=6)  # 24 MiB: three staging chunks
         print("ok")
     """, delay_us=300, all_freed=True)
     assert out.strip() == "ok"

@@ -1,11 +1,9 @@
 """Round trips through every device, dtype and layout, with values checked."""
-import threading
-
 import numpy as np
 import pytest
 
 import arraybridge as ab
-from conftest import DEVICES, DTYPES, data_pointer, requires_cuda, sample, views
+from conftest import DEVICES, DTYPES, data_pointer, requires_cuda, sample, threads_convert_their_own_values, views
 
 LAYOUTS = list(views(sample("int32")).keys())
 
@@ -98,27 +96,4 @@ def test_eight_threads_on_a_real_gpu_after_a_large_pageable_round_trip_get_their
     # The H100 report of issue 17 (the fake driver's version is in test_cuda_fake.py):
     # a large pageable round trip fills the pinned pool, then 8 threads convert a
     # transposed 65x64 int64 array of their own value; one got another's before the fix.
-    big = np.arange(64 << 20, dtype=np.int32)  # 256 MiB
-    np.testing.assert_array_equal(np.from_dlpack(ab.to_device(ab.to_device(big, "cuda:0"), "cpu")), big)
-    del big
-    barrier = threading.Barrier(8)
-    wrong, errors = [], []
-
-    def convert(k):
-        x = np.full((65, 64), (k + 1) * 1000, dtype=np.int64).T
-        barrier.wait()
-        try:
-            for _ in range(20):
-                back = np.from_dlpack(ab.to_device(ab.to_device(x, "cuda:0"), "cpu"))
-                if not (back == (k + 1) * 1000).all():
-                    wrong.append((k, int(back.flat[0])))
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(repr(e))
-
-    threads = [threading.Thread(target=convert, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    assert not wrong, f"{len(wrong)} of 160 conversions got another thread's values: {wrong[:4]}"
+    threads_convert_their_own_values(256 << 20, rounds=20)
