@@ -108,7 +108,7 @@ Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool>
 
 Backend::~Backend() {
   if (!pinned_) return;
-  reclaimer_->drain();  // cuda_host tensors deleted so far: their blocks are back in the pool
+  finish_deferred_releases();  // cuda_host tensors deleted so far: their blocks are back in the pool
   pool_->release_domain(pinned_->domain());
 }
 
@@ -159,12 +159,10 @@ const void* Backend::memory_context(const Layout& tensor) {
   if (facts.ordinal != tensor.device.device_id)
     fail(ABR_ERR_DLPACK_DEVICE, "the tensor says {} but its memory is on cuda:{}", device_string(tensor.device),
          facts.ordinal);
-  const CUdeviceptr start = facts.start;
-  const size_t size = facts.size;
   const CUdeviceptr end = first + static_cast<uint64_t>(tensor.max_byte_end);
-  if (end > start + size)
+  if (end > facts.start + facts.size)
     fail(ABR_ERR_DLPACK_DATA, "the view needs bytes up to {:#x}, but its allocation [{:#x}, {:#x}) ends before",
-         end, start, start + size);
+         end, facts.start, facts.start + facts.size);
   return owner.get();
 }
 

@@ -6,8 +6,8 @@
 
 #include "../lib/dtype.hpp"
 #include "../lib/host_copy.hpp"
-#include "../lib/staging.hpp"
 #include "../lib/log.hpp"
+#include "../lib/staging.hpp"
 #include "../lib/strided.hpp"
 #include "kernel_params.hpp"
 #include "memory.hpp"

@@ -88,15 +88,20 @@ uint64_t PinnedPool::release_idle(uint64_t wanted, std::vector<std::unique_ptr<S
       ++it;
       continue;
     }
-    const std::size_t size = it->second.block->size();
-    released += size;
-    stats_.bytes_pinned -= size;
-    stats_.bytes_cached -= size;
-    stats_.blocks_pinned -= 1;
-    freed.push_back(std::move(it->second.block));
-    it = cached_.erase(it);
+    released += it->second.block->size();
+    freed.push_back(take_cached(it).block);
   }
   return released;
+}
+
+PinnedPool::Cached PinnedPool::take_cached(std::multimap<Key, Cached>::iterator& it) {
+  const std::size_t size = it->second.block->size();
+  stats_.bytes_pinned -= size;
+  stats_.bytes_cached -= size;
+  stats_.blocks_pinned -= 1;
+  Cached taken = std::move(it->second);
+  it = cached_.erase(it);
+  return taken;
 }
 
 PinnedBlock PinnedPool::acquire(StagingProvider& provider, std::size_t bytes) {
@@ -194,12 +199,7 @@ void PinnedPool::release_domain(const void* domain) {
         ++it;
         continue;
       }
-      const std::size_t size = it->second.block->size();
-      stats_.bytes_pinned -= size;
-      stats_.bytes_cached -= size;
-      stats_.blocks_pinned -= 1;
-      taken.push_back(std::move(it->second));
-      it = cached_.erase(it);
+      taken.push_back(take_cached(it));
     }
   }
   for (Cached& cached : taken) {

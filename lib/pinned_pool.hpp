@@ -106,6 +106,9 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   // Moves idle cached blocks into `freed` until `wanted` bytes are released
   // (everything idle for UINT64_MAX). Caller holds mutex_; frees outside it.
   uint64_t release_idle(uint64_t wanted, std::vector<std::unique_ptr<StagingBlock>>& freed);
+  // Removes a cached block from the cache and the statistics (caller holds the lock);
+  // returns it and advances `it`.
+  Cached take_cached(std::multimap<Key, Cached>::iterator& it);
   std::unique_ptr<StagingBlock> allocate_within_limit(StagingProvider& provider, std::size_t size);
 
   std::mutex mutex_;
