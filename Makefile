@@ -13,8 +13,10 @@ CXX ?= g++
 CC ?= gcc
 CXXSTD := -std=c++17
 WARN := -Wall -Wextra -Wshadow -Wno-missing-field-initializers
-# fmt and spdlog are used header-only, so the library links nothing but libc/libstdc++.
-DEFS := -DFMT_HEADER_ONLY
+# fmt's compiled part is built once, in lib/fmt_build.cpp, and spdlog is used
+# header-only on top of it, so the library links nothing but libc/libstdc++.
+# Tests print `const char*` values as text in doctest's captured context.
+DEFS := -DDOCTEST_CONFIG_TREAT_CHAR_STAR_AS_STRING
 # The CUDA toolkit: nvcc builds the kernels and cuda.h declares the driver API,
 # which the library opens at run time (no CUDA library is linked).
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -36,6 +38,17 @@ STATIC := $(BUILD)/lib/libarraybridge_core.a
 TOOLS := $(BUILD)/bin/arraybridge-info $(BUILD)/bin/arraybridge-bench
 
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+# Quiet by default: one line per target ("  CXX   lib/runtime.cpp"); `make V=1`
+# prints the full commands instead.
+V ?= 0
+ifeq ($(V),0)
+Q := @
+say = @printf '  %-5s %s\n' '$(1)' '$(2)'
+else
+Q :=
+say = @:
+endif
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
@@ -52,7 +65,8 @@ lib: $(SHLIB) $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libarraybridge.so $(BUILD)/lib
 
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS_ALL) $(CXXFLAGS_LIB) -MMD -MP -c $< -o $@
+	$(call say,CXX,$<)
+	$(Q)$(CXX) $(CPPFLAGS_ALL) $(CXXFLAGS_LIB) -MMD -MP -c $< -o $@
 
 # The kernels: a fatbin for sm_80 and sm_90 plus PTX (JIT-compiled by newer
 # drivers), built on every `make` so a broken kernel fails CI without a GPU, and
@@ -63,35 +77,42 @@ NVCC_ARCHS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 $(FATBIN): cuda/kernels.cu cuda/kernel_params.hpp lib/half_bits.hpp
 	@mkdir -p $(dir $@)
 	@test -x $(NVCC) || { echo "nvcc not found (looked on PATH and at $(NVCC)): install the CUDA Toolkit or pass NVCC=/path/to/nvcc" >&2; exit 1; }
-	$(NVCC) -std=c++17 -O3 --fatbin $(NVCC_ARCHS) -Werror all-warnings -o $@ $<
+	$(call say,NVCC,$<)
+	$(Q)$(NVCC) -std=c++17 -O3 --fatbin $(NVCC_ARCHS) -Werror all-warnings -o $@ $<
 
 $(FATBIN_OBJ): cuda/fatbin.S $(FATBIN)
 	@mkdir -p $(dir $@)
-	$(CC) -c -DABR_CUDA_FATBIN='"$(FATBIN)"' $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) -c -DABR_CUDA_FATBIN='"$(FATBIN)"' $< -o $@
 
 CORE_OBJS := $(CORE_SRCS:%.cpp=$(BUILD)/obj/%.o) $(FATBIN_OBJ)
 
 $(SHLIB): $(CORE_OBJS) capi/arraybridge.map
 	@mkdir -p $(dir $@)
-	$(CXX) -shared -pthread -Wl,-soname,$(SONAME) -Wl,--version-script=capi/arraybridge.map \
+	$(call say,LD,$@)
+	$(Q)$(CXX) -shared -pthread -Wl,-soname,$(SONAME) -Wl,--version-script=capi/arraybridge.map \
 	  -Wl,--no-undefined -o $@ $(CORE_OBJS)
 
 $(BUILD)/lib/$(SONAME): $(SHLIB)
-	ln -sf $(notdir $(SHLIB)) $@
+	$(call say,LN,$@)
+	$(Q)ln -sf $(notdir $(SHLIB)) $@
 
 $(BUILD)/lib/libarraybridge.so: $(BUILD)/lib/$(SONAME)
-	ln -sf $(SONAME) $@
+	$(call say,LN,$@)
+	$(Q)ln -sf $(SONAME) $@
 
 $(STATIC): $(CORE_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # pkg-config files: the build tree's points here; `make install` writes its own.
 PC_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBDIR@|$(1)|g' -e 's|@INCLUDEDIR@|$(2)|g' tools/arraybridge.pc.in
 
 $(BUILD)/lib/arraybridge.pc: tools/arraybridge.pc.in Makefile
 	@mkdir -p $(dir $@)
-	$(call PC_SED,$(abspath $(BUILD)/lib),$(abspath include)) > $@
+	$(call say,GEN,$@)
+	$(Q)$(call PC_SED,$(abspath $(BUILD)/lib),$(abspath include)) > $@
 
 # ---------------------------------------------------------------- tools
 
@@ -99,34 +120,40 @@ tools: $(TOOLS)
 
 $(BUILD)/bin/arraybridge-info: tools/info/arraybridge_info.c $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)
-	$(CC) -std=c99 -O2 -Wall -Wextra -Iinclude $< -L$(BUILD)/lib -larraybridge -Wl,-rpath,'$$ORIGIN/../lib' -o $@
+	$(call say,LD,$@)
+	$(Q)$(CC) -std=c99 -O2 -Wall -Wextra -Iinclude $< -L$(BUILD)/lib -larraybridge -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
 BENCH_SRCS := $(wildcard tools/bench/*.cpp)
 # Linked with the static core: the pool cases measure the pool itself, which the
 # shared library does not export.
-$(BUILD)/bin/arraybridge-bench: $(BENCH_SRCS) $(wildcard tools/bench/*.hpp) $(STATIC)
+BENCH_OBJS := $(BENCH_SRCS:%.cpp=$(BUILD)/obj/%.o)
+$(BUILD)/bin/arraybridge-bench: $(BENCH_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXSTD) -O2 -g $(WARN) $(CPPFLAGS_ALL) $(BENCH_SRCS) $(STATIC) -ldl -lOpenCL -pthread -o $@
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread -o $@ $(BENCH_OBJS) $(STATIC) -ldl -lOpenCL
 
 # ---------------------------------------------------------------- tests
 
 UNIT_OBJS := $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o)
 $(BUILD)/bin/unit-tests: $(UNIT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread -o $@ $(UNIT_OBJS) $(STATIC) -ldl -lOpenCL
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread -o $@ $(UNIT_OBJS) $(STATIC) -ldl -lOpenCL
 
 # The same sources again with AddressSanitizer + UndefinedBehaviorSanitizer, and
 # with the fault-injection points armed (lib/fault.hpp): a failure injected
 # anywhere must leave no leak, which LeakSanitizer checks at exit.
 $(ASAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS_ALL) -DABR_FAULT_INJECTION $(CXXSTD) -O1 -g $(WARN) -pthread $(ASAN_FLAGS) -MMD -MP -c $< -o $@
+	$(call say,CXX,$@)
+	$(Q)$(CXX) $(CPPFLAGS_ALL) -DABR_FAULT_INJECTION $(CXXSTD) -O1 -g $(WARN) -pthread $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
 ASAN_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(UNIT_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o)
 ASAN_CORE_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(FATBIN_OBJ)
 $(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS) $(FATBIN_OBJ)
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
 
 # The CUDA tests run in CI against a fake driver (tests/cuda/fake_driver.cpp, a
 # libcuda.so.1 that works on the CPU); ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1
@@ -135,29 +162,34 @@ FAKE_CUDA := $(BUILD)/fake-cuda/libcuda.so.1
 CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_cuda_lifetimes.cpp tests/cuda/test_fake_rules.cpp tests/cuda/test_sticky_child.cpp
 $(FAKE_CUDA): tests/cuda/fake_driver.cpp cuda/kernel_params.hpp $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 -o $@ $< $(STATIC)
+	$(call say,LD,$@)
+	$(Q)$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 -o $@ $< $(STATIC)
 
 $(BUILD)/obj/tests/cuda/main.o $(ASAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(FAKE_CUDA))"'
 
 $(BUILD)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) | $(FAKE_CUDA)
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread -o $@ $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) -ldl -lOpenCL
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread -o $@ $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) -ldl -lOpenCL
 
 $(ASAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(ASAN_CORE_OBJS) | $(FAKE_CUDA)
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
 
 test-cuda: $(BUILD)/bin/cuda-tests
 	$(BUILD)/bin/cuda-tests
 
 $(BUILD)/bin/c-abi-test: tests/c/abi_test.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)
-	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge \
+	$(call say,LD,$@)
+	$(Q)$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
 $(BUILD)/bin/concurrent-create: tests/c/concurrent_create.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)
-	$(CC) -std=c99 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge -pthread \
+	$(call say,LD,$@)
+	$(Q)$(CC) -std=c99 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge -pthread \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
 # libFuzzer over DLPack import, validation and the planner (tests/fuzz/): clang with
@@ -167,10 +199,12 @@ FUZZ_SECONDS ?= 300
 FUZZ_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 $(FUZZ_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
-	clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+	$(call say,CXX,$@)
+	$(Q)clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
 $(FUZZ_DIR)/fuzz-transfer: tests/fuzz/fuzz_transfer.cpp $(CORE_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o) $(FATBIN_OBJ)
-	clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ -ldl
+	$(call say,LD,$@)
+	$(Q)clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ -ldl
 
 fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer
 	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
@@ -180,8 +214,10 @@ fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer
 # teardown fails a CHECK ("unable to unmap") on a PoCL thread there.
 $(ASAN_DIR)/bin/%: tests/c/%.c $(ASAN_CORE_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c99 -Wall -Wextra -Iinclude $(ASAN_FLAGS) -g -c $< -o $@.o
-	$(CXX) -pthread $(ASAN_FLAGS) -o $@ $@.o $(ASAN_CORE_OBJS) -ldl -lOpenCL
+	$(call say,CC,$<)
+	$(Q)$(CC) -std=c99 -Wall -Wextra -Iinclude $(ASAN_FLAGS) -g -c $< -o $@.o
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread $(ASAN_FLAGS) -o $@ $@.o $(ASAN_CORE_OBJS) -ldl -lOpenCL
 
 # ThreadSanitizer build of the tests that run threads (the stress test, the pool's
 # many-thread test, concurrent runtime creation): all of the core, only those tests.
@@ -190,11 +226,13 @@ TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_TESTS := tests/unit/main.cpp tests/unit/test_concurrency.cpp tests/unit/test_pinned_pool.cpp
 $(TSAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(TSAN_FLAGS) -MMD -MP -c $< -o $@
+	$(call say,CXX,$@)
+	$(Q)$(CXX) $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(TSAN_FLAGS) -MMD -MP -c $< -o $@
 
 $(TSAN_DIR)/bin/thread-tests: $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_TESTS:%.cpp=$(TSAN_DIR)/obj/%.o) $(FATBIN_OBJ)
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread $(TSAN_FLAGS) -o $@ $^ -ldl -lOpenCL
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread $(TSAN_FLAGS) -o $@ $^ -ldl -lOpenCL
 
 # The CUDA tests under TSan, against a fake driver built for TSan too: the fake's
 # stream threads run the DMA, so a pinned block packed by one transfer while
@@ -203,19 +241,22 @@ TSAN_STATIC := $(TSAN_DIR)/lib/libarraybridge_core.a
 TSAN_FAKE_CUDA := $(TSAN_DIR)/fake-cuda/libcuda.so.1
 $(TSAN_STATIC): $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(FATBIN_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # The fake needs only the host casts of the core (its cast kernel), compiled in.
-$(TSAN_FAKE_CUDA): tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp cuda/kernel_params.hpp
+$(TSAN_FAKE_CUDA): tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp lib/fmt_build.cpp cuda/kernel_params.hpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) $(TSAN_FLAGS) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 \
-	  -Wl,--no-undefined -o $@ tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp
+	$(call say,LD,$@)
+	$(Q)$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) $(TSAN_FLAGS) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 \
+	  -Wl,--no-undefined -o $@ tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp lib/fmt_build.cpp
 
 $(TSAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(TSAN_FAKE_CUDA))"'
 
 $(TSAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) | $(TSAN_FAKE_CUDA)
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread $(TSAN_FLAGS) -o $@ $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) -ldl -lOpenCL
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread $(TSAN_FLAGS) -o $@ $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) -ldl -lOpenCL
 
 test-tsan: $(TSAN_DIR)/bin/thread-tests $(TSAN_DIR)/bin/cuda-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/thread-tests
@@ -225,7 +266,7 @@ TEST_PROGRAMS := $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA)
   $(FUZZ_DIR)/fuzz-transfer
 
 test: bootstrap
-	@bash tools/setup_python.sh
+	@bash tools/setup_python.sh test
 	@$(MAKE) --no-print-directory -j$(JOBS) all $(TEST_PROGRAMS)
 	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD)
@@ -261,8 +302,9 @@ test-rust: lib
 PY_STAMP := $(BUILD)/python.stamp
 python: $(PY_STAMP)
 $(PY_STAMP): $(wildcard python/*.py python/*.toml python/arraybridge/* python/arraybridge/_core/*) $(SHLIB) $(BUILD)/lib/libarraybridge.so
-	@bash tools/setup_python.sh
-	ARRAYBRIDGE_BUILD=$(abspath $(BUILD)) .venv/bin/python -m pip install -q --disable-pip-version-check \
+	@bash tools/setup_python.sh demo
+	@echo "  PIP   python/ (the arraybridge package, into .venv)"
+	$(Q)ARRAYBRIDGE_BUILD=$(abspath $(BUILD)) .venv/bin/python -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation --no-deps --force-reinstall ./python
 	@touch $@
 
@@ -272,9 +314,12 @@ test-python: python
 # ---------------------------------------------------------------- demo
 
 demo: bootstrap
-	@bash tools/setup_python.sh
+	@bash tools/setup_python.sh demo
 	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory python
+	@echo
 	$(BUILD)/bin/arraybridge-info
+	@echo
 	$(BUILD)/bin/arraybridge-bench --quick
 
 # ---------------------------------------------------------------- install
@@ -285,7 +330,8 @@ install: all
 	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libarraybridge.so
-	$(call PC_SED,$(PREFIX)/lib,$(PREFIX)/include) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/arraybridge.pc
+	$(call say,GEN,$@)
+	$(Q)$(call PC_SED,$(PREFIX)/lib,$(PREFIX)/include) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/arraybridge.pc
 	for t in $(TOOLS); do install -m 755 $$t $(DESTDIR)$(PREFIX)/bin/; done
 
 uninstall:

@@ -12,7 +12,7 @@
 #                 stream-ordered race tracking); need a GPU and compute-sanitizer
 #   unit-tests    with every OpenCL driver registered here (PoCL, NVIDIA's, ...)
 #   python        the Python suite (torch, CuPy and JAX where installed)
-#   bench-cuda    arraybridge-bench --case cuda, JSON with device, driver, CUDA, CPU,
+#   bench-cuda    arraybridge-bench --device cuda, JSON with device, driver, CUDA, CPU,
 #                 cores and commit; on the fake only a smoke run (its timings mean nothing)
 # Without a GPU it runs end to end against the fake driver and marks each step that
 # needs real hardware SKIPPED with the reason. Exits non-zero if any step FAILED.
@@ -105,10 +105,10 @@ step unit-tests "$build/bin/unit-tests"
 step python "$python" -m pytest -q -rs -p no:cacheprovider tests/python
 
 if [ $real_gpu = 1 ]; then
-  step bench-cuda "$build/bin/arraybridge-bench" --case cuda --json "$out/bench-cuda.json"
+  step bench-cuda "$build/bin/arraybridge-bench" --device cuda --json "$out/bench-cuda.json"
 else
   step bench-cuda env ARRAYBRIDGE_CUDA_LIBRARY="$PWD/$build/fake-cuda/libcuda.so.1" \
-    "$build/bin/arraybridge-bench" --case cuda --sizes 1M --reps 1 --json "$out/bench-cuda.json"
+    "$build/bin/arraybridge-bench" --device cuda --sizes 1M --reps 1 --json "$out/bench-cuda.json"
   note "             (no GPU: a smoke run on the fake driver; its timings mean nothing)"
 fi
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Plots arraybridge-bench --json output: bandwidth against size, one panel per
-case and device, libarraybridge beside each baseline of the same run.
+"""Plots arraybridge-bench --json output: one panel per case and device, libarraybridge
+beside each baseline of the same run: bandwidth against size, or, for per-call costs,
+nanoseconds against size (a bar per measurement for costs measured once).
 
 usage: plot_bench.py RESULTS.json OUT.png [--title TEXT]
 (make's setup installs matplotlib into .venv: .venv/bin/python tools/plot_bench.py ...)
@@ -12,16 +13,45 @@ import sys
 from collections import OrderedDict
 
 
+def size_of(r):
+    return r.get("size_bytes") or r.get("bytes") or 0
+
+
 def panels(results):
-    """Bandwidth cases grouped by (case, device), sizes ascending."""
+    """Results grouped by (case, device), sizes ascending."""
     grouped = OrderedDict()
     for r in results:
-        if r.get("unit") != "GB/s" or not r.get("bytes"):
-            continue  # per-call costs (ns) have no bandwidth to plot
+        if r.get("unit") == "GB/s" and not r.get("bytes"):
+            continue
         grouped.setdefault((r["case"], r["device"]), []).append(r)
     for rows in grouped.values():
-        rows.sort(key=lambda r: r["bytes"])
+        rows.sort(key=size_of)
     return grouped
+
+
+def value(entry, seconds):
+    """What the panel plots for one time: GB/s, or ns per call."""
+    if entry.get("unit") == "ns":
+        return seconds * 1e9
+    return entry["bytes"] / seconds / 1e9
+
+
+def load(path):
+    """The JSON's results, or exits with one line saying what is wrong with the file."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        results = data["results"]
+        for r in results:
+            r["case"], r["device"], r["seconds"], r["baselines"]  # every field a panel needs
+    except OSError as error:
+        sys.exit(f"plot_bench: cannot read {path}: {error.strerror}")
+    except json.JSONDecodeError as error:
+        sys.exit(f"plot_bench: {path} is not JSON ({error.msg} at line {error.lineno}); "
+                 "expected the output of arraybridge-bench --json")
+    except (KeyError, TypeError) as error:
+        sys.exit(f"plot_bench: {path} is not arraybridge-bench --json output (no {error} field)")
+    return data
 
 
 def main(argv):
@@ -37,28 +67,34 @@ def main(argv):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with open(args.results) as f:
-        data = json.load(f)
+    data = load(args.results)
     grouped = panels(data["results"])
     if not grouped:
-        sys.exit("plot_bench: no bandwidth results in " + args.results)
+        sys.exit("plot_bench: no results in " + args.results)
     columns = min(3, len(grouped))
     rows = math.ceil(len(grouped) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.6 * rows), squeeze=False)
     for ax, ((case, device), entries) in zip(axes.flat, grouped.items()):
-        sizes = [e["bytes"] / 2**20 for e in entries]
-        ax.plot(sizes, [e["gbps"] for e in entries], "o-", linewidth=2, label="libarraybridge")
+        unit = "ns per call" if entries[0].get("unit") == "ns" else "GB/s"
         names = OrderedDict((b["name"], None) for e in entries for b in e["baselines"] if "seconds" in b)
-        for name in names:
-            points = [(e["bytes"] / 2**20, e["bytes"] / b["seconds"] / 1e9)
-                      for e in entries for b in e["baselines"] if b["name"] == name and "seconds" in b]
-            ax.plot([p[0] for p in points], [p[1] for p in points], "s--", linewidth=1, label=name)
-        ax.set_xscale("log", base=2)
+        if not size_of(entries[0]):  # measured once: bars
+            bars = [("libarraybridge", value(entries[0], entries[0]["seconds"]))]
+            bars += [(b["name"], value(entries[0], b["seconds"])) for b in entries[0]["baselines"] if "seconds" in b]
+            ax.bar(range(len(bars)), [b[1] for b in bars], color=["C0"] + ["C1"] * (len(bars) - 1))
+            ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
+        else:
+            sizes = [size_of(e) / 2**20 for e in entries]
+            ax.plot(sizes, [value(e, e["seconds"]) for e in entries], "o-", linewidth=2, label="libarraybridge")
+            for name in names:
+                points = [(size_of(e) / 2**20, value(e, b["seconds"]))
+                          for e in entries for b in e["baselines"] if b["name"] == name and "seconds" in b]
+                ax.plot([p[0] for p in points], [p[1] for p in points], "s--", linewidth=1, label=name)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("MiB")
+            ax.legend(fontsize=7)
         ax.set_title(f"{case}\n[{device}]", fontsize=9)
-        ax.set_xlabel("MiB")
-        ax.set_ylabel("GB/s")
+        ax.set_ylabel(unit)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(grouped):]:
         ax.axis("off")
     title = args.title or "arraybridge-bench {} ({} repetitions, median)".format(

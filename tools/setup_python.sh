@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Creates the project's own Python environment (.venv) and installs
-# tools/requirements.txt into it; does nothing when it is already up to date.
+# Creates the project's Python environment (.venv) and installs one level of
+# requirements into it, doing nothing when that level is already up to date:
+#   setup_python.sh demo   tools/requirements-demo.txt (make demo, make python)
+#   setup_python.sh test   tools/requirements-test.txt, which includes the demo's (make test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+level=${1:-demo}
+case $level in demo|test) ;; *) echo "usage: setup_python.sh [demo|test]" >&2; exit 2 ;; esac
 venv=.venv
-stamp=$venv/.requirements.sha
-want=$(sha256sum tools/requirements.txt | cut -d' ' -f1)
+# A level is current when its stamp holds the hash of its file and the demo's.
+want=$(cat tools/requirements-demo.txt tools/requirements-$level.txt | sha256sum | cut -d' ' -f1)
+stamp=$venv/.requirements-$level.sha
 if [ -x $venv/bin/python ] && [ "$(cat $stamp 2>/dev/null)" = "$want" ]; then exit 0; fi
 python=${PYTHON:-python3}
 [ -x $venv/bin/python ] || "$python" -m venv $venv
-echo "setup_python: installing tools/requirements.txt into $venv" >&2
-$venv/bin/python -m pip install -q --disable-pip-version-check -r tools/requirements.txt
+echo "setup_python: installing tools/requirements-$level.txt into $venv" >&2
+$venv/bin/python -m pip install -q --disable-pip-version-check -r tools/requirements-$level.txt
 echo "$want" > $stamp

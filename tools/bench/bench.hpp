@@ -14,7 +14,7 @@
 namespace bench {
 
 struct Options {
-  std::vector<uint64_t> sizes;  // bytes
+  std::vector<uint64_t> sizes;  // bytes, each at least one float32
   int repetitions = 7;
   int warmup = 2;
   std::string case_filter;    // substring of the case name; empty = all
@@ -30,16 +30,43 @@ struct Timing {
 // Median (and minimum) wall time of fn over `repetitions` runs after `warmup` runs.
 Timing time_it(const Options& options, const std::function<void()>& fn);
 
+// Where a case runs: on the CPU, on each OpenCL device (or only those that use
+// host memory in place), on each CUDA device.
+enum class Where { Cpu, OpenCl, OpenClSharing, Cuda };
+
+// One case of the catalog (catalog.cpp).
+struct CaseInfo {
+  const char* name;    // short: the table's first column, matched by --case
+  Where where;
+  bool per_size;       // measured at every size (else once)
+  const char* target;  // PERFORMANCE.md's target, "" if none
+};
+
+// One baseline of the catalog: the table's short label and what it measures.
+struct BaselineInfo {
+  const char* label;
+  const char* name;
+};
+
+const CaseInfo* find_case(const std::string& name);
+std::vector<const CaseInfo*> all_cases();
+const BaselineInfo& baseline_info(const std::string& label);  // aborts for a label not in the catalog
+
 struct Baseline {
-  std::string name;
+  std::string label;   // the table's column text, e.g. "memcpy"
+  std::string name;    // what it measures (the legend and the JSON)
   double seconds = 0;  // median; 0 = unavailable
   std::string note;    // why it is unavailable
 };
 
+// A baseline of the catalog, measured (seconds > 0) or unavailable (note says why).
+Baseline baseline(const char* label, double seconds, std::string note = "");
+
 struct Result {
-  std::string name;     // case, e.g. "host transpose (float32)"
+  std::string name;     // a case of the catalog
   std::string device;   // "cpu", "opencl:0", ...
-  uint64_t bytes = 0;   // bytes written to the destination, counted once
+  uint64_t bytes = 0;   // bytes written to the destination, counted once (0 for per-call costs)
+  uint64_t size_bytes = 0;  // the size the case works at (bytes, or a per-call case's buffer size)
   std::string shape;    // for strided cases
   double seconds = 0;   // median time of libarraybridge
   std::vector<Baseline> baselines;
@@ -47,6 +74,10 @@ struct Result {
 };
 
 using Report = std::function<void(const Result&)>;
+
+// A line for the notes under the table (printed once however often it is given).
+void note(const std::string& text);
+const std::vector<std::string>& notes();
 
 // Exits with the runtime's message unless status is ABR_OK.
 void check(abr_status status, const char* what);
@@ -91,7 +122,8 @@ void run_pool_cases(const Options& options, const Report& report, const std::str
 // with *error saying why.
 std::string run_python(const Options& options, const char* script, const std::string& arguments, std::string* error);
 
-// The Python package's zero-copy round trip beside np.from_dlpack alone.
+// The Python package's zero-copy round trip beside np.from_dlpack alone; when it
+// cannot run, a note says what is missing (NumPy, or the package for that Python).
 void run_python_cases(const Options& options, const Report& report);
 
 // NumPy's time for np.ascontiguousarray over the given view, or 0 with a note.
@@ -105,8 +137,14 @@ inline bool selected(const Options& options, const std::string& name) {
 std::string device_name(DLDevice device);
 bool device_selected(const Options& options, DLDevice device);
 
-// Says on stderr what is being measured now (long runs show they are alive).
-void progress(const std::string& device, uint64_t bytes);
+// Progress on stderr, only when it is a terminal: the measurement running now, rows
+// done of those planned, and an estimate of the time left (rows weighted by size).
+void progress_plan(int rows, uint64_t weight);
+void progress(const std::string& device, uint64_t bytes);  // a new group of measurements starts
+void progress_row_done(uint64_t weight);
+void progress_clear();   // before anything else is printed
+void progress_resume();  // after it
+uint64_t row_weight(uint64_t size_bytes);
 
 // The "machine" object of the JSON: host CPU and cores, the commit, the CUDA and
 // OpenCL backends as the runtime reports them (driver and CUDA version), the

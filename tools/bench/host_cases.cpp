@@ -26,17 +26,17 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
     if (elements == 0) continue;
     progress("cpu", elements * 4);
 
-    if (selected(options, "host contiguous copy")) {
+    if (selected(options, "host copy")) {
       Buffer src(elements), dst(elements);
       int64_t shape[1] = {static_cast<int64_t>(elements)};
       DLTensor s = view(src.data(), 1, shape, nullptr), d = view(dst.data(), 1, shape, nullptr);
-      Result r{"host contiguous copy", "cpu", elements * 4};
+      Result r{"host copy", "cpu", elements * 4};
       r.seconds = time_it(options, [&] { check(abr_copy(rt, &s, &d, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), elements * 4));
       report(r);
     }
 
-    if (selected(options, "host to_device copy")) {
+    if (selected(options, "to_device new buffer")) {
       Buffer src(elements);
       int64_t shape[1] = {static_cast<int64_t>(elements)};
       abr_transfer_options copy_options;
@@ -46,28 +46,26 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
       // warm both sides up that long so neither pays for the other's first calls.
       Options settled = options;
       settled.warmup = std::max(options.warmup, 30);
-      Result r{"host to_device copy (new buffer)", "cpu", elements * 4};
+      Result r{"to_device new buffer", "cpu", elements * 4};
       r.seconds = time_it(settled, [&] {
                     DLManagedTensorVersioned m = borrowed(view(src.data(), 1, shape, nullptr));
                     DLManagedTensorVersioned* out = nullptr;
                     check(abr_to_device(rt, &m, {kDLCPU, 0}, &copy_options, nullptr, &out), "abr_to_device");
                     out->deleter(out);
                   }).median_s;
-      r.baselines.push_back({"malloc + memcpy + free", time_it(settled, [&] {
-                                                          void* p = std::malloc(elements * 4);
-                                                          std::memcpy(p, src.data(), elements * 4);
-                                                          keep(p);
-                                                          std::free(p);
-                                                        }).median_s,
-                             ""});
+      r.baselines.push_back(baseline("malloc+cp", time_it(settled, [&] {
+                                                      void* p = std::malloc(elements * 4);
+                                                      std::memcpy(p, src.data(), elements * 4);
+                                                      keep(p);
+                                                      std::free(p);
+                                                    }).median_s));
       report(r);
     }
 
     // Strided packs of float32 into a compact destination of `elements` floats.
     const uint64_t n = static_cast<uint64_t>(std::sqrt(static_cast<double>(elements)));
-    const PackCase packs[] = {{"host transpose pack", "transpose"},
-                              {"host step-2 slice pack", "slice"},
-                              {"host negative-stride pack", "reverse"}};
+    const PackCase packs[] = {
+        {"transpose pack", "transpose"}, {"step-2 slice pack", "slice"}, {"negative-stride pack", "reverse"}};
     for (const PackCase& pack : packs) {
       if (!selected(options, pack.name) || n < 2) continue;
       uint64_t rows = n, cols = n, source_elements = n * n;
@@ -101,10 +99,11 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
   }
 
   if (selected(options, "zero-copy round trip")) {
+    progress("cpu", 0);
     float x[16] = {};
     int64_t shape[1] = {16};
     const int calls = 100000;
-    Result r{"zero-copy round trip (to_device view + delete)", "cpu", 0};
+    Result r{"zero-copy round trip", "cpu", 0};
     r.unit = "ns";
     r.seconds = time_it(options, [&] {
                   for (int i = 0; i < calls; ++i) {

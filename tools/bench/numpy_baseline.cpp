@@ -15,7 +15,7 @@ import sys, time
 try:
     import numpy as np
 except ImportError:
-    print("unavailable: numpy is not installed"); sys.exit(0)
+    print(f"NumPy is not installed for {sys.executable}"); sys.exit(0)
 kind, rows, cols, reps, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 if kind == "transpose":
     view = np.arange(rows * cols, dtype=np.float32).reshape(cols, rows).T
@@ -24,7 +24,7 @@ elif kind == "slice":
 elif kind == "reverse":
     view = np.arange(rows * cols, dtype=np.float32)[::-1]
 else:
-    print("unavailable: unknown kind"); sys.exit(0)
+    print(f"unknown view kind {kind}"); sys.exit(0)
 for _ in range(warm):
     np.ascontiguousarray(view)
 times = []
@@ -57,20 +57,19 @@ std::string run_python(const Options& options, const char* script, const std::st
 }
 
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols) {
-  Baseline baseline{"numpy ascontiguousarray", 0, ""};
+  Baseline result = baseline("numpy", 0);
   const std::string output =
       run_python(options, kScript,
                  kind + " " + std::to_string(rows) + " " + std::to_string(cols) + " " +
                      std::to_string(options.repetitions) + " " + std::to_string(options.warmup),
-                 &baseline.note);
-  if (output.empty()) return baseline;
+                 &result.note);
+  if (output.empty()) return result;
   try {
-    std::size_t used = 0;
-    baseline.seconds = std::stod(output, &used);
+    result.seconds = std::stod(output);
   } catch (...) {
-    baseline.note = output.substr(0, output.find('\n'));
+    result.note = output.substr(0, output.find('\n'));
   }
-  return baseline;
+  return result;
 }
 
 }  // namespace bench

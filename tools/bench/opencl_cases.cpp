@@ -20,6 +20,7 @@ namespace {
 
 void check_cl(cl_int status, const char* what) {
   if (status != CL_SUCCESS) {
+    progress_clear();
     std::fprintf(stderr, "arraybridge-bench: %s failed: %d\n", what, status);
     std::exit(1);
   }
@@ -68,13 +69,6 @@ struct ForeignContext {
   }
 };
 
-std::string human(uint64_t bytes) {
-  char text[32];
-  if (bytes >= (1ull << 20)) std::snprintf(text, sizeof text, "wraps %.0f MiB", bytes / double(1ull << 20));
-  else std::snprintf(text, sizeof text, "wraps %.0f KiB", bytes / 1024.0);
-  return text;
-}
-
 // `shares_host_memory`: the device can use host memory in place (PoCL, not a GPU),
 // the only kind the wrap case is measured on.
 void run_device(abr_runtime* rt, const Options& options, const Report& report, DLDevice device,
@@ -101,62 +95,56 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
     cl_mem mem = static_cast<cl_mem>(device_tensor.data);
     RawQueue raw(mem);
 
-    if (selected(options, "host -> opencl copy")) {
-      Result r{"host -> opencl copy (existing buffer)", name, bytes};
+    if (selected(options, "H2D existing buffer")) {
+      Result r{"H2D existing buffer", name, bytes};
       r.seconds = time_it(options, [&] { check(abr_copy(rt, &host_src, &device_tensor, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), bytes));
-      r.baselines.push_back({"clEnqueueWriteBuffer", time_it(options, [&] {
-                                                        check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
-                                                                                      src.data(), 0, nullptr, nullptr),
-                                                                 "clEnqueueWriteBuffer");
-                                                      }).median_s,
-                             ""});
+      r.baselines.push_back(baseline("clWrite", time_it(options, [&] {
+                                                  check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
+                                                                                src.data(), 0, nullptr, nullptr),
+                                                           "clEnqueueWriteBuffer");
+                                                }).median_s));
       report(r);
     }
-    if (selected(options, "opencl -> host copy")) {
-      Result r{"opencl -> host copy (existing buffer)", name, bytes};
+    if (selected(options, "D2H existing buffer")) {
+      Result r{"D2H existing buffer", name, bytes};
       r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_dst, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), bytes));
-      r.baselines.push_back({"clEnqueueReadBuffer", time_it(options, [&] {
-                                                       check_cl(clEnqueueReadBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
-                                                                                    dst.data(), 0, nullptr, nullptr),
-                                                                "clEnqueueReadBuffer");
-                                                     }).median_s,
-                             ""});
+      r.baselines.push_back(baseline("clRead", time_it(options, [&] {
+                                                 check_cl(clEnqueueReadBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
+                                                                              dst.data(), 0, nullptr, nullptr),
+                                                          "clEnqueueReadBuffer");
+                                               }).median_s));
       report(r);
     }
-    if (selected(options, "host -> opencl to_device")) {
+    if (selected(options, "H2D new buffer")) {
       // The driver's allocator settles into reuse only after a few dozen rounds:
       // warm both sides up that long so neither pays for the other's first calls.
       Options settled = options;
       settled.warmup = std::max(options.warmup, 30);
-      Result r{"host -> opencl to_device (new buffer)", name, bytes};
+      Result r{"H2D new buffer", name, bytes};
       r.seconds = time_it(settled, [&] {
                     DLManagedTensorVersioned m = borrowed(host_src);
                     DLManagedTensorVersioned* out = nullptr;
                     check(abr_to_device(rt, &m, device, &copy, nullptr, &out), "abr_to_device");
                     out->deleter(out);
                   }).median_s;
-      r.baselines.push_back({"clCreateBuffer + clEnqueueWriteBuffer + release", time_it(settled, [&] {
-                                                                                  cl_int status = CL_SUCCESS;
-                                                                                  cl_mem fresh = clCreateBuffer(
-                                                                                      raw.context, CL_MEM_READ_WRITE,
-                                                                                      bytes, nullptr, &status);
-                                                                                  check_cl(status, "clCreateBuffer");
-                                                                                  check_cl(clEnqueueWriteBuffer(
-                                                                                               raw.queue, fresh, CL_TRUE,
-                                                                                               0, bytes, src.data(), 0,
-                                                                                               nullptr, nullptr),
-                                                                                           "clEnqueueWriteBuffer");
-                                                                                  clReleaseMemObject(fresh);
-                                                                                }).median_s,
-                             ""});
+      r.baselines.push_back(baseline("clCreate", time_it(settled, [&] {
+                                                   cl_int status = CL_SUCCESS;
+                                                   cl_mem fresh =
+                                                       clCreateBuffer(raw.context, CL_MEM_READ_WRITE, bytes, nullptr, &status);
+                                                   check_cl(status, "clCreateBuffer");
+                                                   check_cl(clEnqueueWriteBuffer(raw.queue, fresh, CL_TRUE, 0, bytes,
+                                                                                 src.data(), 0, nullptr, nullptr),
+                                                            "clEnqueueWriteBuffer");
+                                                   clReleaseMemObject(fresh);
+                                                 }).median_s));
       report(r);
     }
-    if (shares_host_memory && selected(options, "host -> opencl wrap")) {
-      Result r{"host -> opencl wrap (zero-copy, per call)", name, 0};
+    if (shares_host_memory && selected(options, "wrap host memory")) {
+      Result r{"wrap host memory", name, 0};
       r.unit = "ns";
-      r.shape = human(bytes);
+      r.size_bytes = bytes;
       abr_transfer_report path;
       abr_transfer_options wrap;
       abr_transfer_options_init(&wrap);
@@ -165,7 +153,8 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
       DLManagedTensorVersioned probe = borrowed(host_src);
       DLManagedTensorVersioned* out = nullptr;
       if (abr_to_device(rt, &probe, device, &wrap, nullptr, &out) != ABR_OK) {
-        std::fprintf(stderr, "arraybridge-bench: %s cannot wrap host memory: %s\n", name.c_str(), abr_last_error());
+        note(name + " cannot wrap host memory: " + abr_last_error());
+        progress_row_done(row_weight(bytes));
       } else {
         out->deleter(out);
         r.seconds = time_it(options, [&] {
@@ -174,19 +163,17 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
                       check(abr_to_device(rt, &m, device, &wrap, nullptr, &view_out), "abr_to_device");
                       view_out->deleter(view_out);
                     }).median_s;
-        r.baselines.push_back({"clCreateBuffer(USE_HOST_PTR) + release", time_it(options, [&] {
-                                                                           cl_int status = CL_SUCCESS;
-                                                                           cl_mem wrapped = clCreateBuffer(
-                                                                               raw.context, CL_MEM_USE_HOST_PTR, bytes,
-                                                                               src.data(), &status);
-                                                                           check_cl(status, "clCreateBuffer");
-                                                                           clReleaseMemObject(wrapped);
-                                                                         }).median_s,
-                               ""});
+        r.baselines.push_back(baseline("clUseHost", time_it(options, [&] {
+                                                      cl_int status = CL_SUCCESS;
+                                                      cl_mem wrapped = clCreateBuffer(raw.context, CL_MEM_USE_HOST_PTR,
+                                                                                      bytes, src.data(), &status);
+                                                      check_cl(status, "clCreateBuffer");
+                                                      clReleaseMemObject(wrapped);
+                                                    }).median_s));
         report(r);
       }
     }
-    if (selected(options, "opencl transpose")) {
+    if (selected(options, "transpose kernel")) {
       const int64_t n = static_cast<int64_t>(std::sqrt(static_cast<double>(elements)));
       int64_t square[2] = {n, n}, transposed_strides[2] = {1, n};
       DLTensor transposed = device_tensor;  // the first n*n elements, read column by column
@@ -201,44 +188,40 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
       packed_tensor.shape = square;
       packed_tensor.strides = nullptr;
       const uint64_t square_bytes = static_cast<uint64_t>(n * n) * 4;
-      Result r{"opencl transpose (device kernel)", name, square_bytes};
+      Result r{"transpose kernel", name, square_bytes};
       r.shape = std::to_string(n) + "x" + std::to_string(n);
       r.seconds = time_it(options, [&] { check(abr_copy(rt, &transposed, &packed_tensor, nullptr), "abr_copy"); }).median_s;
       cl_mem target = static_cast<cl_mem>(packed_tensor.data);
-      r.baselines.push_back({"clEnqueueCopyBuffer (contiguous, same bytes)", time_it(options, [&] {
-                                                                              check_cl(clEnqueueCopyBuffer(
-                                                                                           raw.queue, mem, target, 0, 0,
-                                                                                           square_bytes, 0, nullptr,
-                                                                                           nullptr),
-                                                                                       "clEnqueueCopyBuffer");
-                                                                              check_cl(clFinish(raw.queue), "clFinish");
-                                                                            }).median_s,
-                             ""});
+      r.baselines.push_back(baseline("clCopy", time_it(options, [&] {
+                                                 check_cl(clEnqueueCopyBuffer(raw.queue, mem, target, 0, 0, square_bytes,
+                                                                              0, nullptr, nullptr),
+                                                          "clEnqueueCopyBuffer");
+                                                 check_cl(clFinish(raw.queue), "clFinish");
+                                               }).median_s));
       report(r);
       packed->deleter(packed);
     }
-    if (selected(options, "opencl -> opencl staged")) {
+    if (selected(options, "from another context")) {
       ForeignContext foreign(raw.device());
       cl_mem theirs = foreign.buffer(bytes, src.data());
       DLTensor their_tensor = device_tensor;
       their_tensor.data = theirs;
-      Result r{"opencl -> opencl staged (another context)", name, bytes};
+      Result r{"from another context", name, bytes};
       r.seconds = time_it(options, [&] { check(abr_copy(rt, &their_tensor, &device_tensor, nullptr), "abr_copy"); }).median_s;
-      r.baselines.push_back({"clEnqueueReadBuffer to host + clEnqueueWriteBuffer (naive)", time_it(options, [&] {
-                                check_cl(clEnqueueReadBuffer(foreign.queue, theirs, CL_TRUE, 0, bytes, dst.data(), 0,
-                                                             nullptr, nullptr),
-                                         "clEnqueueReadBuffer");
-                                check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes, dst.data(), 0, nullptr,
-                                                              nullptr),
-                                         "clEnqueueWriteBuffer");
-                              }).median_s,
-                             ""});
+      r.baselines.push_back(baseline("naive", time_it(options, [&] {
+                                                check_cl(clEnqueueReadBuffer(foreign.queue, theirs, CL_TRUE, 0, bytes,
+                                                                             dst.data(), 0, nullptr, nullptr),
+                                                         "clEnqueueReadBuffer");
+                                                check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
+                                                                              dst.data(), 0, nullptr, nullptr),
+                                                         "clEnqueueWriteBuffer");
+                                              }).median_s));
       report(r);
       clReleaseMemObject(theirs);
     }
     on_device->deleter(on_device);
   }
-  if (selected(options, "pinned pool")) {
+  if (selected(options, "pool hit") || selected(options, "pool miss")) {
     float one = 0;
     int64_t shape[1] = {1};
     DLManagedTensorVersioned probe = borrowed(view(&one, 1, shape, nullptr));

@@ -23,44 +23,37 @@ void run_pool_cases(const Options& options, const Report& report, const std::str
 
   for (uint64_t bytes : options.sizes) {
     progress(device_label, bytes);
-    char size_text[48];
-    if (bytes >= (1ull << 20)) std::snprintf(size_text, sizeof size_text, "%.0f MiB block", bytes / double(1ull << 20));
-    else std::snprintf(size_text, sizeof size_text, "%.0f KiB block", bytes / 1024.0);
-    if (selected(options, "pinned pool hit")) {
+    if (selected(options, "pool hit")) {
       { abr::PinnedBlock warm = pool->acquire(provider, bytes); }
-      Result r{"pinned pool hit (acquire + return)", device_label, 0};
+      Result r{"pool hit", device_label, 0};
       r.unit = "ns";
-      r.shape = size_text;
+      r.size_bytes = bytes;
       r.seconds = time_it(options, [&] {
                     for (int i = 0; i < kCalls; ++i) {
                       abr::PinnedBlock block = pool->acquire(provider, bytes);
                       keep(block.data());
                     }
                   }).median_s / kCalls;
-      r.baselines.push_back({"malloc + free", time_it(options, [&] {
-                                                for (int i = 0; i < kCalls; ++i) {
-                                                  void* p = std::malloc(bytes);
-                                                  keep(p);
-                                                  std::free(p);
-                                                }
-                                              }).median_s / kCalls,
-                             ""});
+      r.baselines.push_back(baseline("malloc", time_it(options, [&] {
+                                                 for (int i = 0; i < kCalls; ++i) {
+                                                   void* p = std::malloc(bytes);
+                                                   keep(p);
+                                                   std::free(p);
+                                                 }
+                                               }).median_s / kCalls));
       report(r);
     }
-    if (selected(options, "pinned pool miss")) {
-      Result r{"pinned pool miss (pin a new block)", device_label, 0};
+    if (selected(options, "pool miss")) {
+      Result r{"pool miss", device_label, 0};
       r.unit = "ns";
-      r.shape = size_text;
+      r.size_bytes = bytes;
       r.seconds = time_it(options, [&] {
                     pool->trim();
                     abr::PinnedBlock block = pool->acquire(provider, bytes);
                     keep(block.data());
                   }).median_s;
       const std::size_t size = abr::PinnedPool::size_class(bytes);
-      r.baselines.push_back({"raw CL_MEM_ALLOC_HOST_PTR buffer + map", time_it(options, [&] {
-                                provider.allocate(size).reset();
-                              }).median_s,
-                             ""});
+      r.baselines.push_back(baseline("clPin", time_it(options, [&] { provider.allocate(size).reset(); }).median_s));
       report(r);
     }
   }

@@ -26,6 +26,12 @@ static void json_string(const char* s) {
   putchar('"');
 }
 
+static const char* const kUsage =
+    "usage: arraybridge-info [--json]\n"
+    "  Lists every backend (found or not, and why), every device and the pinned pool.\n"
+    "  --json      the same as one JSON object\n"
+    "  -h, --help  this text\n";
+
 static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
 static void print_pool(abr_runtime* rt, int json) {
@@ -59,10 +65,15 @@ int main(int argc, char** argv) {
   const abr_backend backends[3] = {ABR_BACKEND_HOST, ABR_BACKEND_CUDA, ABR_BACKEND_OPENCL};
 
   for (i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--json") == 0) json = 1;
-    else {
-      fprintf(stderr, "usage: arraybridge-info [--json]\n");
-      return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+    if (strcmp(argv[i], "--json") == 0) {
+      json = 1;
+    } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      fputs(kUsage, stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "arraybridge-info: %s '%s'\n%s", argv[i][0] == '-' ? "unknown option" : "unexpected argument",
+              argv[i], kUsage);
+      return 2;
     }
   }
   if (abr_runtime_create(NULL, &rt) != ABR_OK || abr_device_count(rt, &count) != ABR_OK) {
