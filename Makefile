@@ -15,8 +15,7 @@ CXXSTD := -std=c++17
 WARN := -Wall -Wextra -Wshadow -Wno-missing-field-initializers
 # fmt's compiled part is built once, in lib/fmt_build.cpp, and spdlog is used
 # header-only on top of it, so the library links nothing but libc/libstdc++.
-# Tests print `const char*` values as text in doctest's captured context.
-DEFS := -DDOCTEST_CONFIG_TREAT_CHAR_STAR_AS_STRING
+DEFS :=
 # The CUDA toolkit: nvcc builds the kernels and cuda.h declares the driver API,
 # which the library opens at run time (no CUDA library is linked).
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -159,7 +158,8 @@ $(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS) $(FATBIN_OBJ)
 # libcuda.so.1 that works on the CPU); ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1
 # runs the same binary on a real GPU.
 FAKE_CUDA := $(BUILD)/fake-cuda/libcuda.so.1
-CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_cuda_lifetimes.cpp tests/cuda/test_fake_rules.cpp tests/cuda/test_sticky_child.cpp
+CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_cuda_lifetimes.cpp tests/cuda/test_fake_rules.cpp \
+  tests/cuda/test_report_detail.cpp tests/cuda/test_sticky_child.cpp
 $(FAKE_CUDA): tests/cuda/fake_driver.cpp cuda/kernel_params.hpp $(STATIC)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)

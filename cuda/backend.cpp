@@ -5,6 +5,7 @@
 #include "../lib/devices.hpp"
 #include "../lib/layout.hpp"
 #include "../lib/log.hpp"
+#include "../lib/text.hpp"
 #include "stream.hpp"
 #include "transfers.hpp"
 
@@ -16,11 +17,6 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const abr_runtime_options& opti
 
 namespace cuda {
 namespace {
-
-template <std::size_t N>
-void copy_text(char (&field)[N], const std::string& text) {
-  std::snprintf(field, N, "%s", text.c_str());
-}
 
 // A block of the pool lent to a cuda_host tensor: back to the pool when the tensor is deleted.
 class PooledHostMemory final : public Storage {

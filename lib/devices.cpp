@@ -9,14 +9,10 @@
 #include <fmt/format.h>
 
 #include "error.hpp"
+#include "text.hpp"
 
 namespace abr {
 namespace {
-
-template <std::size_t N>
-void copy_text(char (&field)[N], const std::string& text) {
-  std::snprintf(field, N, "%s", text.c_str());
-}
 
 std::string cpu_model_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");

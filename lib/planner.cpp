@@ -42,7 +42,7 @@ void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_
     plan.engine = reshape || dst_reshape ? Engine::Host : Engine::Bytes;
     plan.detail.format("{} ({}): {}", direction, reason,
                         plan.engine == Engine::Host
-                            ? "packed/converted by the host engine through mapped device memory"
+                            ? "the host engine packs/converts through mapped memory"
                             : "one direct copy of the bytes");
     return;
   }
@@ -51,17 +51,19 @@ void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_
   const bool device_side_reshape = src_host ? dst_reshape : reshape;
   plan.engine = host_side_reshape ? Engine::Host : device_side_reshape ? Engine::Device : Engine::Bytes;
   std::string how;
-  if (host_side_reshape) how = "packed/converted by the host engine in pinned staging";
-  if (device_side_reshape) how += std::string(how.empty() ? "" : ", ") + "packed/converted by a device kernel";
+  // In the order the steps run.
+  const char* host_step = src_host ? "packed/converted on the host into pinned memory"
+                                   : "scattered on the host out of pinned memory";
+  const char* device_step = src_host ? "scattered by a device kernel" : "packed/converted by a device kernel";
+  if (src_host ? host_side_reshape : device_side_reshape) how = src_host ? host_step : device_step;
+  if (src_host ? device_side_reshape : host_side_reshape)
+    how += std::string(how.empty() ? "" : ", ") + (src_host ? device_step : host_step);
   if (!how.empty()) how += ", ";
   if (host_pinned || host_side_reshape) {
-    how += src_host ? "one async DMA from page-locked memory" : "one DMA into page-locked memory";
+    how += src_host ? "one DMA from page-locked memory" : "one DMA into page-locked memory";
   } else {
     plan.path = ABR_PATH_STAGED;
-    how += src_host ? "pageable memory staged in chunks through the pinned pool (the host copy of chunk i+1 "
-                      "overlaps the DMA of chunk i)"
-                    : "chunks DMA'd into the pinned pool and copied out to pageable memory while the next "
-                      "chunk moves";
+    how += "staged through the pinned pool in overlapping chunks";
   }
   plan.detail.format("{} ({}): {}", direction, reason, how);
 }
@@ -160,14 +162,14 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
   // Reasons that rule out sharing the source's memory.
   std::string reason;
   if (options.copy == ABR_COPY_ALWAYS) reason = "ABR_COPY_ALWAYS";
-  else if (plan.cast) reason = fmt::format("{} -> {} needs a conversion", dtype_name(src.dtype), dtype_name(plan.dtype));
+  else if (plan.cast) reason = fmt::format("converting {} -> {}", dtype_name(src.dtype), dtype_name(plan.dtype));
   else if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !src.compact)
-    reason = "ABR_TRANSFER_REQUIRE_CONTIGUOUS and the source is strided";
+    reason = "ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided";
   else if (src_host && !dst_host && !dst_traits.shares_host_memory)
     reason = fmt::format("{} does not share host memory", device_string(dst));
   else if (src_host && !dst_host && dst_traits.host_wrap_alignment &&
            (reinterpret_cast<uintptr_t>(src.data) + src.byte_offset + src.min_byte) % dst_traits.host_wrap_alignment)
-    reason = fmt::format("the host data is not aligned to the {} bytes {} needs to use it in place",
+    reason = fmt::format("host data not aligned to the {} bytes {} needs",
                          dst_traits.host_wrap_alignment, device_string(dst));
   else if (!src_host && dst_host)
     reason = fmt::format("{} memory is not addressable from the host", device_string(src.device));
@@ -236,11 +238,11 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
     const bool src_reshape = plan.pack || plan.cast;
     plan_host_device(plan, src_host, src_host ? dst.device.device_type : src.device.device_type,
                      src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
-                     !dst.compact, "copy into an existing tensor");
+                     !dst.compact, "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
     plan_between_devices(plan, src.device, dst.device, TransferOptions{}, reshape || plan.overlap,
-                         "copy into an existing tensor");
+                         "into an existing tensor");
   }
   return plan;
 }

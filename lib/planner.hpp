@@ -15,6 +15,7 @@
 #include "backend.hpp"
 #include "devices.hpp"
 #include "layout.hpp"
+#include "text.hpp"
 
 namespace abr {
 
@@ -37,7 +38,9 @@ enum class Engine {
 };
 
 // The report's one-line explanation, formatted into a fixed buffer the size of
-// abr_transfer_report.detail (longer text is cut): planning allocates nothing.
+// abr_transfer_report.detail: planning allocates nothing. The wording is kept short
+// enough to fit on every path (a test checks each); text that still does not fit
+// ends with "…" at a word boundary (fit_text).
 class PlanDetail {
  public:
   PlanDetail() { text_[0] = '\0'; }
@@ -45,19 +48,18 @@ class PlanDetail {
   void format(fmt::format_string<Args...> format, Args&&... args) {
     fmt::basic_memory_buffer<char, 2 * sizeof text_> buffer;  // on the stack; format_to_n is slower
     fmt::format_to(std::back_inserter(buffer), format, std::forward<Args>(args)...);
-    size_ = std::min(buffer.size(), sizeof text_ - 1);
-    std::copy_n(buffer.data(), size_, text_);
-    text_[size_] = '\0';
+    size_ = fit_text(text_, sizeof text_, {buffer.data(), buffer.size()});
   }
   // Plain concatenation: a tenth of format()'s cost, for the zero-copy paths.
   void join(std::initializer_list<std::string_view> parts) {
-    size_ = 0;
+    char joined[2 * sizeof text_];
+    std::size_t n = 0;
     for (std::string_view part : parts) {
-      const std::size_t n = std::min(part.size(), sizeof text_ - 1 - size_);
-      std::copy_n(part.data(), n, text_ + size_);
-      size_ += n;
+      const std::size_t take = std::min(part.size(), sizeof joined - n);
+      std::copy_n(part.data(), take, joined + n);
+      n += take;
     }
-    text_[size_] = '\0';
+    size_ = fit_text(text_, sizeof text_, {joined, n});
   }
   std::string_view view() const { return {text_, size_}; }
 

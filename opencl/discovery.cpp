@@ -9,15 +9,11 @@
 #include <fmt/format.h>
 
 #include "../lib/log.hpp"
+#include "../lib/text.hpp"
 #include "api.hpp"
 
 namespace abr::opencl {
 namespace {
-
-template <std::size_t N>
-void copy_text(char (&field)[N], const std::string& text) {
-  std::snprintf(field, N, "%s", text.c_str());
-}
 
 // Reads a string property through a clGet*Info-shaped call: query(size, value, size_ret).
 template <class Query>

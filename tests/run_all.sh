@@ -6,6 +6,7 @@ set -u
 build=${1:-build}
 passed=0
 failed=0
+last_output=""  # the output of the last run, for figures worth repeating in the summary
 
 run() {
   local name=$1
@@ -14,6 +15,7 @@ run() {
   local output rc p f
   output=$("$@" 2>&1)
   rc=$?
+  last_output=$output
   printf '%s\n' "$output"
   p=$(printf '%s\n' "$output" | sed -n 's/.*test cases: *[0-9]* | *\([0-9]*\) passed | *\([0-9]*\) failed.*/\1/p' | tail -1)
   f=$(printf '%s\n' "$output" | sed -n 's/.*test cases: *[0-9]* | *\([0-9]*\) passed | *\([0-9]*\) failed.*/\2/p' | tail -1)
@@ -53,6 +55,8 @@ run c-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 "$build"/asan/bin/abi_test
 run install bash tests/install/test_install.sh "$build"
 run rust bash tests/ffi/rust/run.sh "$build"
 run fuzz bash tests/fuzz/run.sh "$build" "${FUZZ_TEST_SECONDS:-30}"
+figures=$(printf '%s\n' "$last_output" | grep -E '^fuzz: [0-9?]+ executions' || echo "fuzz: no figures (see its log above)")
+run tools env BUILD="$build" .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/tools
 run python .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/python
 # The same tests under memcheck, judging leaks and bad accesses in our native code.
 # Left out: the GIL test (memcheck runs one thread at a time) and the shutdown test
@@ -62,5 +66,6 @@ run python-valgrind .venv/bin/python tests/python/valgrind_native.py -k "not gil
 # make gpu-check end to end, here against the fake driver (the GPU-only steps say why they skip).
 run gpu-check bash tools/gpu_check.sh --no-build "$build/gpu-check/ci"
 
+echo "$figures"
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

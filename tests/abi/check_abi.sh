@@ -3,7 +3,9 @@
 #  - the public header compiles alone as C99 and as C++17 with warnings as errors;
 #  - the library exports exactly the abr_* functions listed in capi/exports.txt
 #    (an accidental addition or removal fails here: update the list on purpose);
-#  - the soname and file name carry the header's ABR_VERSION_* numbers.
+#  - the soname and file name carry the header's ABR_VERSION_* numbers;
+#  - the CUDA tools see the library's device code: cuobjdump (the toolkit's, or
+#    the nvidia-cuda-cuobjdump wheel in .venv) lists sm_80 and sm_90 in it.
 # Struct layouts are pinned by static asserts in tests/unit/test_abi_layout.cpp
 # and tests/ffi/rust/tests/layout.rs; abr_version_number() by tests/c/abi_test.c.
 set -euo pipefail
@@ -34,5 +36,16 @@ soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
 [ "$soname" = "libarraybridge.so.$(macro MAJOR)" ] || fail "soname $soname does not match ABR_VERSION_MAJOR $(macro MAJOR)"
 [ "$(basename "$lib")" = "libarraybridge.so.$version" ] || fail "$(basename "$lib") is not libarraybridge.so.$version"
 
-[ $failed -eq 0 ] && echo "abi: header C99/C++17 clean, $(printf '%s\n' "$exported" | wc -l) exports as listed, soname $soname"
+cuobjdump=$(command -v cuobjdump || ls "${CUDA_HOME:-/usr/local/cuda}"/bin/cuobjdump .venv/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump 2>/dev/null | head -1 || true)
+if [ -z "$cuobjdump" ]; then
+  fail "no cuobjdump (CUDA Toolkit, or pip install nvidia-cuda-cuobjdump into .venv) to check the device code"
+else
+  elves=$("$cuobjdump" --list-elf "$lib" 2>&1 || true)
+  for arch in sm_80 sm_90; do
+    printf '%s\n' "$elves" | grep -q "\.$arch\.cubin" || fail "cuobjdump finds no $arch code in $lib: $elves"
+  done
+fi
+
+[ $failed -eq 0 ] && echo "abi: header C99/C++17 clean, $(printf '%s\n' "$exported" | wc -l) exports as listed, soname $soname," \
+  "device code for $(printf '%s\n' "$elves" | grep -o 'sm_[0-9]*' | sort -u | tr '\n' ' ')seen by cuobjdump"
 exit $failed

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,28 @@ struct RawDriver {
     for (long long n = before; n < fake.stat("findings"); ++n) text += std::string(fake.finding(n)) + "\n";
     fake.control("clear_findings", 0);
     return text;
+  }
+};
+
+// The library's warnings while it lives, collected instead of printed: a test that
+// provokes them on purpose (a device lost) checks them, and the test log shows no
+// unexplained "[arraybridge warning]" lines.
+struct ExpectedWarnings {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  ExpectedWarnings() { abr_log_set_callback(collect, this); }
+  ~ExpectedWarnings() { abr_log_set_callback(nullptr, nullptr); }
+  static void collect(abr_log_level level, const char* message, void* self) {
+    if (level < ABR_LOG_WARN) return;
+    auto* w = static_cast<ExpectedWarnings*>(self);
+    std::lock_guard<std::mutex> lock(w->mutex);
+    w->lines.emplace_back(message);
+  }
+  bool seen(const char* text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const std::string& line : lines)
+      if (line.find(text) != std::string::npos) return true;
+    return false;
   }
 };
 

@@ -492,6 +492,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
 TEST_CASE_FIXTURE(NoDriverFindings, "CUDA sticky error: the device is lost, later calls fail fast, teardown survives") {
   Fake fake;
   if (!fake) return;
+  ExpectedWarnings warnings;  // outlives the runtime, whose teardown meets the lost device too
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;
@@ -522,6 +523,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA sticky error: the device is lost, late
       flagged = (info.flags & ABR_DEVICE_LOST_FLAG) != 0;
   }
   CHECK(flagged);
+  CHECK(warnings.seen("cuda:0 is lost"));
   device.reset();  // deleting memory of a lost device must not hang or abort
   fake.control("reset", 0);
 }

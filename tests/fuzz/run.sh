@@ -14,9 +14,10 @@ ASAN_OPTIONS=detect_leaks=1 "$build"/fuzz/fuzz-transfer -max_total_time="$second
   -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$build/fuzz/" \
   "$work" "$here/corpus" "$here/regressions" >"$log" 2>&1
 rc=$?
-grep -E "^(INFO: seed corpus|#[0-9]+ *DONE)|ERROR|SUMMARY|crash-|stat::number_of_executed_units" "$log" | tail -8
+# libFuzzer writes "#N<TAB>DONE cov: ... ft: ... corp: ..." as its last status line.
+grep -E "^(INFO: seed corpus|#[0-9]+[[:space:]]+DONE)|ERROR|SUMMARY|crash-|stat::number_of_executed_units" "$log" | tail -8
 executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-coverage=$(grep -oE "cov: [0-9]+ ft: [0-9]+" "$log" | tail -1)
+coverage=$(grep -E "^#[0-9]+[[:space:]]+DONE" "$log" | grep -oE "cov: [0-9]+ ft: [0-9]+" | tail -1)
 echo "fuzz: ${executions:-?} executions in ${seconds}s, $coverage, corpus $(ls "$work" | wc -l) new inputs"
 if [ $rc -ne 0 ]; then
   echo "fuzz: FAILED (rc $rc); the input is in $build/fuzz/ - copy it to tests/fuzz/regressions/ once fixed"

@@ -45,7 +45,7 @@ inline abr_status transfer(abr_runtime* rt, Managed& src, DLDevice device, abr_c
 inline uint64_t walk_faults(abr_runtime* rt, const std::vector<Scenario>& scenarios) {
   uint64_t sites_walked = 0;
   for (const Scenario& scenario : scenarios) {
-    CAPTURE(scenario.name);
+    INFO("scenario: " << std::string(scenario.name));
     abr::fault::arm(0);
     int deleted = 0;
     REQUIRE(scenario.run(rt, deleted) == ABR_OK);

@@ -133,7 +133,7 @@ TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views 
   cl_mem theirs = env.buffer(base.size() * 4, base.data());  // in the test's own context
 
   for (const ViewCase& v : kViews) {
-    CAPTURE(v.name);
+    INFO("view: " << std::string(v.name));
     const DLTensor host_view = view_of(base.data(), v, cpu);
     const std::vector<char> expected = packed(host_view, 4);
     const std::size_t bytes = expected.size();

@@ -80,12 +80,12 @@ TEST_CASE("ABR_COPY_NEVER fails with ABR_ERR_COPY_REQUIRED when a copy is needed
   options.dtype = f64;
   DLManagedTensorVersioned* out = nullptr;
   CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_COPY_REQUIRED);
-  CHECK(error_mentions("float32 -> float64 needs a conversion"));
+  CHECK(error_mentions("converting float32 -> float64"));
   Managed strided(data, f32, {2}, {2});
   options.dtype = {};
   options.flags = ABR_TRANSFER_REQUIRE_CONTIGUOUS;
   CHECK(abr_to_device(rt, &strided.managed, cpu, &options, nullptr, &out) == ABR_ERR_COPY_REQUIRED);
-  CHECK(error_mentions("source is strided"));
+  CHECK(error_mentions("source strided"));
   CHECK(m.deleted == 0);
   CHECK(strided.deleted == 0);
   // Without a reason to copy, COPY_NEVER gives a view.

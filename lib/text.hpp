@@ -1,0 +1,20 @@
+// The C ABI's fixed-size text fields (names, platforms, details): text that does
+// not fit is cut at a word boundary and ends with "…", never mid-word or inside a
+// UTF-8 character.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace abr {
+
+// Writes text (or its cut form) and a terminating NUL into field[0, capacity);
+// returns the length written.
+std::size_t fit_text(char* field, std::size_t capacity, std::string_view text) noexcept;
+
+template <std::size_t N>
+void copy_text(char (&field)[N], std::string_view text) noexcept {
+  fit_text(field, N, text);
+}
+
+}  // namespace abr

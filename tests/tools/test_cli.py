@@ -1,0 +1,159 @@
+"""The command-line tools as a user meets them: arraybridge-info and arraybridge-bench
+answer bad input at once with a named error and rc 2, --help on stdout with rc 0; the
+bench's table fits 100 columns and shows progress only on a terminal; plot_bench.py
+says in one line what is wrong with its input.
+
+Run by `make test` (tests/run_all.sh) with BUILD set to the build directory."""
+import json
+import os
+import pathlib
+import pty
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("BUILD", ROOT / "build"))
+BENCH = str(BUILD / "bin" / "arraybridge-bench")
+INFO = str(BUILD / "bin" / "arraybridge-info")
+PLOT = str(ROOT / "tools" / "plot_bench.py")
+
+
+def run(*args, **kwargs):
+    return subprocess.run(list(args), capture_output=True, text=True, cwd=ROOT, timeout=300, **kwargs)
+
+
+@pytest.mark.parametrize("tool", [BENCH, INFO])
+def test_help_goes_to_stdout_with_rc_0(tool):
+    for flag in ("--help", "-h"):
+        result = run(tool, flag)
+        assert result.returncode == 0
+        assert result.stdout.startswith("usage: ")
+        assert result.stderr == ""
+
+
+@pytest.mark.parametrize("tool", [BENCH, INFO])
+def test_unknown_options_are_named_with_usage_on_stderr_rc_2(tool):
+    name = os.path.basename(tool)
+    result = run(tool, "--bogus")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{name}: unknown option '--bogus'\nusage: ")
+    assert result.stdout == ""
+    result = run(tool, "stray")
+    assert result.returncode == 2
+    assert f"{name}: unexpected argument 'stray'" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--reps", "abc"], "bad --reps 'abc'"),
+    (["--reps", "-5"], "bad --reps '-5'"),
+    (["--reps", "0"], "bad --reps '0'"),
+    (["--sizes", "12KB"], "bad size '12KB'"),
+    (["--sizes", "0.5K"], "bad size '0.5K'"),
+    (["--sizes", "4K,,16K"], "bad size ''"),
+    (["--sizes", "2"], "the smallest size is 4 bytes"),
+    (["--sizes"], "--sizes needs a value"),
+])
+def test_bad_values_are_refused_before_anything_runs(args, message):
+    result = run(BENCH, *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stdout == ""  # no table: nothing was measured
+
+
+def test_a_device_or_case_that_matches_nothing_names_what_exists():
+    result = run(BENCH, "--device", "opencl:99")
+    assert result.returncode == 2
+    assert "no device matches --device 'opencl:99'; the devices here: cpu, opencl:0" in result.stderr
+    assert result.stdout == ""
+    result = run(BENCH, "--case", "nosuchcase")
+    assert result.returncode == 2
+    assert "no case matches --case 'nosuchcase'; the cases: host copy, " in result.stderr
+    assert result.stdout == ""
+    result = run(BENCH, "--case", "H2D pageable", "--device", "cpu")  # a CUDA case, asked of the CPU
+    assert result.returncode == 2
+    assert "no case matching --case 'H2D pageable' runs on cpu" in result.stderr
+
+
+def test_sizes_beyond_memory_and_unwritable_json_fail_at_once():
+    result = run(BENCH, "--sizes", "4096G")
+    assert result.returncode == 2
+    assert "of host memory for its buffers" in result.stderr and "available here" in result.stderr
+    result = run(BENCH, "--sizes", "4K", "--json", "/nonexistent-dir/results.json")
+    assert result.returncode == 2
+    assert "cannot write --json /nonexistent-dir/results.json: No such file or directory" in result.stderr
+    assert result.stdout == ""
+
+
+def test_the_table_fits_100_columns_with_a_legend_and_no_progress_in_a_pipe(tmp_path):
+    out = tmp_path / "r.json"
+    result = run(BENCH, "--sizes", "4K,64K", "--reps", "1", "--device", "cpu", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:5] == ["case", "device", "size", "shape", "arraybridge"]
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "0.00x" not in result.stdout
+    assert "\r" not in result.stdout + result.stderr  # not a terminal: no progress line
+    rows = [line for line in lines[1:] if line.startswith("transpose pack")]
+    assert len(rows) == 2 and "32x32" in rows[0] and "128x128" in rows[1]  # the shape has its own column
+    assert "baselines:" in lines and "targets (PERFORMANCE.md):" in lines
+    assert any(line.startswith("  transpose pack") and "numpy >= 2x" in line for line in lines)
+    data = json.loads(out.read_text())
+    labels = {b["label"] for r in data["results"] for b in r["baselines"]}
+    assert {"memcpy", "malloc+cp"} <= labels
+    assert all(r["size_bytes"] > 0 for r in data["results"] if r["case"] != "zero-copy round trip"
+               and r["case"] != "python round trip")
+
+
+def test_progress_on_a_terminal_counts_rows_and_is_cleared(tmp_path):
+    """stderr on a pseudo-terminal: "[k of n] ..." lines, each cleared before a row prints."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([BENCH, "--sizes", "4K", "--reps", "1", "--device", "cpu", "--case", "pack"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=follower, text=True)
+    os.close(follower)
+    stdout, _ = process.communicate(timeout=300)
+    terminal = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        terminal += chunk
+    os.close(leader)
+    assert process.returncode == 0
+    text = terminal.decode()
+    assert "[1 of 3] cpu at 4 KiB" in text  # three pack cases at one size
+    assert text.endswith("\r\x1b[K")  # the last progress line is cleared
+    assert "\r" not in stdout
+
+
+def test_plot_bench_says_in_one_line_what_is_wrong(tmp_path):
+    missing = run(sys.executable, PLOT, str(tmp_path / "none.json"), str(tmp_path / "p.png"))
+    assert missing.returncode == 1
+    assert missing.stderr.strip().count("\n") == 0 and "cannot read" in missing.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    malformed = run(sys.executable, PLOT, str(bad), str(tmp_path / "p.png"))
+    assert malformed.returncode == 1
+    assert "Traceback" not in malformed.stderr and "is not JSON" in malformed.stderr
+    bad.write_text('{"results": [{"case": "x"}]}')
+    incomplete = run(sys.executable, PLOT, str(bad), str(tmp_path / "p.png"))
+    assert incomplete.returncode == 1
+    assert "Traceback" not in incomplete.stderr and "is not arraybridge-bench --json output" in incomplete.stderr
+
+
+def test_plot_bench_draws_per_call_cases_too(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "r.json"
+    result = run(BENCH, "--sizes", "4K", "--reps", "1", "--case", "o", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    cases = {(r["case"], r["device"]) for r in json.loads(out.read_text())["results"]}
+    per_call = {c for c in cases if c[0] in ("zero-copy round trip", "pool hit", "wrap host memory")}
+    assert len(per_call) == 3
+    plot = run(sys.executable, PLOT, str(out), str(tmp_path / "p.png"))
+    assert plot.returncode == 0, plot.stderr
+    assert f"({len(cases)} panels)" in plot.stdout  # every case, per-call ones included
+    assert (tmp_path / "p.png").stat().st_size > 0
