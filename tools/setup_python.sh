@@ -15,5 +15,6 @@ if [ -x $venv/bin/python ] && [ "$(cat $stamp 2>/dev/null)" = "$want" ]; then ex
 python=${PYTHON:-python3}
 [ -x $venv/bin/python ] || "$python" -m venv $venv
 echo "setup_python: installing tools/requirements-$level.txt into $venv" >&2
-$venv/bin/python -m pip install -q --disable-pip-version-check -r tools/requirements-$level.txt
+# --no-compile: bytecode is written on first import instead (a third of the install time).
+$venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -r tools/requirements-$level.txt
 echo "$want" > $stamp

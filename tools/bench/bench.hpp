@@ -100,6 +100,12 @@ DLManagedTensorVersioned borrowed(const DLTensor& tensor);
 // Stops the compiler from proving a buffer unused and deleting the work.
 inline void keep(void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
+// Options for cases that allocate a new buffer per call: allocators (malloc, an
+// OpenCL driver's) settle into reusing freed memory only after a few dozen rounds,
+// so both sides warm up that long; from 32 MiB up each buffer is a fresh mapping
+// that no warm-up changes (glibc's largest mmap threshold), so the usual warm-up.
+Options settled_for_new_buffers(const Options& options, uint64_t bytes);
+
 Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uint64_t bytes);
 
 // Host-memory cases: contiguous copy, strided packs, zero-copy round trip.

@@ -1,6 +1,7 @@
 // Helpers shared by the benchmark cases.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -134,6 +135,12 @@ void progress_clear() {
 }
 
 void progress_resume() { show(); }
+
+Options settled_for_new_buffers(const Options& options, uint64_t bytes) {
+  Options settled = options;
+  if (bytes < (32ull << 20)) settled.warmup = std::max(options.warmup, 30);
+  return settled;
+}
 
 Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uint64_t bytes) {
   return baseline("memcpy", time_it(options, [&] { std::memcpy(dst, src, bytes); }).median_s);

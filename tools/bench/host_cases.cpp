@@ -42,10 +42,7 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
       abr_transfer_options copy_options;
       abr_transfer_options_init(&copy_options);
       copy_options.copy = ABR_COPY_ALWAYS;
-      // malloc settles into reusing freed memory only after a few dozen rounds:
-      // warm both sides up that long so neither pays for the other's first calls.
-      Options settled = options;
-      settled.warmup = std::max(options.warmup, 30);
+      const Options settled = settled_for_new_buffers(options, elements * 4);
       Result r{"to_device new buffer", "cpu", elements * 4};
       r.seconds = time_it(settled, [&] {
                     DLManagedTensorVersioned m = borrowed(view(src.data(), 1, shape, nullptr));

@@ -118,10 +118,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
       report(r);
     }
     if (selected(options, "H2D new buffer")) {
-      // The driver's allocator settles into reuse only after a few dozen rounds:
-      // warm both sides up that long so neither pays for the other's first calls.
-      Options settled = options;
-      settled.warmup = std::max(options.warmup, 30);
+      const Options settled = settled_for_new_buffers(options, bytes);
       Result r{"H2D new buffer", name, bytes};
       r.seconds = time_it(settled, [&] {
                     DLManagedTensorVersioned m = borrowed(host_src);
