@@ -223,7 +223,7 @@ $(ASAN_DIR)/bin/%: tests/c/%.c $(ASAN_CORE_OBJS)
 # many-thread test, concurrent runtime creation): all of the core, only those tests.
 TSAN_DIR := $(BUILD)/tsan
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
-TSAN_TESTS := tests/unit/main.cpp tests/unit/test_concurrency.cpp tests/unit/test_pinned_pool.cpp
+TSAN_TESTS := tests/unit/main.cpp tests/unit/test_concurrency.cpp tests/unit/test_pinned_pool.cpp tests/unit/test_host_threads.cpp
 $(TSAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$@)

@@ -6,6 +6,7 @@
 
 #include "../lib/dtype.hpp"
 #include "../lib/host_copy.hpp"
+#include "../lib/host_threads.hpp"
 #include "../lib/log.hpp"
 #include "../lib/staging.hpp"
 #include "../lib/strided.hpp"
@@ -153,19 +154,21 @@ struct DeviceTemp {
 };
 
 // Pageable host memory to device memory, chunk by chunk through two pinned
-// blocks: the host copy of chunk i+1 runs while chunk i's DMA is in flight.
-void staged_upload(Submission& submission, const char* src, CUdeviceptr dst, uint64_t bytes, Resources& with) {
+// blocks: the host copy of chunk i+1 (by plan.staging.threads threads) runs while
+// chunk i's DMA is in flight.
+void staged_upload(Submission& submission, const StagingShape& shape, const char* src, CUdeviceptr dst,
+                   uint64_t bytes, Resources& with) {
   Device& device = submission.device();
-  const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, kStagingChunk));
+  HostThreads& threads = host_threads();
   PinnedBlock* blocks[2] = {};
   std::unique_ptr<StreamEvent> copied[2];
   uint64_t offset = 0;
   for (int i = 0; offset < bytes; ++i) {
-    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - offset));
+    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(shape.chunk, bytes - offset));
     const int b = i % 2;
-    if (!blocks[b]) blocks[b] = &submission.hold(with.pool.acquire(with.pinned, chunk));
+    if (!blocks[b]) blocks[b] = &submission.hold(with.pool.acquire(with.pinned, shape.chunk));
     if (copied[b]) wait(device, *copied[b]);  // the block's previous DMA is done
-    std::memcpy(blocks[b]->data(), src + offset, n);
+    threads.copy(blocks[b]->data(), src + offset, n, shape.threads);
     device.check(device.cu().cuMemcpyHtoDAsync(dst + offset, blocks[b]->data(), n, submission.get()),
                  "cuMemcpyHtoDAsync");
     copied[b] = record_event(with.dst_device, submission.get());
@@ -175,17 +178,20 @@ void staged_upload(Submission& submission, const char* src, CUdeviceptr dst, uin
 }
 
 // Device memory to pageable host memory: each chunk is DMA'd into a pinned
-// block and copied out on the host while the next chunk's DMA runs.
-void staged_download(Submission& submission, CUdeviceptr src, char* dst, uint64_t bytes, Resources& with) {
+// block and copied out on the host (by plan.staging.threads threads, which also
+// touch a new destination's pages first in parallel) while the next chunk's DMA runs.
+void staged_download(Submission& submission, const StagingShape& shape, CUdeviceptr src, char* dst, uint64_t bytes,
+                     Resources& with) {
   Device& device = submission.device();
-  const uint64_t chunk = std::min<uint64_t>(bytes, kStagingChunk);
+  HostThreads& threads = host_threads();
+  const uint64_t chunk = shape.chunk;
   const uint64_t chunks = (bytes + chunk - 1) / chunk;
   PinnedBlock* blocks[2] = {};
   std::unique_ptr<StreamEvent> landed[2];
   auto size_of = [&](uint64_t k) { return static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - k * chunk)); };
   auto submit = [&](uint64_t k) {  // the block's previous chunk (k - 2) is already copied out
     const int b = static_cast<int>(k % 2);
-    if (!blocks[b]) blocks[b] = &submission.hold(with.pool.acquire(with.pinned, static_cast<std::size_t>(chunk)));
+    if (!blocks[b]) blocks[b] = &submission.hold(with.pool.acquire(with.pinned, shape.chunk));
     device.check(device.cu().cuMemcpyDtoHAsync(blocks[b]->data(), src + k * chunk, size_of(k), submission.get()),
                  "cuMemcpyDtoHAsync");
     landed[b] = record_event(with.src_device, submission.get());
@@ -195,7 +201,7 @@ void staged_download(Submission& submission, CUdeviceptr src, char* dst, uint64_
     if (k + 1 < chunks) submit(k + 1);
     const int b = static_cast<int>(k % 2);
     wait(device, *landed[b]);
-    std::memcpy(dst + k * chunk, blocks[b]->data(), size_of(k));
+    threads.copy(dst + k * chunk, blocks[b]->data(), size_of(k), shape.threads);
   }
   submission.finish();
 }
@@ -220,7 +226,7 @@ void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stre
                            "cuMemcpyHtoDAsync");
   } else if (plan.path == ABR_PATH_STAGED) {
     if (landing) fail(ABR_ERR_INTERNAL, "a staged upload into a strided destination was planned as bytes");
-    return staged_upload(submission, host_first(src), target, bytes, with);
+    return staged_upload(submission, plan.staging, host_first(src), target, bytes, with);
   } else {  // page-locked: one async DMA
     with.dst_device->check(with.dst_device->cu().cuMemcpyHtoDAsync(target, host_first(src), bytes, submission.get()),
                            "cuMemcpyHtoDAsync");
@@ -253,7 +259,8 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
     host_copy_layout(landed, block.data(), dst.dtype, host_first(dst), dst.strides.data());
     return submission.finish();
   }
-  if (plan.path == ABR_PATH_STAGED) return staged_download(submission, source, host_first(dst), bytes, with);
+  if (plan.path == ABR_PATH_STAGED)
+    return staged_download(submission, plan.staging, source, host_first(dst), bytes, with);
   device.check(device.cu().cuMemcpyDtoHAsync(host_first(dst), source, bytes, submission.get()), "cuMemcpyDtoHAsync");
   submission.finish();
 }

@@ -35,7 +35,7 @@ bool host_maps(DLDeviceType type) { return type == kDLOpenCL; }
 // One side on the host, the other in `device` memory. `reshape`: the source is
 // packed or converted; `dst_reshape`: the destination is strided.
 void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_pinned,
-                      bool reshape, bool dst_reshape, const std::string& reason) {
+                      bool reshape, bool dst_reshape, uint64_t bytes, const std::string& reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   const char* direction = src_host ? "host to device" : "device to host";
   if (host_maps(device)) {
@@ -63,7 +63,11 @@ void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_
     how += src_host ? "one DMA from page-locked memory" : "one DMA into page-locked memory";
   } else {
     plan.path = ABR_PATH_STAGED;
-    how += "staged through the pinned pool in overlapping chunks";
+    plan.staging = staging_shape(bytes);
+    const std::size_t chunk = plan.staging.chunk;
+    how += fmt::format("staged through the pinned pool: {} {} chunks, {} copy thread{}",
+                       chunk >= (1u << 20) ? chunk >> 20 : (chunk + 1023) >> 10, chunk >= (1u << 20) ? "MiB" : "KiB",
+                       plan.staging.threads, plan.staging.threads == 1 ? "" : "s");
   }
   plan.detail.format("{} ({}): {}", direction, reason, how);
 }
@@ -202,7 +206,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     // A new destination is compact; one in cuda_host is page-locked.
     const bool pinned = src_host ? src_facts.pinned : dst.device_type == kDLCUDAHost;
     plan_host_device(plan, src_host, src_host ? dst.device_type : src.device.device_type, pinned, reshape,
-                     false, reason);
+                     false, src.numel * itemsize(plan.dtype), reason);
   } else {
     plan_between_devices(plan, src.device, dst, options, reshape, reason);
   }
@@ -238,7 +242,7 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
     const bool src_reshape = plan.pack || plan.cast;
     plan_host_device(plan, src_host, src_host ? dst.device.device_type : src.device.device_type,
                      src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
-                     !dst.compact, "into an existing tensor");
+                     !dst.compact, src.numel * dst.itemsize, "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
     plan_between_devices(plan, src.device, dst.device, TransferOptions{}, reshape || plan.overlap,

@@ -14,6 +14,7 @@
 #include "arraybridge/arraybridge.h"
 #include "backend.hpp"
 #include "devices.hpp"
+#include "host_threads.hpp"
 #include "layout.hpp"
 #include "text.hpp"
 
@@ -78,6 +79,7 @@ struct Plan {
   bool pack = false;   // the source is strided and gets packed
   bool cast = false;   // elements are converted
   bool overlap = false;  // abr_copy only: source and destination memory overlap
+  StagingShape staging;  // ABR_PATH_STAGED between host and device: chunk size and host threads
   PlanDetail detail;
 };
 

@@ -1,0 +1,136 @@
+#include "host_threads.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace abr {
+namespace {
+
+constexpr std::size_t kMinPiece = std::size_t{512} << 10;
+
+// A positive whole number from the environment, or 0.
+unsigned long env_number(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return 0;
+  char* end = nullptr;
+  const unsigned long value = std::strtoul(text, &end, 10);
+  return *end ? 0 : value;
+}
+
+unsigned default_threads() {
+  if (const unsigned long n = env_number("ARRAYBRIDGE_STAGING_THREADS")) return static_cast<unsigned>(std::min(n, 256ul));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::min(cores, 16u);
+}
+
+}  // namespace
+
+struct HostThreads::Job {
+  const std::function<void(std::size_t)>* task = nullptr;
+  std::size_t count = 0;
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::atomic<unsigned> helpers{0};  // workers that may still join (threads - 1 at the start)
+};
+
+HostThreads::HostThreads(unsigned threads) {
+  for (unsigned i = 1; i < std::max(threads, 1u); ++i) workers_.emplace_back([this] { work(); });
+}
+
+HostThreads::~HostThreads() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void HostThreads::run_tasks(Job& job) {
+  for (std::size_t i = job.next.fetch_add(1); i < job.count; i = job.next.fetch_add(1)) {
+    (*job.task)(i);
+    job.done.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+void HostThreads::work() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, nothing left
+      job = jobs_.front();
+      // A job takes as many workers as its caller asked for; then it leaves the queue.
+      if (job->helpers.fetch_sub(1) <= 1) jobs_.pop_front();
+    }
+    run_tasks(*job);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job->done.load() == job->count) finished_.notify_all();
+  }
+}
+
+void HostThreads::parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& task) {
+  const unsigned helpers = std::min<std::size_t>({static_cast<std::size_t>(std::max(threads, 1u)) - 1,
+                                                  workers_.size(), n > 0 ? n - 1 : 0});
+  if (helpers == 0) {
+    for (std::size_t i = 0; i < n; ++i) task(i);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->task = &task;
+  job->count = n;
+  job->helpers = helpers;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(job);
+  }
+  if (helpers == 1) wake_.notify_one();
+  else wake_.notify_all();
+  run_tasks(*job);
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Workers that never came (all busy with other jobs) must not find it later.
+  const auto queued = std::find(jobs_.begin(), jobs_.end(), job);
+  if (queued != jobs_.end()) jobs_.erase(queued);
+  finished_.wait(lock, [&] { return job->done.load() == job->count; });
+}
+
+void HostThreads::copy(void* dst, const void* src, std::size_t bytes, unsigned threads) {
+  const std::size_t pieces = std::max<std::size_t>(1, std::min<std::size_t>(threads, bytes / kMinPiece));
+  if (pieces == 1) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const std::size_t piece = (bytes / pieces + 4095) & ~std::size_t{4095};  // whole pages
+  parallel_for(pieces, threads, [&](std::size_t i) {
+    const std::size_t begin = std::min(bytes, i * piece), end = std::min(bytes, begin + piece);
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin);
+  });
+}
+
+HostThreads& host_threads() {
+  static std::mutex mutex;
+  static HostThreads* pool = nullptr;  // never deleted: in use until exit, and a fork child's copy is not joinable
+  static pid_t owner = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!pool || owner != getpid()) {
+    pool = new HostThreads(default_threads());
+    owner = getpid();
+  }
+  return *pool;
+}
+
+StagingShape staging_shape(uint64_t bytes) {
+  StagingShape shape;
+  shape.threads = default_threads();
+  std::size_t chunk = std::clamp<std::size_t>((std::size_t{2} << 20) * shape.threads, std::size_t{8} << 20,
+                                               std::size_t{64} << 20);
+  if (const unsigned long mib = env_number("ARRAYBRIDGE_STAGING_CHUNK_MIB")) chunk = std::min(mib, 1024ul) << 20;
+  shape.chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, chunk));
+  return shape;
+}
+
+}  // namespace abr
