@@ -104,7 +104,7 @@ void HostThreads::copy(void* dst, const void* src, std::size_t bytes, unsigned t
     std::memcpy(dst, src, bytes);
     return;
   }
-  const std::size_t piece = (bytes / pieces + 4095) & ~std::size_t{4095};  // whole pages
+  const std::size_t piece = ((bytes + pieces - 1) / pieces + 4095) & ~std::size_t{4095};  // whole pages, covering all
   parallel_for(pieces, threads, [&](std::size_t i) {
     const std::size_t begin = std::min(bytes, i * piece), end = std::min(bytes, begin + piece);
     std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin);

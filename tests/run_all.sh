@@ -46,6 +46,8 @@ run unit "$build"/bin/unit-tests
 run unit-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$build"/asan/bin/unit-tests
 run threads-tsan env TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$build"/tsan/bin/thread-tests
 run cuda-fake "$build"/bin/cuda-tests
+# Again with an H100 machine's 16 staging threads: more, smaller pieces per chunk.
+run cuda-fake-16-threads env ARRAYBRIDGE_STAGING_THREADS=16 "$build"/bin/cuda-tests
 run cuda-fake-tsan env TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$build"/tsan/bin/cuda-tests
 run cuda-fake-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$build"/asan/bin/cuda-tests
 run cuda-unavailable bash tests/cuda/unavailable.sh "$build"
