@@ -50,7 +50,8 @@ class HostThreads {
 HostThreads& host_threads();
 
 // How a staged transfer of `bytes` is cut: chunk size and host threads per chunk.
-// Defaults grow with the threads (2 MiB per thread, 8 to 64 MiB); the environment
+// Defaults grow with the threads (2 MiB per thread, at least 8 chunks where the
+// bytes allow, 8 to 64 MiB); the environment
 // overrides them: ARRAYBRIDGE_STAGING_CHUNK_MIB and ARRAYBRIDGE_STAGING_THREADS.
 struct StagingShape {
   std::size_t chunk = 0;

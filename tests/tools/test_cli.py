@@ -157,3 +157,31 @@ def test_plot_bench_draws_per_call_cases_too(tmp_path):
     assert plot.returncode == 0, plot.stderr
     assert f"({len(cases)} panels)" in plot.stdout  # every case, per-call ones included
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_the_python_case_says_once_what_is_missing_and_the_advice_fits_where_it_runs(tmp_path):
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "arraybridge.py").write_text("raise ImportError(\"No module named 'arraybridge'\")\n")
+    no_package = tmp_path / "python-without-package"
+    no_package.write_text(f"#!/bin/sh\nPYTHONPATH={shadow} exec {sys.executable} \"$@\"\n")
+    no_numpy = tmp_path / "python-without-numpy"
+    no_numpy.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # -S: no site-packages
+    for script in (no_package, no_numpy):
+        script.chmod(0o755)
+
+    def notes(python, cwd):
+        result = subprocess.run([BENCH, "--case", "python round trip", "--python", str(python)], cwd=cwd,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return " ".join(result.stdout.split())  # notes are wrapped at 100 columns
+
+    inside = notes(no_package, ROOT)
+    assert "python round trip not measured: the arraybridge package is not installed for" in inside
+    assert "`make python` builds it into .venv" in inside
+    assert "unavailable" not in inside
+    outside = notes(no_package, tmp_path)
+    assert "pip install ./python` from a libarraybridge checkout" in outside and "make python" not in outside
+    numpy_missing = notes(no_numpy, tmp_path)
+    assert "python round trip not measured: NumPy is not installed for" in numpy_missing
+    assert "make python" not in numpy_missing and numpy_missing.count("not measured") == 1
