@@ -87,7 +87,7 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
       DLTensor s = view(src.data(), ndim, shape.data(), strides.data(), offset);
       DLTensor d = view(dst.data(), ndim, compact_shape, nullptr);
       Result r{pack.name, "cpu", n * n * 4};
-      r.shape = ndim == 2 ? std::to_string(n) + "x" + std::to_string(n) : std::to_string(n * n);
+      if (ndim == 2) r.shape = std::to_string(n) + "x" + std::to_string(n);  // the 1-D reversal: its size says it
       r.seconds = time_it(options, [&] { check(abr_copy(rt, &s, &d, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), n * n * 4));
       r.baselines.push_back(numpy_pack_baseline(options, pack.numpy_kind, rows, cols));

@@ -5,6 +5,7 @@
 // Everything the command line asks for is checked before any buffer is filled:
 // options, sizes against free memory, --case and --device against what exists,
 // and that the --json file can be written.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -101,31 +102,53 @@ std::string ratio_text(double ratio) {
 }
 
 // Columns: case, device, size, shape, arraybridge, then one "label ratio" cell per
-// baseline; two baselines fit in 100 columns.
+// baseline; two baselines fit in 100 columns. On a terminal narrower than that, a
+// narrow layout fits 72: the shape (when there is one) stands in the size column,
+// and each baseline after the first goes on a line of its own below.
 constexpr const char* kRowFormat = "%-20s %-8s %-8s %-11s %11s";
+constexpr const char* kNarrowRowFormat = "%-20s %-8s %-11s %11s";
 constexpr const char* kCellFormat = "  %-9s %7s";
 
+std::size_t table_width() {
+  static const std::size_t width = [] {
+    winsize size{};
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 && size.ws_col < 100)
+      return static_cast<std::size_t>(std::max<unsigned short>(size.ws_col, 72));
+    return std::size_t{100};
+  }();
+  return width;
+}
+bool narrow() { return table_width() < 100; }
+
 void print_header() {
-  std::printf(kRowFormat, "case", "device", "size", "shape", "arraybridge");
+  if (narrow()) std::printf(kNarrowRowFormat, "case", "device", "size/shape", "arraybridge");
+  else std::printf(kRowFormat, "case", "device", "size", "shape", "arraybridge");
   std::printf(kCellFormat, "baseline", "ratio");
-  std::printf(kCellFormat, "baseline", "ratio");
+  if (!narrow()) std::printf(kCellFormat, "baseline", "ratio");
   std::printf("\n");
 }
 
 void print_row(const bench::Result& r) {
   const uint64_t size = r.size_bytes ? r.size_bytes : r.bytes;
-  std::printf(kRowFormat, r.name.c_str(), r.device.c_str(), size ? human_bytes(size).c_str() : "-", r.shape.c_str(),
-              rate(r, r.seconds).c_str());
-  for (const bench::Baseline& b : r.baselines) {
+  const std::string size_text = size ? human_bytes(size) : "-";
+  if (narrow())
+    std::printf(kNarrowRowFormat, r.name.c_str(), r.device.c_str(), r.shape.empty() ? size_text.c_str() : r.shape.c_str(),
+                rate(r, r.seconds).c_str());
+  else
+    std::printf(kRowFormat, r.name.c_str(), r.device.c_str(), size_text.c_str(), r.shape.c_str(),
+                rate(r, r.seconds).c_str());
+  for (std::size_t i = 0; i < r.baselines.size(); ++i) {
+    const bench::Baseline& b = r.baselines[i];
+    if (i > 0 && narrow()) std::printf("\n%*s", 53, "");
     std::printf(kCellFormat, b.label.c_str(), b.seconds > 0 ? ratio_text(b.seconds / r.seconds).c_str() : "n/a");
     if (b.seconds <= 0) bench::note(b.label + " not measured: " + b.note);
   }
   std::printf("\n");
 }
 
-// "  text", cut at spaces into lines of at most 100 columns, continued 4 columns in.
+// "  text", cut at spaces into lines of at most the table's width, continued 4 columns in.
 void print_wrapped(const std::string& text) {
-  const std::size_t width = 100;
+  const std::size_t width = table_width();
   std::string indent = "  ", rest = text;
   while (indent.size() + rest.size() > width) {
     std::size_t cut = rest.rfind(' ', width - indent.size());
@@ -146,8 +169,9 @@ void print_legend(const std::vector<bench::Result>& results) {
       if (std::find(labels.begin(), labels.end(), b.label) == labels.end()) labels.push_back(b.label);
   }
   if (!results.empty()) {
-    std::printf("\nratio = baseline time / arraybridge time (above 1: arraybridge is faster); H2D = host to\n"
-                "device, D2H = device to host; each time is the median of the repetitions.\n");
+    std::printf("\n");
+    print_wrapped("ratio = baseline time / arraybridge time (above 1: arraybridge is faster); H2D = host to "
+                  "device, D2H = device to host; each time is the median of the repetitions.");
     std::printf("baselines:\n");
     for (const std::string& label : labels) std::printf("  %-10s %s\n", label.c_str(), bench::baseline_info(label).name);
     bool any_target = false;
