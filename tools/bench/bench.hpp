@@ -132,6 +132,10 @@ std::string run_python(const Options& options, const char* script, const std::st
 // cannot run, a note says what is missing (NumPy, or the package for that Python).
 void run_python_cases(const Options& options, const Report& report);
 
+// Staged copies between NumPy and cuda:0 from Python (to_device, copy), beside
+// torch and CuPy doing the same on the same arrays, where they are installed.
+void run_python_staging_cases(const Options& options, const Report& report);
+
 // NumPy's time for np.ascontiguousarray over the given view, or 0 with a note.
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols);
 

@@ -33,6 +33,10 @@ const CaseInfo kCases[] = {
     {"D2H pageable", Where::Cuda, true, "cuPage >= 2.5x (64 MiB+, 16+ cores)"},
     {"D2D", Where::Cuda, true, "cuD2D >= 0.9x"},
     {"python round trip", Where::Cpu, false, ""},
+    {"py H2D existing", Where::Cuda, true, ""},
+    {"py D2H existing", Where::Cuda, true, "torch >= 2x (64 MiB+, 16+ cores)"},
+    {"py H2D new buffer", Where::Cuda, true, ""},
+    {"py D2H new buffer", Where::Cuda, true, "torch >= 4x (64 MiB+, 16+ cores)"},
 };
 
 const BaselineInfo kBaselines[] = {
@@ -51,6 +55,8 @@ const BaselineInfo kBaselines[] = {
     {"cuPage", "cuMemcpyHtoD / cuMemcpyDtoH with the same pageable memory"},
     {"cuD2D", "cuMemcpyDtoD of the same bytes"},
     {"np.dlpack", "np.from_dlpack alone on the same array"},
+    {"torch", "torch doing the same (copy_, .cuda(), .cpu()) on the same arrays"},
+    {"cupy", "CuPy doing the same (set, get, asarray, asnumpy) on the same arrays"},
 };
 
 }  // namespace
