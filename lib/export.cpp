@@ -1,5 +1,7 @@
 #include "export.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <new>
@@ -13,10 +15,18 @@
 namespace abr {
 
 HostBuffer::HostBuffer(std::size_t bytes) {
-  const std::size_t rounded = ((bytes ? bytes : 1) + 255) / 256 * 256;  // never NULL, even when empty
+  // Large buffers are aligned to 2 MiB and asked to be backed by huge pages where the
+  // kernel offers them (transparent huge pages): a new buffer's first touch then
+  // takes one fault per 2 MiB instead of per 4 KiB, which bounds copies into new
+  // host memory (8 GB/s into a new 1 GiB array on an H100 machine, 45 into an old one).
+  const std::size_t alignment = bytes >= kHugePageThreshold ? kHugePage : 256;
+  const std::size_t rounded = ((bytes ? bytes : 1) + alignment - 1) / alignment * alignment;  // never NULL
   fault::point(ABR_ERR_OUT_OF_MEMORY, "host allocation");
-  data_ = static_cast<char*>(std::aligned_alloc(256, rounded));
+  data_ = static_cast<char*>(std::aligned_alloc(alignment, rounded));
   if (!data_) fail(ABR_ERR_OUT_OF_MEMORY, "cannot allocate {} bytes of host memory", bytes);
+#ifdef MADV_HUGEPAGE
+  if (alignment == kHugePage) madvise(data_, rounded, MADV_HUGEPAGE);  // a hint: ignored where unsupported
+#endif
 }
 
 HostBuffer::~HostBuffer() { std::free(data_); }
