@@ -14,7 +14,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("BUILD", ROOT / "build"))
+BUILD = (ROOT / os.environ.get("BUILD", "build")).resolve()  # relative to the checkout, as make passes it
 BENCH = str(BUILD / "bin" / "arraybridge-bench")
 INFO = str(BUILD / "bin" / "arraybridge-info")
 PLOT = str(ROOT / "tools" / "plot_bench.py")
