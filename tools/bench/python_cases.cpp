@@ -14,18 +14,21 @@
 namespace bench {
 namespace {
 
+// Every script's start: NumPy and the package, or "missing: <what>" and exit.
+#define ABR_BENCH_PYTHON_IMPORTS \
+  "import math, sys, time\n" \
+  "try:\n" \
+  "    import numpy as np\n" \
+  "except ImportError:\n" \
+  "    print(f\"missing: NumPy is not installed for {sys.executable}\"); sys.exit(0)\n" \
+  "try:\n" \
+  "    import arraybridge as ab\n" \
+  "except ImportError as error:\n" \
+  "    print(f\"missing: the arraybridge package is not installed for {sys.executable} ({error})\"); sys.exit(0)\n"
+
 // Prints "<round trip seconds> <np.from_dlpack seconds>" per call (medians of
-// batches), or "missing: <what>" when NumPy or the package cannot be imported.
-const char* kScript = R"PY(
-import sys, time
-try:
-    import numpy as np
-except ImportError:
-    print(f"missing: NumPy is not installed for {sys.executable}"); sys.exit(0)
-try:
-    import arraybridge as ab
-except ImportError as error:
-    print(f"missing: the arraybridge package is not installed for {sys.executable} ({error})"); sys.exit(0)
+// batches), or "missing: <what>".
+const char* kScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
 reps, warm, calls = int(sys.argv[1]), int(sys.argv[2]), 20000
 a = np.ones(1024, dtype=np.float32)
 def median(fn):
@@ -47,16 +50,7 @@ print(median(ours), median(base))
 
 // Prints "<case>|<bytes>|<ours>|<torch>|<cupy>" per case and size (seconds, nan for
 // a peer that is missing), or "missing: <what>".
-const char* kStagingScript = R"PY(
-import math, sys, time
-try:
-    import numpy as np
-except ImportError:
-    print(f"missing: NumPy is not installed for {sys.executable}"); sys.exit(0)
-try:
-    import arraybridge as ab
-except ImportError as error:
-    print(f"missing: the arraybridge package is not installed for {sys.executable} ({error})"); sys.exit(0)
+const char* kStagingScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
 try:
     import torch
     torch = torch if torch.cuda.is_available() else None
