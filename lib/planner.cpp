@@ -50,15 +50,15 @@ void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_
   const bool host_side_reshape = src_host ? reshape : dst_reshape;
   const bool device_side_reshape = src_host ? dst_reshape : reshape;
   plan.engine = host_side_reshape ? Engine::Host : device_side_reshape ? Engine::Device : Engine::Bytes;
+  const char* host_step = !host_side_reshape ? nullptr
+                          : src_host        ? "packed/converted on the host into pinned memory"
+                                            : "scattered on the host out of pinned memory";
+  const char* device_step = !device_side_reshape ? nullptr
+                            : src_host           ? "scattered by a device kernel"
+                                                 : "packed/converted by a device kernel";
   std::string how;
-  // In the order the steps run.
-  const char* host_step = src_host ? "packed/converted on the host into pinned memory"
-                                   : "scattered on the host out of pinned memory";
-  const char* device_step = src_host ? "scattered by a device kernel" : "packed/converted by a device kernel";
-  if (src_host ? host_side_reshape : device_side_reshape) how = src_host ? host_step : device_step;
-  if (src_host ? device_side_reshape : host_side_reshape)
-    how += std::string(how.empty() ? "" : ", ") + (src_host ? device_step : host_step);
-  if (!how.empty()) how += ", ";
+  for (const char* step : {src_host ? host_step : device_step, src_host ? device_step : host_step})  // as they run
+    if (step) how += std::string(step) + ", ";
   if (host_pinned || host_side_reshape) {
     how += src_host ? "one DMA from page-locked memory" : "one DMA into page-locked memory";
   } else {

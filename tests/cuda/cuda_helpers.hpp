@@ -124,19 +124,23 @@ struct RawDriver {
   }
 };
 
-// The library's warnings while it lives, collected instead of printed: a test that
-// provokes them on purpose (a device lost) checks them, and the test log shows no
-// unexplained "[arraybridge warning]" lines.
-struct ExpectedWarnings {
+// The library's warnings while it lives, collected instead of printed: a test checks
+// the ones it provokes on purpose (a device lost) or that there are none, and the
+// test log shows no unexplained "[arraybridge warning]" lines.
+struct CollectedWarnings {
   std::mutex mutex;
   std::vector<std::string> lines;
-  ExpectedWarnings() { abr_log_set_callback(collect, this); }
-  ~ExpectedWarnings() { abr_log_set_callback(nullptr, nullptr); }
+  CollectedWarnings() { abr_log_set_callback(collect, this); }
+  ~CollectedWarnings() { abr_log_set_callback(nullptr, nullptr); }
   static void collect(abr_log_level level, const char* message, void* self) {
     if (level < ABR_LOG_WARN) return;
-    auto* w = static_cast<ExpectedWarnings*>(self);
+    auto* w = static_cast<CollectedWarnings*>(self);
     std::lock_guard<std::mutex> lock(w->mutex);
     w->lines.emplace_back(message);
+  }
+  std::size_t count() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return lines.size();
   }
   bool seen(const char* text) {
     std::lock_guard<std::mutex> lock(mutex);

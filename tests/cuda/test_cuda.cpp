@@ -492,7 +492,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
 TEST_CASE_FIXTURE(NoDriverFindings, "CUDA sticky error: the device is lost, later calls fail fast, teardown survives") {
   Fake fake;
   if (!fake) return;
-  ExpectedWarnings warnings;  // outlives the runtime, whose teardown meets the lost device too
+  CollectedWarnings warnings;  // outlives the runtime, whose teardown meets the lost device too
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;

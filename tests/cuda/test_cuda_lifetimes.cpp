@@ -13,15 +13,6 @@
 
 using namespace test;
 
-namespace {
-
-std::atomic<int> g_warnings{0};
-void count_warnings(abr_log_level level, const char*, void*) {
-  if (level >= ABR_LOG_WARN) ++g_warnings;
-}
-
-}  // namespace
-
 TEST_CASE_FIXTURE(NoDriverFindings,
                   "CUDA an exported buffer deleted while the consumer's own stream still reads it: values intact") {
   Runtime rt;
@@ -55,15 +46,14 @@ TEST_CASE_FIXTURE(NoDriverFindings,
 TEST_CASE_FIXTURE(NoDriverFindings,
                   "CUDA runtime teardown gives back every pinned block while its context lives; no warning at exit") {
   Fake fake;
-  abr_log_set_callback(count_warnings, nullptr);
-  g_warnings = 0;
+  CollectedWarnings warnings;
   const std::size_t n = (std::size_t{20} << 20) / 4 + 3;  // three staging chunks
   std::vector<int32_t> data = iota(n, -9);
   std::vector<double> small{1.5, 2.5, 3.5};
   Owned pinned(nullptr);
   {
     Runtime rt;
-    if (!cuda_devices(rt)) return abr_log_set_callback(nullptr, nullptr), void();
+    if (!cuda_devices(rt)) return;
     Managed source(data.data(), i32, {static_cast<int64_t>(n)});
     Owned device(move_to(rt, &source.managed, cuda0));  // staged: the pool now caches pinned blocks
     Owned home(move_to(rt, take(device), cpu));
@@ -81,8 +71,7 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     CHECK(fake.stat("pinned_allocations") == 0);
     CHECK(fake.stat("retained:0") == 0);  // and the context was released after the last block
   }
-  CHECK(g_warnings.load() == 0);
-  abr_log_set_callback(nullptr, nullptr);
+  CHECK(warnings.count() == 0);
 }
 
 TEST_CASE_FIXTURE(NoDriverFindings,

@@ -67,7 +67,7 @@ CUresult fault_on_purpose(const abr::cuda::Driver& cu) {
 }  // namespace
 
 int sticky_child_main() {
-  ExpectedWarnings warnings;  // "cuda:0 is lost", checked below rather than printed
+  CollectedWarnings warnings;  // "cuda:0 is lost", checked below rather than printed
   abr_runtime* rt = nullptr;
   if (abr_runtime_create(nullptr, &rt) != ABR_OK) return kNoRuntime;
   std::vector<int32_t> data(64, 7);
