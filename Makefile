@@ -220,10 +220,11 @@ $(ASAN_DIR)/bin/%: tests/c/%.c $(ASAN_CORE_OBJS)
 	$(Q)$(CXX) -pthread $(ASAN_FLAGS) -o $@ $@.o $(ASAN_CORE_OBJS) -ldl -lOpenCL
 
 # ThreadSanitizer build of the tests that run threads (the stress test, the pool's
-# many-thread test, concurrent runtime creation): all of the core, only those tests.
+# many-thread test, concurrent runtime creation, the pipeline): all of the core, only those tests.
 TSAN_DIR := $(BUILD)/tsan
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
-TSAN_TESTS := tests/unit/main.cpp tests/unit/test_concurrency.cpp tests/unit/test_pinned_pool.cpp tests/unit/test_host_threads.cpp
+TSAN_TESTS := tests/unit/main.cpp tests/unit/test_concurrency.cpp tests/unit/test_pinned_pool.cpp tests/unit/test_host_threads.cpp \
+              tests/unit/test_pipeline.cpp
 $(TSAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$@)

@@ -203,6 +203,11 @@ void Backend::execute(const Plan& plan, const Layout& src, const Layout& dst, St
   execute_plan(plan, src, dst, stream, with);
 }
 
+std::unique_ptr<ChunkSide> Backend::staging_side(const Plan& plan, const Layout& tensor, bool source,
+                                                 Stream* stream) {
+  return open_staging_side(plan, tensor, source, stream, device_of(tensor), *pinned_);
+}
+
 std::unique_ptr<Stream> Backend::create_stream(DLDevice dl) {
   std::shared_ptr<Device> target = device(dl);
   Scope scope(*target);

@@ -27,10 +27,11 @@ class Backend final : public DeviceBackend {
   DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
                          std::unique_ptr<Storage>& owner) override;
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;
+  std::unique_ptr<ChunkSide> staging_side(const Plan& plan, const Layout& tensor, bool source,
+                                          Stream* stream) override;
   std::unique_ptr<Stream> create_stream(DLDevice device) override;
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) override;
   bool host_pinned(const void* begin, uint64_t bytes) override;
-  StagingProvider* pinned_provider() override { return pinned_.get(); }
   bool device_lost(DLDevice device) override;
   void finish_deferred_releases() override;
 

@@ -6,9 +6,7 @@
 
 #include "../lib/dtype.hpp"
 #include "../lib/host_copy.hpp"
-#include "../lib/host_threads.hpp"
 #include "../lib/log.hpp"
-#include "../lib/staging.hpp"
 #include "../lib/strided.hpp"
 #include "kernel_params.hpp"
 #include "memory.hpp"
@@ -79,11 +77,6 @@ class Submission {
   std::deque<PinnedBlock> blocks_;  // a deque: references stay valid as blocks are added
 };
 
-// Waits for an event on the host (a staged chunk's DMA).
-void wait(Device& device, StreamEvent& event) {
-  device.check(device.cu().cuEventSynchronize(event.get()), "cuEventSynchronize");
-}
-
 int32_t element_kind(DLDataType t) {
   switch (t.code) {
     case kDLBool: return kBool8;
@@ -153,84 +146,27 @@ struct DeviceTemp {
   Layout layout;
 };
 
-// Pageable host memory to device memory, chunk by chunk through two pinned
-// blocks: the host copy of chunk i+1 (by plan.staging.threads threads) runs while
-// chunk i's DMA is in flight.
-void staged_upload(Submission& submission, const StagingShape& shape, const char* src, CUdeviceptr dst,
-                   uint64_t bytes, Resources& with) {
-  Device& device = submission.device();
-  HostThreads& threads = host_threads();
-  PinnedBlock* blocks[2] = {};
-  std::unique_ptr<StreamEvent> copied[2];
-  uint64_t offset = 0;
-  for (int i = 0; offset < bytes; ++i) {
-    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(shape.chunk, bytes - offset));
-    const int b = i % 2;
-    if (!blocks[b]) blocks[b] = &submission.hold(with.pool.acquire(with.pinned, shape.chunk));
-    if (copied[b]) wait(device, *copied[b]);  // the block's previous DMA is done
-    threads.copy(blocks[b]->data(), src + offset, n, shape.threads);
-    device.check(device.cu().cuMemcpyHtoDAsync(dst + offset, blocks[b]->data(), n, submission.get()),
-                 "cuMemcpyHtoDAsync");
-    copied[b] = record_event(with.dst_device, submission.get());
-    offset += n;
-  }
-  submission.finish();
-}
-
-// Device memory to pageable host memory: each chunk is DMA'd into a pinned
-// block and copied out on the host (by plan.staging.threads threads, which also
-// touch a new destination's pages first in parallel) while the next chunk's DMA runs.
-void staged_download(Submission& submission, const StagingShape& shape, CUdeviceptr src, char* dst, uint64_t bytes,
-                     Resources& with) {
-  Device& device = submission.device();
-  HostThreads& threads = host_threads();
-  const uint64_t chunk = shape.chunk;
-  const uint64_t chunks = (bytes + chunk - 1) / chunk;
-  PinnedBlock* blocks[2] = {};
-  std::unique_ptr<StreamEvent> landed[2];
-  auto size_of = [&](uint64_t k) { return static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - k * chunk)); };
-  auto submit = [&](uint64_t k) {  // the block's previous chunk (k - 2) is already copied out
-    const int b = static_cast<int>(k % 2);
-    if (!blocks[b]) blocks[b] = &submission.hold(with.pool.acquire(with.pinned, shape.chunk));
-    device.check(device.cu().cuMemcpyDtoHAsync(blocks[b]->data(), src + k * chunk, size_of(k), submission.get()),
-                 "cuMemcpyDtoHAsync");
-    landed[b] = record_event(with.src_device, submission.get());
-  };
-  submit(0);
-  for (uint64_t k = 0; k < chunks; ++k) {
-    if (k + 1 < chunks) submit(k + 1);
-    const int b = static_cast<int>(k % 2);
-    wait(device, *landed[b]);
-    threads.copy(dst + k * chunk, blocks[b]->data(), size_of(k), shape.threads);
-  }
-  submission.finish();
-}
-
 void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
   Scope scope(*with.dst_device);
   Submission submission(with.dst_device, stream);
   if (src.numel == 0) return submission.finish();
   const uint64_t bytes = src.numel * dst.itemsize;
-  // The device side: dst itself when compact, else a landing buffer a kernel scatters.
+  // The device side: dst itself, or a landing buffer a kernel scatters.
   std::unique_ptr<DeviceTemp> landing;
   CUdeviceptr target = device_first(dst);
-  if (!dst.compact) {
+  if (plan.scatter == Step::Device) {
     landing = std::make_unique<DeviceTemp>(with.dst_device, submission.get(), dst, dst.dtype);
     target = landing->buffer.get();
   }
-  if (plan.engine == Engine::Host) {  // pack/convert on the host into pinned staging, then one DMA
+  const char* from = host_first(src);
+  if (plan.pack == Step::Host) {  // packed/converted on the host into pinned memory, then one DMA
     PinnedBlock& block = submission.hold(with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes)));
     const Layout packed = compact_layout(src.device, dst.dtype, src.shape, block.data());
-    host_copy_layout(src, host_first(src), dst.dtype, block.data(), packed.strides.data());
-    with.dst_device->check(with.dst_device->cu().cuMemcpyHtoDAsync(target, block.data(), bytes, submission.get()),
-                           "cuMemcpyHtoDAsync");
-  } else if (plan.path == ABR_PATH_STAGED) {
-    if (landing) fail(ABR_ERR_INTERNAL, "a staged upload into a strided destination was planned as bytes");
-    return staged_upload(submission, plan.staging, host_first(src), target, bytes, with);
-  } else {  // page-locked: one async DMA
-    with.dst_device->check(with.dst_device->cu().cuMemcpyHtoDAsync(target, host_first(src), bytes, submission.get()),
-                           "cuMemcpyHtoDAsync");
+    host_copy_layout(src, from, dst.dtype, block.data(), packed.strides.data());
+    from = block.data();
   }
+  with.dst_device->check(with.dst_device->cu().cuMemcpyHtoDAsync(target, from, bytes, submission.get()),
+                         "cuMemcpyHtoDAsync");
   if (landing) launch_walk(*with.dst_device, submission.get(), landing->layout, landing->buffer.get(), dst,
                            reinterpret_cast<CUdeviceptr>(dst.data));
   submission.finish();
@@ -244,14 +180,14 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
   // The device side: compact bytes in the destination's dtype.
   std::unique_ptr<DeviceTemp> packed;
   CUdeviceptr source = device_first(src);
-  if (!src.compact || !same_dtype(src.dtype, dst.dtype)) {
+  if (plan.pack == Step::Device) {
     packed = std::make_unique<DeviceTemp>(with.src_device, submission.get(), src, dst.dtype);
     launch_walk(*with.src_device, submission.get(), src, reinterpret_cast<CUdeviceptr>(src.data), packed->layout,
                 packed->buffer.get());
     source = packed->buffer.get();
   }
   Device& device = *with.src_device;
-  if (!dst.compact) {  // land in pinned staging, then the host engine scatters
+  if (plan.scatter == Step::Host) {  // land in pinned memory, then the host engine scatters
     PinnedBlock& block = submission.hold(with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes)));
     device.check(device.cu().cuMemcpyDtoHAsync(block.data(), source, bytes, submission.get()), "cuMemcpyDtoHAsync");
     device.check(device.cu().cuStreamSynchronize(submission.get()), "cuStreamSynchronize");
@@ -259,8 +195,6 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
     host_copy_layout(landed, block.data(), dst.dtype, host_first(dst), dst.strides.data());
     return submission.finish();
   }
-  if (plan.path == ABR_PATH_STAGED)
-    return staged_download(submission, plan.staging, source, host_first(dst), bytes, with);
   device.check(device.cu().cuMemcpyDtoHAsync(host_first(dst), source, bytes, submission.get()), "cuMemcpyDtoHAsync");
   submission.finish();
 }
@@ -272,7 +206,7 @@ void device_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream*
   if (src.numel == 0) return submission.finish();
   const CUdeviceptr src_base = reinterpret_cast<CUdeviceptr>(src.data);
   const CUdeviceptr dst_base = reinterpret_cast<CUdeviceptr>(dst.data);
-  if (plan.engine == Engine::Bytes) {
+  if (plan.move == Move::Bytes) {
     device.check(device.cu().cuMemcpyDtoDAsync(device_first(dst), device_first(src), src.nbytes, submission.get()),
                  "cuMemcpyDtoDAsync");
   } else if (plan.overlap) {  // pack into a temporary first, then scatter
@@ -290,7 +224,7 @@ void device_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream*
 // destination device when needed. The source side's temporary lives on the
 // source device's stream, so the copy on the destination's stream is ordered
 // after the pack, and the temporary's free after the copy, by events.
-void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
+void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
   if (stream) stream->synchronize();
   if (src.numel == 0) return;
   const uint64_t bytes = src.numel * dst.itemsize;
@@ -298,7 +232,7 @@ void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& 
   Device& to = *with.dst_device;
   std::unique_ptr<DeviceTemp> packed;
   CUdeviceptr source = device_first(src);
-  if (!src.compact || !same_dtype(src.dtype, dst.dtype)) {
+  if (plan.pack == Step::Device) {
     Scope scope(from);
     packed = std::make_unique<DeviceTemp>(with.src_device, from.own_stream(), src, dst.dtype);
     launch_walk(from, from.own_stream(), src, reinterpret_cast<CUdeviceptr>(src.data), packed->layout,
@@ -319,7 +253,7 @@ void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& 
   try {
     std::unique_ptr<DeviceTemp> landing;
     CUdeviceptr target = device_first(dst);
-    if (!dst.compact) {
+    if (plan.scatter == Step::Device) {
       landing = std::make_unique<DeviceTemp>(with.dst_device, to.own_stream(), dst, dst.dtype);
       target = landing->buffer.get();
     }
@@ -341,20 +275,78 @@ void peer_copy(const Layout& src, const Layout& dst, Stream* stream, Resources& 
   to.check(to.cu().cuStreamSynchronize(to.own_stream()), "cuStreamSynchronize");
 }
 
+// One side of the transfer pipeline on a CUDA device: DMA of compact bytes
+// between pinned blocks and device memory on the submission's stream, an event
+// after each. A source the plan packs or converts is first walked by a kernel
+// into a temporary; a destination the plan scatters lands in a temporary that
+// finish() walks into place. Temporaries are allocated, used and freed on that
+// one stream.
+class StagingSide final : public ChunkSide {
+ public:
+  StagingSide(const Plan& plan, const Layout& tensor, bool source, Stream* stream, std::shared_ptr<Device> device,
+              StagingProvider& pinned)
+      : device_(std::move(device)),
+        scope_(*device_),
+        submission_(device_, stream),
+        pinned_(pinned),
+        tensor_(tensor),
+        bytes_(device_first(tensor)) {
+    const bool reshaped = source ? plan.pack == Step::Device : plan.scatter == Step::Device;
+    if (!reshaped || tensor.numel == 0) return;
+    temp_ = std::make_unique<DeviceTemp>(device_, submission_.get(), tensor, source ? plan.dtype : tensor.dtype);
+    if (source)
+      launch_walk(*device_, submission_.get(), tensor, reinterpret_cast<CUdeviceptr>(tensor.data), temp_->layout,
+                  temp_->buffer.get());
+    bytes_ = temp_->buffer.get();
+    scatter_ = !source;
+  }
+
+  bool asynchronous() const override { return true; }
+  std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override {
+    device_->check(device_->cu().cuMemcpyDtoHAsync(block, bytes_ + offset, n, submission_.get()),
+                   "cuMemcpyDtoHAsync");
+    return record_event(device_, submission_.get());
+  }
+  std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override {
+    device_->check(device_->cu().cuMemcpyHtoDAsync(bytes_ + offset, block, n, submission_.get()),
+                   "cuMemcpyHtoDAsync");
+    return record_event(device_, submission_.get());
+  }
+  void finish() override {
+    if (scatter_)
+      launch_walk(*device_, submission_.get(), temp_->layout, temp_->buffer.get(), tensor_,
+                  reinterpret_cast<CUdeviceptr>(tensor_.data));
+    submission_.finish();
+  }
+  void settle() noexcept override {
+    if (!device_->lost()) device_->cu().cuStreamSynchronize(submission_.get());
+  }
+  StagingProvider* staging() override { return &pinned_; }
+
+ private:
+  std::shared_ptr<Device> device_;
+  Scope scope_;  // the device's context is current while the side lives (on the caller's thread)
+  Submission submission_;
+  StagingProvider& pinned_;
+  Layout tensor_;
+  CUdeviceptr bytes_;
+  std::unique_ptr<DeviceTemp> temp_;  // freed on the stream, after the work that uses it
+  bool scatter_ = false;
+};
+
 }  // namespace
 
+std::unique_ptr<ChunkSide> open_staging_side(const Plan& plan, const Layout& tensor, bool source, Stream* stream,
+                                             std::shared_ptr<Device> device, StagingProvider& pinned) {
+  return std::make_unique<StagingSide>(plan, tensor, source, stream, std::move(device), pinned);
+}
+
 void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, Resources& with) {
-  const bool src_host = is_host_accessible(src.device.device_type);
-  const bool dst_host = is_host_accessible(dst.device.device_type);
   switch (plan.path) {
     case ABR_PATH_HOST_TO_DEVICE: return host_to_device(plan, src, dst, stream, with);
     case ABR_PATH_DEVICE_TO_HOST: return device_to_host(plan, src, dst, stream, with);
-    case ABR_PATH_STAGED:
-      if (src_host && !dst_host) return host_to_device(plan, src, dst, stream, with);
-      if (!src_host && dst_host) return device_to_host(plan, src, dst, stream, with);
-      break;
     case ABR_PATH_DEVICE_COPY: return device_copy(plan, src, dst, stream, with);
-    case ABR_PATH_PEER: return peer_copy(src, dst, stream, with);
+    case ABR_PATH_PEER: return peer_copy(plan, src, dst, stream, with);
     default: break;
   }
   fail(ABR_ERR_INTERNAL, "the CUDA backend cannot carry out path {}", path_name(plan.path));

@@ -10,6 +10,7 @@
 #include "arraybridge/arraybridge.h"
 #include "backend_report.hpp"
 #include "pinned_pool.hpp"
+#include "pipeline.hpp"
 #include "storage.hpp"
 #include "stream.hpp"
 
@@ -58,13 +59,19 @@ class DeviceBackend {
   // alive until it completes (Stream::retain); otherwise it is complete on return.
   virtual void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) = 0;
 
+  // One side of a staged transfer (Move::Staged, run by lib/pipeline.hpp) over
+  // `tensor` in this backend's memory. As the source it first packs or converts
+  // the tensor into compact bytes of plan.dtype when plan.pack is Step::Device; as
+  // the destination it lands the bytes in a temporary and scatters them at
+  // finish() when plan.scatter is. Its work goes to `stream` as execute()'s does.
+  virtual std::unique_ptr<ChunkSide> staging_side(const Plan& plan, const Layout& tensor, bool source,
+                                                  Stream* stream) = 0;
+
   virtual std::unique_ptr<Stream> create_stream(DLDevice device) = 0;
   virtual std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) = 0;
 
   // Whether host memory [begin, begin + bytes) is page-locked for this backend's DMA.
   virtual bool host_pinned(const void*, uint64_t) { return false; }
-  // Page-locked host memory for staging between backends; nullptr when it has none.
-  virtual StagingProvider* pinned_provider() { return nullptr; }
   // Whether a device hit a sticky error (every call on it now fails fast).
   virtual bool device_lost(DLDevice) { return false; }
   // Waits until memory of tensors deleted so far, whose release the backend

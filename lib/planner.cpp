@@ -32,6 +32,45 @@ bool is_host_destination(DLDeviceType type) { return type == kDLCPU || type == k
 // so reshaping happens in pinned staging (host side) or in a kernel (device side).
 bool host_maps(DLDeviceType type) { return type == kDLOpenCL; }
 
+// The words for each step, in the order the steps run.
+const char* pack_words(Step step) {
+  return step == Step::Host ? "packed/converted on the host into pinned memory"
+         : step == Step::Device ? "packed/converted by a device kernel"
+                                : nullptr;
+}
+const char* scatter_words(Step step) {
+  return step == Step::Host ? "scattered on the host out of pinned memory"
+         : step == Step::Device ? "scattered by a device kernel"
+                                : nullptr;
+}
+
+// "N MiB chunks through <blocks>, T copy threads": the staged move in words.
+std::string staged_words(const Plan& plan, bool host_side) {
+  const std::size_t chunk = plan.staging.chunk;
+  const bool mib = chunk >= (std::size_t{1} << 20);
+  std::string words = fmt::format("staged in {} {} chunks through pinned host memory", mib ? chunk >> 20 : (chunk + 1023) >> 10,
+                                  mib ? "MiB" : "KiB");
+  if (host_side)
+    words += fmt::format(", {} copy thread{}", plan.staging.threads, plan.staging.threads == 1 ? "" : "s");
+  return words;
+}
+
+// "<what> (<reason>): step, step, step".
+void describe(Plan& plan, std::string_view what, const std::string& reason, const char* move_words) {
+  std::string how;
+  for (const char* step : {pack_words(plan.pack), move_words, scatter_words(plan.scatter)})
+    if (step) how += how.empty() ? step : std::string(", ") + step;
+  plan.detail.format("{} ({}): {}", what, reason, how);
+}
+
+// Chunks through pinned blocks: the same move whichever sides it joins.
+void plan_staged(Plan& plan, uint64_t bytes, bool staging_at_source) {
+  plan.path = ABR_PATH_STAGED;
+  plan.move = Move::Staged;
+  plan.staging = staging_shape(bytes);
+  plan.staging_at_source = staging_at_source;
+}
+
 // One side on the host, the other in `device` memory. `reshape`: the source is
 // packed or converted; `dst_reshape`: the destination is strided.
 void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_pinned,
@@ -39,59 +78,47 @@ void plan_host_device(Plan& plan, bool src_host, DLDeviceType device, bool host_
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   const char* direction = src_host ? "host to device" : "device to host";
   if (host_maps(device)) {
-    plan.engine = reshape || dst_reshape ? Engine::Host : Engine::Bytes;
-    plan.detail.format("{} ({}): {}", direction, reason,
-                        plan.engine == Engine::Host
-                            ? "the host engine packs/converts through mapped memory"
-                            : "one direct copy of the bytes");
-    return;
+    plan.move = reshape || dst_reshape ? Move::HostWalk : Move::Bytes;
+    return describe(plan, direction, reason,
+                    plan.move == Move::HostWalk ? "the host engine packs/converts through mapped memory"
+                                                : "one direct copy of the bytes");
   }
-  // CUDA: the host engine reshapes on the host side, a kernel on the device side.
+  // CUDA: the host engine reshapes on the host side (in pinned memory), a kernel on the device side.
   const bool host_side_reshape = src_host ? reshape : dst_reshape;
   const bool device_side_reshape = src_host ? dst_reshape : reshape;
-  plan.engine = host_side_reshape ? Engine::Host : device_side_reshape ? Engine::Device : Engine::Bytes;
-  const char* host_step = !host_side_reshape ? nullptr
-                          : src_host        ? "packed/converted on the host into pinned memory"
-                                            : "scattered on the host out of pinned memory";
-  const char* device_step = !device_side_reshape ? nullptr
-                            : src_host           ? "scattered by a device kernel"
-                                                 : "packed/converted by a device kernel";
-  std::string how;
-  for (const char* step : {src_host ? host_step : device_step, src_host ? device_step : host_step})  // as they run
-    if (step) how += std::string(step) + ", ";
+  const Step host_step = host_side_reshape ? Step::Host : Step::None;
+  const Step device_step = device_side_reshape ? Step::Device : Step::None;
+  plan.pack = src_host ? host_step : device_step;
+  plan.scatter = src_host ? device_step : host_step;
   if (host_pinned || host_side_reshape) {
-    how += src_host ? "one DMA from page-locked memory" : "one DMA into page-locked memory";
-  } else {
-    plan.path = ABR_PATH_STAGED;
-    plan.staging = staging_shape(bytes);
-    const std::size_t chunk = plan.staging.chunk;
-    how += fmt::format("staged through the pinned pool: {} {} chunks, {} copy thread{}",
-                       chunk >= (1u << 20) ? chunk >> 20 : (chunk + 1023) >> 10, chunk >= (1u << 20) ? "MiB" : "KiB",
-                       plan.staging.threads, plan.staging.threads == 1 ? "" : "s");
+    plan.move = Move::Bytes;
+    return describe(plan, direction, reason,
+                    src_host ? "one DMA from page-locked memory" : "one DMA into page-locked memory");
   }
-  plan.detail.format("{} ({}): {}", direction, reason, how);
+  plan_staged(plan, bytes, /*staging_at_source=*/!src_host);  // the device side's page-locked blocks
+  describe(plan, direction, reason, staged_words(plan, /*host_side=*/true).c_str());
 }
 
 // Two device views: one device-side copy in a shared context, a peer copy
 // between CUDA devices, otherwise staged through host memory in chunks.
-void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const TransferOptions& options, bool reshape,
-                          const std::string& reason) {
+void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const TransferOptions& options, bool pack,
+                          bool scatter, uint64_t bytes, const std::string& reason) {
   if (plan.src_context == plan.dst_context) {
     plan.path = ABR_PATH_DEVICE_COPY;
-    plan.engine = reshape ? Engine::Device : Engine::Bytes;
+    plan.move = pack || scatter || plan.overlap ? Move::DeviceWalk : Move::Bytes;
     plan.detail.format("device copy ({}){}", reason,
-                        plan.overlap  ? ": packed into a temporary first because the two overlap"
-                        : reshape ? ": packed/converted by a device kernel"
-                                  : ": one buffer copy");
+                        plan.overlap                 ? ": packed into a temporary first because the two overlap"
+                        : plan.move == Move::DeviceWalk ? ": packed/converted by a device kernel"
+                                                     : ": one buffer copy");
     return;
   }
-  plan.engine = reshape ? Engine::Device : Engine::Bytes;
+  plan.pack = pack ? Step::Device : Step::None;
+  plan.scatter = scatter ? Step::Device : Step::None;
   if (src.device_type == kDLCUDA && dst.device_type == kDLCUDA) {
     plan.path = ABR_PATH_PEER;
-    plan.detail.format("peer copy {} -> {} ({}){}: cuMemcpyPeerAsync, direct where peer access is on",
-                        device_string(src), device_string(dst), reason,
-                        reshape ? ", packed/converted by a device kernel" : "");
-    return;
+    plan.move = Move::Peer;
+    return describe(plan, fmt::format("peer copy {} -> {}", device_string(src), device_string(dst)), reason,
+                    "one cuMemcpyPeerAsync");
   }
   if (options.flags & ABR_TRANSFER_NO_HOST_STAGING)
     fail(ABR_ERR_UNSUPPORTED,
@@ -99,10 +126,10 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
          "forbids it",
          device_string(src), device_string(dst),
          src.device_type == dst.device_type ? "OpenCL contexts" : "backends");
-  plan.path = ABR_PATH_STAGED;
-  plan.detail.format("staged {} ({}): chunks bounced through pinned host memory{}",
-                      src.device_type == dst.device_type ? "between contexts" : "between backends", reason,
-                      reshape ? ", packed/converted by device kernels" : "");
+  // CUDA's page-locked blocks where CUDA is a side; else the destination context's mapped ones.
+  plan_staged(plan, bytes, /*staging_at_source=*/src.device_type == kDLCUDA);
+  describe(plan, src.device_type == dst.device_type ? "staged between contexts" : "staged between backends", reason,
+           staged_words(plan, /*host_side=*/false).c_str());
 }
 
 bool ranges_overlap(const Layout& a, const Layout& b) {
@@ -195,12 +222,12 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
   }
   if (options.copy == ABR_COPY_NEVER)
     fail(ABR_ERR_COPY_REQUIRED, "ABR_COPY_NEVER, but a copy is required: {}", reason);
-  plan.pack = !src.compact;
-  const bool reshape = plan.pack || plan.cast;
+  plan.strided_source = !src.compact;
+  const bool reshape = plan.strided_source || plan.cast;
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
-    plan.engine = Engine::Host;
-    plan.detail.format("host copy ({}){}{}", reason, plan.pack ? ", strided source packed" : "",
+    plan.move = Move::HostWalk;
+    plan.detail.format("host copy ({}){}{}", reason, plan.strided_source ? ", strided source packed" : "",
                         plan.cast ? ", converted on the host" : "");
   } else if (src_host || dst_host) {
     // A new destination is compact; one in cuda_host is page-locked.
@@ -208,7 +235,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     plan_host_device(plan, src_host, src_host ? dst.device_type : src.device.device_type, pinned, reshape,
                      false, src.numel * itemsize(plan.dtype), reason);
   } else {
-    plan_between_devices(plan, src.device, dst, options, reshape, reason);
+    plan_between_devices(plan, src.device, dst, options, reshape, false, src.numel * itemsize(plan.dtype), reason);
   }
   return plan;
 }
@@ -230,23 +257,22 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
   if (!dst_host) devices.require(dst.device, "destination");
   require_data_path(src.device, src_host, dst.device, dst_host);
 
-  plan.pack = !src.compact;
-  const bool reshape = plan.pack || !dst.compact || plan.cast;
+  plan.strided_source = !src.compact;
+  const bool src_reshape = plan.strided_source || plan.cast;
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
-    plan.engine = Engine::Host;
+    plan.move = Move::HostWalk;
     plan.overlap = ranges_overlap(src, dst);
     plan.detail.format("host copy into an existing tensor{}{}", plan.cast ? ", converted" : "",
                         plan.overlap ? ", staged through a temporary because the two overlap" : "");
   } else if (src_host || dst_host) {
-    const bool src_reshape = plan.pack || plan.cast;
     plan_host_device(plan, src_host, src_host ? dst.device.device_type : src.device.device_type,
                      src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
                      !dst.compact, src.numel * dst.itemsize, "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
-    plan_between_devices(plan, src.device, dst.device, TransferOptions{}, reshape || plan.overlap,
-                         "into an existing tensor");
+    plan_between_devices(plan, src.device, dst.device, TransferOptions{}, src_reshape, !dst.compact,
+                         src.numel * dst.itemsize, "into an existing tensor");
   }
   return plan;
 }

@@ -31,11 +31,23 @@ struct TransferOptions {
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown version, copy mode or flag.
 TransferOptions resolve_options(const abr_transfer_options* options);
 
-// Where elements are packed or converted on a copying path.
-enum class Engine {
-  Bytes,   // both sides compact, same dtype: one plain copy of the bytes (memcpy, DMA)
-  Host,    // the host copy engine, into or out of device memory mapped to the host
-  Device,  // a device kernel (for a staged path: on either side, as needed)
+// Who reshapes the elements on one side of a move: packs or converts the source
+// into compact bytes of the result's dtype (the source side), or scatters compact
+// bytes into a strided destination (the destination side).
+enum class Step : uint8_t {
+  None,
+  Host,    // the host engine, in pinned memory
+  Device,  // a device kernel, into or out of a temporary in the side's own context
+};
+
+// How the bytes travel.
+enum class Move : uint8_t {
+  View,        // they do not: the result aliases the source (or wraps its host memory)
+  HostWalk,    // the host engine walks both layouts in one pass (host memory, or OpenCL memory mapped to it)
+  DeviceWalk,  // a device kernel walks both layouts in one pass, inside one context
+  Bytes,       // one copy of compact bytes: a DMA, clEnqueue{Read,Write,Copy}Buffer, cuMemcpyDtoDAsync
+  Peer,        // cuMemcpyPeerAsync between two CUDA devices
+  Staged,      // the transfer pipeline: chunks through pinned host blocks (lib/pipeline.hpp)
 };
 
 // The report's one-line explanation, formatted into a fixed buffer the size of
@@ -69,17 +81,25 @@ class PlanDetail {
   std::size_t size_ = 0;
 };
 
+// What a transfer does, step by step, as the executors carry it out: pack on the
+// source side, move, scatter on the destination side.
 struct Plan {
   abr_path path = ABR_PATH_NONE;
-  Engine engine = Engine::Bytes;
+  Step pack = Step::None;
+  Move move = Move::View;
+  Step scatter = Step::None;
   const void* src_context = nullptr;  // backend contexts of the two sides (nullptr: host memory)
   const void* dst_context = nullptr;
   DLDataType dtype{};  // the result's dtype
   bool view = false;   // the result aliases the source
-  bool pack = false;   // the source is strided and gets packed
+  bool strided_source = false;  // the source is packed (the report's PACKED)
   bool cast = false;   // elements are converted
   bool overlap = false;  // abr_copy only: source and destination memory overlap
-  StagingShape staging;  // ABR_PATH_STAGED between host and device: chunk size and host threads
+  // Move::Staged: chunk size and host threads, and whose pinned blocks carry the
+  // chunks: the source side's (CUDA page-locked memory, or the device side of a
+  // download) or the destination's (an OpenCL context's mapped memory).
+  StagingShape staging;
+  bool staging_at_source = false;
   PlanDetail detail;
 };
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <future>
 
 #include "dtype.hpp"
 #include "error.hpp"
@@ -10,7 +9,7 @@
 #include "layout.hpp"
 #include "log.hpp"
 #include "planner.hpp"
-#include "staging.hpp"
+#include "pipeline.hpp"
 
 namespace abr {
 namespace {
@@ -27,7 +26,7 @@ const char* first_element(const Layout& layout) {
 void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) {
   if (!report) return;
   report->path = plan.path;
-  report->flags = (plan.pack ? ABR_REPORT_PACKED : 0u) | (plan.cast ? ABR_REPORT_CAST : 0u);
+  report->flags = (plan.strided_source ? ABR_REPORT_PACKED : 0u) | (plan.cast ? ABR_REPORT_CAST : 0u);
   report->bytes_moved = bytes;
   // Only the text and its end are written: clearing all 160 bytes cost a tenth of a zero-copy transfer.
   const std::string_view detail = plan.detail.view();  // shorter than report->detail
@@ -214,11 +213,10 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
 }
 
 void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
+  if (plan.move == Move::Staged) return run_staged(plan, src, dst, stream);
   if (plan.path != ABR_PATH_HOST_COPY) {
-    DeviceBackend* src_backend = backend_of(src.device.device_type);
-    DeviceBackend* dst_backend = backend_of(dst.device.device_type);
-    if (src_backend && dst_backend && src_backend != dst_backend) return stage_between_backends(src, dst, stream);
-    return (src_backend ? src_backend : dst_backend)->execute(plan, src, dst, stream);
+    DeviceBackend* backend = backend_of(src.device.device_type);
+    return (backend ? backend : backend_of(dst.device.device_type))->execute(plan, src, dst, stream);
   }
   char* target = const_cast<char*>(first_element(dst));
   if (!plan.overlap) return host_copy_layout(src, first_element(src), dst.dtype, target, dst.strides.data());
@@ -229,49 +227,21 @@ void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, St
   host_copy_layout(packed, staging.data(), dst.dtype, target, dst.strides.data());
 }
 
-void Runtime::stage_between_backends(const Layout& src, const Layout& dst, Stream* stream) {
-  if (stream) stream->synchronize();  // staging waits on the host: start after the stream's work
-  if (src.numel == 0) return;
-  StagingProvider* pinned = cuda_->pinned_provider();
-  if (!pinned) fail(ABR_ERR_INTERNAL, "staging between backends without page-locked memory");
-  // One hop: a planned copy between device memory and a pinned block.
-  auto hop = [this](const Layout& from, const Layout& to) {
-    const bool from_block = from.device.device_type == kDLCUDAHost;
-    const MemoryFacts block{nullptr, true};
-    const MemoryFacts from_facts = from_block ? block : facts_of(from, to.device, "source");
-    const MemoryFacts to_facts = from_block ? facts_of(to, from.device, "destination") : block;
-    execute(plan_copy(devices_, from, from_facts, to, to_facts), from, to, nullptr);
-  };
-  if (!src.compact || !dst.compact || !same_dtype(src.dtype, dst.dtype)) {
-    // Packed and converted by the source's backend into one block, scattered by the destination's.
-    PinnedBlock block = pool_->acquire(*pinned, static_cast<std::size_t>(src.numel * dst.itemsize));
-    const Layout host = compact_layout({kDLCUDAHost, 0}, dst.dtype, src.shape, block.data());
-    hop(src, host);
-    hop(host, dst);
-    return;
-  }
-  // Plain bytes: chunks through two pinned blocks, the copy into the destination
-  // of chunk i (on a helper thread) overlapping the copy out of the source of chunk i+1.
-  const uint64_t bytes = src.nbytes;
-  const uint64_t chunk = std::min<uint64_t>(bytes, kStagingChunk);
-  auto byte_range = [](const Layout& whole, void* data, uint64_t offset, uint64_t n) {
-    Layout part = compact_layout(whole.device, DLDataType{kDLUInt, 8, 1}, {static_cast<int64_t>(n)}, data);
-    part.byte_offset = whole.byte_offset + offset;
-    return part;
-  };
-  PinnedBlock blocks[2];
-  std::future<void> landing[2];  // after the blocks: destroyed (and so waited for) first
-  for (uint64_t offset = 0, k = 0; offset < bytes; offset += chunk, ++k) {
-    const int b = static_cast<int>(k % 2);
-    if (landing[b].valid()) landing[b].get();  // the block's previous chunk has landed (or rethrows)
-    if (!blocks[b]) blocks[b] = pool_->acquire(*pinned, static_cast<std::size_t>(chunk));
-    const uint64_t n = std::min<uint64_t>(chunk, bytes - offset);
-    const Layout block = byte_range(Layout{{kDLCUDAHost, 0}}, blocks[b].data(), 0, n);
-    hop(byte_range(src, src.data, offset, n), block);
-    landing[b] = std::async(std::launch::async, hop, block, byte_range(dst, dst.data, offset, n));
-  }
-  for (std::future<void>& chunk_done : landing)
-    if (chunk_done.valid()) chunk_done.get();
+std::unique_ptr<ChunkSide> Runtime::staging_side(const Plan& plan, const Layout& tensor, bool source,
+                                                 Stream* stream) {
+  if (DeviceBackend* backend = backend_of(tensor.device.device_type))
+    return backend->staging_side(plan, tensor, source, stream);
+  return std::make_unique<HostMemorySide>(first_element(tensor), plan.staging.threads);  // compact: the planner saw to it
+}
+
+void Runtime::run_staged(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
+  std::unique_ptr<ChunkSide> from = staging_side(plan, src, /*source=*/true, stream);
+  std::unique_ptr<ChunkSide> to = staging_side(plan, dst, /*source=*/false, stream);
+  StagingProvider* blocks = (plan.staging_at_source ? from : to)->staging();
+  if (!blocks) fail(ABR_ERR_INTERNAL, "a staged transfer planned through the pinned blocks of host memory");
+  run_pipeline(*from, *to, src.numel * dst.itemsize, plan.staging, *pool_, *blocks);
+  from->finish();
+  to->finish();
 }
 
 void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, Stream* stream) {

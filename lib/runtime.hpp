@@ -66,8 +66,10 @@ class Runtime {
   // host memory whether it is page-locked when `other` is a CUDA device.
   MemoryFacts facts_of(const Layout& tensor, DLDevice other, const char* what);
   DeviceTraits traits_of(DLDevice device);
-  // A staged transfer between two backends: whole, through one pinned block.
-  void stage_between_backends(const Layout& src, const Layout& dst, Stream* stream);
+  // Move::Staged, whatever the two sides: the pipeline between a side for each.
+  void run_staged(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
+  // Host memory's side, or the side the tensor's backend opens.
+  std::unique_ptr<ChunkSide> staging_side(const Plan& plan, const Layout& tensor, bool source, Stream* stream);
   void check_stream(const Stream* stream, DLDevice a, DLDevice b) const;
 
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them

@@ -7,9 +7,6 @@
 
 namespace abr {
 
-// Bytes moved per chunk when staging through host memory (two chunks in flight).
-constexpr std::size_t kStagingChunk = std::size_t{8} << 20;
-
 class StagingBlock {
  public:
   virtual ~StagingBlock() = default;

@@ -132,7 +132,12 @@ DeviceMemory Backend::wrap_host(DLDevice device, void* base, uint64_t bytes, boo
 }
 
 void Backend::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
-  execute_plan(plan, src, dst, stream, *pool_);
+  execute_plan(plan, src, dst, stream);
+}
+
+std::unique_ptr<ChunkSide> Backend::staging_side(const Plan& plan, const Layout& tensor, bool source,
+                                                 Stream* stream) {
+  return open_staging_side(plan, tensor, source, stream);
 }
 
 std::unique_ptr<Stream> Backend::create_stream(DLDevice device) {

@@ -2,34 +2,9 @@
 
 #include "../lib/fault.hpp"
 #include "../lib/log.hpp"
+#include "event.hpp"
 
 namespace abr::opencl {
-namespace {
-
-// A marker on a queue, holding its context so it may outlive the stream.
-class MarkerEvent final : public Event {
- public:
-  MarkerEvent(std::shared_ptr<Context> context, EventRef marker)
-      : context_(std::move(context)), marker_(std::move(marker)) {}
-  bool complete() noexcept override {
-    cl_int state = CL_QUEUED;
-    if (context_->api().GetEventInfo(marker_.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state,
-                                     nullptr) != CL_SUCCESS)
-      return true;  // an event the driver no longer knows has nothing in flight
-    return state <= CL_COMPLETE;
-  }
-  void wait() override {
-    cl_event event = marker_.get();
-    check(context_->api().WaitForEvents(1, &event), "clWaitForEvents");
-  }
-
- private:
-  std::shared_ptr<Context> context_;
-  EventRef marker_;
-};
-
-}  // namespace
-
 QueueStream::QueueStream(std::shared_ptr<Context> context, Ref<cl_command_queue> queue)
     : context_(std::move(context)), queue_(std::move(queue)) {}
 
@@ -96,7 +71,7 @@ std::unique_ptr<Event> QueueStream::record() {
   check(cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
   EventRef owned(marker, cl.ReleaseEvent);
   cl.Flush(queue_.get());
-  return std::make_unique<MarkerEvent>(context_, std::move(owned));
+  return std::make_unique<CommandEvent>(context_, std::move(owned));
 }
 
 std::size_t QueueStream::pending() const {

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "../lib/error.hpp"
+#include "../lib/dtype.hpp"
 #include "../lib/host_copy.hpp"
+#include "event.hpp"
 #include "kernels.hpp"
 #include "memory.hpp"
 #include "queue_stream.hpp"
@@ -66,7 +68,7 @@ void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stre
   Context& context = context_of(plan.dst_context);
   const Api& cl = context.api();
   Submission submission(context, stream);
-  if (src.numel > 0 && plan.engine == Engine::Bytes) {
+  if (src.numel > 0 && plan.move == Move::Bytes) {
     check(cl.EnqueueWriteBuffer(submission.queue(), mem_of(dst), submission.blocking(), dst.byte_offset, src.nbytes,
                                 host_first(src), 0, nullptr, nullptr),
           "clEnqueueWriteBuffer");
@@ -84,7 +86,7 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
   Context& context = context_of(plan.src_context);
   const Api& cl = context.api();
   Submission submission(context, stream);
-  if (src.numel > 0 && plan.engine == Engine::Bytes) {
+  if (src.numel > 0 && plan.move == Move::Bytes) {
     check(cl.EnqueueReadBuffer(submission.queue(), mem_of(src), submission.blocking(), src.byte_offset, src.nbytes,
                                host_first(dst), 0, nullptr, nullptr),
           "clEnqueueReadBuffer");
@@ -103,7 +105,7 @@ void device_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream*
   const Api& cl = context.api();
   Submission submission(context, stream);
   cl_command_queue queue = submission.queue();
-  if (src.numel > 0 && plan.engine == Engine::Bytes) {
+  if (src.numel > 0 && plan.move == Move::Bytes) {
     check(cl.EnqueueCopyBuffer(queue, mem_of(src), mem_of(dst), src.byte_offset, dst.byte_offset, src.nbytes, 0,
                                nullptr, nullptr),
           "clEnqueueCopyBuffer");
@@ -118,89 +120,88 @@ void device_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream*
   submission.complete();
 }
 
-void wait_for_event(const Api& cl, cl_event event) { check(cl.WaitForEvents(1, &event), "clWaitForEvents"); }
+// One side of the transfer pipeline in an OpenCL context (the caller's or the
+// runtime's): reads and writes of compact bytes between pinned blocks and a
+// buffer, each with its event, on the submission's queue. A source the plan
+// packs or converts is first walked by a kernel into a temporary; a destination
+// the plan scatters lands in a temporary that finish() walks into place. Its
+// pinned blocks are the context's own mapped memory.
+class StagingSide final : public ChunkSide {
+ public:
+  StagingSide(const Plan& plan, const Layout& tensor, bool source, Stream* stream)
+      : context_(context_of(source ? plan.src_context : plan.dst_context).shared_from_this()),
+        submission_(*context_, stream),
+        staging_(context_),
+        tensor_(tensor),
+        mem_(mem_of(tensor)),
+        offset_(tensor.byte_offset) {
+    const bool reshaped = source ? plan.pack == Step::Device : plan.scatter == Step::Device;
+    if (!reshaped || tensor.numel == 0) return;
+    const DLDataType bytes_dtype = source ? plan.dtype : tensor.dtype;
+    temp_ = context_->create_buffer(CL_MEM_READ_WRITE, static_cast<std::size_t>(tensor.numel * itemsize(bytes_dtype)));
+    temp_layout_ = compact_layout(tensor.device, bytes_dtype, tensor.shape, temp_.get());
+    if (source)
+      enqueue_strided_copy(*context_, submission_.queue(), mem_, temp_.get(), walk(tensor, temp_layout_), tensor.dtype,
+                           bytes_dtype);
+    mem_ = temp_.get();
+    offset_ = 0;
+    scatter_ = !source;
+  }
 
-// Moves `bytes` from one context's buffer to another's through two mapped
-// staging blocks from the pool: the read of chunk i+1 overlaps the write of chunk i.
-void bounce(Context& from, cl_mem src, uint64_t src_offset, Context& to, cl_mem dst, uint64_t dst_offset,
-            uint64_t bytes, PinnedPool& pool) {
-  const Api& cl = from.api();
-  MappedStagingProvider staging(to.shared_from_this());
-  const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, kStagingChunk));
-  PinnedBlock blocks[2];
-  EventRef written[2];
-  try {
-    uint64_t offset = 0;
-    for (int i = 0; offset < bytes; ++i) {
-      const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(chunk, bytes - offset));
-      const int b = i % 2;
-      if (!blocks[b]) blocks[b] = pool.acquire(staging, chunk);
-      if (written[b]) wait_for_event(cl, written[b].get());  // the block is free again
-      check(cl.EnqueueReadBuffer(from.queue(), src, CL_TRUE, src_offset + offset, n, blocks[b].data(), 0, nullptr,
-                                 nullptr),
-            "clEnqueueReadBuffer");
-      cl_event event = nullptr;
-      check(cl.EnqueueWriteBuffer(to.queue(), dst, CL_FALSE, dst_offset + offset, n, blocks[b].data(), 0, nullptr,
-                                  &event),
-            "clEnqueueWriteBuffer");
-      written[b] = EventRef(event, cl.ReleaseEvent);
-      cl.Flush(to.queue());
-      offset += n;
-    }
-    drain(cl, to.queue());
-  } catch (...) {  // nothing may still use the blocks when they are freed
-    cl.Finish(from.queue());
-    cl.Finish(to.queue());
-    throw;
+  bool asynchronous() const override { return true; }
+  std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override {
+    cl_event event = nullptr;
+    check(cl().EnqueueReadBuffer(submission_.queue(), mem_, CL_FALSE, offset_ + offset, n, block, 0, nullptr, &event),
+          "clEnqueueReadBuffer");
+    return submitted(event);
   }
-}
+  std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override {
+    cl_event event = nullptr;
+    check(cl().EnqueueWriteBuffer(submission_.queue(), mem_, CL_FALSE, offset_ + offset, n, block, 0, nullptr, &event),
+          "clEnqueueWriteBuffer");
+    return submitted(event);
+  }
+  void finish() override {
+    if (scatter_)
+      enqueue_strided_copy(*context_, submission_.queue(), temp_.get(), mem_of(tensor_), walk(temp_layout_, tensor_),
+                           tensor_.dtype, tensor_.dtype);
+    submission_.complete();
+  }
+  void settle() noexcept override { cl().Finish(submission_.queue()); }
+  StagingProvider* staging() override { return &staging_; }
 
-void staged_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, PinnedPool& pool) {
-  Context& from = context_of(plan.src_context);
-  Context& to = context_of(plan.dst_context);
-  if (stream) stream->synchronize();  // staging waits on the host anyway: start after the stream's work
-  if (src.numel == 0) return;
-  const uint64_t bytes = src.numel * dst.itemsize;
+ private:
+  const Api& cl() const { return context_->api(); }
+  std::unique_ptr<Event> submitted(cl_event event) {
+    EventRef owned(event, cl().ReleaseEvent);
+    cl().Flush(submission_.queue());  // start it now: the host waits on it next
+    return std::make_unique<CommandEvent>(context_, std::move(owned));
+  }
 
-  // On the source side: compact bytes in the target dtype.
-  MemRef packed;
-  cl_mem source = mem_of(src);
-  uint64_t source_offset = src.byte_offset;
-  if (!src.compact || plan.cast) {
-    packed = from.create_buffer(CL_MEM_READ_WRITE, bytes);
-    const Layout target = compact_layout(src.device, dst.dtype, src.shape, packed.get());
-    enqueue_strided_copy(from, from.queue(), source, packed.get(), walk(src, target), src.dtype, dst.dtype);
-    source = packed.get();
-    source_offset = 0;
-  }
-  // On the destination side: straight into dst when it is compact, else into a
-  // compact landing buffer that a kernel scatters.
-  MemRef landing;
-  cl_mem target = mem_of(dst);
-  uint64_t target_offset = dst.byte_offset;
-  if (!dst.compact) {
-    landing = to.create_buffer(CL_MEM_READ_WRITE, bytes);
-    target = landing.get();
-    target_offset = 0;
-  }
-  bounce(from, source, source_offset, to, target, target_offset, bytes, pool);
-  if (landing) {
-    const Layout landed = compact_layout(dst.device, dst.dtype, dst.shape, landing.get());
-    enqueue_strided_copy(to, to.queue(), landing.get(), mem_of(dst), walk(landed, dst), dst.dtype, dst.dtype);
-    drain(to.api(), to.queue());
-  }
-}
+  std::shared_ptr<Context> context_;
+  Submission submission_;
+  MappedStagingProvider staging_;
+  Layout tensor_;
+  cl_mem mem_;
+  uint64_t offset_;
+  MemRef temp_;  // the packed source or the landing destination; freed after the queue's work (clReleaseMemObject defers)
+  Layout temp_layout_;
+  bool scatter_ = false;
+};
 
 }  // namespace
 
-void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream, PinnedPool& pool) {
+void execute_plan(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
   switch (plan.path) {
     case ABR_PATH_HOST_TO_DEVICE: return host_to_device(plan, src, dst, stream);
     case ABR_PATH_DEVICE_TO_HOST: return device_to_host(plan, src, dst, stream);
     case ABR_PATH_DEVICE_COPY: return device_copy(plan, src, dst, stream);
-    case ABR_PATH_STAGED: return staged_copy(plan, src, dst, stream, pool);
     default: fail(ABR_ERR_INTERNAL, "the OpenCL backend cannot run path {}", path_name(plan.path));
   }
+}
+
+std::unique_ptr<ChunkSide> open_staging_side(const Plan& plan, const Layout& tensor, bool source, Stream* stream) {
+  return std::make_unique<StagingSide>(plan, tensor, source, stream);
 }
 
 }  // namespace abr::opencl
