@@ -20,10 +20,11 @@ unsigned long env_number(const char* name) {
   return *end ? 0 : value;
 }
 
+unsigned core_threads() { return std::min(std::max(1u, std::thread::hardware_concurrency()), 16u); }
+
 unsigned default_threads() {
   if (const unsigned long n = env_number("ARRAYBRIDGE_STAGING_THREADS")) return static_cast<unsigned>(std::min(n, 256ul));
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::min(cores, 16u);
+  return core_threads();
 }
 
 }  // namespace
@@ -118,7 +119,8 @@ HostThreads& host_threads() {
   static pid_t owner = 0;
   std::lock_guard<std::mutex> lock(mutex);
   if (!pool || owner != getpid()) {
-    pool = new HostThreads(default_threads());
+    // Never fewer than the cores: the variable may change later (a thread sweep), the pool does not.
+    pool = new HostThreads(std::max(default_threads(), core_threads()));
     owner = getpid();
   }
   return *pool;

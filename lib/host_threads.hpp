@@ -45,8 +45,9 @@ class HostThreads {
   std::vector<std::thread> workers_;
 };
 
-// The process's pool: ARRAYBRIDGE_STAGING_THREADS threads, or one per core up to
-// 16. A child of fork() gets a pool of its own (the parent's threads are not in it).
+// The process's pool: one thread per core up to 16, or ARRAYBRIDGE_STAGING_THREADS
+// when that is more (read at first use; each transfer uses the number it says at
+// planning). A child of fork() gets a pool of its own (the parent's threads are not in it).
 HostThreads& host_threads();
 
 // How a staged transfer of `bytes` is cut: chunk size and host threads per chunk.

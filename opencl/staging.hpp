@@ -1,6 +1,6 @@
 // Host staging memory from OpenCL: CL_MEM_ALLOC_HOST_PTR buffers kept mapped, the
 // memory a driver moves to and from its device fastest. The pinned pool's
-// OpenCL provider, and the bounce buffers of transfers between contexts.
+// OpenCL provider, whose blocks carry the chunks of staged transfers into a context.
 #pragma once
 
 #include <memory>

@@ -193,7 +193,8 @@ typedef enum abr_path {
   ABR_PATH_DEVICE_COPY = 3,    /* one copy inside a device or context */
   ABR_PATH_HOST_TO_DEVICE = 4,
   ABR_PATH_DEVICE_TO_HOST = 5,
-  ABR_PATH_STAGED = 6,         /* pipelined through host staging memory */
+  ABR_PATH_STAGED = 6,         /* in chunks through pinned host blocks (pageable host <-> CUDA,
+                                  OpenCL contexts, CUDA <-> OpenCL) */
   ABR_PATH_PEER = 7,           /* device to device across devices */
   ABR_PATH_HOST_WRAP = 8,      /* host memory wrapped for a device that shares it */
   ABR_PATH_MAX_ENUM = 0x7FFFFFFF

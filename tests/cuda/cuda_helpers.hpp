@@ -182,7 +182,7 @@ inline DLManagedTensorVersioned* move_to(abr_runtime* rt, DLManagedTensorVersion
   options.dtype = dtype;
   DLManagedTensorVersioned* out = nullptr;
   const abr_status status = abr_to_device(rt, src, dst, &options, stream, &out);
-  INFO(abr_last_error());
+  INFO(std::string(abr_last_error()));
   REQUIRE(status == ABR_OK);
   return out;
 }

@@ -123,7 +123,11 @@ TEST_CASE_FIXTURE(NoDriverFindings, "every planner path's report detail fits who
     to_device_detail(rt, transposed, cpu, kC128, ABR_TRANSFER_REQUIRE_CONTIGUOUS, ABR_PATH_HOST_COPY,
                      "strided cast host copy");
     Managed contiguous(floats.data(), kF32, {n * n});
-    to_device_detail(rt, contiguous, cuda0, {}, 0, ABR_PATH_STAGED, "pageable upload to CUDA, staged");
+    to_device_detail(rt, contiguous, cuda0, {}, 0, ABR_PATH_HOST_TO_DEVICE, "small pageable upload to CUDA");
+    StagingChunkMib chunks("1");
+    std::vector<float> big(std::size_t{3} << 18);  // 3 MiB: three chunks
+    Managed large(big.data(), kF32, {static_cast<int64_t>(big.size())});
+    to_device_detail(rt, large, cuda0, {}, 0, ABR_PATH_STAGED, "pageable upload to CUDA, staged");
     to_device_detail(rt, contiguous, cpu, {}, 0, ABR_PATH_ZERO_COPY, "host view");
     Managed misaligned(reinterpret_cast<char*>(host.data()) + 4, kF32, {n, n}, {1, n});
     to_device_detail(rt, misaligned, kOpenCl, {}, 0, ABR_PATH_HOST_TO_DEVICE, "misaligned strided upload to OpenCL");
@@ -134,11 +138,21 @@ TEST_CASE_FIXTURE(NoDriverFindings, "every planner path's report detail fits who
   {
     Managed columns(on0->data, kC128, {n, n}, {1, n}, 0, cuda0);
     columns.managed.deleter = nullptr;
-    to_device_detail(rt, columns, cpu, kF32, 0, ABR_PATH_STAGED, "strided cast download from CUDA, staged");
+    to_device_detail(rt, columns, cpu, kF32, 0, ABR_PATH_DEVICE_TO_HOST, "strided cast download from CUDA");
     to_device_detail(rt, columns, cuda_host, kF32, 0, ABR_PATH_DEVICE_TO_HOST, "strided cast download to cuda_host");
     to_device_detail(rt, columns, cuda1, kF32, 0, ABR_PATH_PEER, "strided cast peer copy");
     to_device_detail(rt, columns, kOpenCl, kF32, 0, ABR_PATH_STAGED, "strided cast CUDA -> OpenCL");
     to_device_detail(rt, columns, cuda0, kF32, 0, ABR_PATH_DEVICE_COPY, "strided cast device copy");
+  }
+
+  {  // Large enough for chunks of 1 MiB: the staged download's words.
+    StagingChunkMib chunks("1");
+    const int64_t m = 1024;  // 16 MiB of complex128, 4 MiB as float32
+    std::vector<double> square(static_cast<std::size_t>(2 * m * m), 1.0);
+    Owned big(device_square(rt, square, m, cuda0));
+    Managed columns(big->data, kC128, {m, m}, {1, m}, 0, cuda0);
+    columns.managed.deleter = nullptr;
+    to_device_detail(rt, columns, cpu, kF32, 0, ABR_PATH_STAGED, "strided cast download from CUDA, staged");
   }
 
   // abr_copy into existing tensors, both sides strided: every step named at once.

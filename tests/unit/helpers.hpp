@@ -2,6 +2,7 @@
 // and a runtime fixture.
 #pragma once
 
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -111,5 +112,14 @@ struct Runtime {
 inline bool error_mentions(const char* text) { return std::strstr(abr_last_error(), text) != nullptr; }
 
 constexpr DLDevice cpu{kDLCPU, 0};
+
+// ARRAYBRIDGE_STAGING_CHUNK_MIB while it lives: a few MiB of data make several
+// chunks of a staged transfer (read each time a transfer is planned).
+struct StagingChunkMib {
+  explicit StagingChunkMib(const char* mib) { setenv("ARRAYBRIDGE_STAGING_CHUNK_MIB", mib, 1); }
+  ~StagingChunkMib() { unsetenv("ARRAYBRIDGE_STAGING_CHUNK_MIB"); }
+  StagingChunkMib(const StagingChunkMib&) = delete;
+  StagingChunkMib& operator=(const StagingChunkMib&) = delete;
+};
 
 }  // namespace test

@@ -18,6 +18,11 @@ TEST_CASE("every injected failure of a transfer is clean: status, ownership, no 
   std::vector<float> data(64 * 48);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.25f;
   cl_mem theirs = env.buffer(data.size() * 4, data.data());
+  // Between contexts in several chunks: a failure at every stage of the pipeline with earlier chunks in flight.
+  StagingChunkMib chunks("1");
+  std::vector<float> big((std::size_t{5} << 20) / 8);  // 2.5 MiB: three chunks
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 4093);
+  cl_mem theirs_big = env.buffer(big.size() * 4, big.data());
 
   const std::vector<Scenario> scenarios = {
       {"host strided -> opencl, cast to f64",
@@ -34,6 +39,11 @@ TEST_CASE("every injected failure of a transfer is clean: status, ownership, no 
        [&](abr_runtime* r, int& deleted) {
          Managed src(theirs, f32, {64, 48}, {}, 0, ocl0);
          return transfer(r, src, ocl0, ABR_COPY_ALWAYS, {}, nullptr, deleted);
+       }},
+      {"opencl (caller's context) -> opencl, three chunks, cast to f64 by a kernel first",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(theirs_big, f32, {static_cast<int64_t>(big.size())}, {}, 0, ocl0);
+         return transfer(r, src, ocl0, ABR_COPY_ALWAYS, f64, nullptr, deleted);
        }},
       {"opencl (caller's context) -> host, strided",
        [&](abr_runtime* r, int& deleted) {
@@ -56,6 +66,7 @@ TEST_CASE("every injected failure of a transfer is clean: status, ownership, no 
 
   walk_faults(rt, scenarios);
   clReleaseMemObject(theirs);
+  clReleaseMemObject(theirs_big);
 }
 
 TEST_CASE("a stream that cannot record its marker waits instead, and releases the source") {

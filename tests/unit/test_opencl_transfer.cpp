@@ -125,6 +125,39 @@ TEST_CASE("every dtype makes the round trip host -> OpenCL -> host, each deleter
   }
 }
 
+TEST_CASE("pageable host memory to and from each OpenCL device: in place where it shares host memory, else staged") {
+  // A device that works in host memory (PoCL, integrated GPUs) is given one direct
+  // copy; one that does not (a discrete GPU) gets the transfer pipeline from two
+  // chunks up, through its own context's mapped blocks. Every device, values checked.
+  Runtime rt;
+  StagingChunkMib chunks("1");
+  const std::size_t n = (std::size_t{3} << 20) / 4 + 5;  // three 1 MiB chunks and a bit
+  std::vector<int32_t> data(n);
+  for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<int32_t>(i * 2654435761u);
+  for (const OclDevice& d : opencl_devices(rt)) {
+    INFO(std::string(d.name + " on " + d.platform));
+    const abr_path up = d.shares_host_memory ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_STAGED;
+    const abr_path down = d.shares_host_memory ? ABR_PATH_DEVICE_TO_HOST : ABR_PATH_STAGED;
+    Managed source(data.data(), dt(kDLInt, 32), {static_cast<int64_t>(n)});
+    Owned on_device(move_to(rt, &source.managed, d.device, ABR_COPY_ALWAYS, up));
+    CHECK(source.deleted == 1);
+    Owned home(move_to(rt, on_device.t, cpu, ABR_COPY_ALWAYS, down));
+    on_device.t = nullptr;  // consumed
+    CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
+    // Into an existing host array too (abr_copy), and back into the device tensor.
+    std::vector<int32_t> landing(n, -1);
+    int64_t shape[1] = {static_cast<int64_t>(n)};
+    Managed again(data.data(), dt(kDLInt, 32), {static_cast<int64_t>(n)});
+    Owned target(move_to(rt, &again.managed, d.device, ABR_COPY_ALWAYS, up));
+    DLTensor out{landing.data(), cpu, 1, dt(kDLInt, 32), shape, nullptr, 0};
+    REQUIRE_MESSAGE(abr_copy(rt, &*target, &out, nullptr) == ABR_OK, abr_last_error());
+    CHECK(landing == data);
+  }
+  abr_pool_stats stats{};
+  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  CHECK(stats.bytes_in_use == 0);
+}
+
 TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views on every OpenCL path") {
   Runtime rt;
   ClEnv env;

@@ -40,6 +40,7 @@ struct CaseInfo {
   Where where;
   bool per_size;       // measured at every size (else once)
   const char* target;  // PERFORMANCE.md's target, "" if none
+  bool sweep = false;  // measured at the largest size once per host thread count (sweep_threads)
 };
 
 // One baseline of the catalog: the table's short label and what it measures.
@@ -138,6 +139,11 @@ void run_python_staging_cases(const Options& options, const Report& report);
 
 // NumPy's time for np.ascontiguousarray over the given view, or 0 with a note.
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols);
+
+// The host thread counts a sweep case runs at: 1, 2, 4, ... and the cores (up to 16).
+std::vector<unsigned> sweep_threads();
+// The largest of the sizes: where sweeps run.
+uint64_t largest_size(const Options& options);
 
 inline bool selected(const Options& options, const std::string& name) {
   return options.case_filter.empty() || name.find(options.case_filter) != std::string::npos;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <thread>
 
 #include "bench.hpp"
 
@@ -32,6 +34,11 @@ const CaseInfo kCases[] = {
     {"H2D pageable", Where::Cuda, true, "cuPage >= 3x and cuPinned >= 0.6x (64 MiB+, 16+ cores)"},
     {"D2H pageable", Where::Cuda, true, "cuPage >= 2.5x (64 MiB+, 16+ cores)"},
     {"D2D", Where::Cuda, true, "cuD2D >= 0.9x"},
+    {"staging copy sweep", Where::Cpu, false, "scales with the cores", true},
+    {"H2D pageable sweep", Where::Cuda, false, "scales with the threads up to the link", true},
+    {"D2H pageable sweep", Where::Cuda, false, "scales with the threads up to the link", true},
+    {"CUDA -> OpenCL", Where::Cuda, true, "cuPinned >= 0.5x (one GPU, NVIDIA's OpenCL)"},
+    {"OpenCL -> CUDA", Where::Cuda, true, "cuPinned >= 0.5x (one GPU, NVIDIA's OpenCL)"},
     {"python round trip", Where::Cpu, false, ""},
     {"py H2D existing", Where::Cuda, true, ""},
     {"py D2H existing", Where::Cuda, true, "torch >= 2x (64 MiB+, 16+ cores)"},
@@ -49,7 +56,7 @@ const BaselineInfo kBaselines[] = {
     {"clCreate", "clCreateBuffer + clEnqueueWriteBuffer + release"},
     {"clUseHost", "clCreateBuffer(CL_MEM_USE_HOST_PTR) + release"},
     {"clCopy", "clEnqueueCopyBuffer of the same bytes, contiguous"},
-    {"naive", "clEnqueueReadBuffer to host, then clEnqueueWriteBuffer"},
+    {"naive", "a blocking read to pageable host memory, then a blocking write"},
     {"clPin", "a raw CL_MEM_ALLOC_HOST_PTR buffer, mapped, then released"},
     {"cuPinned", "cuMemcpyHtoD from page-locked memory (the link's ceiling)"},
     {"cuPage", "cuMemcpyHtoD / cuMemcpyDtoH with the same pageable memory"},
@@ -78,6 +85,20 @@ std::vector<const CaseInfo*> all_cases() {
   std::vector<const CaseInfo*> out;
   for (const CaseInfo& c : kCases) out.push_back(&c);
   return out;
+}
+
+std::vector<unsigned> sweep_threads() {
+  const unsigned cores = std::min(std::max(1u, std::thread::hardware_concurrency()), 16u);
+  std::vector<unsigned> counts;
+  for (unsigned t = 1; t < cores; t *= 2) counts.push_back(t);
+  counts.push_back(cores);
+  return counts;
+}
+
+uint64_t largest_size(const Options& options) {
+  uint64_t largest = 0;
+  for (uint64_t s : options.sizes) largest = std::max(largest, s);
+  return largest;
 }
 
 Baseline baseline(const char* label, double seconds, std::string note) {

@@ -5,8 +5,16 @@
 //    (target >= 1.5x a plain cuMemcpy from pageable memory, and >= 0.8x the
 //    pinned copy at >= 64 MiB);
 //  - device -> device (target >= 0.9x cuMemcpyDtoD).
+//  - the staged copies at each host thread count (1, 2, 4, ... the cores) at the
+//    largest size;
+//  - CUDA <-> OpenCL on the first OpenCL device that does not use host memory (a
+//    GPU's), beside pinned DMA and the naive round trip through pageable memory.
 // Without a CUDA device nothing runs and the table says why.
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "../../cuda/driver.hpp"
@@ -40,6 +48,60 @@ struct RawContext {
   }
   // A synchronous copy on the legacy default stream, as cudaMemcpy does.
   void wait() { check_cu(cu, cu.cuStreamSynchronize(nullptr), "cuStreamSynchronize"); }
+};
+
+// The first OpenCL device that does not share host memory (a GPU's), if any.
+bool discrete_opencl(abr_runtime* rt, DLDevice* found) {
+  int32_t count = 0;
+  check(abr_device_count(rt, &count), "abr_device_count");
+  for (int32_t i = 0; i < count; ++i) {
+    struct abr_device_info info;
+    check(abr_device_info(rt, i, &info), "abr_device_info");
+    if (info.device.device_type == kDLOpenCL && !(info.flags & ABR_DEVICE_SHARES_HOST_MEMORY)) {
+      *found = info.device;
+      return true;
+    }
+  }
+  return false;
+}
+
+// A queue in the context of an OpenCL buffer the runtime made, for the naive baseline.
+struct ClQueue {
+  cl_command_queue queue = nullptr;
+  explicit ClQueue(cl_mem mem) {
+    cl_context context = nullptr;
+    cl_device_id device = nullptr;
+    cl_int status = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, nullptr);
+    if (status == CL_SUCCESS)
+      status = clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device, &device, nullptr);
+    if (status == CL_SUCCESS) queue = clCreateCommandQueueWithProperties(context, device, nullptr, &status);
+    if (status != CL_SUCCESS) {
+      progress_clear();
+      std::fprintf(stderr, "arraybridge-bench: an OpenCL queue for the naive baseline failed: %d\n", status);
+      std::exit(1);
+    }
+  }
+  ~ClQueue() { clReleaseCommandQueue(queue); }
+  void check_cl(cl_int status, const char* what) const {
+    if (status == CL_SUCCESS) return;
+    progress_clear();
+    std::fprintf(stderr, "arraybridge-bench: %s failed: %d\n", what, status);
+    std::exit(1);
+  }
+};
+
+// ARRAYBRIDGE_STAGING_THREADS for one measurement, the caller's value back after.
+struct StagingThreads {
+  std::string saved;
+  bool had = false;
+  explicit StagingThreads(unsigned threads) {
+    if (const char* value = std::getenv("ARRAYBRIDGE_STAGING_THREADS")) saved = value, had = true;
+    setenv("ARRAYBRIDGE_STAGING_THREADS", std::to_string(threads).c_str(), 1);
+  }
+  ~StagingThreads() {
+    if (had) setenv("ARRAYBRIDGE_STAGING_THREADS", saved.c_str(), 1);
+    else unsetenv("ARRAYBRIDGE_STAGING_THREADS");
+  }
 };
 
 DLManagedTensorVersioned* make_copy(abr_runtime* rt, DLTensor& source, DLDevice where) {
@@ -112,6 +174,68 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
                                                 raw.wait();
                                               }).median_s));
       report(r);
+    }
+    for (const bool up : {true, false}) {
+      const char* which = up ? "H2D pageable sweep" : "D2H pageable sweep";
+      if (size != largest_size(options) || !selected(options, which)) continue;
+      const Baseline pageable_raw = baseline("cuPage", time_it(options, [&] {
+                                               check_cu(cu,
+                                                        up ? cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr)
+                                                           : cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr),
+                                                        "cuMemcpy");
+                                               raw.wait();
+                                             }).median_s);
+      for (unsigned threads : sweep_threads()) {
+        StagingThreads staging(threads);
+        Result r{which, name, bytes};
+        r.shape = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+        r.seconds = time_it(options, [&] {
+                      check(up ? abr_copy(rt, &host, &device_tensor, nullptr)
+                               : abr_copy(rt, &device_tensor, &host_out, nullptr),
+                            "abr_copy");
+                    }).median_s;
+        r.baselines.push_back(pageable_raw);
+        r.baselines.push_back(pinned_raw);
+        report(r);
+      }
+    }
+    DLDevice opencl{};
+    const bool across = selected(options, "CUDA -> OpenCL") || selected(options, "OpenCL -> CUDA");
+    if (across && !discrete_opencl(rt, &opencl)) {
+      note("no CUDA <-> OpenCL cases: no OpenCL device here that does not use host memory");
+    } else if (across) {
+      DLManagedTensorVersioned* on_cl = make_copy(rt, host, opencl);
+      const DLTensor cl_tensor = on_cl->dl_tensor;
+      const auto mem = static_cast<cl_mem>(cl_tensor.data);
+      const ClQueue cl(mem);
+      for (const bool to_cl : {true, false}) {
+        const char* which = to_cl ? "CUDA -> OpenCL" : "OpenCL -> CUDA";
+        if (!selected(options, which)) continue;
+        Result r{which, name, bytes};
+        r.seconds = time_it(options, [&] {
+                      check(to_cl ? abr_copy(rt, &device_tensor, &cl_tensor, nullptr)
+                                  : abr_copy(rt, &cl_tensor, &device_tensor, nullptr),
+                            "abr_copy");
+                    }).median_s;
+        r.baselines.push_back(baseline("naive", time_it(options, [&] {
+                                                 if (to_cl) {
+                                                   check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
+                                                   raw.wait();
+                                                   cl.check_cl(clEnqueueWriteBuffer(cl.queue, mem, CL_TRUE, 0, bytes,
+                                                                                    landing.data(), 0, nullptr, nullptr),
+                                                               "clEnqueueWriteBuffer");
+                                                 } else {
+                                                   cl.check_cl(clEnqueueReadBuffer(cl.queue, mem, CL_TRUE, 0, bytes,
+                                                                                   landing.data(), 0, nullptr, nullptr),
+                                                               "clEnqueueReadBuffer");
+                                                   check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, landing.data(), bytes, nullptr), "HtoD");
+                                                   raw.wait();
+                                                 }
+                                               }).median_s));
+        r.baselines.push_back(pinned_raw);
+        report(r);
+      }
+      on_cl->deleter(on_cl);
     }
     for (DLManagedTensorVersioned* t : {pinned, on_device, other}) t->deleter(t);
   }

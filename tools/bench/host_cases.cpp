@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../../lib/host_threads.hpp"
 #include "bench.hpp"
 
 namespace bench {
@@ -21,6 +22,22 @@ struct PackCase {
 
 void run_host_cases(abr_runtime* rt, const Options& options, const Report& report) {
   if (!device_selected(options, {kDLCPU, 0})) return;
+  // The host side of every staged chunk (HostThreads::copy into or out of a pinned
+  // block) at each thread count, beside one memcpy: the scaling the cores allow.
+  if (selected(options, "staging copy sweep")) {
+    const uint64_t elements = largest_size(options) / 4;
+    Buffer src(elements), dst(elements);
+    const uint64_t bytes = elements * 4;
+    progress("cpu", bytes);
+    const Baseline plain = memcpy_baseline(options, dst.data(), src.data(), bytes);
+    for (unsigned threads : sweep_threads()) {
+      Result r{"staging copy sweep", "cpu", bytes};
+      r.shape = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+      r.seconds = time_it(options, [&] { abr::host_threads().copy(dst.data(), src.data(), bytes, threads); }).median_s;
+      r.baselines.push_back(plain);
+      report(r);
+    }
+  }
   for (uint64_t size : options.sizes) {
     const uint64_t elements = size / 4;
     if (elements == 0) continue;

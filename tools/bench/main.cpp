@@ -348,6 +348,11 @@ int main(int argc, char** argv) {
     wants_cuda |= c->where == bench::Where::Cuda;
     for (const Device& d : devices) {
       if (!runs_on(*c, d)) continue;
+      if (c->sweep) {
+        rows += static_cast<int>(bench::sweep_threads().size());
+        weight += bench::sweep_threads().size() * bench::row_weight(largest);
+        continue;
+      }
       for (uint64_t s : c->per_size ? options.sizes : std::vector<uint64_t>{0}) ++rows, weight += bench::row_weight(s);
     }
   }

@@ -1,0 +1,130 @@
+// Staged transfers through the one pipeline (lib/pipeline.hpp) on the fake CUDA
+// driver (every stream lags) and PoCL: several chunks each way, device-side
+// packing, casting and scattering on either backend, and a caller's stream that
+// returns before its DMAs have run. Chunks are 1 MiB here, so a few MiB of data
+// make several chunks.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "cuda_helpers.hpp"
+
+using namespace test;
+
+namespace {
+
+constexpr DLDevice kOpenCl{kDLOpenCL, 0};
+
+DLTensor view(void* data, DLDevice device, DLDataType dtype, std::vector<int64_t>& shape,
+              std::vector<int64_t>& strides) {
+  DLTensor t{};
+  t.data = data;
+  t.device = device;
+  t.ndim = static_cast<int32_t>(shape.size());
+  t.dtype = dtype;
+  t.shape = shape.data();
+  t.strides = strides.empty() ? nullptr : strides.data();
+  return t;
+}
+
+void copy_ok(abr_runtime* rt, const DLTensor& src, const DLTensor& dst, abr_stream* stream = nullptr) {
+  const abr_status status = abr_copy(rt, &src, &dst, stream);
+  INFO(std::string(abr_last_error()));
+  REQUIRE(status == ABR_OK);
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(NoDriverFindings, "staged into a strided CUDA view: pageable host bytes in chunks, then scattered by a kernel") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  StagingChunkMib chunks("1");
+  Fake fake;
+  if (fake) fake.control("delay_us", 200);
+  const int64_t n = (int64_t{3} << 20) / 4 + 7;  // four chunks, the last one short
+  std::vector<int32_t> data = iota(static_cast<std::size_t>(n), 11);
+  std::vector<int32_t> zeros(static_cast<std::size_t>(2 * n), -1);
+  Managed blank(zeros.data(), i32, {2 * n});
+  Owned device(move_to(rt, &blank.managed, cuda0));  // 2n elements of -1
+  std::vector<int64_t> shape{n}, every_other{2}, none;
+  copy_ok(rt, view(data.data(), cpu, i32, shape, none), view(device->data, cuda0, i32, shape, every_other));
+  if (fake) fake.control("delay_us", 0);
+  Owned home(move_to(rt, take(device), cpu));
+  const auto* out = static_cast<const int32_t*>(home->data);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += (out[2 * i] != data[static_cast<std::size_t>(i)]) + (out[2 * i + 1] != -1);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, casting and scattering on each side") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  StagingChunkMib chunks("1");
+  Fake fake;
+  if (fake) fake.control("delay_us", 200);
+  const int64_t rows = 640, cols = 1000;  // 2.4 MiB of int32, 4.9 MiB as float64
+  std::vector<int32_t> data = iota(static_cast<std::size_t>(rows * cols), -5000);
+  Managed source(data.data(), i32, {rows, cols});
+  Owned on_cuda(move_to(rt, &source.managed, cuda0));
+  // The transpose of the CUDA tensor, converted to float64: packed and cast by a CUDA kernel.
+  Managed transposed(on_cuda->data, i32, {cols, rows}, {1, cols}, 0, cuda0);
+  transposed.managed.deleter = nullptr;
+  abr_transfer_report report{};
+  Owned on_cl(move_to(rt, &transposed.managed, kOpenCl, &report, nullptr, f64));
+  CHECK(report.path == ABR_PATH_STAGED);
+  CHECK((report.flags & ABR_REPORT_PACKED) != 0);
+  CHECK((report.flags & ABR_REPORT_CAST) != 0);
+  INFO(std::string(report.detail));
+  CHECK(std::string(report.detail).find("1 MiB chunks") != std::string::npos);
+  // Back into the CUDA tensor's transpose, as int32: cast by an OpenCL kernel, scattered by a CUDA one.
+  std::vector<int32_t> blank(data.size(), 0);
+  Managed zeros(blank.data(), i32, {rows, cols});
+  Owned target(move_to(rt, &zeros.managed, cuda0));
+  std::vector<int64_t> t_shape{cols, rows}, t_strides{1, cols}, none;
+  copy_ok(rt, on_cl.t->dl_tensor, view(target->data, cuda0, i32, t_shape, t_strides));
+  if (fake) fake.control("delay_us", 0);
+  Owned home(move_to(rt, take(target), cpu));
+  CHECK(std::memcmp(home->data, data.data(), data.size() * 4) == 0);
+  abr_pool_stats stats{};
+  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  CHECK(stats.bytes_in_use == 0);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return before their DMAs ran; no block is refilled early") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  StagingChunkMib chunks("1");
+  Fake fake;
+  if (fake) fake.control("delay_us", 500);  // every DMA lags: a block refilled too early shows as wrong data
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  const std::size_t n = (std::size_t{5} << 20) / 8;  // 2.5 MiB: three chunks
+  std::vector<std::vector<int32_t>> inputs;
+  for (int k = 0; k < 4; ++k) inputs.push_back(iota(n, k * 1000003));
+  std::vector<Owned> uploaded;
+  std::deque<Managed> sources;  // the stream releases them when their DMAs have run
+  for (int k = 0; k < 4; ++k) {
+    Managed& source = sources.emplace_back(inputs[static_cast<std::size_t>(k)].data(), i32,
+                                           std::vector<int64_t>{static_cast<int64_t>(n)});
+    abr_transfer_report report{};
+    uploaded.emplace_back(move_to(rt, &source.managed, cuda0, &report, stream));
+    CHECK(report.path == ABR_PATH_STAGED);
+  }
+  if (fake) {  // the calls returned with DMAs still queued: their blocks are back, but guarded
+    abr_pool_stats stats{};
+    REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+    CHECK(stats.bytes_waiting > 0);
+    CHECK(stats.bytes_in_use == 0);
+  }
+  std::vector<Owned> homes;
+  for (Owned& u : uploaded) homes.emplace_back(move_to(rt, take(u), cpu, nullptr, stream));
+  REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  for (std::size_t k = 0; k < 4; ++k) CHECK(std::memcmp(homes[k]->data, inputs[k].data(), n * 4) == 0);
+  abr_stream_destroy(stream);
+  for (const Managed& source : sources) CHECK(source.deleted == 1);
+  if (fake) fake.control("delay_us", 0);
+}
