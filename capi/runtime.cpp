@@ -28,6 +28,10 @@ void abr_runtime_destroy(abr_runtime* runtime) {
   if (runtime && runtime->magic == abr_runtime::kAlive) delete runtime;
 }
 
+abr_status abr_runtime_set_staging(abr_runtime* runtime, uint32_t threads, uint64_t chunk_bytes) {
+  return guarded(__func__, [&] { runtime_of(runtime).set_staging({threads, chunk_bytes}); });
+}
+
 abr_status abr_device_count(abr_runtime* runtime, int32_t* count) {
   return guarded(__func__, [&] { *require_pointer(count, "count") = runtime_of(runtime).devices().count(); });
 }

@@ -126,14 +126,15 @@ HostThreads& host_threads() {
   return *pool;
 }
 
-StagingShape staging_shape(uint64_t bytes) {
+StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice) {
   StagingShape shape;
-  shape.threads = default_threads();
+  shape.threads = choice.threads ? choice.threads : default_threads();
   // 2 MiB per thread, but at least 8 chunks where the bytes allow (two chunks of a
   // 64 MiB copy barely overlap: 0.45x pinned on an H100), within 8 to 64 MiB.
   std::size_t chunk = std::min<uint64_t>((std::size_t{2} << 20) * shape.threads, bytes / 8);
   chunk = std::clamp<std::size_t>(chunk, std::size_t{8} << 20, std::size_t{64} << 20);
   if (const unsigned long mib = env_number("ARRAYBRIDGE_STAGING_CHUNK_MIB")) chunk = std::min(mib, 1024ul) << 20;
+  if (choice.chunk_bytes) chunk = static_cast<std::size_t>(choice.chunk_bytes);
   shape.chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, chunk));
   return shape;
 }

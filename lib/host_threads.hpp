@@ -52,12 +52,16 @@ HostThreads& host_threads();
 
 // How a staged transfer of `bytes` is cut: chunk size and host threads per chunk.
 // Defaults grow with the threads (2 MiB per thread, at least 8 chunks where the
-// bytes allow, 8 to 64 MiB); the environment
-// overrides them: ARRAYBRIDGE_STAGING_CHUNK_MIB and ARRAYBRIDGE_STAGING_THREADS.
+// bytes allow, 8 to 64 MiB). A runtime's choice (abr_runtime_set_staging) wins;
+// else the environment's: ARRAYBRIDGE_STAGING_CHUNK_MIB and ARRAYBRIDGE_STAGING_THREADS.
 struct StagingShape {
   std::size_t chunk = 0;
   unsigned threads = 1;
 };
-StagingShape staging_shape(uint64_t bytes);
+struct StagingChoice {  // 0: not chosen
+  uint32_t threads = 0;
+  uint64_t chunk_bytes = 0;
+};
+StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice = {});
 
 }  // namespace abr

@@ -74,7 +74,8 @@ void plan_staged(Plan& plan, const StagingShape& shape, bool staging_at_source) 
 // One side on the host, the other in `device` memory. `reshape`: the source is
 // packed or converted; `dst_reshape`: the destination is strided.
 void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRegistry& devices, bool host_pinned,
-                      bool reshape, bool dst_reshape, uint64_t bytes, const std::string& reason) {
+                      bool reshape, bool dst_reshape, uint64_t bytes, const StagingChoice& choice,
+                      const std::string& reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   const char* direction = src_host ? "host to device" : "device to host";
   const bool mapped = host_maps(device.device_type);
@@ -91,7 +92,7 @@ void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRe
   plan.scatter = src_host ? device_step : host_step;
   const DeviceInfo* info = devices.find(device);
   const bool shares_host_memory = info && (info->flags & ABR_DEVICE_SHARES_HOST_MEMORY);
-  const StagingShape shape = staging_shape(bytes);
+  const StagingShape shape = staging_shape(bytes, choice);
   plan.move = Move::Bytes;
   if (host_pinned || host_side_reshape)
     return describe(plan, direction, reason,
@@ -136,7 +137,7 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
          device_string(src), device_string(dst),
          src.device_type == dst.device_type ? "OpenCL contexts" : "backends");
   // CUDA's page-locked blocks where CUDA is a side; else the destination context's mapped ones.
-  plan_staged(plan, staging_shape(bytes), /*staging_at_source=*/src.device_type == kDLCUDA);
+  plan_staged(plan, staging_shape(bytes, options.staging), /*staging_at_source=*/src.device_type == kDLCUDA);
   describe(plan, src.device_type == dst.device_type ? "staged between contexts" : "staged between backends", reason,
            staged_words(plan, /*host_side=*/false).c_str());
 }
@@ -242,7 +243,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     // A new destination is compact; one in cuda_host is page-locked.
     const bool pinned = src_host ? src_facts.pinned : dst.device_type == kDLCUDAHost;
     plan_host_device(plan, src_host, src_host ? dst : src.device, devices, pinned, reshape,
-                     false, src.numel * itemsize(plan.dtype), reason);
+                     false, src.numel * itemsize(plan.dtype), options.staging, reason);
   } else {
     plan_between_devices(plan, src.device, dst, options, reshape, false, src.numel * itemsize(plan.dtype), reason);
   }
@@ -250,7 +251,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
 }
 
 Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, const Layout& dst,
-               const MemoryFacts& dst_facts) {
+               const MemoryFacts& dst_facts, const StagingChoice& staging) {
   if (src.shape != dst.shape)
     fail(ABR_ERR_SHAPE_MISMATCH, "source shape {} differs from destination shape {}", shape_string(src.shape),
          shape_string(dst.shape));
@@ -277,10 +278,12 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
   } else if (src_host || dst_host) {
     plan_host_device(plan, src_host, src_host ? dst.device : src.device, devices,
                      src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
-                     !dst.compact, src.numel * dst.itemsize, "into an existing tensor");
+                     !dst.compact, src.numel * dst.itemsize, staging, "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
-    plan_between_devices(plan, src.device, dst.device, TransferOptions{}, src_reshape, !dst.compact,
+    TransferOptions options;
+    options.staging = staging;
+    plan_between_devices(plan, src.device, dst.device, options, src_reshape, !dst.compact,
                          src.numel * dst.itemsize, "into an existing tensor");
   }
   return plan;

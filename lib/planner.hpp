@@ -26,6 +26,7 @@ struct TransferOptions {
   uint32_t flags = 0;
   DLDataType dtype{};  // all zero: keep the source's
   abr_transfer_report* report = nullptr;
+  StagingChoice staging;  // the runtime's (abr_runtime_set_staging), not the call's
 };
 
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown version, copy mode or flag.
@@ -120,6 +121,6 @@ const char* path_name(abr_path path) noexcept;
 
 // Plans abr_copy into an existing tensor of the same shape.
 Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, const Layout& dst,
-               const MemoryFacts& dst_facts);
+               const MemoryFacts& dst_facts, const StagingChoice& staging = {});
 
 }  // namespace abr

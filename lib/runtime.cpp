@@ -92,6 +92,16 @@ DeviceTraits Runtime::traits_of(DLDevice device) {
   return DeviceTraits{};
 }
 
+void Runtime::set_staging(const StagingChoice& choice) {
+  if (choice.threads > 256)
+    fail(ABR_ERR_INVALID_ARGUMENT, "staging threads = {}: use 1 to 256, or 0 for the default", choice.threads);
+  if (choice.chunk_bytes && (choice.chunk_bytes < (uint64_t{64} << 10) || choice.chunk_bytes > (uint64_t{1} << 30)))
+    fail(ABR_ERR_INVALID_ARGUMENT, "staging chunk = {} bytes: use 64 KiB to 1 GiB, or 0 for the default",
+         choice.chunk_bytes);
+  staging_threads_.store(choice.threads, std::memory_order_relaxed);
+  staging_chunk_.store(choice.chunk_bytes, std::memory_order_relaxed);
+}
+
 uint64_t Runtime::trim_pool() {
   cuda_->finish_deferred_releases();
   opencl_->finish_deferred_releases();
@@ -132,7 +142,8 @@ DLManagedTensorVersioned* Runtime::to_device(DLManagedTensor* src, DLDevice dst,
 DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
                                             Stream* stream) {
   if (source.versioned()) validate_header(*source.versioned(), "source");
-  const TransferOptions opts = resolve_options(options);
+  TransferOptions opts = resolve_options(options);
+  opts.staging = staging_choice();
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
   const MemoryFacts src_facts = facts_of(src, dst, "source");
   const Plan plan = plan_transfer(devices_, src, src_facts, dst, traits_of(dst), opts);
@@ -249,7 +260,7 @@ void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, Strea
   const Layout dst = validate_tensor(dst_tensor, Role::Destination, "destination");
   const MemoryFacts src_facts = facts_of(src, dst.device, "source");
   const MemoryFacts dst_facts = facts_of(dst, src.device, "destination");
-  const Plan plan = plan_copy(devices_, src, src_facts, dst, dst_facts);
+  const Plan plan = plan_copy(devices_, src, src_facts, dst, dst_facts, staging_choice());
   check_stream(stream, src.device, dst.device);
   if (log::enabled(ABR_LOG_DEBUG))
     log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device),

@@ -4,6 +4,7 @@
 // lock what they share, and transfers share no other state).
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "arraybridge/arraybridge.h"
@@ -24,6 +25,9 @@ class Runtime {
   DeviceBackend& opencl() { return *opencl_; }
   DeviceBackend& cuda() { return *cuda_; }
   bool device_lost(DLDevice device) { return cuda_->device_lost(device); }
+  // abr_runtime_set_staging: how staged transfers planned from now on are cut.
+  // Throws ABR_ERR_INVALID_ARGUMENT for a value out of range.
+  void set_staging(const StagingChoice& choice);
   PinnedPool& pool() { return *pool_; }
   // Frees every idle cached pinned block, after the backends' deferred releases
   // (a deleted cuda_host tensor's block) have come back; returns the bytes freed.
@@ -72,6 +76,11 @@ class Runtime {
   std::unique_ptr<ChunkSide> staging_side(const Plan& plan, const Layout& tensor, bool source, Stream* stream);
   void check_stream(const Stream* stream, DLDevice a, DLDevice b) const;
 
+  StagingChoice staging_choice() const {
+    return {staging_threads_.load(std::memory_order_relaxed), staging_chunk_.load(std::memory_order_relaxed)};
+  }
+  std::atomic<uint32_t> staging_threads_{0};  // abr_runtime_set_staging; 0: the default
+  std::atomic<uint64_t> staging_chunk_{0};
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
   std::unique_ptr<DeviceBackend> cuda_;
   std::unique_ptr<DeviceBackend> opencl_;

@@ -111,6 +111,7 @@ typedef struct abr_pool_stats {
 } abr_pool_stats;
 abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
 abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes);
+abr_status abr_runtime_set_staging(abr_runtime* runtime, uint32_t threads, uint64_t chunk_bytes);
 
 """
 

@@ -313,6 +313,14 @@ ABR_API abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes)
  * total fits. 0 restores the default. */
 ABR_API abr_status abr_pool_set_limit(abr_runtime* runtime, uint64_t limit_bytes);
 
+/* How staged transfers (ABR_PATH_STAGED) planned from now on are cut: host threads
+ * per chunk (1..256) and chunk size in bytes (64 KiB..1 GiB); 0 keeps the default
+ * for either, which ARRAYBRIDGE_STAGING_THREADS and ARRAYBRIDGE_STAGING_CHUNK_MIB
+ * override (default: one thread per core up to 16; 2 MiB of chunk per thread, at
+ * least 8 chunks where the bytes allow, 8 to 64 MiB). A value set here wins over
+ * the environment. Each transfer's report states the shape it ran with. */
+ABR_API abr_status abr_runtime_set_staging(abr_runtime* runtime, uint32_t threads, uint64_t chunk_bytes);
+
 #ifdef __cplusplus
 }
 #endif

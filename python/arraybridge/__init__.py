@@ -11,7 +11,7 @@ from ._device import Device, BackendInfo, DLDeviceType, backends, devices
 from ._errors import (ArrayBridgeError, CopyRequiredError, DeviceError, DLPackError, InvalidArgumentError,
                       MemoryConversionError, OutOfMemoryError)
 from ._lib import ffi as _ffi, lib as _lib
-from ._pool import pool_stats, pool_trim
+from ._pool import pool_stats, pool_trim, set_staging
 from ._seed import (CPU_MEMORY_TYPES, GPU_MEMORY_TYPES, SUPPORTED_MEMORY_TYPES, MemoryType, convert_memory,
                     detect_memory_type)
 from ._tensor import Tensor, TransferReport
@@ -23,5 +23,5 @@ __all__ = [
     "ArrayBridgeError", "BackendInfo", "CPU_MEMORY_TYPES", "CopyRequiredError", "DLDeviceType", "DLPackError",
     "Device", "DeviceError", "GPU_MEMORY_TYPES", "InvalidArgumentError", "MemoryConversionError", "MemoryType",
     "OutOfMemoryError", "SUPPORTED_MEMORY_TYPES", "Tensor", "TransferReport", "backends", "convert_memory",
-    "copy", "detect_memory_type", "devices", "from_dlpack", "pool_stats", "pool_trim", "to_device",
+    "copy", "detect_memory_type", "devices", "from_dlpack", "pool_stats", "pool_trim", "set_staging", "to_device",
 ]

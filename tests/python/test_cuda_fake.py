@@ -118,3 +118,32 @@ def test_eight_threads_after_a_large_staged_transfer_each_get_their_own_values()
         print("ok")
     """, delay_us=300, all_freed=True)
     assert out.strip() == "ok"
+
+
+def test_set_staging_cuts_staged_transfers_as_asked_and_refuses_bad_values():
+    out = run_with_fake_cuda("""
+        import numpy as np, arraybridge as ab
+        x = np.arange(3 * 2**18, dtype=np.float32)  # 3 MiB
+        ab.set_staging(threads=3, chunk_bytes=2**20)
+        t = ab.to_device(x, "cuda:0")
+        assert t.report.path == "staged", t.report
+        assert "in 1 MiB chunks" in t.report.detail and "3 copy threads" in t.report.detail, t.report.detail
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(t, "cpu")), x)
+        for bad in (dict(threads=257), dict(chunk_bytes=1000)):
+            try:
+                ab.set_staging(**bad)
+            except ab.InvalidArgumentError as e:
+                assert "staging" in str(e), e
+            else:
+                raise AssertionError(f"set_staging({bad}) was accepted")
+        try:
+            ab.set_staging(threads=-1)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("set_staging(threads=-1) was accepted")
+        ab.set_staging()  # back to the defaults: 3 MiB is under two 8 MiB chunks, one driver copy
+        assert ab.to_device(x, "cuda:0").report.path == "host_to_device"
+        print("ok")
+    """)
+    assert out.strip().endswith("ok"), out

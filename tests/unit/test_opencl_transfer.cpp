@@ -158,6 +158,47 @@ TEST_CASE("pageable host memory to and from each OpenCL device: in place where i
   CHECK(stats.bytes_in_use == 0);
 }
 
+TEST_CASE("abr_runtime_set_staging: out-of-range values refused, and the shape it sets is the one transfers use") {
+  Runtime rt;
+  CHECK(abr_runtime_set_staging(nullptr, 0, 0) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(abr_runtime_set_staging(rt, 257, 0) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("staging threads = 257"));
+  CHECK(abr_runtime_set_staging(rt, 0, 1000) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("staging chunk = 1000 bytes"));
+  CHECK(abr_runtime_set_staging(rt, 0, (uint64_t{1} << 30) + 1) == ABR_ERR_INVALID_ARGUMENT);
+
+  // A buffer of the test's own context goes to the runtime's context staged, in the chunks set here.
+  ClEnv env;
+  std::vector<int32_t> data((std::size_t{1} << 20) / 4);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i * 7 + 3);
+  cl_mem theirs = env.buffer(data.size() * 4, data.data());
+  auto staged_detail = [&] {
+    Managed src(theirs, dt(kDLInt, 32), {static_cast<int64_t>(data.size())}, {}, 0, ocl0);
+    src.managed.deleter = nullptr;  // the test releases the buffer
+    abr_transfer_report report{};
+    abr_transfer_options options;
+    abr_transfer_options_init(&options);
+    options.copy = ABR_COPY_ALWAYS;
+    options.report = &report;
+    DLManagedTensorVersioned* out = nullptr;
+    REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, ocl0, &options, nullptr, &out) == ABR_OK, abr_last_error());
+    Owned result(out);
+    CHECK(report.path == ABR_PATH_STAGED);
+    CHECK(read_mem(static_cast<cl_mem>(result->data), 0, data.size() * 4) ==
+          std::vector<char>(reinterpret_cast<char*>(data.data()), reinterpret_cast<char*>(data.data()) + data.size() * 4));
+    return std::string(report.detail);
+  };
+  REQUIRE(abr_runtime_set_staging(rt, 3, 64 << 10) == ABR_OK);
+  CHECK(staged_detail().find("in 64 KiB chunks") != std::string::npos);  // sixteen of them
+  {
+    StagingChunkMib environment("1");  // the runtime's choice wins over the environment's
+    CHECK(staged_detail().find("in 64 KiB chunks") != std::string::npos);
+    REQUIRE(abr_runtime_set_staging(rt, 0, 0) == ABR_OK);  // back to the default: the environment's now
+    CHECK(staged_detail().find("in 1 MiB chunks") != std::string::npos);
+  }
+  clReleaseMemObject(theirs);
+}
+
 TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views on every OpenCL path") {
   Runtime rt;
   ClEnv env;
