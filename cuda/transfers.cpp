@@ -6,6 +6,7 @@
 
 #include "../lib/dtype.hpp"
 #include "../lib/host_copy.hpp"
+#include "../lib/host_threads.hpp"
 #include "../lib/log.hpp"
 #include "../lib/strided.hpp"
 #include "kernel_params.hpp"
@@ -162,7 +163,7 @@ void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stre
   if (plan.pack == Step::Host) {  // packed/converted on the host into pinned memory, then one DMA
     PinnedBlock& block = submission.hold(with.pool.acquire(with.pinned, static_cast<std::size_t>(bytes)));
     const Layout packed = compact_layout(src.device, dst.dtype, src.shape, block.data());
-    host_copy_layout(src, from, dst.dtype, block.data(), packed.strides.data());
+    copy_layout_in_parallel(src, from, dst.dtype, block.data(), packed.strides.data(), plan.staging.threads);
     from = block.data();
   }
   with.dst_device->check(with.dst_device->cu().cuMemcpyHtoDAsync(target, from, bytes, submission.get()),
@@ -192,7 +193,7 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
     device.check(device.cu().cuMemcpyDtoHAsync(block.data(), source, bytes, submission.get()), "cuMemcpyDtoHAsync");
     device.check(device.cu().cuStreamSynchronize(submission.get()), "cuStreamSynchronize");
     const Layout landed = compact_layout(dst.device, dst.dtype, dst.shape, block.data());
-    host_copy_layout(landed, block.data(), dst.dtype, host_first(dst), dst.strides.data());
+    copy_layout_in_parallel(landed, block.data(), dst.dtype, host_first(dst), dst.strides.data(), plan.staging.threads);
     return submission.finish();
   }
   device.check(device.cu().cuMemcpyDtoHAsync(host_first(dst), source, bytes, submission.get()), "cuMemcpyDtoHAsync");

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+
+#include "dtype.hpp"
+#include "host_copy.hpp"
 
 namespace abr {
 namespace {
@@ -124,6 +128,34 @@ HostThreads& host_threads() {
     owner = getpid();
   }
   return *pool;
+}
+
+void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataType dst_dtype, char* dst_first,
+                             const int64_t* dst_strides, unsigned threads) {
+  const std::size_t bytes = static_cast<std::size_t>(src.numel * std::max(src.itemsize, itemsize(dst_dtype)));
+  int longest = 0;
+  for (int d = 1; d < src.ndim(); ++d)
+    if (src.shape[d] > src.shape[longest]) longest = d;
+  const int64_t extent = src.ndim() ? src.shape[longest] : 0;
+  const std::size_t parts = std::min<std::size_t>({threads, bytes / kMinPiece, static_cast<std::size_t>(std::max<int64_t>(extent, 0))});
+  if (parts <= 1) return host_copy_layout(src, src_first, dst_dtype, dst_first, dst_strides);
+  const std::ptrdiff_t src_step = src.strides[longest] * static_cast<std::ptrdiff_t>(src.itemsize);  // may be negative
+  const std::ptrdiff_t dst_step = dst_strides[longest] * static_cast<std::ptrdiff_t>(itemsize(dst_dtype));
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  host_threads().parallel_for(parts, threads, [&](std::size_t i) {
+    const int64_t begin = extent * static_cast<int64_t>(i) / static_cast<int64_t>(parts);
+    const int64_t end = extent * static_cast<int64_t>(i + 1) / static_cast<int64_t>(parts);
+    Layout box = src;
+    box.shape[longest] = end - begin;
+    try {
+      host_copy_layout(box, src_first + src_step * begin, dst_dtype, dst_first + dst_step * begin, dst_strides);
+    } catch (...) {  // tasks must not throw: the first failure is the caller's
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  });
+  if (failure) std::rethrow_exception(failure);
 }
 
 StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice) {

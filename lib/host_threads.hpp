@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "layout.hpp"
+
 namespace abr {
 
 class HostThreads {
@@ -49,6 +51,12 @@ class HostThreads {
 // when that is more (read at first use; each transfer uses the number it says at
 // planning). A child of fork() gets a pool of its own (the parent's threads are not in it).
 HostThreads& host_threads();
+
+// The host engine's copy of a view (host_copy_layout: pack, scatter, cast) on up to
+// `threads` threads: the view is cut along its longest dimension into boxes of at
+// least 512 KiB, one task each. Smaller views run on the calling thread.
+void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataType dst_dtype, char* dst_first,
+                             const int64_t* dst_strides, unsigned threads);
 
 // How a staged transfer of `bytes` is cut: chunk size and host threads per chunk.
 // Defaults grow with the threads (2 MiB per thread, at least 8 chunks where the

@@ -64,18 +64,16 @@ void describe(Plan& plan, std::string_view what, const std::string& reason, cons
 }
 
 // Chunks through pinned blocks: the same move whichever sides it joins.
-void plan_staged(Plan& plan, const StagingShape& shape, bool staging_at_source) {
+void plan_staged(Plan& plan, bool staging_at_source) {
   plan.path = ABR_PATH_STAGED;
   plan.move = Move::Staged;
-  plan.staging = shape;
   plan.staging_at_source = staging_at_source;
 }
 
 // One side on the host, the other in `device` memory. `reshape`: the source is
 // packed or converted; `dst_reshape`: the destination is strided.
 void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRegistry& devices, bool host_pinned,
-                      bool reshape, bool dst_reshape, uint64_t bytes, const StagingChoice& choice,
-                      const std::string& reason) {
+                      bool reshape, bool dst_reshape, uint64_t bytes, const std::string& reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   const char* direction = src_host ? "host to device" : "device to host";
   const bool mapped = host_maps(device.device_type);
@@ -92,7 +90,6 @@ void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRe
   plan.scatter = src_host ? device_step : host_step;
   const DeviceInfo* info = devices.find(device);
   const bool shares_host_memory = info && (info->flags & ABR_DEVICE_SHARES_HOST_MEMORY);
-  const StagingShape shape = staging_shape(bytes, choice);
   plan.move = Move::Bytes;
   if (host_pinned || host_side_reshape)
     return describe(plan, direction, reason,
@@ -100,19 +97,19 @@ void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRe
   // Pageable memory. A device that works in host memory copies it best itself, and
   // so does every driver when the bytes make fewer than two chunks: a pipeline of
   // one chunk overlaps nothing (0.6-0.9x the driver's own copy up to 4 MiB on an H100).
-  if (shares_host_memory || bytes < 2 * static_cast<uint64_t>(shape.chunk))
+  if (shares_host_memory || bytes < 2 * static_cast<uint64_t>(plan.staging.chunk))
     return describe(plan, direction, reason,
                     mapped ? "one direct copy of the bytes"
                     : src_host ? "one driver copy from pageable memory (under two chunks)"
                                : "one driver copy into pageable memory (under two chunks)");
-  plan_staged(plan, shape, /*staging_at_source=*/!src_host);  // the device side's pinned blocks
+  plan_staged(plan, /*staging_at_source=*/!src_host);  // the device side's pinned blocks
   describe(plan, direction, reason, staged_words(plan, /*host_side=*/true).c_str());
 }
 
 // Two device views: one device-side copy in a shared context, a peer copy
 // between CUDA devices, otherwise staged through host memory in chunks.
 void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const TransferOptions& options, bool pack,
-                          bool scatter, uint64_t bytes, const std::string& reason) {
+                          bool scatter, const std::string& reason) {
   if (plan.src_context == plan.dst_context) {
     plan.path = ABR_PATH_DEVICE_COPY;
     plan.move = pack || scatter || plan.overlap ? Move::DeviceWalk : Move::Bytes;
@@ -137,7 +134,7 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
          device_string(src), device_string(dst),
          src.device_type == dst.device_type ? "OpenCL contexts" : "backends");
   // CUDA's page-locked blocks where CUDA is a side; else the destination context's mapped ones.
-  plan_staged(plan, staging_shape(bytes, options.staging), /*staging_at_source=*/src.device_type == kDLCUDA);
+  plan_staged(plan, /*staging_at_source=*/src.device_type == kDLCUDA);
   describe(plan, src.device_type == dst.device_type ? "staged between contexts" : "staged between backends", reason,
            staged_words(plan, /*host_side=*/false).c_str());
 }
@@ -234,6 +231,8 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     fail(ABR_ERR_COPY_REQUIRED, "ABR_COPY_NEVER, but a copy is required: {}", reason);
   plan.strided_source = !src.compact;
   const bool reshape = plan.strided_source || plan.cast;
+  const uint64_t bytes = src.numel * itemsize(plan.dtype);
+  plan.staging = staging_shape(bytes, options.staging);  // the host threads of every path, the chunks of a staged one
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
@@ -243,9 +242,9 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     // A new destination is compact; one in cuda_host is page-locked.
     const bool pinned = src_host ? src_facts.pinned : dst.device_type == kDLCUDAHost;
     plan_host_device(plan, src_host, src_host ? dst : src.device, devices, pinned, reshape,
-                     false, src.numel * itemsize(plan.dtype), options.staging, reason);
+                     false, bytes, reason);
   } else {
-    plan_between_devices(plan, src.device, dst, options, reshape, false, src.numel * itemsize(plan.dtype), reason);
+    plan_between_devices(plan, src.device, dst, options, reshape, false, reason);
   }
   return plan;
 }
@@ -269,6 +268,8 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
 
   plan.strided_source = !src.compact;
   const bool src_reshape = plan.strided_source || plan.cast;
+  const uint64_t bytes = src.numel * dst.itemsize;
+  plan.staging = staging_shape(bytes, staging);
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
@@ -278,13 +279,11 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
   } else if (src_host || dst_host) {
     plan_host_device(plan, src_host, src_host ? dst.device : src.device, devices,
                      src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
-                     !dst.compact, src.numel * dst.itemsize, staging, "into an existing tensor");
+                     !dst.compact, bytes, "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
-    TransferOptions options;
-    options.staging = staging;
-    plan_between_devices(plan, src.device, dst.device, options, src_reshape, !dst.compact,
-                         src.numel * dst.itemsize, "into an existing tensor");
+    plan_between_devices(plan, src.device, dst.device, TransferOptions{}, src_reshape, !dst.compact,
+                         "into an existing tensor");
   }
   return plan;
 }

@@ -96,9 +96,10 @@ struct Plan {
   bool strided_source = false;  // the source is packed (the report's PACKED)
   bool cast = false;   // elements are converted
   bool overlap = false;  // abr_copy only: source and destination memory overlap
-  // Move::Staged: chunk size and host threads, and whose pinned blocks carry the
-  // chunks: the source side's (CUDA page-locked memory, or the device side of a
-  // download) or the destination's (an OpenCL context's mapped memory).
+  // The threads of every host-side step (the host engine's walks, a staged
+  // transfer's host side); for Move::Staged also the chunk size, and whose pinned
+  // blocks carry the chunks: the source side's (CUDA page-locked memory, or the
+  // device side of a download) or the destination's (an OpenCL context's mapped memory).
   StagingShape staging;
   bool staging_at_source = false;
   PlanDetail detail;

@@ -230,7 +230,9 @@ void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, St
     return (backend ? backend : backend_of(dst.device.device_type))->execute(plan, src, dst, stream);
   }
   char* target = const_cast<char*>(first_element(dst));
-  if (!plan.overlap) return host_copy_layout(src, first_element(src), dst.dtype, target, dst.strides.data());
+  if (!plan.overlap)
+    return copy_layout_in_parallel(src, first_element(src), dst.dtype, target, dst.strides.data(),
+                                   plan.staging.threads);
   // Overlapping memory: pack the source first, then scatter it.
   HostBuffer staging(static_cast<std::size_t>(src.nbytes));
   const Layout packed = compact_layout(src.device, src.dtype, src.shape, staging.data());

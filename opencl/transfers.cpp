@@ -5,6 +5,7 @@
 #include "../lib/error.hpp"
 #include "../lib/dtype.hpp"
 #include "../lib/host_copy.hpp"
+#include "../lib/host_threads.hpp"
 #include "event.hpp"
 #include "kernels.hpp"
 #include "memory.hpp"
@@ -76,7 +77,8 @@ void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Stre
   }
   if (src.numel > 0) {
     MappedView target(cl, submission.queue(), dst, /*write=*/true);
-    host_copy_layout(src, host_first(src), dst.dtype, target.first_element(), dst.strides.data());
+    copy_layout_in_parallel(src, host_first(src), dst.dtype, target.first_element(), dst.strides.data(),
+                            plan.staging.threads);
     target.unmap();
   }
   submission.complete();
@@ -94,7 +96,8 @@ void device_to_host(const Plan& plan, const Layout& src, const Layout& dst, Stre
   }
   if (src.numel > 0) {
     MappedView source(cl, submission.queue(), src, /*write=*/false);
-    host_copy_layout(src, source.first_element(), dst.dtype, host_first(dst), dst.strides.data());
+    copy_layout_in_parallel(src, source.first_element(), dst.dtype, host_first(dst), dst.strides.data(),
+                            plan.staging.threads);
     source.unmap();
   }
   submission.complete();

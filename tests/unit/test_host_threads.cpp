@@ -7,7 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "../../lib/host_copy.hpp"
 #include "../../lib/host_threads.hpp"
+#include "../../lib/layout.hpp"
 
 TEST_CASE("HostThreads runs every task exactly once, on up to the threads asked for") {
   abr::HostThreads pool(4);
@@ -59,4 +61,46 @@ TEST_CASE("staging_shape: chunks grow with the threads within 8 to 64 MiB, and n
   CHECK(big.chunk <= (std::size_t{64} << 20));
   CHECK(abr::staging_shape(1000).chunk == 1000);
   CHECK(&abr::host_threads() == &abr::host_threads());
+}
+
+TEST_CASE("copy_layout_in_parallel writes what the one-thread engine writes: packs, scatters, casts, negative strides") {
+  // Views large enough to be cut (>= 512 KiB per box), each walked once on one
+  // thread and once on up to 4: the destinations must be identical byte for byte.
+  const int64_t rows = 1000, cols = 700;
+  std::vector<float> source(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<float>(i % 100003) * 0.5f - 7.0f;
+  struct View {
+    const char* name;
+    std::vector<int64_t> shape, strides;
+    int64_t first;  // element index of the first element
+  };
+  const View views[] = {
+      {"contiguous", {rows, cols}, {cols, 1}, 0},
+      {"transposed", {cols, rows}, {1, cols}, 0},
+      {"negative rows", {rows, cols}, {-cols, 1}, (rows - 1) * cols},
+      {"every other column, reversed", {rows, cols / 2}, {cols, -2}, cols - 1},
+      {"one long row", {1, rows * cols}, {rows * cols, 1}, 0},
+  };
+  const DLDataType f32{kDLFloat, 32, 1}, f64{kDLFloat, 64, 1}, i16{kDLInt, 16, 1};
+  for (const View& v : views) {
+    for (DLDataType to : {f32, f64, i16}) {
+      INFO(std::string(v.name) << " to " << int(to.code) << "/" << int(to.bits));
+      DLTensor t{};
+      t.data = source.data() + v.first;
+      t.device = {kDLCPU, 0};
+      t.ndim = static_cast<int32_t>(v.shape.size());
+      t.dtype = f32;
+      t.shape = const_cast<int64_t*>(v.shape.data());
+      t.strides = const_cast<int64_t*>(v.strides.data());
+      const abr::Layout layout = abr::validate_tensor(t, abr::Role::Source, "source");
+      // A destination in column-major order, so every walk scatters.
+      const int64_t n0 = v.shape[0], n1 = v.shape[1];
+      const int64_t dst_strides[2] = {1, n0};
+      const std::size_t bytes = static_cast<std::size_t>(n0 * n1) * (to.bits / 8);
+      std::vector<char> one(bytes, 0x5a), many(bytes, 0x5a);
+      abr::host_copy_layout(layout, static_cast<const char*>(t.data), to, one.data(), dst_strides);
+      abr::copy_layout_in_parallel(layout, static_cast<const char*>(t.data), to, many.data(), dst_strides, 4);
+      CHECK(one == many);
+    }
+  }
 }
