@@ -466,15 +466,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
        }},
       {"host pageable -> cuda on a new stream, three chunks",
        [&](abr_runtime* r, int& deleted) {
-         abr_stream* stream = nullptr;
-         deleted = 0;
-         const abr_status made = abr_stream_create(r, cuda0, &stream);
-         if (made != ABR_OK) return made;
          Managed src(big.data(), f32, {rows, cols});
-         const abr_status status = transfer(r, src, cuda0, ABR_COPY_ALWAYS, {}, stream, deleted);
-         abr_stream_destroy(stream);
-         deleted = src.deleted;
-         return status == ABR_OK && deleted != 1 ? ABR_ERR_INTERNAL : status;
+         return transfer_on_new_stream(r, src, cuda0, deleted);
        }},
       {"host pageable -> cuda, staged in chunks",
        [&](abr_runtime* r, int& deleted) {
@@ -509,15 +502,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
        }},
       {"host -> cuda on a new stream",
        [&](abr_runtime* r, int& deleted) {
-         abr_stream* stream = nullptr;
-         deleted = 0;
-         const abr_status made = abr_stream_create(r, cuda0, &stream);
-         if (made != ABR_OK) return made;
          Managed src(data.data(), f32, {64, 48});
-         const abr_status status = transfer(r, src, cuda0, ABR_COPY_ALWAYS, {}, stream, deleted);
-         abr_stream_destroy(stream);
-         deleted = src.deleted;
-         return status == ABR_OK && deleted != 1 ? ABR_ERR_INTERNAL : status;
+         return transfer_on_new_stream(r, src, cuda0, deleted);
        }},
   };
   walk_faults(rt, scenarios);

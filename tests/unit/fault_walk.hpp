@@ -40,6 +40,20 @@ inline abr_status transfer(abr_runtime* rt, Managed& src, DLDevice device, abr_c
   return status;
 }
 
+// The same on a stream made for it and destroyed after; `deleted` is read after
+// the destroy, when the stream has released the source. A success that left the
+// source unreleased is reported as ABR_ERR_INTERNAL.
+inline abr_status transfer_on_new_stream(abr_runtime* rt, Managed& src, DLDevice device, int& deleted) {
+  abr_stream* stream = nullptr;
+  deleted = 0;
+  const abr_status made = abr_stream_create(rt, device, &stream);
+  if (made != ABR_OK) return made;
+  const abr_status status = transfer(rt, src, device, ABR_COPY_ALWAYS, {}, stream, deleted);
+  abr_stream_destroy(stream);
+  deleted = src.deleted;
+  return status == ABR_OK && deleted != 1 ? ABR_ERR_INTERNAL : status;
+}
+
 #ifdef ABR_FAULT_INJECTION
 // Returns the number of injected failures walked.
 inline uint64_t walk_faults(abr_runtime* rt, const std::vector<Scenario>& scenarios) {

@@ -118,9 +118,11 @@ inline bool opencl_sharing_host_memory(abr_runtime* rt, DLDevice* out) {
   return false;
 }
 
-// Moves a tensor to `device`, expecting success; checks the report's path.
+// Moves a tensor to `device`, expecting success; checks the report's path (and
+// hands its detail line back when asked).
 inline DLManagedTensorVersioned* move_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device,
-                                         abr_copy_mode copy, abr_path expected, DLDataType dtype = {}) {
+                                         abr_copy_mode copy, abr_path expected, DLDataType dtype = {},
+                                         std::string* detail = nullptr) {
   abr_transfer_report report;
   abr_transfer_options options;
   abr_transfer_options_init(&options);
@@ -131,6 +133,7 @@ inline DLManagedTensorVersioned* move_to(abr_runtime* rt, DLManagedTensorVersion
   const abr_status status = abr_to_device(rt, src, device, &options, nullptr, &out);
   REQUIRE_MESSAGE(status == ABR_OK, abr_last_error());
   CHECK_MESSAGE(report.path == expected, report.detail);
+  if (detail) *detail = report.detail;
   return out;
 }
 

@@ -52,15 +52,8 @@ TEST_CASE("every injected failure of a transfer is clean: status, ownership, no 
        }},
       {"host -> opencl on a new stream",
        [&](abr_runtime* r, int& deleted) {
-         abr_stream* stream = nullptr;
-         deleted = 0;
-         const abr_status made = abr_stream_create(r, ocl0, &stream);
-         if (made != ABR_OK) return made;
          Managed src(data.data(), f32, {64, 48});
-         const abr_status status = transfer(r, src, ocl0, ABR_COPY_ALWAYS, {}, stream, deleted);
-         abr_stream_destroy(stream);
-         deleted = src.deleted;
-         return status == ABR_OK && deleted != 1 ? ABR_ERR_INTERNAL : status;
+         return transfer_on_new_stream(r, src, ocl0, deleted);
        }},
   };
 

@@ -175,18 +175,11 @@ TEST_CASE("abr_runtime_set_staging: out-of-range values refused, and the shape i
   auto staged_detail = [&] {
     Managed src(theirs, dt(kDLInt, 32), {static_cast<int64_t>(data.size())}, {}, 0, ocl0);
     src.managed.deleter = nullptr;  // the test releases the buffer
-    abr_transfer_report report{};
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
-    options.copy = ABR_COPY_ALWAYS;
-    options.report = &report;
-    DLManagedTensorVersioned* out = nullptr;
-    REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, ocl0, &options, nullptr, &out) == ABR_OK, abr_last_error());
-    Owned result(out);
-    CHECK(report.path == ABR_PATH_STAGED);
+    std::string detail;
+    Owned result(move_to(rt, &src.managed, ocl0, ABR_COPY_ALWAYS, ABR_PATH_STAGED, {}, &detail));
     CHECK(read_mem(static_cast<cl_mem>(result->data), 0, data.size() * 4) ==
           std::vector<char>(reinterpret_cast<char*>(data.data()), reinterpret_cast<char*>(data.data()) + data.size() * 4));
-    return std::string(report.detail);
+    return detail;
   };
   REQUIRE(abr_runtime_set_staging(rt, 3, 64 << 10) == ABR_OK);
   CHECK(staged_detail().find("in 64 KiB chunks") != std::string::npos);  // sixteen of them
