@@ -73,7 +73,8 @@ void plan_staged(Plan& plan, bool staging_at_source) {
 // One side on the host, the other in `device` memory. `reshape`: the source is
 // packed or converted; `dst_reshape`: the destination is strided.
 void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRegistry& devices, bool host_pinned,
-                      bool reshape, bool dst_reshape, uint64_t bytes, const std::string& reason) {
+                      bool reshape, bool dst_reshape, uint64_t bytes, uint64_t host_row_bytes,
+                      const std::string& reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   const char* direction = src_host ? "host to device" : "device to host";
   const bool mapped = host_maps(device.device_type);
@@ -91,13 +92,21 @@ void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRe
   const DeviceInfo* info = devices.find(device);
   const bool shares_host_memory = info && (info->flags & ABR_DEVICE_SHARES_HOST_MEMORY);
   plan.move = Move::Bytes;
+  // The host engine packs or scatters whole rows of the view per chunk, on the host
+  // threads, while earlier chunks are on the link: from two chunks up, where a row fits in one.
+  const std::size_t chunk = plan.staging.chunk;
+  if (host_side_reshape && host_row_bytes && host_row_bytes <= chunk && bytes >= 2 * uint64_t{chunk}) {
+    plan.staging.chunk = static_cast<std::size_t>(chunk - chunk % host_row_bytes);
+    plan_staged(plan, /*staging_at_source=*/!src_host);
+    return describe(plan, direction, reason, staged_words(plan, /*host_side=*/true).c_str());
+  }
   if (host_pinned || host_side_reshape)
     return describe(plan, direction, reason,
                     src_host ? "one DMA from page-locked memory" : "one DMA into page-locked memory");
   // Pageable memory. A device that works in host memory copies it best itself, and
   // so does every driver when the bytes make fewer than two chunks: a pipeline of
   // one chunk overlaps nothing (0.6-0.9x the driver's own copy up to 4 MiB on an H100).
-  if (shares_host_memory || bytes < 2 * static_cast<uint64_t>(plan.staging.chunk))
+  if (shares_host_memory || bytes < 2 * uint64_t{chunk})
     return describe(plan, direction, reason,
                     mapped ? "one direct copy of the bytes"
                     : src_host ? "one driver copy from pageable memory (under two chunks)"
@@ -241,8 +250,8 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
   } else if (src_host || dst_host) {
     // A new destination is compact; one in cuda_host is page-locked.
     const bool pinned = src_host ? src_facts.pinned : dst.device_type == kDLCUDAHost;
-    plan_host_device(plan, src_host, src_host ? dst : src.device, devices, pinned, reshape,
-                     false, bytes, reason);
+    plan_host_device(plan, src_host, src_host ? dst : src.device, devices, pinned, reshape, false, bytes,
+                     src_host ? HostLayoutSide::row_bytes(src, plan.dtype) : 0, reason);
   } else {
     plan_between_devices(plan, src.device, dst, options, reshape, false, reason);
   }
@@ -279,7 +288,9 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
   } else if (src_host || dst_host) {
     plan_host_device(plan, src_host, src_host ? dst.device : src.device, devices,
                      src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
-                     !dst.compact, bytes, "into an existing tensor");
+                     !dst.compact, bytes,
+                     src_host ? HostLayoutSide::row_bytes(src, dst.dtype) : HostLayoutSide::row_bytes(dst, dst.dtype),
+                     "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
     plan_between_devices(plan, src.device, dst.device, TransferOptions{}, src_reshape, !dst.compact,

@@ -244,7 +244,10 @@ std::unique_ptr<ChunkSide> Runtime::staging_side(const Plan& plan, const Layout&
                                                  Stream* stream) {
   if (DeviceBackend* backend = backend_of(tensor.device.device_type))
     return backend->staging_side(plan, tensor, source, stream);
-  return std::make_unique<HostMemorySide>(first_element(tensor), plan.staging.threads);  // compact: the planner saw to it
+  if ((source ? plan.pack : plan.scatter) == Step::Host)  // packed or scattered by the host engine, row by row
+    return std::make_unique<HostLayoutSide>(tensor, first_element(tensor), source ? plan.dtype : tensor.dtype,
+                                            plan.staging.threads);
+  return std::make_unique<HostMemorySide>(first_element(tensor), plan.staging.threads);  // compact bytes
 }
 
 void Runtime::run_staged(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {

@@ -459,6 +459,11 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
          Managed src(big_on0->data, f32, {rows, cols}, {}, 0, cuda0);
          return transfer(r, src, cpu, ABR_COPY_ALWAYS, {}, nullptr, deleted);
        }},
+      {"host transposed -> cuda as f64, packed and cast on the host row by row, five chunks",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(big.data(), f32, {cols, rows}, {1, cols});
+         return transfer(r, src, cuda0, ABR_COPY_ALWAYS, f64, nullptr, deleted);
+       }},
       {"cuda transposed -> opencl as f64, packed and cast by a kernel, five chunks",
        [&](abr_runtime* r, int& deleted) {
          Managed src(big_on0->data, f32, {cols, rows}, {1, cols}, 0, cuda0);

@@ -128,3 +128,49 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return 
   for (const Managed& source : sources) CHECK(source.deleted == 1);
   if (fake) fake.control("delay_us", 0);
 }
+
+TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed or scattered row by row, one chunk at a time") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  StagingChunkMib chunks("1");
+  Fake fake;
+  if (fake) fake.control("delay_us", 200);
+  const int64_t rows = 640, cols = 1000;
+  std::vector<float> data(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.5f;
+
+  // Up: the host transpose, converted to float64 on the way (5 MiB: five chunks of whole 5 KiB rows).
+  Managed transposed(data.data(), f32, {cols, rows}, {1, cols});
+  abr_transfer_report report{};
+  Owned up(move_to(rt, &transposed.managed, cuda0, &report, nullptr, f64));
+  CHECK(report.path == ABR_PATH_STAGED);
+  INFO(std::string(report.detail));
+  CHECK(std::string(report.detail).find("packed/converted on the host") != std::string::npos);
+  Owned home(move_to(rt, take(up), cpu));
+  const auto* got = static_cast<const double*>(home->data);
+  int64_t wrong = 0;
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) wrong += got[c * rows + r] != static_cast<double>(data[r * cols + c]);
+  CHECK(wrong == 0);
+
+  // Down: a CUDA tensor into a transposed host view of an existing array (abr_copy).
+  Managed plain(data.data(), f32, {rows, cols});
+  Owned on_device(move_to(rt, &plain.managed, cuda0));
+  std::vector<float> landing(data.size(), -1.0f);
+  std::vector<int64_t> shape{rows, cols}, strides{1, rows}, none;
+  DLTensor target{landing.data(), cpu, 2, f32, shape.data(), strides.data(), 0};
+  REQUIRE_MESSAGE(abr_copy(rt, &*on_device, &target, nullptr) == ABR_OK, std::string(abr_last_error()));
+  wrong = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) wrong += landing[c * rows + r] != data[r * cols + c];
+  CHECK(wrong == 0);
+
+  // A row longer than a chunk cannot be cut: packed whole into one pinned block, one DMA.
+  Managed two_rows(data.data(), f32, {2, rows * cols / 2}, {1, 2});
+  Owned whole(move_to(rt, &two_rows.managed, cuda0, &report));
+  CHECK(report.path == ABR_PATH_HOST_TO_DEVICE);
+  if (fake) fake.control("delay_us", 0);
+  abr_pool_stats stats{};
+  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  CHECK(stats.bytes_in_use == 0);
+}
