@@ -10,15 +10,13 @@
 //  - CUDA <-> OpenCL on the first OpenCL device that does not use host memory (a
 //    GPU's), beside pinned DMA and the naive round trip through pageable memory.
 // Without a CUDA device nothing runs and the table says why.
-#define CL_TARGET_OPENCL_VERSION 300
-#include <CL/cl.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "../../cuda/driver.hpp"
 #include "bench.hpp"
+#include "opencl_raw.hpp"
 
 namespace bench {
 namespace {
@@ -65,31 +63,6 @@ bool discrete_opencl(abr_runtime* rt, DLDevice* found) {
   return false;
 }
 
-// A queue in the context of an OpenCL buffer the runtime made, for the naive baseline.
-struct ClQueue {
-  cl_command_queue queue = nullptr;
-  explicit ClQueue(cl_mem mem) {
-    cl_context context = nullptr;
-    cl_device_id device = nullptr;
-    cl_int status = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, nullptr);
-    if (status == CL_SUCCESS)
-      status = clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device, &device, nullptr);
-    if (status == CL_SUCCESS) queue = clCreateCommandQueueWithProperties(context, device, nullptr, &status);
-    if (status != CL_SUCCESS) {
-      progress_clear();
-      std::fprintf(stderr, "arraybridge-bench: an OpenCL queue for the naive baseline failed: %d\n", status);
-      std::exit(1);
-    }
-  }
-  ~ClQueue() { clReleaseCommandQueue(queue); }
-  void check_cl(cl_int status, const char* what) const {
-    if (status == CL_SUCCESS) return;
-    progress_clear();
-    std::fprintf(stderr, "arraybridge-bench: %s failed: %d\n", what, status);
-    std::exit(1);
-  }
-};
-
 // ARRAYBRIDGE_STAGING_THREADS for one measurement, the caller's value back after.
 struct StagingThreads {
   std::string saved;
@@ -103,6 +76,21 @@ struct StagingThreads {
     else unsetenv("ARRAYBRIDGE_STAGING_THREADS");
   }
 };
+
+// Whether a pageable upload of `source` to `device` runs staged (the planner's
+// choice, read from a report): small copies go to the driver's own copy instead.
+bool staged(abr_runtime* rt, DLTensor& source, DLDevice device) {
+  abr_transfer_report report{};
+  abr_transfer_options options;
+  abr_transfer_options_init(&options);
+  options.copy = ABR_COPY_ALWAYS;
+  options.report = &report;
+  DLManagedTensorVersioned upload = borrowed(source);
+  DLManagedTensorVersioned* out = nullptr;
+  check(abr_to_device(rt, &upload, device, &options, nullptr, &out), "abr_to_device");
+  out->deleter(out);
+  return report.path == ABR_PATH_STAGED;
+}
 
 DLManagedTensorVersioned* make_copy(abr_runtime* rt, DLTensor& source, DLDevice where) {
   abr_transfer_options copy;
@@ -175,9 +163,15 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
                                               }).median_s));
       report(r);
     }
+    const bool sweeps = size == largest_size(options) &&
+                        (selected(options, "H2D pageable sweep") || selected(options, "D2H pageable sweep"));
+    const bool sweeping = sweeps && staged(rt, host, device);
+    if (sweeps && !sweeping)
+      note("no pageable sweeps: at " + std::to_string(bytes >> 10) +
+           " KiB a pageable copy is under two staging chunks, one copy by the driver (use larger --sizes)");
     for (const bool up : {true, false}) {
       const char* which = up ? "H2D pageable sweep" : "D2H pageable sweep";
-      if (size != largest_size(options) || !selected(options, which)) continue;
+      if (!sweeping || !selected(options, which)) continue;
       const Baseline pageable_raw = baseline("cuPage", time_it(options, [&] {
                                                check_cu(cu,
                                                         up ? cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr)
@@ -207,7 +201,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
       DLManagedTensorVersioned* on_cl = make_copy(rt, host, opencl);
       const DLTensor cl_tensor = on_cl->dl_tensor;
       const auto mem = static_cast<cl_mem>(cl_tensor.data);
-      const ClQueue cl(mem);
+      const RawQueue cl(mem);
       for (const bool to_cl : {true, false}) {
         const char* which = to_cl ? "CUDA -> OpenCL" : "OpenCL -> CUDA";
         if (!selected(options, which)) continue;
@@ -221,11 +215,11 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
                                                  if (to_cl) {
                                                    check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
                                                    raw.wait();
-                                                   cl.check_cl(clEnqueueWriteBuffer(cl.queue, mem, CL_TRUE, 0, bytes,
+                                                   check_cl(clEnqueueWriteBuffer(cl.queue, mem, CL_TRUE, 0, bytes,
                                                                                     landing.data(), 0, nullptr, nullptr),
                                                                "clEnqueueWriteBuffer");
                                                  } else {
-                                                   cl.check_cl(clEnqueueReadBuffer(cl.queue, mem, CL_TRUE, 0, bytes,
+                                                   check_cl(clEnqueueReadBuffer(cl.queue, mem, CL_TRUE, 0, bytes,
                                                                                    landing.data(), 0, nullptr, nullptr),
                                                                "clEnqueueReadBuffer");
                                                    check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, landing.data(), bytes, nullptr), "HtoD");

@@ -4,8 +4,6 @@
 // of host memory (whose cost must not grow with the size), a transpose on the
 // device beside the driver's contiguous copy, and a copy from another context
 // beside the naive read-to-host-then-write.
-#define CL_TARGET_OPENCL_VERSION 300
-#include <CL/cl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,37 +12,10 @@
 #include <string>
 
 #include "bench.hpp"
+#include "opencl_raw.hpp"
 
 namespace bench {
 namespace {
-
-void check_cl(cl_int status, const char* what) {
-  if (status != CL_SUCCESS) {
-    progress_clear();
-    std::fprintf(stderr, "arraybridge-bench: %s failed: %d\n", what, status);
-    std::exit(1);
-  }
-}
-
-// A queue in the context of a buffer the runtime made, for the raw baselines.
-struct RawQueue {
-  cl_context context = nullptr;
-  cl_command_queue queue = nullptr;
-  explicit RawQueue(cl_mem mem) {
-    check_cl(clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, nullptr), "clGetMemObjectInfo");
-    cl_device_id device = nullptr;
-    check_cl(clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device, &device, nullptr), "clGetContextInfo");
-    cl_int status = CL_SUCCESS;
-    queue = clCreateCommandQueueWithProperties(context, device, nullptr, &status);
-    check_cl(status, "clCreateCommandQueueWithProperties");
-  }
-  ~RawQueue() { clReleaseCommandQueue(queue); }
-  cl_device_id device() const {
-    cl_device_id id = nullptr;
-    check_cl(clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof id, &id, nullptr), "clGetCommandQueueInfo");
-    return id;
-  }
-};
 
 // A context of the bench's own on the same device, as another library would have.
 struct ForeignContext {
