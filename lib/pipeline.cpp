@@ -41,12 +41,15 @@ Layout HostLayoutSide::rows(uint64_t offset, std::size_t n, int64_t* first_row) 
   return box;
 }
 
+char* HostLayoutSide::row_start(int64_t row) const {
+  return first_ + (view_.ndim() ? row * view_.strides[0] * static_cast<int64_t>(view_.itemsize) : 0);
+}
+
 std::unique_ptr<Event> HostLayoutSide::read(uint64_t offset, char* block, std::size_t n) {
   int64_t row = 0;
   const Layout box = rows(offset, n, &row);
   const Layout packed = compact_layout(box.device, bytes_dtype_, box.shape, block);
-  const char* from = first_ + (view_.ndim() ? row * view_.strides[0] * static_cast<int64_t>(view_.itemsize) : 0);
-  copy_layout_in_parallel(box, from, bytes_dtype_, block, packed.strides.data(), threads_);
+  copy_layout_in_parallel(box, row_start(row), bytes_dtype_, block, packed.strides.data(), threads_);
   return nullptr;
 }
 
@@ -54,8 +57,7 @@ std::unique_ptr<Event> HostLayoutSide::write(uint64_t offset, const char* block,
   int64_t row = 0;
   const Layout box = rows(offset, n, &row);
   const Layout packed = compact_layout(box.device, bytes_dtype_, box.shape, const_cast<char*>(block));
-  char* to = first_ + (view_.ndim() ? row * view_.strides[0] * static_cast<int64_t>(view_.itemsize) : 0);
-  copy_layout_in_parallel(packed, block, view_.dtype, to, view_.strides.data(), threads_);
+  copy_layout_in_parallel(packed, block, view_.dtype, row_start(row), view_.strides.data(), threads_);
   return nullptr;
 }
 

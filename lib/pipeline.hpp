@@ -66,6 +66,7 @@ class HostLayoutSide final : public ChunkSide {
 
  private:
   Layout rows(uint64_t offset, std::size_t n, int64_t* first_row) const;  // the box of whole rows
+  char* row_start(int64_t row) const;                                      // its first element
   Layout view_;
   char* first_;
   DLDataType bytes_dtype_;
