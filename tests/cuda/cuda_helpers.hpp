@@ -45,6 +45,20 @@ struct Fake {
   }
 };
 
+// Every stream operation of the fake driver lags by `us` while this lives (nothing
+// on a real driver); reset even when a REQUIRE ends the test early.
+struct Lag {
+  Fake fake;
+  explicit Lag(long long us) {
+    if (fake) fake.control("delay_us", us);
+  }
+  ~Lag() {
+    if (fake) fake.control("delay_us", 0);
+  }
+  Lag(const Lag&) = delete;
+  Lag& operator=(const Lag&) = delete;
+};
+
 // Fixture of every CUDA test: what the fake driver found wrong while the test
 // ran (stream-ordered races, frees without a context, failing pointer queries)
 // fails it, one CHECK per finding with the finding's text.

@@ -43,8 +43,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged into a strided CUDA view: pageable h
   Runtime rt;
   if (!cuda_devices(rt)) return;
   StagingChunkMib chunks("1");
-  Fake fake;
-  if (fake) fake.control("delay_us", 200);
+  Lag lag(200);
   const int64_t n = (int64_t{3} << 20) / 4 + 7;  // four chunks, the last one short
   std::vector<int32_t> data = iota(static_cast<std::size_t>(n), 11);
   std::vector<int32_t> zeros(static_cast<std::size_t>(2 * n), -1);
@@ -52,7 +51,6 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged into a strided CUDA view: pageable h
   Owned device(move_to(rt, &blank.managed, cuda0));  // 2n elements of -1
   std::vector<int64_t> shape{n}, every_other{2}, none;
   copy_ok(rt, view(data.data(), cpu, i32, shape, none), view(device->data, cuda0, i32, shape, every_other));
-  if (fake) fake.control("delay_us", 0);
   Owned home(move_to(rt, take(device), cpu));
   const auto* out = static_cast<const int32_t*>(home->data);
   int64_t wrong = 0;
@@ -64,8 +62,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, cas
   Runtime rt;
   if (!cuda_devices(rt)) return;
   StagingChunkMib chunks("1");
-  Fake fake;
-  if (fake) fake.control("delay_us", 200);
+  Lag lag(200);
   const int64_t rows = 640, cols = 1000;  // 2.4 MiB of int32, 4.9 MiB as float64
   std::vector<int32_t> data = iota(static_cast<std::size_t>(rows * cols), -5000);
   Managed source(data.data(), i32, {rows, cols});
@@ -86,7 +83,6 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, cas
   Owned target(move_to(rt, &zeros.managed, cuda0));
   std::vector<int64_t> t_shape{cols, rows}, t_strides{1, cols}, none;
   copy_ok(rt, on_cl.t->dl_tensor, view(target->data, cuda0, i32, t_shape, t_strides));
-  if (fake) fake.control("delay_us", 0);
   Owned home(move_to(rt, take(target), cpu));
   CHECK(std::memcmp(home->data, data.data(), data.size() * 4) == 0);
   abr_pool_stats stats{};
@@ -98,8 +94,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return 
   Runtime rt;
   if (!cuda_devices(rt)) return;
   StagingChunkMib chunks("1");
-  Fake fake;
-  if (fake) fake.control("delay_us", 500);  // every DMA lags: a block refilled too early shows as wrong data
+  Lag lag(500);  // every DMA lags: a block refilled too early shows as wrong data
   abr_stream* stream = nullptr;
   REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
   const std::size_t n = (std::size_t{5} << 20) / 8;  // 2.5 MiB: three chunks
@@ -114,7 +109,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return 
     uploaded.emplace_back(move_to(rt, &source.managed, cuda0, &report, stream));
     CHECK(report.path == ABR_PATH_STAGED);
   }
-  if (fake) {  // the calls returned with DMAs still queued: their blocks are back, but guarded
+  if (lag.fake) {  // the calls returned with DMAs still queued: their blocks are back, but guarded
     abr_pool_stats stats{};
     REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
     CHECK(stats.bytes_waiting > 0);
@@ -126,15 +121,13 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return 
   for (std::size_t k = 0; k < 4; ++k) CHECK(std::memcmp(homes[k]->data, inputs[k].data(), n * 4) == 0);
   abr_stream_destroy(stream);
   for (const Managed& source : sources) CHECK(source.deleted == 1);
-  if (fake) fake.control("delay_us", 0);
 }
 
 TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed or scattered row by row, one chunk at a time") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   StagingChunkMib chunks("1");
-  Fake fake;
-  if (fake) fake.control("delay_us", 200);
+  Lag lag(200);
   const int64_t rows = 640, cols = 1000;
   std::vector<float> data(static_cast<std::size_t>(rows * cols));
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.5f;
@@ -169,7 +162,6 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed 
   Managed two_rows(data.data(), f32, {2, rows * cols / 2}, {1, 2});
   Owned whole(move_to(rt, &two_rows.managed, cuda0, &report));
   CHECK(report.path == ABR_PATH_HOST_TO_DEVICE);
-  if (fake) fake.control("delay_us", 0);
   abr_pool_stats stats{};
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.bytes_in_use == 0);
