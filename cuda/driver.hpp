@@ -16,6 +16,7 @@
   X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) \
   X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxEnablePeerAccess) X(cuCtxSynchronize) \
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost) \
+  X(cuMemHostRegister) X(cuMemHostUnregister) \
   X(cuPointerGetAttributes) \
   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamGetCtx) \

@@ -29,6 +29,25 @@ class PinnedBlock final : public StagingBlock {
   std::size_t size_;
 };
 
+class Registration final : public HostRegistration {
+ public:
+  Registration(std::shared_ptr<Device> device, char* data) : device_(std::move(device)), data_(data) {}
+  ~Registration() override {
+    if (device_->lost()) return;  // the context is unusable: the registration goes with the process
+    try {
+      Scope scope(*device_);
+      const CUresult status = device_->cu().cuMemHostUnregister(data_);
+      if (status != CUDA_SUCCESS) log::warn("cuMemHostUnregister failed: {}", error_text(device_->cu(), status));
+    } catch (const std::exception& e) {  // a destructor: report, never throw
+      log::warn("unregistering host memory from CUDA failed: {}", e.what());
+    }
+  }
+
+ private:
+  std::shared_ptr<Device> device_;
+  char* data_;
+};
+
 }  // namespace
 
 StreamBuffer::StreamBuffer(std::shared_ptr<Device> device, uint64_t bytes, CUstream stream)
@@ -79,6 +98,16 @@ std::unique_ptr<StagingBlock> PinnedProvider::allocate(std::size_t bytes) {
     device_->cu().cuMemFreeHost(data);
     throw;
   }
+}
+
+std::unique_ptr<HostRegistration> HostRegistrar::register_host(char* data, std::size_t bytes) {
+  Scope scope(*device_);
+  const CUresult status = device_->cu().cuMemHostRegister(data, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+  if (status == CUDA_SUCCESS) return std::make_unique<Registration>(device_, data);
+  // Not fatal: CUDA still copies the memory, as pageable, at a fraction of the speed.
+  log::warn("cuMemHostRegister of a {}-byte staging block failed ({}): CUDA copies it as pageable memory",
+            bytes, error_text(device_->cu(), status));
+  return nullptr;
 }
 
 }  // namespace abr::cuda

@@ -5,11 +5,13 @@
 //  - memory handed to a consumer (an exported tensor) is used on streams we
 //    never see, so it is not stream-ordered (cuMemAlloc: valid on every stream
 //    at once) and is freed through the Reclaimer, after the devices' queued work.
-// And page-locked host memory for the pinned pool.
+// And page-locked host memory for the pinned pool, its own or another driver's
+// registered with CUDA.
 #pragma once
 
 #include <memory>
 
+#include "../lib/shared_staging.hpp"
 #include "../lib/staging.hpp"
 #include "../lib/storage.hpp"
 #include "device.hpp"
@@ -58,6 +60,18 @@ class PinnedProvider final : public StagingProvider {
   const char* name() const override { return "CUDA page-locked host memory"; }
   const void* domain() const override { return &device_->cu(); }
   std::unique_ptr<StagingBlock> allocate(std::size_t bytes) override;
+
+ private:
+  std::shared_ptr<Device> device_;
+};
+
+// Page-locks host memory another driver allocated (cuMemHostRegister, portable to
+// every context), so that CUDA's DMA reaches it at full speed. A registration keeps
+// the device whose context made it, and is undone in that context while it lives.
+class HostRegistrar final : public abr::HostRegistrar {
+ public:
+  explicit HostRegistrar(std::shared_ptr<Device> device) : device_(std::move(device)) {}
+  std::unique_ptr<HostRegistration> register_host(char* data, std::size_t bytes) override;
 
  private:
   std::shared_ptr<Device> device_;

@@ -290,6 +290,7 @@ class StagingSide final : public ChunkSide {
         scope_(*device_),
         submission_(device_, stream),
         pinned_(pinned),
+        registrar_(device_),
         tensor_(tensor),
         bytes_(device_first(tensor)) {
     const bool reshaped = source ? plan.pack == Step::Device : plan.scatter == Step::Device;
@@ -323,12 +324,14 @@ class StagingSide final : public ChunkSide {
     if (!device_->lost()) device_->cu().cuStreamSynchronize(submission_.get());
   }
   StagingProvider* staging() override { return &pinned_; }
+  abr::HostRegistrar* registrar() override { return &registrar_; }
 
  private:
   std::shared_ptr<Device> device_;
   Scope scope_;  // the device's context is current while the side lives (on the caller's thread)
   Submission submission_;
   StagingProvider& pinned_;
+  HostRegistrar registrar_;
   Layout tensor_;
   CUdeviceptr bytes_;
   std::unique_ptr<DeviceTemp> temp_;  // freed on the stream, after the work that uses it

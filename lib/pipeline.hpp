@@ -17,6 +17,8 @@
 
 namespace abr {
 
+class HostRegistrar;
+
 // One side of a staged transfer: the compact bytes chunks are read from (the
 // source) or written to (the destination).
 class ChunkSide {
@@ -36,6 +38,8 @@ class ChunkSide {
   virtual void settle() noexcept {}
   // The pinned memory this side's DMA is fastest from, or nullptr (host memory).
   virtual StagingProvider* staging() { return nullptr; }
+  // This side's driver, when it can page-lock the other side's blocks (CUDA); else nullptr.
+  virtual HostRegistrar* registrar() { return nullptr; }
 };
 
 // Pageable host memory: each chunk is copied by `threads` host threads, who also

@@ -98,10 +98,13 @@ struct Plan {
   bool overlap = false;  // abr_copy only: source and destination memory overlap
   // The threads of every host-side step (the host engine's walks, a staged
   // transfer's host side); for Move::Staged also the chunk size, and whose pinned
-  // blocks carry the chunks: the source side's (CUDA page-locked memory, or the
-  // device side of a download) or the destination's (an OpenCL context's mapped memory).
+  // blocks carry the chunks: the source side's or the destination's (the device
+  // side's between host and device; the destination context's between OpenCL
+  // contexts; the OpenCL side's between CUDA and OpenCL, where staging_shared
+  // has the other side's driver page-lock them too).
   StagingShape staging;
   bool staging_at_source = false;
+  bool staging_shared = false;
   PlanDetail detail;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "dtype.hpp"
 #include "error.hpp"
@@ -10,6 +11,7 @@
 #include "log.hpp"
 #include "planner.hpp"
 #include "pipeline.hpp"
+#include "shared_staging.hpp"
 
 namespace abr {
 namespace {
@@ -58,6 +60,10 @@ Runtime::Runtime(const abr_runtime_options& resolved)
       opencl_(make_opencl_backend(resolved, pool_)),
       devices_(cuda_->report(), opencl_->report()) {
   log::debug("runtime created with {} device(s)", devices_.count());
+}
+
+Runtime::~Runtime() {
+  for (auto& domain : shared_domains_) pool_->release_domain(&domain.second);
 }
 
 DeviceBackend* Runtime::backend_of(DLDeviceType type) {
@@ -250,11 +256,22 @@ std::unique_ptr<ChunkSide> Runtime::staging_side(const Plan& plan, const Layout&
   return std::make_unique<HostMemorySide>(first_element(tensor), plan.staging.threads);  // compact bytes
 }
 
+const void* Runtime::shared_domain(const void* blocks_domain) {
+  std::lock_guard<std::mutex> lock(shared_domains_mutex_);
+  return &shared_domains_[blocks_domain];  // a map node: its address stays put while the runtime lives
+}
+
 void Runtime::run_staged(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
   std::unique_ptr<ChunkSide> from = staging_side(plan, src, /*source=*/true, stream);
   std::unique_ptr<ChunkSide> to = staging_side(plan, dst, /*source=*/false, stream);
   StagingProvider* blocks = (plan.staging_at_source ? from : to)->staging();
   if (!blocks) fail(ABR_ERR_INTERNAL, "a staged transfer planned through the pinned blocks of host memory");
+  std::optional<SharedStagingProvider> shared;
+  if (plan.staging_shared) {
+    HostRegistrar* registrar = (plan.staging_at_source ? to : from)->registrar();
+    if (!registrar) fail(ABR_ERR_INTERNAL, "a staged transfer planned through blocks shared with a side that cannot page-lock them");
+    blocks = &shared.emplace(*blocks, *registrar, shared_domain(blocks->domain()));
+  }
   run_pipeline(*from, *to, src.numel * dst.itemsize, plan.staging, *pool_, *blocks);
   from->finish();
   to->finish();

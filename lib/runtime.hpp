@@ -5,7 +5,9 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "arraybridge/arraybridge.h"
 #include "backend.hpp"
@@ -20,6 +22,7 @@ namespace abr {
 class Runtime {
  public:
   explicit Runtime(const abr_runtime_options* options);
+  ~Runtime();  // frees the shared staging blocks while both backends' contexts live
 
   const DeviceRegistry& devices() const { return devices_; }
   DeviceBackend& opencl() { return *opencl_; }
@@ -79,6 +82,11 @@ class Runtime {
   StagingChoice staging_choice() const {
     return {staging_threads_.load(std::memory_order_relaxed), staging_chunk_.load(std::memory_order_relaxed)};
   }
+  // The pool domain of `blocks_domain`'s blocks when they are also page-locked by a
+  // second driver (SharedStagingProvider): one key per domain, apart from the plain blocks.
+  const void* shared_domain(const void* blocks_domain);
+  std::mutex shared_domains_mutex_;
+  std::map<const void*, char> shared_domains_;
   std::atomic<uint32_t> staging_threads_{0};  // abr_runtime_set_staging; 0: the default
   std::atomic<uint64_t> staging_chunk_{0};
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them

@@ -99,6 +99,10 @@ struct RawDriver {
   decltype(&cuMemFreeAsync) free_async = fake.driver<decltype(cuMemFreeAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemFreeAsync));
   decltype(&cuMemHostAlloc) host_alloc = fake.driver<decltype(cuMemHostAlloc)>(ABR_TEST_CUDA_SYMBOL(cuMemHostAlloc));
   decltype(&cuMemFreeHost) free_host = fake.driver<decltype(cuMemFreeHost)>(ABR_TEST_CUDA_SYMBOL(cuMemFreeHost));
+  decltype(&cuMemHostRegister) host_register =
+      fake.driver<decltype(cuMemHostRegister)>(ABR_TEST_CUDA_SYMBOL(cuMemHostRegister));
+  decltype(&cuMemHostUnregister) host_unregister =
+      fake.driver<decltype(cuMemHostUnregister)>(ABR_TEST_CUDA_SYMBOL(cuMemHostUnregister));
   decltype(&cuMemcpyHtoDAsync) upload = fake.driver<decltype(cuMemcpyHtoDAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync));
   decltype(&cuMemcpyDtoDAsync) device_copy = fake.driver<decltype(cuMemcpyDtoDAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoDAsync));
   decltype(&cuPointerGetAttribute) attribute = fake.driver<decltype(cuPointerGetAttribute)>(ABR_TEST_CUDA_SYMBOL(cuPointerGetAttribute));

@@ -25,8 +25,14 @@
 //    context that owned the memory was released (the driver freed it then);
 //  - cuPointerGetAttribute on memory the driver does not know (pageable host
 //    memory): the real driver returns CUDA_ERROR_INVALID_VALUE, which fills
-//    every sanitizer log and driver trace; cuPointerGetAttributes answers it.
-// At exit it reports what was never freed (device and pinned).
+//    every sanitizer log and driver trace; cuPointerGetAttributes answers it;
+//  - cuMemHostRegister'd memory unregistered while a queued copy still uses it,
+//    without a current context, or after the context that registered it was
+//    released. Registering memory cuMemHostAlloc made is CUDA_ERROR_INVALID_VALUE,
+//    as on the H100; async copies from memory neither allocated page-locked nor
+//    registered are counted ("pageable_async_copies": the real driver runs them
+//    synchronously, through its own staging, at a fraction of the link's speed).
+// At exit it reports what was never freed (device and pinned) or never unregistered.
 // Kernels are emulated on the host with the library's own host cast.
 #include <cuda.h>
 
@@ -81,6 +87,8 @@ std::atomic<int64_t> g_delay_us{0};
 std::atomic<int64_t> g_fail_alloc_in{0};  // the n-th allocation from now fails; 0: none
 std::atomic<int64_t> g_launches{0};
 std::atomic<int64_t> g_fail_launch_in{0};  // the n-th launch from now faults (sticky)
+std::atomic<int64_t> g_fail_register_in{0};  // the n-th cuMemHostRegister from now fails
+std::atomic<int64_t> g_pageable_async{0};    // async copies from or to memory not page-locked
 int g_device_count = 2;
 CUctx_st g_contexts[kMaxDevices];
 std::atomic<int> g_retained[kMaxDevices];
@@ -127,6 +135,16 @@ std::mutex g_memory_mutex;
 std::map<uint64_t, Range>& g_ranges = *new std::map<uint64_t, Range>;
 // Memory the driver freed with its context: freeing it again is a finding.
 std::set<uint64_t>& g_freed_with_context = *new std::set<uint64_t>;
+// Host memory registered with cuMemHostRegister, by start address: its size, the
+// context that registered it, and the queued copies that use it.
+struct Registered {
+  uint64_t size;
+  int context;
+  std::vector<Use> uses;
+};
+std::map<uint64_t, Registered>& g_registered = *new std::map<uint64_t, Registered>;
+// Registrations the driver ended with their context: unregistering again is a finding.
+std::set<uint64_t>& g_unregistered_with_context = *new std::set<uint64_t>;
 // Device ranges already released (start -> size) until an allocation reuses them:
 // a use submitted after the free has run is still told from a wild pointer.
 std::map<uint64_t, uint64_t>& g_released = *new std::map<uint64_t, uint64_t>;
@@ -403,9 +421,18 @@ void release_locked(std::map<uint64_t, Range>::iterator it) {
   g_ranges.erase(it);
 }
 
-// The primary context of `device` is gone: the driver frees what it owned.
+// The primary context of `device` is gone: the driver frees what it owned and
+// ends the registrations it made.
 void destroy_context(int device) {
   std::lock_guard<std::mutex> lock(g_memory_mutex);
+  for (auto it = g_registered.begin(); it != g_registered.end();) {
+    if (it->second.context != device) {
+      ++it;
+      continue;
+    }
+    g_unregistered_with_context.insert(it->first);
+    it = g_registered.erase(it);
+  }
   for (auto it = g_ranges.begin(); it != g_ranges.end();) {
     if (it->second.context != device) {
       ++it;
@@ -433,6 +460,9 @@ struct ExitReport {
                            "were never freed\n",
                    static_cast<unsigned long long>(devices), static_cast<unsigned long long>(device_bytes),
                    static_cast<unsigned long long>(pinned), static_cast<unsigned long long>(pinned_bytes));
+    if (!g_registered.empty() && g_sticky.load() == CUDA_SUCCESS)
+      std::fprintf(stderr, "fake libcuda at exit: %zu cuMemHostRegister range(s) were never unregistered\n",
+                   g_registered.size());
   }
 } g_exit_report;
 
@@ -444,14 +474,17 @@ extern "C" {
 
 // "delay_us" (per stream operation), "fail_alloc" (the n-th allocation from
 // now fails with CUDA_ERROR_OUT_OF_MEMORY), "fault_launch" (the n-th kernel
-// launch from now faults: a sticky CUDA_ERROR_ILLEGAL_ADDRESS), "reset" (clears
-// a sticky error and the armed failures), "clear_findings".
+// launch from now faults: a sticky CUDA_ERROR_ILLEGAL_ADDRESS), "fail_register"
+// (the n-th cuMemHostRegister from now fails with CUDA_ERROR_OUT_OF_MEMORY),
+// "reset" (clears a sticky error and the armed failures), "clear_findings".
 __attribute__((visibility("default"))) int fake_cuda_control(const char* what, long long value) {
   const std::string name = what;
   if (name == "delay_us") g_delay_us = value;
   else if (name == "fail_alloc") g_fail_alloc_in = value;
   else if (name == "fault_launch") g_fail_launch_in = value;
-  else if (name == "reset") g_sticky = CUDA_SUCCESS, g_fail_alloc_in = 0, g_fail_launch_in = 0, g_delay_us = 0;
+  else if (name == "fail_register") g_fail_register_in = value;
+  else if (name == "reset")
+    g_sticky = CUDA_SUCCESS, g_fail_alloc_in = 0, g_fail_launch_in = 0, g_fail_register_in = 0, g_delay_us = 0;
   else if (name == "clear_findings") {
     std::lock_guard<std::mutex> lock(g_findings_mutex);
     g_findings.clear();
@@ -472,17 +505,20 @@ __attribute__((visibility("default"))) const char* fake_cuda_finding(long long n
                                                                    : nullptr;
 }
 
-// "device_allocations", "pinned_allocations" (live now), "launches" (so far),
-// "findings" (so far), "retained:N" (references to cuda:N's primary context).
+// "device_allocations", "pinned_allocations", "registered_ranges" (live now),
+// "launches", "pageable_async_copies", "findings" (so far), "retained:N"
+// (references to cuda:N's primary context).
 __attribute__((visibility("default"))) long long fake_cuda_stat(const char* what) {
   const std::string name = what;
   if (name == "launches") return g_launches.load();
+  if (name == "pageable_async_copies") return g_pageable_async.load();
   if (name == "findings") {
     std::lock_guard<std::mutex> lock(g_findings_mutex);
     return static_cast<long long>(g_findings.size());
   }
   if (name.rfind("retained:", 0) == 0) return g_retained[std::atoi(name.c_str() + 9) % kMaxDevices].load();
   std::lock_guard<std::mutex> lock(g_memory_mutex);
+  if (name == "registered_ranges") return static_cast<long long>(g_registered.size());
   long long n = 0;
   for (const auto& entry : g_ranges)
     if (!entry.second.freed && (entry.second.device >= 0) == (name == "device_allocations")) ++n;
@@ -516,6 +552,8 @@ CUresult cuGetErrorName(CUresult error, const char** text) {
     case CUDA_ERROR_NOT_READY: *text = "CUDA_ERROR_NOT_READY"; break;
     case CUDA_ERROR_ILLEGAL_ADDRESS: *text = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: *text = "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"; break;
+    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: *text = "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"; break;
+    case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: *text = "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"; break;
     default: *text = nullptr; return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -756,10 +794,78 @@ CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attribu
   return CUDA_SUCCESS;
 }
 
-// Host memory that is not page-locked makes the real driver copy synchronously.
-static bool pinned_host(const void* pointer, size_t bytes) {
+// The registration holding [address, address + bytes) (caller holds g_memory_mutex), or nullptr.
+static Registered* find_registered_locked(uint64_t address, uint64_t bytes) {
+  auto it = g_registered.upper_bound(address);
+  if (it == g_registered.begin()) return nullptr;
+  --it;
+  return address + bytes <= it->first + it->second.size ? &it->second : nullptr;
+}
+
+// Host memory that is not page-locked (allocated so, or registered) makes the real
+// driver copy synchronously, through its own staging: counted, and waited for.
+// A registered range records the copy, for cuMemHostUnregister's check.
+static bool pinned_host(const void* pointer, size_t bytes, FakeStream* stream, uint64_t seq) {
   const Range* range = find_range(reinterpret_cast<uint64_t>(pointer), bytes);
-  return range && range->device < 0;
+  if (range && range->device < 0) return true;
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  if (Registered* registered = find_registered_locked(reinterpret_cast<uint64_t>(pointer), bytes)) {
+    std::vector<Use>& uses = registered->uses;
+    if (uses.size() >= 64)  // a reused staging block: forget the copies that ran
+      uses.erase(std::remove_if(uses.begin(), uses.end(), use_finished), uses.end());
+    uses.push_back({stream->id(), seq});
+    return true;
+  }
+  if (bytes) ++g_pageable_async;
+  return false;
+}
+
+CUresult cuMemHostRegister(void* pointer, size_t bytes, unsigned int) {
+  FAKE_NEED_CONTEXT();
+  if (!pointer || !bytes) return CUDA_ERROR_INVALID_VALUE;
+  int64_t n = g_fail_register_in.load();
+  while (n > 0 && !g_fail_register_in.compare_exchange_weak(n, n - 1)) {
+  }
+  if (n == 1) return CUDA_ERROR_OUT_OF_MEMORY;
+  const auto start = reinterpret_cast<uint64_t>(pointer);
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  auto overlaps = [&](uint64_t begin, uint64_t size) { return begin < start + bytes && start < begin + size; };
+  for (const auto& entry : g_ranges)  // already page-locked by cuMemHostAlloc: refused, as on the H100
+    if (entry.second.device < 0 && !entry.second.freed && overlaps(entry.first, entry.second.size))
+      return CUDA_ERROR_INVALID_VALUE;
+  for (const auto& entry : g_registered)
+    if (overlaps(entry.first, entry.second.size)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  g_registered[start] = Registered{bytes, current_device(), {}};
+  g_unregistered_with_context.erase(start);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostUnregister(void* pointer) {
+  FAKE_GUARD();
+  const auto start = reinterpret_cast<uint64_t>(pointer);
+  if (t_current.empty()) {
+    finding("cuMemHostUnregister(%#llx) with no current context (CUDA_ERROR_INVALID_CONTEXT)",
+            static_cast<unsigned long long>(start));
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  std::vector<Use> uses;
+  {
+    std::lock_guard<std::mutex> lock(g_memory_mutex);
+    if (g_unregistered_with_context.count(start)) {
+      finding("cuMemHostUnregister(%#llx) after the primary context that registered it was released",
+              static_cast<unsigned long long>(start));
+      return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    auto it = g_registered.find(start);
+    if (it == g_registered.end()) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    uses = std::move(it->second.uses);
+    g_registered.erase(it);
+  }
+  for (const Use& use : uses)
+    if (!use_finished(use))
+      finding("cuMemHostUnregister(%#llx) while a copy queued on stream %d still uses the memory",
+              static_cast<unsigned long long>(start), use.stream);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
@@ -771,7 +877,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstr
     std::memcpy(real_of(dst), src, bytes);
   });
   if (bytes) note_use(dst, s, seq, "cuMemcpyHtoDAsync");
-  if (!pinned_host(src, bytes)) s->synchronize();
+  if (!pinned_host(src, bytes, s, seq)) s->synchronize();
   return CUDA_SUCCESS;
 }
 
@@ -784,7 +890,7 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream st
     std::memcpy(dst, real_of(src), bytes);
   });
   if (bytes) note_use(src, s, seq, "cuMemcpyDtoHAsync");
-  if (!pinned_host(dst, bytes)) s->synchronize();
+  if (!pinned_host(dst, bytes, s, seq)) s->synchronize();
   return CUDA_SUCCESS;
 }
 

@@ -132,3 +132,64 @@ TEST_CASE("fake driver: cuPointerGetAttribute on pageable memory is a finding, c
   CHECK(size == 0);
   CHECK(cu.take_findings(before).empty());
 }
+
+TEST_CASE("fake driver: cuMemHostRegister as on the H100; unregistering under a queued copy, without a context or after it, are findings") {
+  if (!fake_loaded()) return;
+  RawDriver cu;
+  void* allocated = nullptr;
+  REQUIRE(cu.host_alloc(&allocated, 4096, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS);
+  CHECK(cu.host_register(allocated, 4096, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_ERROR_INVALID_VALUE);  // already page-locked
+  REQUIRE(cu.free_host(allocated) == CUDA_SUCCESS);
+
+  // Pageable memory: an async copy from it is counted until it is registered.
+  std::vector<char> host(8192, 7);
+  CUdeviceptr device = 0;
+  REQUIRE(cu.alloc(&device, host.size()) == CUDA_SUCCESS);
+  CUstream stream = cu.stream();
+  const long long pageable = cu.fake.stat("pageable_async_copies");
+  REQUIRE(cu.upload(device, host.data(), host.size(), stream) == CUDA_SUCCESS);
+  CHECK(cu.fake.stat("pageable_async_copies") == pageable + 1);
+  const long long registered = cu.fake.stat("registered_ranges");
+  REQUIRE(cu.host_register(host.data(), host.size(), CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS);
+  CHECK(cu.fake.stat("registered_ranges") == registered + 1);
+  CHECK(cu.host_register(host.data() + 4096, 16, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  REQUIRE(cu.upload(device, host.data(), host.size(), stream) == CUDA_SUCCESS);
+  CHECK(cu.fake.stat("pageable_async_copies") == pageable + 1);
+
+  // Unregistered while that copy is still queued behind a lagging stream.
+  long long before = cu.fake.stat("findings");
+  cu.fake.control("delay_us", 20000);
+  REQUIRE(cu.upload(device, host.data(), host.size(), stream) == CUDA_SUCCESS);
+  CHECK(cu.host_unregister(host.data()) == CUDA_SUCCESS);
+  REQUIRE(cu.stream_sync(stream) == CUDA_SUCCESS);
+  cu.fake.control("delay_us", 0);
+  CHECK(cu.take_findings(before).find("still uses the memory") != std::string::npos);
+  CHECK(cu.host_unregister(host.data()) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+
+  // Without a current context.
+  REQUIRE(cu.host_register(host.data(), host.size(), 0) == CUDA_SUCCESS);
+  before = cu.fake.stat("findings");
+  CUcontext popped = nullptr;
+  REQUIRE(cu.pop(&popped) == CUDA_SUCCESS);
+  CHECK(cu.host_unregister(host.data()) == CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(cu.push(popped) == CUDA_SUCCESS);
+  CHECK(cu.take_findings(before).find("no current context") != std::string::npos);
+  CHECK(cu.host_unregister(host.data()) == CUDA_SUCCESS);  // the correct sequence: no finding
+  CHECK(cu.fake.stat("findings") == before);
+  CHECK(cu.fake.stat("registered_ranges") == registered);
+  REQUIRE(cu.stream_destroy(stream) == CUDA_SUCCESS);
+  REQUIRE(cu.free(device) == CUDA_SUCCESS);
+
+  // After the context that registered it was released: the driver ended it then.
+  if (cu.fake.stat("retained:1") != 0) return;  // a runtime holds cuda:1: its context would outlive this test
+  CUcontext other = nullptr;
+  REQUIRE(cu.retain(&other, 1) == CUDA_SUCCESS);
+  REQUIRE(cu.push(other) == CUDA_SUCCESS);
+  REQUIRE(cu.host_register(host.data(), host.size(), 0) == CUDA_SUCCESS);
+  REQUIRE(cu.pop(nullptr) == CUDA_SUCCESS);
+  REQUIRE(cu.release(1) == CUDA_SUCCESS);
+  CHECK(cu.fake.stat("registered_ranges") == registered);
+  before = cu.fake.stat("findings");
+  CHECK(cu.host_unregister(host.data()) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  CHECK(cu.take_findings(before).find("after the primary context") != std::string::npos);
+}

@@ -166,3 +166,81 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed 
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.bytes_in_use == 0);
 }
+
+// On an H100 NVIDIA's OpenCL moved CUDA's page-locked blocks at its pageable speed,
+// and CUDA OpenCL's mapped ones at its own: 7-11 GB/s either way. The blocks must be
+// OpenCL's, registered with CUDA (40-44 GB/s): no CUDA page-locked block, and no
+// CUDA copy from memory CUDA has not page-locked.
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL stages through OpenCL's mapped blocks registered with CUDA, unregistered when freed") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  Fake fake;
+  StagingChunkMib chunks("1");
+  Lag lag(200);
+  const std::size_t n = (std::size_t{3} << 20) / 4 + 3;  // four chunks, the last one short
+  std::vector<int32_t> data = iota(n, -77);
+  Managed source(data.data(), i32, {static_cast<int64_t>(n)});
+  Owned on_cuda(move_to(rt, &source.managed, cuda0));
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);  // no cached CUDA block left to reuse
+  const long long pinned = fake ? fake.stat("pinned_allocations") : 0;
+  const long long pageable = fake ? fake.stat("pageable_async_copies") : 0;
+  const long long registered = fake ? fake.stat("registered_ranges") : 0;
+
+  abr_transfer_report report{};
+  Owned on_cl(move_to(rt, take(on_cuda), kOpenCl, &report));
+  CHECK(report.path == ABR_PATH_STAGED);
+  INFO(std::string(report.detail));
+  CHECK(std::string(report.detail).find("pinned for both drivers") != std::string::npos);
+  Owned back(move_to(rt, take(on_cl), cuda0, &report));
+  CHECK(report.path == ABR_PATH_STAGED);
+  if (fake) {
+    CHECK(fake.stat("pinned_allocations") == pinned);    // OpenCL's blocks, not CUDA's
+    CHECK(fake.stat("pageable_async_copies") == pageable);  // every CUDA copy from registered memory
+    CHECK(fake.stat("registered_ranges") >= registered + 3);  // one per block in flight
+  }
+  Owned home(move_to(rt, take(back), cpu));
+  CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);
+  if (fake) CHECK(fake.stat("registered_ranges") == registered);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL when CUDA refuses to register a block: values intact, that block copied as pageable") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  Fake fake;
+  if (!fake) return;  // only the fake refuses on request
+  StagingChunkMib chunks("1");
+  const std::size_t n = (std::size_t{3} << 20) / 4;  // three chunks
+  std::vector<int32_t> data = iota(n, 5);
+  Managed source(data.data(), i32, {static_cast<int64_t>(n)});
+  Owned on_cl(move_to(rt, &source.managed, kOpenCl));
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);
+  const long long pageable = fake.stat("pageable_async_copies");
+  const long long registered = fake.stat("registered_ranges");
+  fake.control("fail_register", 1);  // the first block's registration fails
+  Owned on_cuda(move_to(rt, take(on_cl), cuda0));
+  fake.control("fail_register", 0);
+  CHECK(fake.stat("pageable_async_copies") > pageable);
+  CHECK(fake.stat("registered_ranges") == registered + 2);
+  Owned home(move_to(rt, take(on_cuda), cpu));
+  CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "a runtime destroyed with CUDA <-> OpenCL blocks cached unregisters them while CUDA's context lives") {
+  Fake fake;
+  const long long registered = fake ? fake.stat("registered_ranges") : 0;
+  {
+    Runtime rt;
+    if (!cuda_devices(rt)) return;
+    StagingChunkMib chunks("1");
+    const std::size_t n = (std::size_t{2} << 20) / 4;  // two chunks
+    std::vector<int32_t> data = iota(n, 9);
+    Managed source(data.data(), i32, {static_cast<int64_t>(n)});
+    Owned on_cl(move_to(rt, &source.managed, kOpenCl));
+    Owned on_cuda(move_to(rt, take(on_cl), cuda0));
+    Owned home(move_to(rt, take(on_cuda), cpu));
+    CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
+  }
+  Fake loaded;  // the fake is loaded by now, if it is the driver
+  if (loaded) CHECK(loaded.stat("registered_ranges") == registered);
+}
