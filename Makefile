@@ -31,7 +31,9 @@ CUDA_SRCS := $(wildcard cuda/*.cpp)
 CORE_SRCS := $(LIB_SRCS) $(OPENCL_SRCS) $(CUDA_SRCS) $(CAPI_SRCS)
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 
-SONAME := libarraybridge.so.$(VERSION_MAJOR)
+# Before 1.0 every minor version may change the ABI, so it is part of the soname.
+VERSION_MINOR := $(call version_part,MINOR)
+SONAME := libarraybridge.so.$(if $(filter 0,$(VERSION_MAJOR)),0.$(VERSION_MINOR),$(VERSION_MAJOR))
 SHLIB := $(BUILD)/lib/libarraybridge.so.$(VERSION)
 STATIC := $(BUILD)/lib/libarraybridge_core.a
 TOOLS := $(BUILD)/bin/arraybridge-info $(BUILD)/bin/arraybridge-bench

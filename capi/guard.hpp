@@ -21,7 +21,7 @@ abr_status guarded(const char* function, Body&& body) noexcept {
       message = fmt::format("{}: {}", function, e.what());
     } catch (...) {
     }
-    set_last_error(e.status(), message.empty() ? e.what() : message.c_str());
+    set_last_error(e.status(), message.empty() ? e.what() : message.c_str(), e.backend_code());
     log::debug("{}", message);
     return e.status();
   } catch (const std::bad_alloc&) {

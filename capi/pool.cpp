@@ -2,31 +2,35 @@
 #include <cstring>
 
 #include "handles.hpp"
+#include "struct_versions.hpp"
 
 using abr::capi::guarded;
+using abr::capi::kPoolStats;
 using abr::capi::require_pointer;
 using abr::capi::runtime_of;
 
 extern "C" {
 
+abr_status abr_pool_stats_init(abr_pool_stats* stats, unsigned int version) {
+  return guarded(__func__, [&] { abr::capi::init_versioned(stats, version, kPoolStats); });
+}
+
 abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats) {
   return guarded(__func__, [&] {
-    require_pointer(stats, "stats");
-    if (stats->version > ABR_POOL_STATS_VERSION)
-      abr::fail(ABR_ERR_INVALID_ARGUMENT, "abr_pool_stats version {} is newer than this library's ({})",
-                stats->version, ABR_POOL_STATS_VERSION);
+    abr::capi::caller_size(require_pointer(stats, "stats")->version, kPoolStats);
     const abr::PoolStats s = runtime_of(runtime).pool().stats();
-    std::memset(stats, 0, sizeof *stats);
-    stats->version = ABR_POOL_STATS_VERSION;
-    stats->bytes_pinned = s.bytes_pinned;
-    stats->bytes_in_use = s.bytes_in_use;
-    stats->bytes_cached = s.bytes_cached;
-    stats->bytes_waiting = s.bytes_waiting;
-    stats->peak_bytes_pinned = s.peak_bytes_pinned;
-    stats->limit_bytes = s.limit_bytes;
-    stats->blocks_pinned = s.blocks_pinned;
-    stats->hits = s.hits;
-    stats->misses = s.misses;
+    abr_pool_stats full{};
+    full.version = ABR_POOL_STATS_VERSION;
+    full.bytes_pinned = s.bytes_pinned;
+    full.bytes_in_use = s.bytes_in_use;
+    full.bytes_cached = s.bytes_cached;
+    full.bytes_waiting = s.bytes_waiting;
+    full.peak_bytes_pinned = s.peak_bytes_pinned;
+    full.limit_bytes = s.limit_bytes;
+    full.blocks_pinned = s.blocks_pinned;
+    full.hits = s.hits;
+    full.misses = s.misses;
+    abr::capi::write_versioned(stats, full, kPoolStats);
   });
 }
 

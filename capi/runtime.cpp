@@ -2,25 +2,28 @@
 #include <cstring>
 
 #include "handles.hpp"
+#include "struct_versions.hpp"
 
 using abr::capi::guarded;
+using abr::capi::kBackendInfo;
+using abr::capi::kDeviceInfo;
+using abr::capi::kRuntimeOptions;
 using abr::capi::require_pointer;
 using abr::capi::runtime_of;
 
 extern "C" {
 
-abr_status abr_runtime_options_init(abr_runtime_options* options) {
-  return guarded(__func__, [&] {
-    std::memset(require_pointer(options, "options"), 0, sizeof *options);
-    options->version = ABR_RUNTIME_OPTIONS_VERSION;
-  });
+abr_status abr_runtime_options_init(abr_runtime_options* options, unsigned int version) {
+  return guarded(__func__, [&] { abr::capi::init_versioned(options, version, kRuntimeOptions); });
 }
 
 abr_status abr_runtime_create(const abr_runtime_options* options, abr_runtime** out) {
   return guarded(__func__, [&] {
     require_pointer(out, "out");
     *out = nullptr;
-    *out = new abr_runtime(options);
+    abr_runtime_options current{};
+    if (options) current = abr::capi::read_versioned(options, kRuntimeOptions);
+    *out = new abr_runtime(options ? &current : nullptr);
   });
 }
 
@@ -36,17 +39,29 @@ abr_status abr_device_count(abr_runtime* runtime, int32_t* count) {
   return guarded(__func__, [&] { *require_pointer(count, "count") = runtime_of(runtime).devices().count(); });
 }
 
+abr_status abr_device_info_init(struct abr_device_info* info, unsigned int version) {
+  return guarded(__func__, [&] { abr::capi::init_versioned(info, version, kDeviceInfo); });
+}
+
+abr_status abr_backend_info_init(struct abr_backend_info* info, unsigned int version) {
+  return guarded(__func__, [&] { abr::capi::init_versioned(info, version, kBackendInfo); });
+}
+
 abr_status abr_device_info(abr_runtime* runtime, int32_t index, struct abr_device_info* info) {
   return guarded(__func__, [&] {
     abr::Runtime& rt = runtime_of(runtime);
-    struct abr_device_info& out = *require_pointer(info, "info");
-    out = rt.devices().at(index);
-    if (rt.device_lost(out.device)) out.flags |= ABR_DEVICE_LOST_FLAG;
+    abr::capi::caller_size(require_pointer(info, "info")->version, kDeviceInfo);
+    struct abr_device_info found = rt.devices().at(index);
+    if (rt.device_lost(found.device)) found.flags |= ABR_DEVICE_LOST_FLAG;
+    abr::capi::write_versioned(info, found, kDeviceInfo);
   });
 }
 
 abr_status abr_backend_info(abr_runtime* runtime, abr_backend backend, struct abr_backend_info* info) {
-  return guarded(__func__, [&] { *require_pointer(info, "info") = runtime_of(runtime).devices().backend(backend); });
+  return guarded(__func__, [&] {
+    abr::capi::caller_size(require_pointer(info, "info")->version, kBackendInfo);
+    abr::capi::write_versioned(info, runtime_of(runtime).devices().backend(backend), kBackendInfo);
+  });
 }
 
 }  // extern "C"

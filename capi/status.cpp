@@ -15,6 +15,7 @@ const char* abr_version_string(void) {
 const char* abr_status_string(abr_status status) { return abr::status_name(status); }
 const char* abr_last_error(void) { return abr::last_error_message(); }
 abr_status abr_last_error_status(void) { return abr::last_error_status(); }
+int64_t abr_last_error_backend_code(void) { return abr::last_error_backend_code(); }
 void abr_clear_error(void) { abr::clear_last_error(); }
 
 abr_status abr_log_set_level(abr_log_level level) {

@@ -1,22 +1,54 @@
 // Transfer entry points: abr_to_device, abr_copy and their variants.
-#include <cstring>
-
 #include "../lib/planner.hpp"
 #include "handles.hpp"
+#include "struct_versions.hpp"
 
 using abr::capi::guarded;
+using abr::capi::kTransferOptions;
+using abr::capi::kTransferReport;
 using abr::capi::require_pointer;
 using abr::capi::runtime_of;
 using abr::capi::stream_of;
 
+namespace {
+
+// The caller's options as the library's current struct. Its report, if any, is
+// filled in a whole one of ours and handed back in the caller's version on success.
+class CallerOptions {
+ public:
+  explicit CallerOptions(const abr_transfer_options* options) {
+    if (!options) return;
+    options_ = abr::capi::read_versioned(options, kTransferOptions);
+    caller_report_ = options_.report;
+    if (caller_report_) {
+      abr::capi::caller_size(caller_report_->version, kTransferReport);  // refused before anything moves
+      report_.version = ABR_TRANSFER_REPORT_VERSION;
+      options_.report = &report_;
+    }
+    given_ = true;
+  }
+  const abr_transfer_options* get() const { return given_ ? &options_ : nullptr; }
+  void deliver_report() const {
+    if (caller_report_) abr::capi::write_versioned(caller_report_, report_, kTransferReport);
+  }
+
+ private:
+  abr_transfer_options options_{};
+  abr_transfer_report report_{};
+  abr_transfer_report* caller_report_ = nullptr;
+  bool given_ = false;
+};
+
+}  // namespace
 
 extern "C" {
 
-abr_status abr_transfer_options_init(abr_transfer_options* options) {
-  return guarded(__func__, [&] {
-    std::memset(require_pointer(options, "options"), 0, sizeof *options);
-    options->version = ABR_TRANSFER_OPTIONS_VERSION;
-  });
+abr_status abr_transfer_options_init(abr_transfer_options* options, unsigned int version) {
+  return guarded(__func__, [&] { abr::capi::init_versioned(options, version, kTransferOptions); });
+}
+
+abr_status abr_transfer_report_init(abr_transfer_report* report, unsigned int version) {
+  return guarded(__func__, [&] { abr::capi::init_versioned(report, version, kTransferReport); });
 }
 
 const char* abr_path_string(abr_path path) { return abr::path_name(path); }
@@ -25,7 +57,9 @@ abr_status abr_to_device(abr_runtime* runtime, DLManagedTensorVersioned* src, DL
                          const abr_transfer_options* options, abr_stream* stream, DLManagedTensorVersioned** out) {
   return guarded(__func__, [&] {
     *require_pointer(out, "out") = nullptr;
-    *out = runtime_of(runtime).to_device(src, dst, options, stream_of(stream));
+    const CallerOptions caller(options);
+    *out = runtime_of(runtime).to_device(src, dst, caller.get(), stream_of(stream));
+    caller.deliver_report();
   });
 }
 
@@ -34,20 +68,30 @@ abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* src, DLDe
                                 DLManagedTensorVersioned** out) {
   return guarded(__func__, [&] {
     *require_pointer(out, "out") = nullptr;
-    *out = runtime_of(runtime).to_device(src, dst, options, stream_of(stream));
+    const CallerOptions caller(options);
+    *out = runtime_of(runtime).to_device(src, dst, caller.get(), stream_of(stream));
+    caller.deliver_report();
   });
 }
 
-abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst, abr_stream* stream) {
+abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst,
+                    const abr_transfer_options* options, abr_stream* stream) {
   return guarded(__func__, [&] {
-    runtime_of(runtime).copy(*require_pointer(src, "src"), *require_pointer(dst, "dst"), stream_of(stream));
+    const CallerOptions caller(options);
+    runtime_of(runtime).copy(*require_pointer(src, "src"), *require_pointer(dst, "dst"), caller.get(),
+                             stream_of(stream));
+    caller.deliver_report();
   });
 }
 
 abr_status abr_copy_versioned(abr_runtime* runtime, const DLManagedTensorVersioned* src,
-                              const DLManagedTensorVersioned* dst, abr_stream* stream) {
+                              const DLManagedTensorVersioned* dst, const abr_transfer_options* options,
+                              abr_stream* stream) {
   return guarded(__func__, [&] {
-    runtime_of(runtime).copy(*require_pointer(src, "src"), *require_pointer(dst, "dst"), stream_of(stream));
+    const CallerOptions caller(options);
+    runtime_of(runtime).copy(*require_pointer(src, "src"), *require_pointer(dst, "dst"), caller.get(),
+                             stream_of(stream));
+    caller.deliver_report();
   });
 }
 

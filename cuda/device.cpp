@@ -75,7 +75,7 @@ void Device::check(CUresult code, const char* call) {
   if (code == CUDA_SUCCESS) return;
   const std::string text = error_text(cu_, code);
   if (code == CUDA_ERROR_OUT_OF_MEMORY)
-    fail(ABR_ERR_OUT_OF_MEMORY, "{} on {} failed: {}", call, device_string(dl_device()), text);
+    fail_backend(ABR_ERR_OUT_OF_MEMORY, code, "{} on {} failed: {}", call, device_string(dl_device()), text);
   if (is_sticky(code)) {
     bool expected = false;
     if (!lost_.load(std::memory_order_acquire)) {
@@ -84,10 +84,10 @@ void Device::check(CUresult code, const char* call) {
       lost_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
       log::warn("{} is lost: {} failed: {}", device_string(dl_device()), call, text);
     }
-    fail(ABR_ERR_DEVICE_LOST, "{} is lost ({} failed: {}); it stays unusable until the process exits",
-         device_string(dl_device()), call, text);
+    fail_backend(ABR_ERR_DEVICE_LOST, code, "{} is lost ({} failed: {}); it stays unusable until the process exits",
+                 device_string(dl_device()), call, text);
   }
-  fail(ABR_ERR_BACKEND, "{} on {} failed: {}", call, device_string(dl_device()), text);
+  fail_backend(ABR_ERR_BACKEND, code, "{} on {} failed: {}", call, device_string(dl_device()), text);
 }
 
 void Device::require_alive() const {

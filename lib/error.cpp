@@ -5,6 +5,7 @@ namespace {
 
 struct LastError {
   abr_status status = ABR_OK;
+  int64_t backend_code = 0;
   std::string message;
 };
 
@@ -15,9 +16,10 @@ LastError& last_error() noexcept {
 
 }  // namespace
 
-void set_last_error(abr_status status, const char* message) noexcept {
+void set_last_error(abr_status status, const char* message, int64_t backend_code) noexcept {
   LastError& error = last_error();
   error.status = status;
+  error.backend_code = backend_code;
   try {
     error.message = message ? message : "";
   } catch (...) {
@@ -27,6 +29,7 @@ void set_last_error(abr_status status, const char* message) noexcept {
 
 const char* last_error_message() noexcept { return last_error().message.c_str(); }
 abr_status last_error_status() noexcept { return last_error().status; }
+int64_t last_error_backend_code() noexcept { return last_error().backend_code; }
 void clear_last_error() noexcept { set_last_error(ABR_OK, ""); }
 
 const char* status_name(abr_status status) noexcept {

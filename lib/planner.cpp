@@ -180,9 +180,6 @@ const char* path_name(abr_path path) noexcept {
 TransferOptions resolve_options(const abr_transfer_options* options) {
   TransferOptions out;
   if (!options) return out;
-  if (options->version > ABR_TRANSFER_OPTIONS_VERSION)
-    fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options version {} is newer than this library's ({})",
-         options->version, ABR_TRANSFER_OPTIONS_VERSION);
   if (options->copy != ABR_COPY_IF_NEEDED && options->copy != ABR_COPY_ALWAYS && options->copy != ABR_COPY_NEVER)
     fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.copy = {} is not an abr_copy_mode",
          static_cast<int>(options->copy));
@@ -264,10 +261,17 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
 }
 
 Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, const Layout& dst,
-               const MemoryFacts& dst_facts, const StagingChoice& staging) {
+               const MemoryFacts& dst_facts, const TransferOptions& options) {
   if (src.shape != dst.shape)
     fail(ABR_ERR_SHAPE_MISMATCH, "source shape {} differs from destination shape {}", shape_string(src.shape),
          shape_string(dst.shape));
+  if (options.copy != ABR_COPY_IF_NEEDED || !is_zero_dtype(options.dtype))
+    fail(ABR_ERR_INVALID_ARGUMENT,
+         "abr_copy takes no copy mode or dtype in its options: the destination is the copy, in its own dtype");
+  if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !dst.compact)
+    fail(ABR_ERR_INVALID_ARGUMENT,
+         "the destination is not compact row-major (strides {}), and ABR_TRANSFER_REQUIRE_CONTIGUOUS asks for one",
+         shape_string(dst.strides));
   Plan plan;
   plan.dtype = dst.dtype;
   plan.cast = !same_dtype(src.dtype, dst.dtype);
@@ -283,7 +287,7 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
   plan.strided_source = !src.compact;
   const bool src_reshape = plan.strided_source || plan.cast;
   const uint64_t bytes = src.numel * dst.itemsize;
-  plan.staging = staging_shape(bytes, staging);
+  plan.staging = staging_shape(bytes, options.staging);
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
@@ -298,7 +302,7 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
                      "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
-    plan_between_devices(plan, src.device, dst.device, TransferOptions{}, src_reshape, !dst.compact,
+    plan_between_devices(plan, src.device, dst.device, options, src_reshape, !dst.compact,
                          "into an existing tensor");
   }
   return plan;

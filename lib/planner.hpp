@@ -29,7 +29,8 @@ struct TransferOptions {
   StagingChoice staging;  // the runtime's (abr_runtime_set_staging), not the call's
 };
 
-// Throws ABR_ERR_INVALID_ARGUMENT for an unknown version, copy mode or flag.
+// Throws ABR_ERR_INVALID_ARGUMENT for an unknown copy mode or flag. The struct is
+// the library's current version (the C boundary converts the caller's).
 TransferOptions resolve_options(const abr_transfer_options* options);
 
 // Who reshapes the elements on one side of a move: packs or converts the source
@@ -123,8 +124,10 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
 // Static name of a path ("zero_copy", ...).
 const char* path_name(abr_path path) noexcept;
 
-// Plans abr_copy into an existing tensor of the same shape.
+// Plans abr_copy into an existing tensor of the same shape. Throws
+// ABR_ERR_INVALID_ARGUMENT for a copy mode or dtype in `options` (the destination
+// decides both), or a strided destination with ABR_TRANSFER_REQUIRE_CONTIGUOUS.
 Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, const Layout& dst,
-               const MemoryFacts& dst_facts, const StagingChoice& staging = {});
+               const MemoryFacts& dst_facts, const TransferOptions& options = {});
 
 }  // namespace abr

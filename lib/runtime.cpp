@@ -41,9 +41,6 @@ void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) 
 abr_runtime_options resolve_runtime_options(const abr_runtime_options* options) {
   abr_runtime_options out{};
   if (!options) return out;
-  if (options->version > ABR_RUNTIME_OPTIONS_VERSION)
-    fail(ABR_ERR_INVALID_ARGUMENT, "abr_runtime_options version {} is newer than this library's ({})",
-         options->version, ABR_RUNTIME_OPTIONS_VERSION);
   if (options->flags & ~kKnownRuntimeFlags)
     fail(ABR_ERR_INVALID_ARGUMENT, "abr_runtime_options.flags has unknown bits {:#x}",
          options->flags & ~kKnownRuntimeFlags);
@@ -277,24 +274,29 @@ void Runtime::run_staged(const Plan& plan, const Layout& src, const Layout& dst,
   to->finish();
 }
 
-void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, Stream* stream) {
+void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, const abr_transfer_options* options,
+                   Stream* stream) {
+  TransferOptions opts = resolve_options(options);
+  opts.staging = staging_choice();
   const Layout src = validate_tensor(src_tensor, Role::Source, "source");
   const Layout dst = validate_tensor(dst_tensor, Role::Destination, "destination");
   const MemoryFacts src_facts = facts_of(src, dst.device, "source");
   const MemoryFacts dst_facts = facts_of(dst, src.device, "destination");
-  const Plan plan = plan_copy(devices_, src, src_facts, dst, dst_facts, staging_choice());
+  const Plan plan = plan_copy(devices_, src, src_facts, dst, dst_facts, opts);
   check_stream(stream, src.device, dst.device);
   if (log::enabled(ABR_LOG_DEBUG))
     log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device),
                dtype_name(dst.dtype), device_string(dst.device), path_name(plan.path), plan.detail.view());
   execute(plan, src, dst, stream);
+  fill_report(opts.report, plan, src.numel * dst.itemsize);
 }
 
-void Runtime::copy(const DLManagedTensorVersioned& src, const DLManagedTensorVersioned& dst, Stream* stream) {
+void Runtime::copy(const DLManagedTensorVersioned& src, const DLManagedTensorVersioned& dst,
+                   const abr_transfer_options* options, Stream* stream) {
   validate_header(src, "source");
   validate_header(dst, "destination");
   if (dst.flags & DLPACK_FLAG_BITMASK_READ_ONLY) fail(ABR_ERR_READ_ONLY, "destination is marked READ_ONLY");
-  copy(src.dl_tensor, dst.dl_tensor, stream);
+  copy(src.dl_tensor, dst.dl_tensor, options, stream);
 }
 
 std::unique_ptr<Stream> Runtime::create_stream(DLDevice device) {

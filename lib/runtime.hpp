@@ -45,10 +45,11 @@ class Runtime {
   DLManagedTensorVersioned* to_device(DLManagedTensor* src, DLDevice dst, const abr_transfer_options* options,
                                       Stream* stream);
 
-  // abr_copy: both tensors borrowed.
-  void copy(const DLTensor& src, const DLTensor& dst, Stream* stream);
+  // abr_copy: both tensors borrowed; options may be null.
+  void copy(const DLTensor& src, const DLTensor& dst, const abr_transfer_options* options, Stream* stream);
   // abr_copy_versioned: also checks both headers and refuses a READ_ONLY destination.
-  void copy(const DLManagedTensorVersioned& src, const DLManagedTensorVersioned& dst, Stream* stream);
+  void copy(const DLManagedTensorVersioned& src, const DLManagedTensorVersioned& dst,
+            const abr_transfer_options* options, Stream* stream);
 
   std::unique_ptr<Stream> create_stream(DLDevice device);
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native);

@@ -122,8 +122,8 @@ const char* error_name(cl_int code) {
 }
 
 void fail_cl(cl_int code, const char* call) {
-  fail(code == CL_OUT_OF_HOST_MEMORY ? ABR_ERR_OUT_OF_MEMORY : ABR_ERR_BACKEND, "{} failed: {} ({})", call,
-       error_name(code), code);
+  fail_backend(code == CL_OUT_OF_HOST_MEMORY ? ABR_ERR_OUT_OF_MEMORY : ABR_ERR_BACKEND, code, "{} failed: {} ({})",
+               call, error_name(code), code);
 }
 
 }  // namespace abr::opencl

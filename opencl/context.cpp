@@ -35,8 +35,8 @@ MemRef Context::create_buffer(cl_mem_flags flags, std::size_t bytes, void* host)
   cl_mem mem = cl_.CreateBuffer(context_.get(), flags, bytes ? bytes : 1, host, &status);
   if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
       status == CL_OUT_OF_HOST_MEMORY || status == CL_INVALID_BUFFER_SIZE)
-    fail(ABR_ERR_OUT_OF_MEMORY, "cannot allocate {} bytes on {}: clCreateBuffer failed: {} ({})", bytes,
-         device_string(dl_device_), error_name(status), status);
+    fail_backend(ABR_ERR_OUT_OF_MEMORY, status, "cannot allocate {} bytes on {}: clCreateBuffer failed: {} ({})",
+                 bytes, device_string(dl_device_), error_name(status), status);
   check(status, "clCreateBuffer");
   return MemRef(mem, cl_.ReleaseMemObject);
 }
@@ -58,8 +58,8 @@ cl_program Context::program(const std::string& key, const std::function<std::str
     std::size_t size = 0;
     cl_.GetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, log.size(), log.data(), &size);
     log.resize(size ? size - 1 : 0);
-    fail(ABR_ERR_BACKEND, "building the {} kernels for {} failed: {} ({}): {}", key, device_string(dl_device_),
-         error_name(status), status, log.substr(0, 400));
+    fail_backend(ABR_ERR_BACKEND, status, "building the {} kernels for {} failed: {} ({}): {}", key,
+                 device_string(dl_device_), error_name(status), status, log.substr(0, 400));
   }
   log::debug("built the {} kernels for {}", key, device_string(dl_device_));
   return programs_.emplace(key, std::move(owned)).first->second.get();

@@ -7,7 +7,12 @@
  *   handles are opaque and written through out-parameters; destroy functions
  *   accept NULL;
  * - after a failed call, abr_last_error() holds the calling thread's message;
- * - option structs start with `uint32_t version`; a zeroed struct means defaults;
+ * - every struct passed in or filled in starts with `uint32_t version`, which the
+ *   caller sets (abr_X_init(&x, ABR_X_VERSION), or `abr_X x = ABR_X_INIT;` whose
+ *   initializer names every field, so -Wextra stays quiet in C and C++): the
+ *   library reads and writes only the fields that version has, refuses version 0
+ *   and versions newer than its own with ABR_ERR_INVALID_ARGUMENT naming the
+ *   struct, and fields are only ever added at the end, with a new version;
  * - nothing here exists only as a macro or inline function, so FFI can use all of it.
  */
 #ifndef ARRAYBRIDGE_ARRAYBRIDGE_H
@@ -37,7 +42,7 @@ extern "C" {
 /* ------------------------------------------------------------------ version */
 
 #define ABR_VERSION_MAJOR 0
-#define ABR_VERSION_MINOR 1
+#define ABR_VERSION_MINOR 2
 #define ABR_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH, the value abr_version_number() returns. */
 #define ABR_VERSION_NUMBER (ABR_VERSION_MAJOR * 10000 + ABR_VERSION_MINOR * 100 + ABR_VERSION_PATCH)
@@ -82,6 +87,9 @@ ABR_API const char* abr_status_string(abr_status status);
 ABR_API const char* abr_last_error(void);
 /* Status of the calling thread's last failed call; ABR_OK if none. */
 ABR_API abr_status abr_last_error_status(void);
+/* The native code behind the calling thread's last error when a backend call
+ * failed (a CUresult, or an OpenCL cl_int), else 0, so callers can branch on it. */
+ABR_API int64_t abr_last_error_backend_code(void);
 /* Forget the calling thread's last error. */
 ABR_API void abr_clear_error(void);
 
@@ -119,11 +127,13 @@ typedef struct abr_stream abr_stream;
 #define ABR_RUNTIME_DISABLE_OPENCL (1u << 1)
 
 typedef struct abr_runtime_options {
-  uint32_t version; /* ABR_RUNTIME_OPTIONS_VERSION, or 0 for the current one */
+  uint32_t version; /* the caller's ABR_RUNTIME_OPTIONS_VERSION */
   uint32_t flags;   /* ABR_RUNTIME_DISABLE_* */
 } abr_runtime_options;
+#define ABR_RUNTIME_OPTIONS_INIT {ABR_RUNTIME_OPTIONS_VERSION, 0}
 
-ABR_API abr_status abr_runtime_options_init(abr_runtime_options* options);
+/* Every abr_X_init zeroes the fields `version` has (defaults) and sets it. */
+ABR_API abr_status abr_runtime_options_init(abr_runtime_options* options, unsigned int version);
 /* options may be NULL (defaults). Thread-safe: one runtime may serve many threads. */
 ABR_API abr_status abr_runtime_create(const abr_runtime_options* options, abr_runtime** out);
 /* Accepts NULL. Tensors it exported stay valid and may be deleted afterwards. */
@@ -142,23 +152,30 @@ typedef enum abr_backend {
 #define ABR_DEVICE_SHARES_HOST_MEMORY (1u << 0) /* host pointers can be used in place */
 #define ABR_DEVICE_LOST_FLAG (1u << 1)          /* a sticky error: every call on it fails */
 
+#define ABR_DEVICE_INFO_VERSION 1u
+#define ABR_BACKEND_INFO_VERSION 1u
+
 /* A struct tag with no typedef, so the function can carry the design's fixed name. */
 struct abr_device_info {
-  DLDevice device;        /* what to pass as a transfer's destination */
+  uint32_t version;       /* set by the caller: ABR_DEVICE_INFO_VERSION */
   abr_backend backend;
+  DLDevice device;        /* what to pass as a transfer's destination */
   uint32_t flags;         /* ABR_DEVICE_* */
+  uint32_t reserved_;
   uint64_t memory_bytes;  /* global memory; 0 if unknown */
   char name[128];
   char platform[128];     /* OpenCL platform, CUDA driver version, or "host" */
 };
+#define ABR_DEVICE_INFO_INIT {ABR_DEVICE_INFO_VERSION, (abr_backend)0, {(DLDeviceType)0, 0}, 0, 0, 0, {0}, {0}}
 
 struct abr_backend_info {
+  uint32_t version;       /* set by the caller: ABR_BACKEND_INFO_VERSION */
   abr_backend backend;
   int32_t available;      /* 1 if loaded and usable */
   int32_t device_count;
-  uint32_t reserved_;
   char detail[256];       /* library and version, or why it is unavailable */
 };
+#define ABR_BACKEND_INFO_INIT {ABR_BACKEND_INFO_VERSION, (abr_backend)0, 0, 0, {0}}
 
 /* Devices of every usable backend, the CPU first, at stable indices. */
 ABR_API abr_status abr_device_count(abr_runtime* runtime, int32_t* count);
@@ -168,6 +185,8 @@ ABR_API abr_status abr_device_count(abr_runtime* runtime, int32_t* count);
 #endif
 ABR_API abr_status abr_device_info(abr_runtime* runtime, int32_t index, struct abr_device_info* info);
 ABR_API abr_status abr_backend_info(abr_runtime* runtime, abr_backend backend, struct abr_backend_info* info);
+ABR_API abr_status abr_device_info_init(struct abr_device_info* info, unsigned int version);
+ABR_API abr_status abr_backend_info_init(struct abr_backend_info* info, unsigned int version);
 #if defined(__cplusplus) && defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -204,24 +223,31 @@ typedef enum abr_path {
 #define ABR_REPORT_PACKED (1u << 0) /* a strided source was packed */
 #define ABR_REPORT_CAST (1u << 1)   /* the dtype was converted */
 
+#define ABR_TRANSFER_REPORT_VERSION 1u
+
 typedef struct abr_transfer_report {
+  uint32_t version;      /* set by the caller: ABR_TRANSFER_REPORT_VERSION */
   abr_path path;
   uint32_t flags;        /* ABR_REPORT_* */
+  uint32_t reserved_;
   uint64_t bytes_moved;  /* bytes written to the destination, counted once */
   char detail[160];      /* one line saying what ran and why */
 } abr_transfer_report;
+#define ABR_TRANSFER_REPORT_INIT {ABR_TRANSFER_REPORT_VERSION, ABR_PATH_NONE, 0, 0, 0, {0}}
 
 #define ABR_TRANSFER_OPTIONS_VERSION 1u
 
 typedef struct abr_transfer_options {
-  uint32_t version;            /* ABR_TRANSFER_OPTIONS_VERSION, or 0 for the current one */
-  abr_copy_mode copy;
+  uint32_t version;            /* the caller's ABR_TRANSFER_OPTIONS_VERSION */
+  abr_copy_mode copy;          /* abr_to_device only */
   uint32_t flags;              /* ABR_TRANSFER_* */
-  DLDataType dtype;            /* target dtype; all zero = keep the source's */
-  abr_transfer_report* report; /* optional: filled on success */
+  DLDataType dtype;            /* abr_to_device only: target dtype; all zero = keep the source's */
+  abr_transfer_report* report; /* optional, its version set: filled on success */
 } abr_transfer_options;
+#define ABR_TRANSFER_OPTIONS_INIT {ABR_TRANSFER_OPTIONS_VERSION, ABR_COPY_IF_NEEDED, 0, {0, 0, 0}, NULL}
 
-ABR_API abr_status abr_transfer_options_init(abr_transfer_options* options);
+ABR_API abr_status abr_transfer_options_init(abr_transfer_options* options, unsigned int version);
+ABR_API abr_status abr_transfer_report_init(abr_transfer_report* report, unsigned int version);
 
 /* Static name of a path ("zero_copy", "host_copy", ...). */
 ABR_API const char* abr_path_string(abr_path path);
@@ -250,13 +276,18 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
 
 /* Copy into an existing tensor. Both are borrowed; any strides; same shape. A dtype
  * difference is converted. Overlapping src and dst are handled as if through a
- * temporary. The destination must not have zero strides on extents > 1. */
+ * temporary. The destination must not have zero strides on extents > 1.
+ * options may be NULL; of them abr_copy uses the flags (ABR_TRANSFER_NO_HOST_STAGING
+ * refuses a path through host memory; ABR_TRANSFER_REQUIRE_CONTIGUOUS refuses a
+ * destination that is not compact row-major) and the report; `copy` must be
+ * ABR_COPY_IF_NEEDED and `dtype` zero (the destination decides). */
 ABR_API abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst,
-                            abr_stream* stream);
+                            const abr_transfer_options* options, abr_stream* stream);
 
 /* Like abr_copy, and refuses a READ_ONLY destination or a major version other than 1. */
 ABR_API abr_status abr_copy_versioned(abr_runtime* runtime, const DLManagedTensorVersioned* src,
-                                      const DLManagedTensorVersioned* dst, abr_stream* stream);
+                                      const DLManagedTensorVersioned* dst, const abr_transfer_options* options,
+                                      abr_stream* stream);
 
 /* Re-wrap a versioned tensor as a legacy one for consumers that only speak the old
  * protocol. On ABR_OK *out owns `src` (its deleter deletes src). A READ_ONLY tensor
@@ -291,7 +322,7 @@ ABR_API void abr_stream_destroy(abr_stream* stream);
 #define ABR_POOL_STATS_VERSION 1u
 
 typedef struct abr_pool_stats {
-  uint32_t version;           /* set to ABR_POOL_STATS_VERSION (or 0) before the call */
+  uint32_t version;           /* set by the caller: ABR_POOL_STATS_VERSION */
   uint32_t reserved_;
   uint64_t bytes_pinned;      /* held from the drivers now */
   uint64_t bytes_in_use;      /* lent to transfers */
@@ -303,6 +334,9 @@ typedef struct abr_pool_stats {
   uint64_t hits;              /* requests served from the cache */
   uint64_t misses;            /* requests that pinned a new block */
 } abr_pool_stats;
+#define ABR_POOL_STATS_INIT {ABR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+ABR_API abr_status abr_pool_stats_init(abr_pool_stats* stats, unsigned int version);
 
 ABR_API abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
 /* Frees every cached block no stream is using, once the blocks (and device memory)

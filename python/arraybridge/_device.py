@@ -81,7 +81,7 @@ def devices():
     rt = runtime()
     count = ffi.new("int32_t*")
     check(lib.abr_device_count(rt, count), "counting devices")
-    info = ffi.new("struct abr_device_info*")
+    info = ffi.new("struct abr_device_info*", {"version": lib.ABR_DEVICE_INFO_VERSION})
     found = []
     for i in range(count[0]):
         check(lib.abr_device_info(rt, i, info), f"reading device {i}")
@@ -98,7 +98,7 @@ def devices():
 def backends():
     """Each backend's availability and, when it is unusable, why ("CUDA unavailable: ...")."""
     rt = runtime()
-    info = ffi.new("struct abr_backend_info*")
+    info = ffi.new("struct abr_backend_info*", {"version": lib.ABR_BACKEND_INFO_VERSION})
     found = []
     for code, name in _BACKENDS.items():
         check(lib.abr_backend_info(rt, code, info), f"reading the {name} backend")

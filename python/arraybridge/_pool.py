@@ -8,7 +8,7 @@ _FIELDS = ("bytes_pinned", "bytes_in_use", "bytes_cached", "bytes_waiting", "pea
 
 def pool_stats():
     """A dict of the pinned pool's statistics (bytes pinned, in use, cached, peak, hits, misses, ...)."""
-    stats = ffi.new("abr_pool_stats*")
+    stats = ffi.new("abr_pool_stats*", {"version": lib.ABR_POOL_STATS_VERSION})
     check(lib.abr_pool_get_stats(runtime(), stats), "reading pool statistics")
     return {name: getattr(stats, name) for name in _FIELDS}
 

@@ -33,7 +33,7 @@ def runtime():
     global current
     with _lock:
         if current is None:
-            options = ffi.new("abr_runtime_options*")
+            options = ffi.new("abr_runtime_options*", {"version": lib.ABR_RUNTIME_OPTIONS_VERSION})
             options.flags = ((lib.ABR_RUNTIME_DISABLE_OPENCL if _disabled("ARRAYBRIDGE_DISABLE_OPENCL") else 0) |
                              (lib.ABR_RUNTIME_DISABLE_CUDA if _disabled("ARRAYBRIDGE_DISABLE_CUDA") else 0))
             out = ffi.new("abr_runtime**")

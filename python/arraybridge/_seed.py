@@ -121,9 +121,6 @@ def _into_pyclesperanto(data, gpu_id, strict):
                          f"{', '.join(sorted(_PYCLESPERANTO_DTYPES))}); convert the dtype first")
     if not 1 <= source.ndim <= 3:
         raise ValueError(f"pyclesperanto arrays have 1 to 3 dimensions, not {source.ndim}")
-    if strict and source.device != "cpu":
-        raise ValueError(f"strict: data on {source.device} reaches pyclesperanto's OpenCL context only "
-                         "through host memory")
     names = cle.list_available_devices()
     if gpu_id >= len(names):  # select_device would quietly pick another one
         raise ValueError(f"pyclesperanto has no device {gpu_id}; it has {len(names)}: {names}")
@@ -135,7 +132,7 @@ def _into_pyclesperanto(data, gpu_id, strict):
         cle.select_device(previous.name)  # creating an array must not change the caller's current device
     if np.dtype(target.dtype) != np.dtype(source.dtype):  # another version may narrow other dtypes
         raise ValueError(f"pyclesperanto made a {target.dtype} array for {source.dtype} data")
-    copy(source, target)
+    copy(source, target, strict=strict)  # the planner refuses a path through host memory when strict
     return target
 
 

@@ -33,7 +33,10 @@ fi
 macro() { sed -n "s/^#define ABR_VERSION_$1 \([0-9]*\).*/\1/p" include/arraybridge/arraybridge.h; }
 version="$(macro MAJOR).$(macro MINOR).$(macro PATCH)"
 soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
-[ "$soname" = "libarraybridge.so.$(macro MAJOR)" ] || fail "soname $soname does not match ABR_VERSION_MAJOR $(macro MAJOR)"
+# Before 1.0 the minor version is part of the soname: every 0.x may change the ABI.
+expected=libarraybridge.so.$(macro MAJOR)
+[ "$(macro MAJOR)" = 0 ] && expected=libarraybridge.so.0.$(macro MINOR)
+[ "$soname" = "$expected" ] || fail "soname $soname is not $expected (from ABR_VERSION_MAJOR/MINOR)"
 [ "$(basename "$lib")" = "libarraybridge.so.$version" ] || fail "$(basename "$lib") is not libarraybridge.so.$version"
 
 cuobjdump=$(command -v cuobjdump || ls "${CUDA_HOME:-/usr/local/cuda}"/bin/cuobjdump .venv/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump 2>/dev/null | head -1 || true)

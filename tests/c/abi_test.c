@@ -24,10 +24,10 @@ static void count_delete(DLManagedTensorVersioned* self) {
 
 int main(void) {
   abr_runtime* rt = NULL;
-  abr_transfer_options options;
-  abr_transfer_report report;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   DLManagedTensorVersioned src, *out = NULL;
-  struct abr_device_info info;
+  struct abr_device_info info = ABR_DEVICE_INFO_INIT;
   float data[6] = {1, 2, 3, 4, 5, 6};
   int64_t shape[2] = {2, 3};
   int64_t strides[2] = {1, 2}; /* a transposed view */
@@ -52,7 +52,7 @@ int main(void) {
   src.dl_tensor.shape = shape;
   src.dl_tensor.strides = strides;
 
-  CHECK(abr_transfer_options_init(&options) == ABR_OK);
+  CHECK(abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION) == ABR_OK);
   options.copy = ABR_COPY_ALWAYS;
   options.report = &report;
   CHECK(abr_to_device(rt, &src, info.device, &options, NULL, &out) == ABR_OK);
@@ -84,7 +84,7 @@ int main(void) {
   }
 
   { /* the pinned pool from C */
-    abr_pool_stats stats;
+    abr_pool_stats stats = ABR_POOL_STATS_INIT;
     uint64_t released = 1;
     memset(&stats, 0, sizeof stats);
     stats.version = ABR_POOL_STATS_VERSION;

@@ -170,7 +170,7 @@ struct CollectedWarnings {
 
 // Number of CUDA devices the runtime found (0 when CUDA is unavailable).
 inline int cuda_devices(abr_runtime* rt) {
-  struct abr_backend_info info{};
+  struct abr_backend_info info = ABR_BACKEND_INFO_INIT;
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_CUDA, &info) == ABR_OK);
   if (!info.available) MESSAGE("CUDA tests skipped: " << info.detail);
   return info.available ? info.device_count : 0;
@@ -194,8 +194,8 @@ inline DLManagedTensorVersioned* take(Owned& owned) {
 inline DLManagedTensorVersioned* move_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice dst,
                                          abr_transfer_report* report = nullptr, abr_stream* stream = nullptr,
                                          DLDataType dtype = {}) {
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.report = report;
   options.dtype = dtype;
   DLManagedTensorVersioned* out = nullptr;

@@ -18,7 +18,7 @@ namespace {
 // Host data -> dst -> cpu; returns the host result (compact).
 Owned round_trip(abr_runtime* rt, Managed& source, DLDevice via, abr_path* there = nullptr, abr_path* back = nullptr,
                  DLDataType dtype = {}) {
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   Owned on_device(move_to(rt, &source.managed, via, &report, nullptr, dtype));
   if (there) *there = report.path;
   CHECK(on_device->device.device_type == via.device_type);
@@ -33,14 +33,14 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA discovery: devices, cuda_host and the 
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;
-  struct abr_backend_info info{};
+  struct abr_backend_info info = ABR_BACKEND_INFO_INIT;
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_CUDA, &info) == ABR_OK);
   CHECK(std::string(info.detail).find("CUDA driver") == 0);
   int32_t count = 0;
   REQUIRE(abr_device_count(rt, &count) == ABR_OK);
   int cuda = 0, host = 0;
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info device{};
+    struct abr_device_info device = ABR_DEVICE_INFO_INIT;
     REQUIRE(abr_device_info(rt, i, &device) == ABR_OK);
     if (device.device.device_type == kDLCUDA) {
       ++cuda;
@@ -76,7 +76,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pageable host memory: staged from two 
     CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
   }
   if (fake) fake.control("delay_us", 0);
-  abr_pool_stats stats{};
+  abr_pool_stats stats = ABR_POOL_STATS_INIT;
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.bytes_in_use == 0);
   CHECK(stats.hits > 0);  // later chunks and transfers reuse the pinned blocks
@@ -87,7 +87,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pinned memory: cuda_host results, dire
   if (!cuda_devices(rt)) return;
   std::vector<double> data{1.5, -2.25, 3.0, 4.75, 5.5, 6.0};
   Managed source(data.data(), f64, {2, 3});
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   Owned pinned(move_to(rt, &source.managed, cuda_host, &report));
   CHECK(report.path == ABR_PATH_HOST_COPY);
   CHECK(pinned->device.device_type == kDLCUDAHost);
@@ -103,8 +103,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pinned memory: cuda_host results, dire
 
   // CPU memory is not page-locked: ABR_COPY_NEVER to cuda_host must refuse.
   Managed plain(data.data(), f64, {6});
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_NEVER;
   DLManagedTensorVersioned* out = nullptr;
   CHECK(abr_to_device(rt, &plain.managed, cuda_host, &options, nullptr, &out) == ABR_ERR_COPY_REQUIRED);
@@ -122,12 +122,12 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA abr_copy is the first call of a runtim
   std::vector<int32_t> twice = iota(64, 1000);
   DLTensor host = source.tensor();
   host.data = twice.data();
-  REQUIRE(abr_copy(fresh, &host, &*device, nullptr) == ABR_OK);
+  REQUIRE(abr_copy(fresh, &host, &*device, nullptr, nullptr) == ABR_OK);
   std::vector<int32_t> out(64);
   DLTensor back = host;
   back.data = out.data();
   Runtime another;
-  REQUIRE(abr_copy(another, &*device, &back, nullptr) == ABR_OK);
+  REQUIRE(abr_copy(another, &*device, &back, nullptr, nullptr) == ABR_OK);
   CHECK(out == twice);
 }
 
@@ -142,7 +142,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA managed memory is accepted as a source
   CHECK((there == ABR_PATH_STAGED || there == ABR_PATH_HOST_TO_DEVICE));
   CHECK(std::memcmp(home->data, data.data(), 32 * 4) == 0);
   Managed again(data.data(), i32, {32}, {}, 0, {kDLCUDAManaged, 0});
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   Owned view(move_to(rt, &again.managed, cpu, &report));
   CHECK(report.path == ABR_PATH_ZERO_COPY);
   CHECK(view->data == data.data());
@@ -198,10 +198,10 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA every dtype survives a device cast and
     // int32 on the host -> device -> cast on the device to `type` -> back to int32 on the device -> host.
     Managed source(data.data(), i32, {6});
     Owned device(move_to(rt, &source.managed, cuda0));
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.dtype = type;
-    abr_transfer_report report{};
+    abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
     options.report = &report;
     options.copy = ABR_COPY_ALWAYS;
     DLManagedTensorVersioned* converted = nullptr;
@@ -236,7 +236,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA device copies: strided device views ar
   std::vector<float> out(12, -1.0f);
   std::vector<int64_t> out_shape{4, 3};
   DLTensor host{out.data(), cpu, 2, f32, out_shape.data(), nullptr, 0};
-  REQUIRE(abr_copy(rt, &view, &host, nullptr) == ABR_OK);
+  REQUIRE(abr_copy(rt, &view, &host, nullptr, nullptr) == ABR_OK);
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 3; ++c) CHECK(out[r * 3 + c] == data[c * 4 + r]);
   if (fake) CHECK(fake.stat("launches") > launches);  // packed on the device, not on the host
@@ -247,13 +247,13 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA device copies: strided device views ar
   from.ndim = to.ndim = 1;
   from.shape = to.shape = eleven.data();
   to.byte_offset = 4;
-  REQUIRE(abr_copy(rt, &from, &to, nullptr) == ABR_OK);
+  REQUIRE(abr_copy(rt, &from, &to, nullptr, nullptr) == ABR_OK);
   std::vector<float> shifted(12);
   DLTensor back{shifted.data(), cpu, 1, f32, nullptr, nullptr, 0};
   std::vector<int64_t> twelve{12};
   back.shape = twelve.data();
   DLTensor whole = *device;
-  REQUIRE(abr_copy(rt, &whole, &back, nullptr) == ABR_OK);
+  REQUIRE(abr_copy(rt, &whole, &back, nullptr, nullptr) == ABR_OK);
   CHECK(shifted[0] == data[0]);
   for (int i = 1; i < 12; ++i) CHECK(shifted[i] == data[i - 1]);
 }
@@ -265,7 +265,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA peer copies between devices, and stagi
   std::vector<int32_t> data = iota(1000, 3);
   Managed source(data.data(), i32, {10, 100});
   Owned on0(move_to(rt, &source.managed, cuda0));
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   Owned next(nullptr);
   if (n > 1) {
     next.t = move_to(rt, take(on0), cuda1, &report);
@@ -293,7 +293,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks: several 8 MiB ch
   std::vector<int32_t> data = iota(n, -100);
   Managed source(data.data(), i32, {static_cast<int64_t>(n)});
   Owned on_cuda(move_to(rt, &source.managed, cuda0));
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   Owned on_cl(move_to(rt, take(on_cuda), {kDLOpenCL, 0}, &report));
   CHECK(report.path == ABR_PATH_STAGED);
   Owned back(move_to(rt, take(on_cl), cuda1.device_id < cuda_devices(rt) ? cuda1 : cuda0, &report));
@@ -301,7 +301,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks: several 8 MiB ch
   Owned home(move_to(rt, take(back), cpu));
   CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
   if (fake) fake.control("delay_us", 0);
-  abr_pool_stats stats{};
+  abr_pool_stats stats = ABR_POOL_STATS_INIT;
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.bytes_in_use == 0);
 }
@@ -397,6 +397,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA out of memory: a clean status, the sou
     }
     CHECK(status == ABR_ERR_OUT_OF_MEMORY);
     CHECK(error_mentions("CUDA_ERROR_OUT_OF_MEMORY"));
+    CHECK(abr_last_error_backend_code() == CUDA_ERROR_OUT_OF_MEMORY);  // the CUresult, to branch on
     CHECK(source.deleted == 0);
     CHECK(out == nullptr);
   }
@@ -528,8 +529,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA sticky error: the device is lost, late
   Owned device(move_to(rt, &good.managed, cuda0));
 
   fake.control("fault_launch", 1);
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.dtype = f64;  // a cast on the device: a kernel launch, which faults
   DLManagedTensorVersioned* out = nullptr;
   CHECK(abr_to_device(rt, device.t, cuda0, &options, nullptr, &out) == ABR_ERR_DEVICE_LOST);
@@ -544,7 +545,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA sticky error: the device is lost, late
   abr_device_count(rt, &count);
   bool flagged = false;
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info{};
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     abr_device_info(rt, i, &info);
     if (info.device.device_type == kDLCUDA && info.device.device_id == 0)
       flagged = (info.flags & ABR_DEVICE_LOST_FLAG) != 0;

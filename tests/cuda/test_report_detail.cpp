@@ -32,9 +32,9 @@ void check_detail(const abr_transfer_report& report, abr_path expected, const ch
 // to_device with a report; the result is deleted at once (its values are tested elsewhere).
 void to_device_detail(abr_runtime* rt, Managed& src, DLDevice dst, DLDataType dtype, uint32_t flags,
                       abr_path expected, const char* scenario) {
-  abr_transfer_report report{};
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.report = &report;
   options.dtype = dtype;
   options.flags = flags;
@@ -57,7 +57,7 @@ void copy_detail(abr_runtime* rt, const DLTensor& src, const DLTensor& dst, abr_
   const abr_log_level level = abr_log_get_level();
   abr_log_set_level(ABR_LOG_DEBUG);
   abr_log_set_callback(capture_log, &line);
-  const abr_status status = abr_copy(rt, &src, &dst, nullptr);
+  const abr_status status = abr_copy(rt, &src, &dst, nullptr, nullptr);
   abr_log_set_callback(nullptr, nullptr);
   abr_log_set_level(level);
   INFO(std::string(scenario) << ": " << line);
@@ -65,7 +65,7 @@ void copy_detail(abr_runtime* rt, const DLTensor& src, const DLTensor& dst, abr_
   const std::string marker = std::string(": ") + abr_path_string(expected) + " (";
   const std::size_t at = line.find(marker);
   REQUIRE(at != std::string::npos);
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   report.path = expected;
   const std::string detail = line.substr(at + marker.size(), line.size() - at - marker.size() - 1);
   std::memcpy(report.detail, detail.c_str(), std::min(detail.size() + 1, sizeof report.detail));

@@ -32,7 +32,7 @@ DLTensor view(void* data, DLDevice device, DLDataType dtype, std::vector<int64_t
 }
 
 void copy_ok(abr_runtime* rt, const DLTensor& src, const DLTensor& dst, abr_stream* stream = nullptr) {
-  const abr_status status = abr_copy(rt, &src, &dst, stream);
+  const abr_status status = abr_copy(rt, &src, &dst, nullptr, stream);
   INFO(std::string(abr_last_error()));
   REQUIRE(status == ABR_OK);
 }
@@ -70,7 +70,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, cas
   // The transpose of the CUDA tensor, converted to float64: packed and cast by a CUDA kernel.
   Managed transposed(on_cuda->data, i32, {cols, rows}, {1, cols}, 0, cuda0);
   transposed.managed.deleter = nullptr;
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   Owned on_cl(move_to(rt, &transposed.managed, kOpenCl, &report, nullptr, f64));
   CHECK(report.path == ABR_PATH_STAGED);
   CHECK((report.flags & ABR_REPORT_PACKED) != 0);
@@ -85,7 +85,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, cas
   copy_ok(rt, on_cl.t->dl_tensor, view(target->data, cuda0, i32, t_shape, t_strides));
   Owned home(move_to(rt, take(target), cpu));
   CHECK(std::memcmp(home->data, data.data(), data.size() * 4) == 0);
-  abr_pool_stats stats{};
+  abr_pool_stats stats = ABR_POOL_STATS_INIT;
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.bytes_in_use == 0);
 }
@@ -105,12 +105,12 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return 
   for (int k = 0; k < 4; ++k) {
     Managed& source = sources.emplace_back(inputs[static_cast<std::size_t>(k)].data(), i32,
                                            std::vector<int64_t>{static_cast<int64_t>(n)});
-    abr_transfer_report report{};
+    abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
     uploaded.emplace_back(move_to(rt, &source.managed, cuda0, &report, stream));
     CHECK(report.path == ABR_PATH_STAGED);
   }
   if (lag.fake) {  // the calls returned with DMAs still queued: their blocks are back, but guarded
-    abr_pool_stats stats{};
+    abr_pool_stats stats = ABR_POOL_STATS_INIT;
     REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
     CHECK(stats.bytes_waiting > 0);
     CHECK(stats.bytes_in_use == 0);
@@ -134,7 +134,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed 
 
   // Up: the host transpose, converted to float64 on the way (5 MiB: five chunks of whole 5 KiB rows).
   Managed transposed(data.data(), f32, {cols, rows}, {1, cols});
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   Owned up(move_to(rt, &transposed.managed, cuda0, &report, nullptr, f64));
   CHECK(report.path == ABR_PATH_STAGED);
   INFO(std::string(report.detail));
@@ -152,7 +152,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed 
   std::vector<float> landing(data.size(), -1.0f);
   std::vector<int64_t> shape{rows, cols}, strides{1, rows}, none;
   DLTensor target{landing.data(), cpu, 2, f32, shape.data(), strides.data(), 0};
-  REQUIRE_MESSAGE(abr_copy(rt, &*on_device, &target, nullptr) == ABR_OK, std::string(abr_last_error()));
+  REQUIRE_MESSAGE(abr_copy(rt, &*on_device, &target, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
   wrong = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) wrong += landing[c * rows + r] != data[r * cols + c];
@@ -162,7 +162,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed 
   Managed two_rows(data.data(), f32, {2, rows * cols / 2}, {1, 2});
   Owned whole(move_to(rt, &two_rows.managed, cuda0, &report));
   CHECK(report.path == ABR_PATH_HOST_TO_DEVICE);
-  abr_pool_stats stats{};
+  abr_pool_stats stats = ABR_POOL_STATS_INIT;
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.bytes_in_use == 0);
 }
@@ -186,7 +186,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL stages through OpenCL's map
   const long long pageable = fake ? fake.stat("pageable_async_copies") : 0;
   const long long registered = fake ? fake.stat("registered_ranges") : 0;
 
-  abr_transfer_report report{};
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   Owned on_cl(move_to(rt, take(on_cuda), kOpenCl, &report));
   CHECK(report.path == ABR_PATH_STAGED);
   INFO(std::string(report.detail));
@@ -243,4 +243,27 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a runtime destroyed with CUDA <-> OpenCL bl
   }
   Fake loaded;  // the fake is loaded by now, if it is the driver
   if (loaded) CHECK(loaded.stat("registered_ranges") == registered);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "abr_copy with ABR_TRANSFER_NO_HOST_STAGING: CUDA <-> OpenCL refused, nothing written; a report when it runs") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  std::vector<int32_t> data = iota(1000, 3), zeros(1000, 0);
+  Managed source(data.data(), i32, {1000});
+  Owned on_cuda(move_to(rt, &source.managed, cuda0));
+  Managed blank(zeros.data(), i32, {1000});
+  Owned on_cl(move_to(rt, &blank.managed, kOpenCl));
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.flags = ABR_TRANSFER_NO_HOST_STAGING;
+  options.report = &report;
+  CHECK(abr_copy(rt, &on_cuda->dl_tensor, &on_cl->dl_tensor, &options, nullptr) == ABR_ERR_UNSUPPORTED);
+  CHECK(error_mentions("only host staging can bridge"));
+  CHECK(report.path == ABR_PATH_NONE);
+  options.flags = 0;
+  REQUIRE(abr_copy(rt, &on_cuda->dl_tensor, &on_cl->dl_tensor, &options, nullptr) == ABR_OK);
+  CHECK(report.path == ABR_PATH_STAGED);
+  CHECK(report.bytes_moved == 4000);
+  Owned home(move_to(rt, take(on_cl), cpu));
+  CHECK(std::memcmp(home->data, data.data(), 4000) == 0);
 }

@@ -34,7 +34,7 @@ bool cuda0_flagged_lost(abr_runtime* rt) {
   int32_t count = 0;
   abr_device_count(rt, &count);
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info{};
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     if (abr_device_info(rt, i, &info) == ABR_OK && info.device.device_type == kDLCUDA && info.device.device_id == 0)
       return (info.flags & ABR_DEVICE_LOST_FLAG) != 0;
   }

@@ -63,8 +63,8 @@ void require(bool ok) {
 
 abr_runtime* runtime() {
   static abr_runtime* rt = [] {
-    abr_runtime_options options;
-    abr_runtime_options_init(&options);
+    abr_runtime_options options = ABR_RUNTIME_OPTIONS_INIT;
+    abr_runtime_options_init(&options, ABR_RUNTIME_OPTIONS_VERSION);
     options.flags = ABR_RUNTIME_DISABLE_CUDA | ABR_RUNTIME_DISABLE_OPENCL;  // host paths only: fast and deterministic
     abr_runtime* made = nullptr;
     require(abr_runtime_create(&options, &made) == ABR_OK);
@@ -136,10 +136,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   int64_t elements = 0;
   const bool touchable = t.device.device_type == kDLCPU && span_inside(t, &elements);
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.flags = h.transfer_flags & 3u;
-  abr_transfer_report report;
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   options.report = &report;
 
   deleted = 0;
@@ -185,7 +185,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (item <= 0 || elements > kArena / 2 / std::max<int64_t>(item, 1)) return 0;
       std::vector<unsigned char> target(size_t(elements * item) + 1);
       dst.data = target.data();
-      abr_copy(runtime(), &t, &dst, nullptr);  // any status; sanitizers judge the memory
+      abr_copy(runtime(), &t, &dst, nullptr, nullptr);  // any status; sanitizers judge the memory
       break;
     }
   }

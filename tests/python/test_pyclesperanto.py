@@ -69,8 +69,14 @@ def test_what_pyclesperanto_cannot_hold_is_refused_clearly():
             ab.convert_memory(data, "numpy", "pyclesperanto", gpu_id=gpu_id)
         assert error.value.target_type == "pyclesperanto"
     assert cle.get_device().name == cle.list_available_devices()[0]  # the current device is left alone
-    # Device data reaches pyclesperanto's context only through host memory: strict refuses it.
-    with pytest.raises(ab.MemoryConversionError, match="strict"):
-        ab.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0, strict=True)
+    # strict is the planner's: within pyclesperanto's context one device copy is allowed...
+    same = ab.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0, strict=True)
+    np.testing.assert_array_equal(cle.pull(same), sample("float32"))
+    # ...and a buffer of another context (ours) reaches it only through host memory: refused.
+    ours = ab.to_device(sample("float32"), "opencl:0")
+    with pytest.raises(ab.ArrayBridgeError, match="only host staging can bridge"):
+        ab.copy(ours, same, strict=True)
+    ab.copy(ours, same)
+    np.testing.assert_array_equal(cle.pull(same), sample("float32"))
     copied = ab.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0)
     np.testing.assert_array_equal(cle.pull(copied), sample("float32"))

@@ -23,8 +23,8 @@ struct Scenario {
 
 inline abr_status transfer(abr_runtime* rt, Managed& src, DLDevice device, abr_copy_mode copy, DLDataType dtype,
                     abr_stream* stream, int& deleted) {
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = copy;
   options.dtype = dtype;
   DLManagedTensorVersioned* out = nullptr;

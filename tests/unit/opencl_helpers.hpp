@@ -100,7 +100,7 @@ inline std::vector<OclDevice> opencl_devices(abr_runtime* rt) {
   int32_t count = 0;
   REQUIRE(abr_device_count(rt, &count) == ABR_OK);
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info;
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     REQUIRE(abr_device_info(rt, i, &info) == ABR_OK);
     if (info.device.device_type == kDLOpenCL)
       found.push_back({info.device, (info.flags & ABR_DEVICE_SHARES_HOST_MEMORY) != 0, info.platform, info.name,
@@ -123,9 +123,9 @@ inline bool opencl_sharing_host_memory(abr_runtime* rt, DLDevice* out) {
 inline DLManagedTensorVersioned* move_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device,
                                          abr_copy_mode copy, abr_path expected, DLDataType dtype = {},
                                          std::string* detail = nullptr) {
-  abr_transfer_report report;
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = copy;
   options.dtype = dtype;
   options.report = &report;

@@ -26,20 +26,26 @@ static_assert(kDLOpenCL == 4 && kDLCUDAManaged == 13 && kDLTrn == 18 && kDLBool 
               "DLPack enum values");
 static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == 1 && DLPACK_FLAG_BITMASK_IS_COPIED == 2, "DLPack flags");
 
-// The library's own public structs.
+// The library's own public structs: each starts with the caller's version.
+static_assert(offsetof(abr_runtime_options, version) == 0 && offsetof(abr_transfer_options, version) == 0 &&
+                  offsetof(abr_transfer_report, version) == 0 && offsetof(struct abr_device_info, version) == 0 &&
+                  offsetof(struct abr_backend_info, version) == 0 && offsetof(abr_pool_stats, version) == 0,
+              "version first");
 static_assert(sizeof(abr_runtime_options) == 8, "abr_runtime_options");
 static_assert(sizeof(abr_transfer_options) == 24 && offsetof(abr_transfer_options, copy) == 4 &&
                   offsetof(abr_transfer_options, flags) == 8 && offsetof(abr_transfer_options, dtype) == 12 &&
                   offsetof(abr_transfer_options, report) == 16,
               "abr_transfer_options");
-static_assert(sizeof(abr_transfer_report) == 176 && offsetof(abr_transfer_report, bytes_moved) == 8 &&
-                  offsetof(abr_transfer_report, detail) == 16,
+static_assert(sizeof(abr_transfer_report) == 184 && offsetof(abr_transfer_report, path) == 4 &&
+                  offsetof(abr_transfer_report, bytes_moved) == 16 && offsetof(abr_transfer_report, detail) == 24,
               "abr_transfer_report");
-static_assert(sizeof(struct abr_device_info) == 280 && offsetof(struct abr_device_info, backend) == 8 &&
-                  offsetof(struct abr_device_info, memory_bytes) == 16 &&
-                  offsetof(struct abr_device_info, name) == 24 && offsetof(struct abr_device_info, platform) == 152,
+static_assert(sizeof(struct abr_device_info) == 288 && offsetof(struct abr_device_info, backend) == 4 &&
+                  offsetof(struct abr_device_info, device) == 8 && offsetof(struct abr_device_info, flags) == 16 &&
+                  offsetof(struct abr_device_info, memory_bytes) == 24 &&
+                  offsetof(struct abr_device_info, name) == 32 && offsetof(struct abr_device_info, platform) == 160,
               "abr_device_info");
-static_assert(sizeof(struct abr_backend_info) == 272 && offsetof(struct abr_backend_info, detail) == 16,
+static_assert(sizeof(struct abr_backend_info) == 272 && offsetof(struct abr_backend_info, backend) == 4 &&
+                  offsetof(struct abr_backend_info, available) == 8 && offsetof(struct abr_backend_info, detail) == 16,
               "abr_backend_info");
 static_assert(sizeof(abr_pool_stats) == 80 && offsetof(abr_pool_stats, bytes_pinned) == 8 &&
                   offsetof(abr_pool_stats, limit_bytes) == 48 && offsetof(abr_pool_stats, misses) == 72,

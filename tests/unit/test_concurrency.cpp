@@ -115,8 +115,8 @@ TEST_CASE("threads convert through one runtime and one pool while another thread
     };
     auto move = [&](DLManagedTensorVersioned* src, DLDevice dst, abr_copy_mode copy, DLDataType dtype,
                     const char* what) -> DLManagedTensorVersioned* {
-      abr_transfer_options options;
-      abr_transfer_options_init(&options);
+      abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+      abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
       options.copy = copy;
       options.dtype = dtype;
       DLManagedTensorVersioned* out = nullptr;
@@ -181,7 +181,7 @@ TEST_CASE("threads convert through one runtime and one pool while another thread
     }
   CHECK(total == kThreads * kIterations);
   CHECK(wrong == 0);
-  abr_pool_stats stats{};
+  abr_pool_stats stats = ABR_POOL_STATS_INIT;
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.bytes_in_use == 0);
   CHECK(stats.bytes_cached == stats.bytes_pinned);

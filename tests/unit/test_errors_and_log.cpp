@@ -92,7 +92,7 @@ TEST_CASE("devices: the CPU first, backends say why they are absent") {
   int32_t count = 0;
   REQUIRE(abr_device_count(rt, &count) == ABR_OK);
   REQUIRE(count >= 1);
-  struct abr_device_info info;
+  struct abr_device_info info = ABR_DEVICE_INFO_INIT;
   REQUIRE(abr_device_info(rt, 0, &info) == ABR_OK);
   CHECK(info.device.device_type == kDLCPU);
   CHECK(info.backend == ABR_BACKEND_HOST);
@@ -100,7 +100,7 @@ TEST_CASE("devices: the CPU first, backends say why they are absent") {
   CHECK(info.memory_bytes > 0);
   CHECK(abr_device_info(rt, count, &info) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("out of range"));
-  struct abr_backend_info backend;
+  struct abr_backend_info backend = ABR_BACKEND_INFO_INIT;
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_HOST, &backend) == ABR_OK);
   CHECK(backend.available == 1);
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_CUDA, &backend) == ABR_OK);

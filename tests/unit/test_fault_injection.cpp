@@ -68,8 +68,8 @@ TEST_CASE("a stream that cannot record its marker waits instead, and releases th
   REQUIRE(abr_stream_create(rt, ocl0, &stream) == ABR_OK);
   std::vector<float> data(1024, 1.5f);
   Managed src(data.data(), f32, {1024});
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_ALWAYS;
   DLManagedTensorVersioned* out = nullptr;
   // The first point of a stream transfer that cannot throw: the marker in retain().

@@ -70,7 +70,7 @@ TEST_CASE("abr_copy from every legal layout into a compact tensor, for every ele
         dst.data = target.data();
         dst.strides = nullptr;  // compact
         dst.byte_offset = 0;
-        REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr) == ABR_OK, abr_last_error());
+        REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
         CHECK(same_elements(src, dst, item));
       }
     }
@@ -95,7 +95,7 @@ TEST_CASE("abr_copy scatters a compact source into strided, negative and offset 
     dst.data = target.data();
     dst.strides = layout.shape.empty() ? nullptr : const_cast<int64_t*>(layout.strides.data());
     dst.byte_offset = static_cast<uint64_t>(layout.first) * 4;
-    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
     CHECK(same_elements(src, dst, 4));
   }
 }
@@ -106,20 +106,20 @@ TEST_CASE("abr_copy refuses what it cannot honour, naming it") {
   int64_t shape[2] = {3, 4}, other[2] = {4, 3}, zero[2] = {0, 1};
   DLTensor src{a, cpu, 2, f32, shape, nullptr, 0};
   DLTensor dst{b, cpu, 2, f32, other, nullptr, 0};
-  CHECK(abr_copy(rt, &src, &dst, nullptr) == ABR_ERR_SHAPE_MISMATCH);
+  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_SHAPE_MISMATCH);
   CHECK(error_mentions("[3, 4] differs from destination shape [4, 3]"));
   dst.shape = shape;
   dst.strides = zero;
-  CHECK(abr_copy(rt, &src, &dst, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
   CHECK(error_mentions("destination: zero stride on dim 0"));
 
   Managed ms(a, f32, {3, 4}), md(b, f32, {3, 4});
   md.managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
-  CHECK(abr_copy_versioned(rt, &ms.managed, &md.managed, nullptr) == ABR_ERR_READ_ONLY);
+  CHECK(abr_copy_versioned(rt, &ms.managed, &md.managed, nullptr, nullptr) == ABR_ERR_READ_ONLY);
   CHECK(error_mentions("READ_ONLY"));
   md.managed.flags = 0;
   a[5] = 42;
-  CHECK(abr_copy_versioned(rt, &ms.managed, &md.managed, nullptr) == ABR_OK);
+  CHECK(abr_copy_versioned(rt, &ms.managed, &md.managed, nullptr, nullptr) == ABR_OK);
   CHECK(b[5] == 42);
   CHECK(ms.deleted + md.deleted == 0);  // borrowed, never deleted
 }
@@ -130,7 +130,7 @@ TEST_CASE("abr_copy between overlapping views behaves as if through a temporary"
   int64_t shape[1] = {8};
   DLTensor src{data, cpu, 1, i32, shape, nullptr, 0};
   DLTensor dst{data, cpu, 1, i32, shape, nullptr, 2 * sizeof(int32_t)};  // shift right by two
-  REQUIRE(abr_copy(rt, &src, &dst, nullptr) == ABR_OK);
+  REQUIRE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK);
   const int32_t expected[10] = {0, 1, 0, 1, 2, 3, 4, 5, 6, 7};
   for (int i = 0; i < 10; ++i) CHECK(data[i] == expected[i]);
   // In-place reversal.
@@ -138,7 +138,7 @@ TEST_CASE("abr_copy between overlapping views behaves as if through a temporary"
   int64_t six[1] = {6}, minus[1] = {-1};
   DLTensor forward{rev, cpu, 1, i32, six, nullptr, 0};
   DLTensor backward{rev, cpu, 1, i32, six, minus, 5 * sizeof(int32_t)};
-  REQUIRE(abr_copy(rt, &forward, &backward, nullptr) == ABR_OK);
+  REQUIRE(abr_copy(rt, &forward, &backward, nullptr, nullptr) == ABR_OK);
   for (int i = 0; i < 6; ++i) CHECK(rev[i] == 6 - i);
 }
 
@@ -150,8 +150,8 @@ TEST_CASE("to_device copies of strided sources equal the reference") {
     auto source = pattern(4096 * 8);
     Managed m(source.data(), f64, layout.shape, layout.strides, static_cast<uint64_t>(layout.first) * 8);
     if (layout.shape.empty()) m.tensor().strides = nullptr;
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_ALWAYS;
     DLManagedTensorVersioned* out = nullptr;
     REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK, abr_last_error());
@@ -187,7 +187,7 @@ TEST_CASE("conversions: saturation, NaN, bool and complex follow the documented 
     int64_t shape[1] = {n};
     DLTensor src{const_cast<void*>(in), cpu, 1, from, shape, nullptr, 0};
     DLTensor dst{out, cpu, 1, to, shape, nullptr, 0};
-    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
   };
   const double big[5] = {1e30, -1e30, std::nan(""), 2.9, -2.9};
   int8_t small[5];
@@ -245,8 +245,8 @@ TEST_CASE("vectorized strided kernels never read past the view's last element") 
       std::vector<double> go(static_cast<std::size_t>(n));
       DLTensor fs{f.data(), cpu, 1, f32, shape, strides, first * 4}, fd{fo.data(), cpu, 1, f32, shape, nullptr, 0};
       DLTensor gs{g.data(), cpu, 1, f64, shape, strides, first * 8}, gd{go.data(), cpu, 1, f64, shape, nullptr, 0};
-      REQUIRE(abr_copy(rt, &fs, &fd, nullptr) == ABR_OK);
-      REQUIRE(abr_copy(rt, &gs, &gd, nullptr) == ABR_OK);
+      REQUIRE(abr_copy(rt, &fs, &fd, nullptr, nullptr) == ABR_OK);
+      REQUIRE(abr_copy(rt, &gs, &gd, nullptr, nullptr) == ABR_OK);
       for (int64_t i = 0; i < n; ++i) {
         const double expected = static_cast<double>(step > 0 ? step * i : n - 1 - i);
         CHECK(fo[static_cast<std::size_t>(i)] == static_cast<float>(expected));

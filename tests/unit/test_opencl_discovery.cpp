@@ -13,7 +13,7 @@ namespace {
 
 // Devices the CUDA backend adds to the list (its GPUs and cuda_host), 0 without CUDA.
 int32_t cuda_entries(abr_runtime* rt) {
-  struct abr_backend_info cuda;
+  struct abr_backend_info cuda = ABR_BACKEND_INFO_INIT;
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_CUDA, &cuda) == ABR_OK);
   return cuda.available ? cuda.device_count + 1 : 0;
 }
@@ -23,7 +23,7 @@ int32_t cuda_entries(abr_runtime* rt) {
 // By capability, not position: on a GPU machine NVIDIA's platform comes first.
 TEST_CASE("PoCL appears as an OpenCL device sharing host memory; every OpenCL device is listed") {
   Runtime rt;
-  struct abr_backend_info backend;
+  struct abr_backend_info backend = ABR_BACKEND_INFO_INIT;
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_OPENCL, &backend) == ABR_OK);
   REQUIRE_MESSAGE(backend.available == 1, backend.detail);
   CHECK(backend.device_count >= 1);
@@ -32,7 +32,7 @@ TEST_CASE("PoCL appears as an OpenCL device sharing host memory; every OpenCL de
   int32_t count = 0;
   REQUIRE(abr_device_count(rt, &count) == ABR_OK);
   CHECK(count == 1 + backend.device_count + cuda_entries(rt));
-  struct abr_device_info info;
+  struct abr_device_info info = ABR_DEVICE_INFO_INIT;
   REQUIRE(abr_device_info(rt, 0, &info) == ABR_OK);
   CHECK(info.device.device_type == kDLCPU);  // the CPU comes first
 
@@ -62,12 +62,12 @@ TEST_CASE("a missing ICD loader or a disabled backend is a report, not an error"
   CHECK(missing.devices.empty());
   CHECK(std::string(missing.info.detail).find("OpenCL unavailable: cannot load") == 0);
 
-  abr_runtime_options options;
-  abr_runtime_options_init(&options);
+  abr_runtime_options options = ABR_RUNTIME_OPTIONS_INIT;
+  abr_runtime_options_init(&options, ABR_RUNTIME_OPTIONS_VERSION);
   options.flags = ABR_RUNTIME_DISABLE_OPENCL;
   abr_runtime* rt = nullptr;
   REQUIRE(abr_runtime_create(&options, &rt) == ABR_OK);
-  struct abr_backend_info backend;
+  struct abr_backend_info backend = ABR_BACKEND_INFO_INIT;
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_OPENCL, &backend) == ABR_OK);
   CHECK(backend.available == 0);
   CHECK(std::string(backend.detail) == "OpenCL unavailable: disabled by ABR_RUNTIME_DISABLE_OPENCL");
@@ -75,7 +75,7 @@ TEST_CASE("a missing ICD loader or a disabled backend is a report, not an error"
   abr_device_count(rt, &count);
   CHECK(count == 1 + cuda_entries(rt));  // the CPU, and CUDA's devices where there is a GPU
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info;
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     REQUIRE(abr_device_info(rt, i, &info) == ABR_OK);
     CHECK(info.device.device_type != kDLOpenCL);
   }

@@ -150,10 +150,10 @@ TEST_CASE("pageable host memory to and from each OpenCL device: in place where i
     Managed again(data.data(), dt(kDLInt, 32), {static_cast<int64_t>(n)});
     Owned target(move_to(rt, &again.managed, d.device, ABR_COPY_ALWAYS, up));
     DLTensor out{landing.data(), cpu, 1, dt(kDLInt, 32), shape, nullptr, 0};
-    REQUIRE_MESSAGE(abr_copy(rt, &*target, &out, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &*target, &out, nullptr, nullptr) == ABR_OK, abr_last_error());
     CHECK(landing == data);
   }
-  abr_pool_stats stats{};
+  abr_pool_stats stats = ABR_POOL_STATS_INIT;
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.bytes_in_use == 0);
 }
@@ -239,9 +239,9 @@ TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views 
       DLTensor host_src{fresh.data(), cpu, static_cast<int32_t>(v.shape.size()), f32,
                         const_cast<int64_t*>(v.shape.data()), nullptr, 0};
       DLTensor device_dst = view_of(target->data, v, ocl0);
-      REQUIRE_MESSAGE(abr_copy(rt, &host_src, &device_dst, nullptr) == ABR_OK, abr_last_error());
+      REQUIRE_MESSAGE(abr_copy(rt, &host_src, &device_dst, nullptr, nullptr) == ABR_OK, abr_last_error());
       DLTensor reference_dst = view_of(reference.data(), v, cpu);
-      REQUIRE(abr_copy(rt, &host_src, &reference_dst, nullptr) == ABR_OK);  // the host engine's result
+      REQUIRE(abr_copy(rt, &host_src, &reference_dst, nullptr, nullptr) == ABR_OK);  // the host engine's result
       CHECK(read_mem(static_cast<cl_mem>(target->data), 0, base.size() * 4) ==
             std::vector<char>(reinterpret_cast<char*>(reference.data()),
                               reinterpret_cast<char*>(reference.data()) + base.size() * 4));
@@ -249,8 +249,8 @@ TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views 
       std::vector<float> out_host(base.size(), -1.0f), out_reference(base.size(), -1.0f);
       DLTensor host_dst = view_of(out_host.data(), v, cpu);
       DLTensor reference_out = view_of(out_reference.data(), v, cpu);
-      REQUIRE_MESSAGE(abr_copy(rt, &device_dst, &host_dst, nullptr) == ABR_OK, abr_last_error());
-      REQUIRE(abr_copy(rt, &reference_dst, &reference_out, nullptr) == ABR_OK);
+      REQUIRE_MESSAGE(abr_copy(rt, &device_dst, &host_dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+      REQUIRE(abr_copy(rt, &reference_dst, &reference_out, nullptr, nullptr) == ABR_OK);
       CHECK(out_host == out_reference);
     }
   }
@@ -279,9 +279,9 @@ TEST_CASE("dtype conversion on the device matches the host engine exactly") {
     Owned source(host_values(rt, from));
     Owned on_device(upload(rt, source->data, n * size_of(from)));
     Managed device_src(on_device->data, from, {static_cast<int64_t>(n)}, {}, 0, ocl0);
-    abr_transfer_report report;
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.dtype = to;
     options.report = &report;
     DLManagedTensorVersioned* raw = nullptr;
@@ -367,8 +367,8 @@ TEST_CASE("a cl_mem from the caller's own context is adopted, not refused") {
   }
   SUBCASE("ABR_TRANSFER_NO_HOST_STAGING refuses to bridge two contexts and keeps the source") {
     Managed src(theirs, f32, shape, {}, 0, ocl0);
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_ALWAYS;
     options.flags = ABR_TRANSFER_NO_HOST_STAGING;
     DLManagedTensorVersioned* out = nullptr;
@@ -384,7 +384,7 @@ TEST_CASE("a cl_mem from the caller's own context is adopted, not refused") {
     std::vector<int64_t> view_shape{8, 8}, view_strides{1, 8};  // transposed into theirs
     DLTensor src{ours->data, ocl0, 2, f32, view_shape.data(), nullptr, 0};
     DLTensor dst{theirs, ocl0, 2, f32, view_shape.data(), view_strides.data(), 4};
-    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
     const std::vector<char> got = read_mem(theirs, 0, 66 * 4);
     const float* f = reinterpret_cast<const float*>(got.data());
     CHECK(f[0] == data[0]);  // before the view: untouched
@@ -436,9 +436,9 @@ TEST_CASE("host memory is used in place on a device that shares it, and released
   }
   SUBCASE("misaligned: copied, with the reason; ABR_COPY_NEVER refuses and keeps the source") {
     Managed src(host, f32, {100}, {}, 4);
-    abr_transfer_report report;
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.report = &report;
     DLManagedTensorVersioned* raw = nullptr;
     REQUIRE(abr_to_device(rt, &src.managed, shared, &options, nullptr, &raw) == ABR_OK);
@@ -484,7 +484,7 @@ TEST_CASE("abr_copy within one buffer whose ranges overlap behaves like memmove"
   DLTensor src{buffer->data, ocl0, 1, f32, shape.data(), nullptr, 0};
   DLTensor dst{buffer->data, ocl0, 1, f32, shape.data(), nullptr, 8};  // two elements further on
   abr_clear_error();
-  REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
   std::vector<float> expected = base;
   std::copy(base.begin(), base.begin() + 100, expected.begin() + 2);
   const std::vector<char> got = read_mem(static_cast<cl_mem>(buffer->data), 0, base.size() * 4);
@@ -505,12 +505,12 @@ TEST_CASE("transfers on a stream run in its order, asynchronously, and keep thei
   DLTensor host_a{a.data(), cpu, 1, f32, shape.data(), nullptr, 0};
   DLTensor device{buffer, ocl0, 1, f32, shape.data(), nullptr, 0};
   DLTensor host_result{result.data(), cpu, 1, f32, shape.data(), nullptr, 0};
-  REQUIRE_MESSAGE(abr_copy(rt, &host_a, &device, stream) == ABR_OK, abr_last_error());  // write, queued
+  REQUIRE_MESSAGE(abr_copy(rt, &host_a, &device, nullptr, stream) == ABR_OK, abr_last_error());  // write, queued
   Managed source(buffer, f32, shape, {}, 0, ocl0);
   DLManagedTensorVersioned* raw = nullptr;
   REQUIRE_MESSAGE(abr_to_device(rt, &source.managed, cpu, nullptr, stream, &raw) == ABR_OK, abr_last_error());
   Owned out(raw);
-  REQUIRE(abr_copy(rt, &device, &host_result, stream) == ABR_OK);
+  REQUIRE(abr_copy(rt, &device, &host_result, nullptr, stream) == ABR_OK);
 
   // Nothing has run: the queue is held at the gate, and the calls did not block.
   CHECK(result[0] == -1.0f);
@@ -542,9 +542,9 @@ TEST_CASE("abr_stream_wait orders work across two queues with an event, without 
   DLTensor host_data{data.data(), cpu, 1, i32, shape.data(), nullptr, 0};
   DLTensor device{buffer, ocl0, 1, i32, shape.data(), nullptr, 0};
   DLTensor host_result{result.data(), cpu, 1, i32, shape.data(), nullptr, 0};
-  REQUIRE(abr_copy(rt, &host_data, &device, producer) == ABR_OK);
+  REQUIRE(abr_copy(rt, &host_data, &device, nullptr, producer) == ABR_OK);
   REQUIRE(abr_stream_wait(consumer, producer) == ABR_OK);
-  REQUIRE(abr_copy(rt, &device, &host_result, consumer) == ABR_OK);
+  REQUIRE(abr_copy(rt, &device, &host_result, nullptr, consumer) == ABR_OK);
   clFlush(second);
   CHECK(result[1] == 0);  // the consumer waits for the gated producer
   gated.open();
@@ -566,8 +566,8 @@ TEST_CASE("a stream the runtime creates can outlive the runtime, and is destroye
   REQUIRE(abr_stream_create(rt, ocl0, &stream) == ABR_OK);
   std::vector<float> data(256, 2.5f);
   Managed src(data.data(), f32, {256});
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_ALWAYS;
   DLManagedTensorVersioned* out = nullptr;
   REQUIRE(abr_to_device(rt, &src.managed, ocl0, &options, stream, &out) == ABR_OK);
@@ -618,8 +618,8 @@ TEST_CASE("bad OpenCL input gets a clear error and the source stays the caller's
   }
   SUBCASE("ABR_COPY_NEVER from device memory to the host") {
     Managed src(buffer, f32, {64}, {}, 0, ocl0);
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_NEVER;
     CHECK(abr_to_device(rt, &src.managed, cpu, &options, nullptr, &out) == ABR_ERR_COPY_REQUIRED);
     CHECK(error_mentions("opencl:0 memory is not addressable from the host"));
@@ -627,8 +627,8 @@ TEST_CASE("bad OpenCL input gets a clear error and the source stays the caller's
   }
   SUBCASE("more than one buffer may hold is out of memory, naming the device's limit") {
     std::vector<int64_t> huge{int64_t{1} << 40}, broadcast{0};  // 4 TiB, on every device
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_ALWAYS;
     for (const OclDevice& d : opencl_devices(rt)) {
       INFO(d.platform << " / " << d.name);

@@ -322,7 +322,7 @@ TEST_CASE("the C API reports the pool that staged transfers reuse, trims it and 
   cl_mem theirs = env.buffer(n * 4, data.data());
   const std::vector<int64_t> shape{static_cast<int64_t>(n)};
 
-  abr_pool_stats stats{};
+  abr_pool_stats stats = ABR_POOL_STATS_INIT;
   REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
   CHECK(stats.version == ABR_POOL_STATS_VERSION);
   CHECK(stats.bytes_pinned == 0);
@@ -346,8 +346,8 @@ TEST_CASE("the C API reports the pool that staged transfers reuse, trims it and 
   REQUIRE(abr_pool_set_limit(rt, 4096) == ABR_OK);
   {
     Managed src(theirs, f32, shape, {}, 0, ocl0);
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_ALWAYS;
     DLManagedTensorVersioned* out = nullptr;
     CHECK(abr_to_device(rt, &src.managed, ocl0, &options, nullptr, &out) == ABR_ERR_OUT_OF_MEMORY);

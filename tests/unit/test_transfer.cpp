@@ -7,9 +7,9 @@ TEST_CASE("a view keeps the source alive until the view is deleted") {
   Runtime rt;
   float data[6] = {1, 2, 3, 4, 5, 6};
   Managed m(data, f32, {2, 3}, {1, 2});  // transposed layout, kept by a view
-  abr_transfer_report report{};
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.report = &report;
   DLManagedTensorVersioned* out = nullptr;
   REQUIRE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK);
@@ -46,9 +46,9 @@ TEST_CASE("ABR_COPY_ALWAYS copies, sets IS_COPIED, drops READ_ONLY and frees the
   int32_t data[6] = {1, 2, 3, 4, 5, 6};
   Managed m(data, i32, {2, 3}, {1, 2});
   m.managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
-  abr_transfer_report report{};
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_ALWAYS;
   options.report = &report;
   DLManagedTensorVersioned* out = nullptr;
@@ -74,8 +74,8 @@ TEST_CASE("ABR_COPY_NEVER fails with ABR_ERR_COPY_REQUIRED when a copy is needed
   Runtime rt;
   float data[4] = {1, 2, 3, 4};
   Managed m(data, f32, {4});
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_NEVER;
   options.dtype = f64;
   DLManagedTensorVersioned* out = nullptr;
@@ -99,8 +99,8 @@ TEST_CASE("ABR_COPY_NEVER fails with ABR_ERR_COPY_REQUIRED when a copy is needed
 TEST_CASE("REQUIRE_CONTIGUOUS packs a strided source and views a compact one") {
   Runtime rt;
   double data[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.flags = ABR_TRANSFER_REQUIRE_CONTIGUOUS;
   Managed step2(data, f64, {4}, {2});
   DLManagedTensorVersioned* out = nullptr;
@@ -122,9 +122,9 @@ TEST_CASE("dtype conversion on the way") {
   Runtime rt;
   int32_t data[5] = {-2, 0, 7, 1 << 24, 3};
   Managed m(data, i32, {5});
-  abr_transfer_report report{};
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.dtype = f64;
   options.report = &report;
   DLManagedTensorVersioned* out = nullptr;
@@ -142,8 +142,8 @@ TEST_CASE("float8 tensors move as opaque bytes but cannot be converted") {
   Runtime rt;
   uint8_t data[4] = {1, 2, 3, 4};
   Managed m(data, dt(kDLFloat8_e4m3fn, 8), {4});
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_ALWAYS;
   DLManagedTensorVersioned* out = nullptr;
   REQUIRE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK);
@@ -179,8 +179,8 @@ TEST_CASE("a NULL deleter is allowed") {
   Managed m(data, f32, {2});
   m.managed.deleter = nullptr;
   DLManagedTensorVersioned* out = nullptr;
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_ALWAYS;
   REQUIRE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK);
   out->deleter(out);
@@ -207,8 +207,8 @@ TEST_CASE("abr_tensor_to_legacy wraps a versioned result, and refuses READ_ONLY"
 }
 
 TEST_CASE("a CUDA or OpenCL destination without that backend is a clear ABR_ERR_NO_DEVICE") {
-  abr_runtime_options ropts;
-  abr_runtime_options_init(&ropts);
+  abr_runtime_options ropts = ABR_RUNTIME_OPTIONS_INIT;
+  abr_runtime_options_init(&ropts, ABR_RUNTIME_OPTIONS_VERSION);
   ropts.flags = ABR_RUNTIME_DISABLE_CUDA;
   abr_runtime* rt = nullptr;
   REQUIRE(abr_runtime_create(&ropts, &rt) == ABR_OK);
@@ -225,8 +225,8 @@ TEST_CASE("zero-size and 0-d tensors") {
   Runtime rt;
   float scalar = 4.5f;
   Managed zero_d(&scalar, f32, {});
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_ALWAYS;
   DLManagedTensorVersioned* out = nullptr;
   REQUIRE(abr_to_device(rt, &zero_d.managed, cpu, &options, nullptr, &out) == ABR_OK);
@@ -264,8 +264,8 @@ TEST_CASE("views and copies of 8, 9 and 12 dimensions keep every extent, stride 
     CHECK(view_source.deleted == 1);
 
     Managed copy_source(data, i32, shape, strides);
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_ALWAYS;
     DLManagedTensorVersioned* copy = nullptr;
     REQUIRE(abr_to_device(rt, &copy_source.managed, cpu, &options, nullptr, &copy) == ABR_OK);

@@ -95,7 +95,7 @@ TEST_CASE("NULL arguments and bad handles are refused, never dereferenced") {
   CHECK(abr_to_device(reinterpret_cast<abr_runtime*>(garbage), &m.managed, cpu, nullptr, nullptr, &out) ==
         ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("invalid or destroyed"));
-  CHECK(abr_copy(rt, nullptr, &m.tensor(), nullptr) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(abr_copy(rt, nullptr, &m.tensor(), nullptr, nullptr) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(abr_device_count(rt, nullptr) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(abr_runtime_create(nullptr, nullptr) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(m.deleted == 0);
@@ -108,24 +108,24 @@ TEST_CASE("options from a newer library or with unknown values are refused") {
   float data[4] = {};
   Managed m(data, f32, {4});
   DLManagedTensorVersioned* out = nullptr;
-  abr_transfer_options options;
-  REQUIRE(abr_transfer_options_init(&options) == ABR_OK);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  REQUIRE(abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION) == ABR_OK);
   options.version = 99;
   CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("version 99 is newer"));
-  abr_transfer_options_init(&options);
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = static_cast<abr_copy_mode>(7);
   CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("copy = 7"));
-  abr_transfer_options_init(&options);
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.flags = 1u << 30;
   CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
-  abr_transfer_options_init(&options);
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.dtype = {kDLFloat, 12, 1};
   CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_DLPACK_DTYPE);
   CHECK(error_mentions("target dtype"));
-  abr_runtime_options ropts;
-  abr_runtime_options_init(&ropts);
+  abr_runtime_options ropts = ABR_RUNTIME_OPTIONS_INIT;
+  abr_runtime_options_init(&ropts, ABR_RUNTIME_OPTIONS_VERSION);
   ropts.flags = 1u << 9;
   abr_runtime* bad = nullptr;
   CHECK(abr_runtime_create(&ropts, &bad) == ABR_ERR_INVALID_ARGUMENT);
@@ -133,13 +133,39 @@ TEST_CASE("options from a newer library or with unknown values are refused") {
   CHECK(m.deleted == 0);
 }
 
-TEST_CASE("a zeroed options struct means defaults") {
+TEST_CASE("a struct whose version is 0 is refused by name, before anything moves") {
   Runtime rt;
   float data[4] = {1, 2, 3, 4};
   Managed m(data, f32, {4});
-  abr_transfer_options options{};  // version 0: current defaults
+  abr_transfer_options options{};  // never initialised: version 0
   DLManagedTensorVersioned* out = nullptr;
-  REQUIRE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK);
+  CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_transfer_options.version is 0: set it with abr_transfer_options_init"));
+  CHECK(m.deleted == 0);
+  abr_transfer_report report{};
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
+  options.report = &report;
+  CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_transfer_report.version is 0"));
+  CHECK(m.deleted == 0);
+  CHECK(report.path == ABR_PATH_NONE);
+  abr_runtime_options ropts{};
+  abr_runtime* made = nullptr;
+  CHECK(abr_runtime_create(&ropts, &made) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_runtime_options.version is 0"));
+  CHECK(made == nullptr);
+  abr_pool_stats stats{};
+  CHECK(abr_pool_get_stats(rt, &stats) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_pool_stats.version is 0"));
+  struct abr_device_info info{};
+  CHECK(abr_device_info(rt, 0, &info) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_device_info.version is 0"));
+  struct abr_backend_info backend{};
+  CHECK(abr_backend_info(rt, ABR_BACKEND_HOST, &backend) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_backend_info.version is 0"));
+  CHECK(abr_last_error_backend_code() == 0);  // not a backend's error
+  // NULL options still mean the defaults.
+  REQUIRE(abr_to_device(rt, &m.managed, cpu, nullptr, nullptr, &out) == ABR_OK);
   CHECK(out->dl_tensor.data == data);
   out->deleter(out);
   CHECK(m.deleted == 1);
@@ -165,8 +191,8 @@ TEST_CASE("an empty tensor with a byte_offset that wraps the address space is vi
   float data[4] = {};
   for (abr_copy_mode mode : {ABR_COPY_IF_NEEDED, ABR_COPY_ALWAYS}) {
     Managed m(data, {kDLFloat, 32, 1}, {0, 3}, {}, UINT64_MAX - 7);
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = mode;
     DLManagedTensorVersioned* out = nullptr;
     REQUIRE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK);
@@ -189,13 +215,13 @@ TEST_CASE("empty tensors with huge extents or strides are viewed, copied and cop
     std::vector<int64_t> strides;
     if (with_strides) strides = {huge, huge, 3};
     Managed m(data, {kDLFloat, 32, 1}, {huge, 0, 4}, strides);
-    abr_transfer_options options;
-    abr_transfer_options_init(&options);
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_ALWAYS;
     DLManagedTensorVersioned* out = nullptr;
     REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK, abr_last_error());
     CHECK(out->dl_tensor.shape[0] == huge);
-    CHECK(abr_copy(rt, &m.managed.dl_tensor, &out->dl_tensor, nullptr) == ABR_OK);
+    CHECK(abr_copy(rt, &m.managed.dl_tensor, &out->dl_tensor, nullptr, nullptr) == ABR_OK);
     out->deleter(out);
     CHECK(m.deleted == 1);
   }

@@ -53,7 +53,7 @@ bool discrete_opencl(abr_runtime* rt, DLDevice* found) {
   int32_t count = 0;
   check(abr_device_count(rt, &count), "abr_device_count");
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info;
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     check(abr_device_info(rt, i, &info), "abr_device_info");
     if (info.device.device_type == kDLOpenCL && !(info.flags & ABR_DEVICE_SHARES_HOST_MEMORY)) {
       *found = info.device;
@@ -80,9 +80,9 @@ struct StagingThreads {
 // Whether a pageable upload of `source` to `device` runs staged (the planner's
 // choice, read from a report): small copies go to the driver's own copy instead.
 bool staged(abr_runtime* rt, DLTensor& source, DLDevice device) {
-  abr_transfer_report report{};
-  abr_transfer_options options;
-  abr_transfer_options_init(&options);
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = ABR_COPY_ALWAYS;
   options.report = &report;
   DLManagedTensorVersioned upload = borrowed(source);
@@ -93,8 +93,8 @@ bool staged(abr_runtime* rt, DLTensor& source, DLDevice device) {
 }
 
 DLManagedTensorVersioned* make_copy(abr_runtime* rt, DLTensor& source, DLDevice where) {
-  abr_transfer_options copy;
-  abr_transfer_options_init(&copy);
+  abr_transfer_options copy = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&copy, ABR_TRANSFER_OPTIONS_VERSION);
   copy.copy = ABR_COPY_ALWAYS;
   DLManagedTensorVersioned upload = borrowed(source);
   DLManagedTensorVersioned* out = nullptr;
@@ -129,13 +129,13 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
 
     if (selected(options, "H2D pinned")) {
       Result r{"H2D pinned", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &pinned_tensor, &device_tensor, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &pinned_tensor, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(pinned_raw);
       report(r);
     }
     if (selected(options, "H2D pageable")) {
       Result r{"H2D pageable", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &host, &device_tensor, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &host, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(baseline("cuPage", time_it(options, [&] {
                                                  check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr),
                                                           "HtoD");
@@ -146,7 +146,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
     }
     if (selected(options, "D2H pageable")) {
       Result r{"D2H pageable", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_out, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_out, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(baseline("cuPage", time_it(options, [&] {
                                                  check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr),
                                                           "DtoH");
@@ -156,7 +156,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
     }
     if (selected(options, "D2D")) {
       Result r{"D2D", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &other_tensor, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &other_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(baseline("cuD2D", time_it(options, [&] {
                                                 check_cu(cu, cu.cuMemcpyDtoDAsync(dptr2, dptr, bytes, nullptr), "DtoD");
                                                 raw.wait();
@@ -184,8 +184,8 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
         Result r{which, name, bytes};
         r.shape = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
         r.seconds = time_it(options, [&] {
-                      check(up ? abr_copy(rt, &host, &device_tensor, nullptr)
-                               : abr_copy(rt, &device_tensor, &host_out, nullptr),
+                      check(up ? abr_copy(rt, &host, &device_tensor, nullptr, nullptr)
+                               : abr_copy(rt, &device_tensor, &host_out, nullptr, nullptr),
                             "abr_copy");
                     }).median_s;
         r.baselines.push_back(pageable_raw);
@@ -207,8 +207,8 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
         if (!selected(options, which)) continue;
         Result r{which, name, bytes};
         r.seconds = time_it(options, [&] {
-                      check(to_cl ? abr_copy(rt, &device_tensor, &cl_tensor, nullptr)
-                                  : abr_copy(rt, &cl_tensor, &device_tensor, nullptr),
+                      check(to_cl ? abr_copy(rt, &device_tensor, &cl_tensor, nullptr, nullptr)
+                                  : abr_copy(rt, &cl_tensor, &device_tensor, nullptr, nullptr),
                             "abr_copy");
                     }).median_s;
         r.baselines.push_back(baseline("naive", time_it(options, [&] {
@@ -238,14 +238,14 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
 }  // namespace
 
 void run_cuda_cases(abr_runtime* rt, const Options& options, const Report& report) {
-  struct abr_backend_info backend;
+  struct abr_backend_info backend = ABR_BACKEND_INFO_INIT;
   check(abr_backend_info(rt, ABR_BACKEND_CUDA, &backend), "abr_backend_info");
   if (!backend.available) return;  // main's notes say why
   const abr::cuda::Driver* cu = abr::cuda::driver(nullptr);
   int32_t count = 0;
   check(abr_device_count(rt, &count), "abr_device_count");
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info;
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     check(abr_device_info(rt, i, &info), "abr_device_info");
     if (info.device.device_type == kDLCUDA && device_selected(options, info.device))
       run_device(rt, options, report, *cu, info.device);

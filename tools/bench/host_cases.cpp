@@ -48,7 +48,7 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
       int64_t shape[1] = {static_cast<int64_t>(elements)};
       DLTensor s = view(src.data(), 1, shape, nullptr), d = view(dst.data(), 1, shape, nullptr);
       Result r{"host copy", "cpu", elements * 4};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &s, &d, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &s, &d, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), elements * 4));
       report(r);
     }
@@ -56,8 +56,8 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
     if (selected(options, "to_device new buffer")) {
       Buffer src(elements);
       int64_t shape[1] = {static_cast<int64_t>(elements)};
-      abr_transfer_options copy_options;
-      abr_transfer_options_init(&copy_options);
+      abr_transfer_options copy_options = ABR_TRANSFER_OPTIONS_INIT;
+      abr_transfer_options_init(&copy_options, ABR_TRANSFER_OPTIONS_VERSION);
       copy_options.copy = ABR_COPY_ALWAYS;
       const Options settled = settled_for_new_buffers(options, elements * 4);
       Result r{"to_device new buffer", "cpu", elements * 4};
@@ -105,7 +105,7 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
       DLTensor d = view(dst.data(), ndim, compact_shape, nullptr);
       Result r{pack.name, "cpu", n * n * 4};
       if (ndim == 2) r.shape = std::to_string(n) + "x" + std::to_string(n);  // the 1-D reversal: its size says it
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &s, &d, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &s, &d, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), n * n * 4));
       r.baselines.push_back(numpy_pack_baseline(options, pack.numpy_kind, rows, cols));
       report(r);

@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
   std::vector<Device> devices;
   std::vector<std::string> device_names;
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info;
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     bench::check(abr_device_info(rt, i, &info), "abr_device_info");
     if (info.device.device_type != kDLCPU && info.device.device_type != kDLOpenCL && info.device.device_type != kDLCUDA)
       continue;  // cuda_host: measured as the pinned side of the CUDA cases
@@ -356,7 +356,7 @@ int main(int argc, char** argv) {
       for (uint64_t s : c->per_size ? options.sizes : std::vector<uint64_t>{0}) ++rows, weight += bench::row_weight(s);
     }
   }
-  struct abr_backend_info cuda;
+  struct abr_backend_info cuda = ABR_BACKEND_INFO_INIT;
   bench::check(abr_backend_info(rt, ABR_BACKEND_CUDA, &cuda), "abr_backend_info");
   wants_cuda &= bench::device_selected(options, {kDLCUDA, 0});
   if (wants_cuda && !cuda.available) bench::note(std::string("no CUDA cases: ") + cuda.detail);

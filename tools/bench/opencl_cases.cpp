@@ -45,8 +45,8 @@ struct ForeignContext {
 void run_device(abr_runtime* rt, const Options& options, const Report& report, DLDevice device,
                 bool shares_host_memory) {
   const std::string name = device_name(device);
-  abr_transfer_options copy;
-  abr_transfer_options_init(&copy);
+  abr_transfer_options copy = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&copy, ABR_TRANSFER_OPTIONS_VERSION);
   copy.copy = ABR_COPY_ALWAYS;
 
   for (uint64_t size : options.sizes) {
@@ -68,7 +68,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
 
     if (selected(options, "H2D existing buffer")) {
       Result r{"H2D existing buffer", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &host_src, &device_tensor, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &host_src, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), bytes));
       r.baselines.push_back(baseline("clWrite", time_it(options, [&] {
                                                   check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
@@ -79,7 +79,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
     }
     if (selected(options, "D2H existing buffer")) {
       Result r{"D2H existing buffer", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_dst, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_dst, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), bytes));
       r.baselines.push_back(baseline("clRead", time_it(options, [&] {
                                                  check_cl(clEnqueueReadBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
@@ -113,9 +113,9 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
       Result r{"wrap host memory", name, 0};
       r.unit = "ns";
       r.size_bytes = bytes;
-      abr_transfer_report path;
-      abr_transfer_options wrap;
-      abr_transfer_options_init(&wrap);
+      abr_transfer_report path = ABR_TRANSFER_REPORT_INIT;
+      abr_transfer_options wrap = ABR_TRANSFER_OPTIONS_INIT;
+      abr_transfer_options_init(&wrap, ABR_TRANSFER_OPTIONS_VERSION);
       wrap.copy = ABR_COPY_NEVER;  // fails loudly if the device does not use host memory in place after all
       wrap.report = &path;
       DLManagedTensorVersioned probe = borrowed(host_src);
@@ -158,7 +158,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
       const uint64_t square_bytes = static_cast<uint64_t>(n * n) * 4;
       Result r{"transpose kernel", name, square_bytes};
       r.shape = std::to_string(n) + "x" + std::to_string(n);
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &transposed, &packed_tensor, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &transposed, &packed_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
       cl_mem target = static_cast<cl_mem>(packed_tensor.data);
       r.baselines.push_back(baseline("clCopy", time_it(options, [&] {
                                                  check_cl(clEnqueueCopyBuffer(raw.queue, mem, target, 0, 0, square_bytes,
@@ -175,7 +175,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
       DLTensor their_tensor = device_tensor;
       their_tensor.data = theirs;
       Result r{"from another context", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &their_tensor, &device_tensor, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] { check(abr_copy(rt, &their_tensor, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
       r.baselines.push_back(baseline("naive", time_it(options, [&] {
                                                 check_cl(clEnqueueReadBuffer(foreign.queue, theirs, CL_TRUE, 0, bytes,
                                                                              dst.data(), 0, nullptr, nullptr),
@@ -208,7 +208,7 @@ void run_opencl_cases(abr_runtime* rt, const Options& options, const Report& rep
   int32_t count = 0;
   check(abr_device_count(rt, &count), "abr_device_count");
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info;
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     check(abr_device_info(rt, i, &info), "abr_device_info");
     if (info.device.device_type == kDLOpenCL && device_selected(options, info.device))
       run_device(rt, options, report, info.device, (info.flags & ABR_DEVICE_SHARES_HOST_MEMORY) != 0);

@@ -35,7 +35,7 @@ static const char* const kUsage =
 static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
 static void print_pool(abr_runtime* rt, int json) {
-  abr_pool_stats s;
+  abr_pool_stats s = ABR_POOL_STATS_INIT;
   memset(&s, 0, sizeof s);
   s.version = ABR_POOL_STATS_VERSION;
   if (abr_pool_get_stats(rt, &s) != ABR_OK) {
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   if (json) printf("{\"version\": \"%s\", \"backends\": [", abr_version_string());
   else printf("libarraybridge %s\n\nBackends:\n", abr_version_string());
   for (i = 0; i < 3; ++i) {
-    struct abr_backend_info b;
+    struct abr_backend_info b = ABR_BACKEND_INFO_INIT;
     if (abr_backend_info(rt, backends[i], &b) != ABR_OK) continue;
     if (json) {
       printf("%s{\"backend\": \"%s\", \"available\": %s, \"devices\": %d, \"detail\": ", i ? ", " : "",
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   if (json) printf("], \"devices\": [");
   else printf("\nDevices:\n  %-5s %-12s %-8s %10s  %-6s %s\n", "index", "DLDevice", "backend", "memory", "shares", "name / platform");
   for (i = 0; i < count; ++i) {
-    struct abr_device_info d;
+    struct abr_device_info d = ABR_DEVICE_INFO_INIT;
     if (abr_device_info(rt, i, &d) != ABR_OK) continue;
     if (json) {
       printf("%s{\"index\": %d, \"device_type\": %d, \"device_id\": %d, \"backend\": \"%s\", \"memory_bytes\": %llu, "

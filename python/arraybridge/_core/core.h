@@ -57,7 +57,7 @@ PyObject* capsule_name(PyObject* module, PyObject* capsule);
 typedef struct {
   PyObject_HEAD
   DLManagedTensorVersioned* tensor; /* owned; NULL only while being made */
-  abr_transfer_report report;       /* what the transfer that made it did */
+  abr_transfer_report report;       /* what the transfer that made it did (its version set before) */
   PyObject* weakrefs;
 } TensorObject;
 

@@ -273,6 +273,7 @@ static PyObject* run(PyObject* x, Request* request) {
                         "arraybridge: stream= orders CUDA work, and neither side of this %s is on CUDA (CPU and "
                         "OpenCL transfers here are synchronous: pass stream=None)", request->context);
   }
+  result->report.version = ABR_TRANSFER_REPORT_VERSION;
   request->options.report = &result->report;
   DLManagedTensorVersioned* out = NULL;
   abr_status status = ABR_OK;
@@ -370,18 +371,23 @@ PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t n
 }
 
 const char core_copy_doc[] =
-    "copy(src, dst)\n--\n\n"
+    "copy(src, dst, *, strict=False)\n--\n\n"
     "Copy the elements of src into the existing array dst, in place: the same shape,\n"
     "any strides on either side, a dtype difference converted. Both are any DLPack\n"
     "producers (or capsules) and stay the caller's. This is how data reaches memory\n"
-    "another library owns, such as a buffer in pyclesperanto's OpenCL context.";
+    "another library owns, such as a buffer in pyclesperanto's OpenCL context.\n"
+    "strict: refuse any path that stages through host memory (the planner decides).";
 
 PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"src", "dst"};
-  static PyObject* interned[2];
-  PyObject* a[2];
-  if (ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 2, 2, 2, a) < 0) return NULL;
+  static const char* const kNames[] = {"src", "dst", "strict"};
+  static PyObject* interned[3];
+  PyObject* a[3];
+  if (ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 3, 2, 2, a) < 0) return NULL;
+  abr_transfer_options options;
+  memset(&options, 0, sizeof options);
+  options.version = ABR_TRANSFER_OPTIONS_VERSION;
+  if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0) return NULL;
   abr_runtime* runtime = runtime_pointer();
   if (!runtime) return NULL;
   Imported dst_source, src_source;
@@ -392,7 +398,7 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   abr_status status = ABR_OK;
   if (src) {
     Py_BEGIN_ALLOW_THREADS
-    status = abr_copy_versioned(runtime, src, dst, NULL);
+    status = abr_copy_versioned(runtime, src, dst, &options, NULL);
     if (src->deleter) src->deleter(src);
     Py_END_ALLOW_THREADS
   }

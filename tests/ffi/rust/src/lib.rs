@@ -250,6 +250,7 @@ impl Runtime {
         (0..count)
             .map(|i| {
                 let mut info: sys::abr_device_info = unsafe { std::mem::zeroed() };
+                info.version = sys::ABR_DEVICE_INFO_VERSION;
                 check(unsafe { sys::abr_device_info(self.raw.as_ptr(), i, &mut info) })?;
                 Ok(DeviceInfo {
                     device: info.device,
@@ -267,7 +268,8 @@ impl Runtime {
         -> Result<(Tensor, Report), TransferError> {
         let mut report: sys::abr_transfer_report = unsafe { std::mem::zeroed() };
         let mut options: sys::abr_transfer_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::abr_transfer_options_init(&mut options) };
+        unsafe { sys::abr_transfer_report_init(&mut report, sys::ABR_TRANSFER_REPORT_VERSION) };
+        unsafe { sys::abr_transfer_options_init(&mut options, sys::ABR_TRANSFER_OPTIONS_VERSION) };
         options.copy = copy;
         options.report = &mut report;
         let src = source.into_raw();
@@ -299,7 +301,7 @@ impl Drop for Runtime {
     }
 }
 
-/// The library's version string, e.g. "0.1.0".
+/// The library's version string, e.g. "0.2.0".
 pub fn version() -> String {
     text(unsafe { sys::abr_version_string() })
 }

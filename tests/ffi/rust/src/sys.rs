@@ -95,6 +95,10 @@ pub const ABR_BACKEND_OPENCL: abr_backend = 3;
 pub const ABR_DEVICE_SHARES_HOST_MEMORY: u32 = 1 << 0;
 pub const ABR_TRANSFER_OPTIONS_VERSION: u32 = 1;
 pub const ABR_POOL_STATS_VERSION: u32 = 1;
+pub const ABR_RUNTIME_OPTIONS_VERSION: u32 = 1;
+pub const ABR_TRANSFER_REPORT_VERSION: u32 = 1;
+pub const ABR_DEVICE_INFO_VERSION: u32 = 1;
+pub const ABR_BACKEND_INFO_VERSION: u32 = 1;
 
 #[repr(C)]
 pub struct abr_runtime {
@@ -114,9 +118,11 @@ pub struct abr_runtime_options {
 
 #[repr(C)]
 pub struct abr_device_info {
-    pub device: DLDevice,
+    pub version: u32,
     pub backend: abr_backend,
+    pub device: DLDevice,
     pub flags: u32,
+    pub reserved_: u32,
     pub memory_bytes: u64,
     pub name: [c_char; 128],
     pub platform: [c_char; 128],
@@ -124,17 +130,19 @@ pub struct abr_device_info {
 
 #[repr(C)]
 pub struct abr_backend_info {
+    pub version: u32,
     pub backend: abr_backend,
     pub available: i32,
     pub device_count: i32,
-    pub reserved_: u32,
     pub detail: [c_char; 256],
 }
 
 #[repr(C)]
 pub struct abr_transfer_report {
+    pub version: u32,
     pub path: abr_path,
     pub flags: u32,
+    pub reserved_: u32,
     pub bytes_moved: u64,
     pub detail: [c_char; 160],
 }
@@ -175,7 +183,9 @@ extern "C" {
     pub fn abr_device_info(runtime: *mut abr_runtime, index: i32, info: *mut abr_device_info) -> abr_status;
     pub fn abr_backend_info(runtime: *mut abr_runtime, backend: abr_backend, info: *mut abr_backend_info)
         -> abr_status;
-    pub fn abr_transfer_options_init(options: *mut abr_transfer_options) -> abr_status;
+    pub fn abr_last_error_backend_code() -> i64;
+    pub fn abr_transfer_options_init(options: *mut abr_transfer_options, version: u32) -> abr_status;
+    pub fn abr_transfer_report_init(report: *mut abr_transfer_report, version: u32) -> abr_status;
     pub fn abr_path_string(path: abr_path) -> *const c_char;
     pub fn abr_to_device(
         runtime: *mut abr_runtime,
@@ -185,7 +195,12 @@ extern "C" {
         stream: *mut abr_stream,
         out: *mut *mut DLManagedTensorVersioned,
     ) -> abr_status;
-    pub fn abr_copy(runtime: *mut abr_runtime, src: *const DLTensor, dst: *const DLTensor, stream: *mut abr_stream)
-        -> abr_status;
+    pub fn abr_copy(
+        runtime: *mut abr_runtime,
+        src: *const DLTensor,
+        dst: *const DLTensor,
+        options: *const abr_transfer_options,
+        stream: *mut abr_stream,
+    ) -> abr_status;
     pub fn abr_pool_get_stats(runtime: *mut abr_runtime, stats: *mut abr_pool_stats) -> abr_status;
 }

@@ -39,15 +39,21 @@ fn arraybridge_structs_match_the_c_layout() {
          offset!(abr_transfer_options, report)],
         [4, 8, 12, 16]
     );
-    assert_eq!(size_of::<abr_transfer_report>(), 176);
-    assert_eq!([offset!(abr_transfer_report, bytes_moved), offset!(abr_transfer_report, detail)], [8, 16]);
-    assert_eq!(size_of::<abr_device_info>(), 280);
+    assert_eq!(size_of::<abr_transfer_report>(), 184);
     assert_eq!(
-        [offset!(abr_device_info, backend), offset!(abr_device_info, memory_bytes), offset!(abr_device_info, name),
-         offset!(abr_device_info, platform)],
-        [8, 16, 24, 152]
+        [offset!(abr_transfer_report, path), offset!(abr_transfer_report, bytes_moved), offset!(abr_transfer_report, detail)],
+        [4, 16, 24]
     );
-    assert_eq!((size_of::<abr_backend_info>(), offset!(abr_backend_info, detail)), (272, 16));
+    assert_eq!(size_of::<abr_device_info>(), 288);
+    assert_eq!(
+        [offset!(abr_device_info, backend), offset!(abr_device_info, device), offset!(abr_device_info, memory_bytes),
+         offset!(abr_device_info, name), offset!(abr_device_info, platform)],
+        [4, 8, 24, 32, 160]
+    );
+    assert_eq!(
+        (size_of::<abr_backend_info>(), offset!(abr_backend_info, available), offset!(abr_backend_info, detail)),
+        (272, 8, 16)
+    );
     assert_eq!(size_of::<abr_pool_stats>(), 80);
     assert_eq!(
         [offset!(abr_pool_stats, bytes_pinned), offset!(abr_pool_stats, limit_bytes), offset!(abr_pool_stats, misses)],
