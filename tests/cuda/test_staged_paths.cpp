@@ -257,11 +257,11 @@ TEST_CASE_FIXTURE(NoDriverFindings, "abr_copy with ABR_TRANSFER_NO_HOST_STAGING:
   abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
   options.flags = ABR_TRANSFER_NO_HOST_STAGING;
   options.report = &report;
-  CHECK(abr_copy(rt, &on_cuda->dl_tensor, &on_cl->dl_tensor, &options, nullptr) == ABR_ERR_UNSUPPORTED);
+  CHECK(abr_copy(rt, &*on_cuda, &*on_cl, &options, nullptr) == ABR_ERR_UNSUPPORTED);
   CHECK(error_mentions("only host staging can bridge"));
   CHECK(report.path == ABR_PATH_NONE);
   options.flags = 0;
-  REQUIRE(abr_copy(rt, &on_cuda->dl_tensor, &on_cl->dl_tensor, &options, nullptr) == ABR_OK);
+  REQUIRE(abr_copy(rt, &*on_cuda, &*on_cl, &options, nullptr) == ABR_OK);
   CHECK(report.path == ABR_PATH_STAGED);
   CHECK(report.bytes_moved == 4000);
   Owned home(move_to(rt, take(on_cl), cpu));
