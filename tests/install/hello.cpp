@@ -13,7 +13,7 @@ int main() {
   std::unique_ptr<abr_runtime, void (*)(abr_runtime*)> rt(raw, abr_runtime_destroy);
   int32_t count = 0;
   if (abr_device_count(rt.get(), &count) != ABR_OK || count < 1) return 2;
-  struct abr_device_info info {};  // "struct": the function carries the same name
+  struct abr_device_info info = ABR_DEVICE_INFO_INIT;  // "struct": the function carries the same name
   if (abr_device_info(rt.get(), 0, &info) != ABR_OK || info.device.device_type != kDLCPU) return 3;
   DLManagedTensorVersioned bad{};
   bad.version.major = DLPACK_MAJOR_VERSION;

@@ -15,9 +15,11 @@ for f in include/arraybridge/arraybridge.h include/arraybridge/dlpack.h lib/liba
          lib/pkgconfig/arraybridge.pc bin/arraybridge-info bin/arraybridge-bench; do
   [ -e "$prefix/$f" ] || { echo "FAIL: make install did not install $f"; exit 1; }
 done
-[ "$(readlink "$prefix/lib/libarraybridge.so.$(macro MAJOR)")" = "libarraybridge.so.$version" ] ||
+soname=libarraybridge.so.$(macro MAJOR)  # before 1.0 the minor is part of the soname
+[ "$(macro MAJOR)" = 0 ] && soname=libarraybridge.so.0.$(macro MINOR)
+[ "$(readlink "$prefix/lib/$soname")" = "libarraybridge.so.$version" ] ||
   { echo "FAIL: the soname link is wrong"; exit 1; }
-[ "$(readlink "$prefix/lib/libarraybridge.so")" = "libarraybridge.so.$(macro MAJOR)" ] ||
+[ "$(readlink "$prefix/lib/libarraybridge.so")" = "$soname" ] ||
   { echo "FAIL: the development link is wrong"; exit 1; }
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
