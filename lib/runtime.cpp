@@ -266,7 +266,8 @@ void Runtime::run_staged(const Plan& plan, const Layout& src, const Layout& dst,
   std::optional<SharedStagingProvider> shared;
   if (plan.staging_shared) {
     HostRegistrar* registrar = (plan.staging_at_source ? to : from)->registrar();
-    if (!registrar) fail(ABR_ERR_INTERNAL, "a staged transfer planned through blocks shared with a side that cannot page-lock them");
+    if (!registrar)
+      fail(ABR_ERR_INTERNAL, "a staged transfer planned through blocks shared with a side that cannot page-lock them");
     blocks = &shared.emplace(*blocks, *registrar, shared_domain(blocks->domain()));
   }
   run_pipeline(*from, *to, src.numel * dst.itemsize, plan.staging, *pool_, *blocks);

@@ -76,8 +76,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pageable host memory: staged from two 
     CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
   }
   if (fake) fake.control("delay_us", 0);
-  abr_pool_stats stats = ABR_POOL_STATS_INIT;
-  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  const abr_pool_stats stats = pool_stats(rt);
   CHECK(stats.bytes_in_use == 0);
   CHECK(stats.hits > 0);  // later chunks and transfers reuse the pinned blocks
 }
@@ -301,8 +300,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks: several 8 MiB ch
   Owned home(move_to(rt, take(back), cpu));
   CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
   if (fake) fake.control("delay_us", 0);
-  abr_pool_stats stats = ABR_POOL_STATS_INIT;
-  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  const abr_pool_stats stats = pool_stats(rt);
   CHECK(stats.bytes_in_use == 0);
 }
 

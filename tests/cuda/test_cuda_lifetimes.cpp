@@ -60,8 +60,7 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
     Managed tiny(small.data(), f64, {3});
     pinned.t = move_to(rt, &tiny.managed, cuda_host);  // a block lent to a tensor that outlives the runtime
-    abr_pool_stats stats = ABR_POOL_STATS_INIT;
-    REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+    const abr_pool_stats stats = pool_stats(rt);
     CHECK(stats.bytes_cached > 0);
   }
   if (fake) CHECK(fake.stat("pinned_allocations") == 1);  // only the live tensor's block

@@ -85,8 +85,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, cas
   copy_ok(rt, on_cl.t->dl_tensor, view(target->data, cuda0, i32, t_shape, t_strides));
   Owned home(move_to(rt, take(target), cpu));
   CHECK(std::memcmp(home->data, data.data(), data.size() * 4) == 0);
-  abr_pool_stats stats = ABR_POOL_STATS_INIT;
-  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  const abr_pool_stats stats = pool_stats(rt);
   CHECK(stats.bytes_in_use == 0);
 }
 
@@ -110,8 +109,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return 
     CHECK(report.path == ABR_PATH_STAGED);
   }
   if (lag.fake) {  // the calls returned with DMAs still queued: their blocks are back, but guarded
-    abr_pool_stats stats = ABR_POOL_STATS_INIT;
-    REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+    const abr_pool_stats stats = pool_stats(rt);
     CHECK(stats.bytes_waiting > 0);
     CHECK(stats.bytes_in_use == 0);
   }
@@ -162,8 +160,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed 
   Managed two_rows(data.data(), f32, {2, rows * cols / 2}, {1, 2});
   Owned whole(move_to(rt, &two_rows.managed, cuda0, &report));
   CHECK(report.path == ABR_PATH_HOST_TO_DEVICE);
-  abr_pool_stats stats = ABR_POOL_STATS_INIT;
-  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  const abr_pool_stats stats = pool_stats(rt);
   CHECK(stats.bytes_in_use == 0);
 }
 

@@ -111,6 +111,13 @@ struct Runtime {
 
 inline bool error_mentions(const char* text) { return std::strstr(abr_last_error(), text) != nullptr; }
 
+// The runtime's pinned pool statistics (the call must succeed).
+inline abr_pool_stats pool_stats(abr_runtime* rt) {
+  abr_pool_stats stats = ABR_POOL_STATS_INIT;
+  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  return stats;
+}
+
 constexpr DLDevice cpu{kDLCPU, 0};
 
 // ARRAYBRIDGE_STAGING_CHUNK_MIB while it lives: a few MiB of data make several

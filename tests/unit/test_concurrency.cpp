@@ -181,8 +181,7 @@ TEST_CASE("threads convert through one runtime and one pool while another thread
     }
   CHECK(total == kThreads * kIterations);
   CHECK(wrong == 0);
-  abr_pool_stats stats = ABR_POOL_STATS_INIT;
-  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  const abr_pool_stats stats = pool_stats(rt);
   CHECK(stats.bytes_in_use == 0);
   CHECK(stats.bytes_cached == stats.bytes_pinned);
   CHECK(stats.hits + stats.misses >= uint64_t(staged.load()));

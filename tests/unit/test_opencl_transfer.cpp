@@ -153,8 +153,7 @@ TEST_CASE("pageable host memory to and from each OpenCL device: in place where i
     REQUIRE_MESSAGE(abr_copy(rt, &*target, &out, nullptr, nullptr) == ABR_OK, abr_last_error());
     CHECK(landing == data);
   }
-  abr_pool_stats stats = ABR_POOL_STATS_INIT;
-  REQUIRE(abr_pool_get_stats(rt, &stats) == ABR_OK);
+  const abr_pool_stats stats = pool_stats(rt);
   CHECK(stats.bytes_in_use == 0);
 }
 
