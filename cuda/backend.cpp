@@ -129,6 +129,18 @@ bool Backend::device_lost(DLDevice dl) {
          devices_[static_cast<std::size_t>(dl.device_id)]->lost();
 }
 
+const Capabilities& Backend::capabilities() const {
+  static const Capabilities can = [] {
+    Capabilities c;
+    c.page_locks_foreign_host = true;  // cuMemHostRegister (HostRegistrar)
+    static const char domain = 0;      // every CUDA device reaches every other: cuMemcpyPeerAsync
+    c.peer_domain = &domain;
+    c.peer_copy_words = "one cuMemcpyPeerAsync";
+    return c;
+  }();
+  return can;
+}
+
 DeviceTraits Backend::traits(DLDevice dl) {
   DeviceTraits traits;
   if (dl.device_type == kDLCUDAHost) {

@@ -21,6 +21,7 @@ class Backend final : public DeviceBackend {
   ~Backend() override;
 
   const BackendReport& report() const override { return report_; }
+  const Capabilities& capabilities() const override;
   DeviceTraits traits(DLDevice device) override;
   const void* memory_context(const Layout& tensor) override;
   DeviceMemory allocate(DLDevice device, uint64_t bytes, Stream* stream) override;

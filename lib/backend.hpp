@@ -19,9 +19,28 @@ namespace abr {
 struct Layout;
 struct Plan;
 
+// What a backend can do, the same for all its devices. The planner branches on
+// these, never on a backend's name: a new backend states its own.
+struct Capabilities {
+  // The host engine reaches its memory by mapping it, so it packs and converts
+  // straight through (OpenCL). Without it the memory is reached only by DMA, and
+  // reshaping happens in pinned staging or in a device kernel (CUDA).
+  bool maps_to_host = false;
+  // It page-locks host memory another driver allocated, for its own DMA
+  // (cuMemHostRegister): a staged transfer with that driver's side runs through
+  // the other side's blocks, page-locked by both (lib/shared_staging.hpp).
+  bool page_locks_foreign_host = false;
+  // Devices of one (non-null) domain copy straight between their contexts.
+  const void* peer_domain = nullptr;
+  // How a device copy between peers and host memory used in place are done, for the report.
+  const char* peer_copy_words = "one peer copy";
+  const char* host_wrap_words = "uses the host memory in place";
+};
+
 // What the planner needs to know about a device.
 struct DeviceTraits {
-  bool shares_host_memory = false;  // host memory can back device buffers in place
+  Capabilities can;                  // its backend's
+  bool shares_host_memory = false;   // host memory can back device buffers in place (wrap_host)
   uint64_t host_wrap_alignment = 0;  // what a host pointer must be aligned to for that
   const void* context = nullptr;     // the runtime's own context on this device
 };
@@ -37,6 +56,8 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
 
   virtual const BackendReport& report() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+  // The device's own facts (DeviceTraits::can is left to the caller).
   virtual DeviceTraits traits(DLDevice device) = 0;
 
   // Checks the memory handle of a tensor on one of this backend's devices (its
@@ -70,7 +91,8 @@ class DeviceBackend {
   virtual std::unique_ptr<Stream> create_stream(DLDevice device) = 0;
   virtual std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) = 0;
 
-  // Whether host memory [begin, begin + bytes) is page-locked for this backend's DMA.
+  // Whether host memory [begin, begin + bytes) is page-locked for this backend's
+  // DMA; false where the backend cannot tell.
   virtual bool host_pinned(const void*, uint64_t) { return false; }
   // Whether a device hit a sticky error (every call on it now fails fast).
   virtual bool device_lost(DLDevice) { return false; }
@@ -81,6 +103,8 @@ class DeviceBackend {
 
 // Never throw: without a driver a backend reports why and has no devices.
 // Staged transfers take their host memory from `pool`.
+using BackendFactory = std::unique_ptr<DeviceBackend> (*)(const abr_runtime_options& options,
+                                                          std::shared_ptr<PinnedPool> pool);
 std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options,
                                                    std::shared_ptr<PinnedPool> pool);
 std::unique_ptr<DeviceBackend> make_cuda_backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool);

@@ -41,27 +41,7 @@ BackendInfo make_backend(abr_backend backend, bool available, const std::string&
 
 }  // namespace
 
-bool backend_for(DLDeviceType type, abr_backend* out) {
-  switch (type) {
-    case kDLCPU: *out = ABR_BACKEND_HOST; return true;
-    case kDLCUDA: case kDLCUDAHost: case kDLCUDAManaged: *out = ABR_BACKEND_CUDA; return true;
-    case kDLOpenCL: *out = ABR_BACKEND_OPENCL; return true;
-    default: return false;
-  }
-}
-
-std::string device_string(DLDevice device) {
-  switch (device.device_type) {
-    case kDLCPU: return device.device_id == 0 ? "cpu" : fmt::format("cpu:{}", device.device_id);
-    case kDLCUDA: return fmt::format("cuda:{}", device.device_id);
-    case kDLCUDAHost: return "cuda_host";
-    case kDLCUDAManaged: return "cuda_managed";
-    case kDLOpenCL: return fmt::format("opencl:{}", device.device_id);
-    default: return fmt::format("device type {}:{}", static_cast<int32_t>(device.device_type), device.device_id);
-  }
-}
-
-DeviceRegistry::DeviceRegistry(const BackendReport& cuda, const BackendReport& opencl) {
+DeviceRegistry::DeviceRegistry(const std::vector<const BackendReport*>& backends) {
   DeviceInfo cpu{};
   cpu.device = {kDLCPU, 0};
   cpu.backend = ABR_BACKEND_HOST;
@@ -74,10 +54,10 @@ DeviceRegistry::DeviceRegistry(const BackendReport& cuda, const BackendReport& o
   BackendInfo host = make_backend(ABR_BACKEND_HOST, true, "host memory");
   host.device_count = 1;
   backends_.push_back(host);
-  backends_.push_back(cuda.info);
-  devices_.insert(devices_.end(), cuda.devices.begin(), cuda.devices.end());
-  backends_.push_back(opencl.info);
-  devices_.insert(devices_.end(), opencl.devices.begin(), opencl.devices.end());
+  for (const BackendReport* report : backends) {
+    backends_.push_back(report->info);
+    devices_.insert(devices_.end(), report->devices.begin(), report->devices.end());
+  }
 }
 
 const DeviceInfo& DeviceRegistry::at(int32_t index) const {
@@ -94,22 +74,21 @@ const DeviceInfo* DeviceRegistry::find(DLDevice device) const {
 }
 
 const BackendInfo& DeviceRegistry::backend(abr_backend backend) const {
-  const int index = static_cast<int>(backend) - 1;
-  if (index < 0 || index >= static_cast<int>(backends_.size()))
-    fail(ABR_ERR_INVALID_ARGUMENT, "unknown backend {}", static_cast<int>(backend));
-  return backends_[static_cast<std::size_t>(index)];
+  for (const BackendInfo& info : backends_)
+    if (info.backend == backend) return info;
+  fail(ABR_ERR_INVALID_ARGUMENT, "unknown backend {}", static_cast<int>(backend));
 }
 
 const DeviceInfo& DeviceRegistry::require(DLDevice device, const char* what) const {
   if (const DeviceInfo* info = find(device)) return *info;
-  abr_backend kind;
-  if (!backend_for(device.device_type, &kind))
+  const DeviceKind* kind = find_kind(device.device_type);
+  if (!kind)
     fail(ABR_ERR_NO_DEVICE, "{}: {} is not supported by libarraybridge (host, CUDA and OpenCL are)", what,
          device_string(device));
-  const BackendInfo& b = backend(kind);
+  const BackendInfo& b = backend(kind->backend);
   if (!b.available) fail(ABR_ERR_NO_DEVICE, "{}: no device {}: {}", what, device_string(device), b.detail);
   fail(ABR_ERR_NO_DEVICE, "{}: no device {} (the {} backend has {} device(s))", what, device_string(device),
-       kind == ABR_BACKEND_CUDA ? "CUDA" : kind == ABR_BACKEND_OPENCL ? "OpenCL" : "host", b.device_count);
+       backend_name(kind->backend), b.device_count);
 }
 
 }  // namespace abr

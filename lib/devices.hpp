@@ -7,6 +7,7 @@
 
 #include "arraybridge/arraybridge.h"
 #include "backend_report.hpp"
+#include "device_kinds.hpp"
 
 namespace abr {
 
@@ -17,7 +18,7 @@ using BackendInfo = struct ::abr_backend_info;
 class DeviceRegistry {
  public:
   // The CPU, then each backend's devices in the order given.
-  DeviceRegistry(const BackendReport& cuda, const BackendReport& opencl);
+  explicit DeviceRegistry(const std::vector<const BackendReport*>& backends);
 
   int32_t count() const { return static_cast<int32_t>(devices_.size()); }
   const DeviceInfo& at(int32_t index) const;      // throws for a bad index
@@ -30,17 +31,7 @@ class DeviceRegistry {
 
  private:
   std::vector<DeviceInfo> devices_;
-  std::vector<BackendInfo> backends_;  // indexed by abr_backend - 1
+  std::vector<BackendInfo> backends_;  // the host's first
 };
-
-// Which backend serves a DLPack device type; host-memory types map to the host.
-bool backend_for(DLDeviceType type, abr_backend* out);
-
-inline bool same_device(DLDevice a, DLDevice b) {
-  return a.device_type == b.device_type && a.device_id == b.device_id;
-}
-
-// "cpu:0", "cuda:1", "cuda_host", "opencl:0", or "device type 9:0".
-std::string device_string(DLDevice device);
 
 }  // namespace abr

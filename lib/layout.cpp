@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "device_kinds.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
 
@@ -26,11 +27,13 @@ bool known_device_type(int32_t type) {
 }  // namespace
 
 bool is_direct_address(DLDeviceType type) {
-  return type == kDLCPU || type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
+  const DeviceKind* kind = find_kind(type);
+  return kind && kind->address;
 }
 
 bool is_host_accessible(DLDeviceType type) {
-  return type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged;
+  const DeviceKind* kind = find_kind(type);
+  return kind && kind->host_memory;
 }
 
 Dims compact_strides(const Dims& shape) {
@@ -93,9 +96,10 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
   const int32_t type = static_cast<int32_t>(t.device.device_type);
   if (!known_device_type(type)) fail(ABR_ERR_DLPACK_DEVICE, "{}: unknown device type {}", what, type);
   if (t.device.device_id < 0) fail(ABR_ERR_DLPACK_DEVICE, "{}: negative device id {}", what, t.device.device_id);
-  if ((type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged) && t.device.device_id != 0)
-    fail(ABR_ERR_DLPACK_DEVICE, "{}: device id {} on a host-memory device type {} (must be 0)", what,
-         t.device.device_id, type);
+  const DeviceKind* kind = find_kind(t.device.device_type);
+  if (kind && !kind->numbered && t.device.device_id != 0)
+    fail(ABR_ERR_DLPACK_DEVICE, "{}: device id {} on {} memory, which has only id 0", what, t.device.device_id,
+         kind->name);
 
   if (t.ndim < 0) fail(ABR_ERR_DLPACK_NDIM, "{}: ndim = {} is negative", what, t.ndim);
   if (t.ndim > ABR_MAX_NDIM) fail(ABR_ERR_DLPACK_NDIM, "{}: ndim = {} exceeds the limit of {}", what, t.ndim, ABR_MAX_NDIM);

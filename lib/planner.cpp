@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "device_kinds.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
 #include "host_copy.hpp"
@@ -16,21 +17,25 @@ void require_cast(DLDataType from, DLDataType to) {
     fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
 }
 
-// Device memory has data paths on the backends that move data: OpenCL and CUDA.
+const DeviceKind& kind_of(DLDevice device) {
+  const DeviceKind* kind = find_kind(device.device_type);
+  if (!kind) fail(ABR_ERR_UNSUPPORTED, "{} is not served by libarraybridge", device_string(device));
+  return *kind;
+}
+
+// Every side is host memory the host engine reaches, or device memory a backend moves.
 void require_data_path(DLDevice src, bool src_host, DLDevice dst, bool dst_host) {
-  auto moves = [](DLDevice d) { return d.device_type == kDLOpenCL || d.device_type == kDLCUDA; };
+  auto moves = [](DLDevice d) { return !kind_of(d).host_memory; };
   if ((!src_host && !moves(src)) || (!dst_host && !moves(dst)))
     fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src),
          device_string(dst));
 }
 
-// Host memory a transfer can land in: the CPU's, or CUDA's page-locked memory.
-bool is_host_destination(DLDeviceType type) { return type == kDLCPU || type == kDLCUDAHost; }
-
-// OpenCL buffers can be mapped into the host, so the host engine packs and
-// converts straight through them; CUDA device memory is reached only by DMA,
-// so reshaping happens in pinned staging (host side) or in a kernel (device side).
-bool host_maps(DLDeviceType type) { return type == kDLOpenCL; }
+// Host memory a new tensor can be made in: the CPU's, or page-locked memory (cuda_host).
+bool is_host_destination(DLDevice device) {
+  const DeviceKind& kind = kind_of(device);
+  return kind.host_memory && kind.new_tensors;
+}
 
 // The words for each step, in the order the steps run.
 const char* pack_words(Step step) {
@@ -71,19 +76,19 @@ void plan_staged(Plan& plan, bool staging_at_source) {
   plan.staging_at_source = staging_at_source;
 }
 
-// One side on the host, the other in `device` memory. `reshape`: the source is
-// packed or converted; `dst_reshape`: the destination is strided.
-void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRegistry& devices, bool host_pinned,
-                      bool reshape, bool dst_reshape, uint64_t bytes, uint64_t host_row_bytes,
-                      const std::string& reason) {
+// One side on the host, the other in `device` memory, whose backend can `can`.
+// `reshape`: the source is packed or converted; `dst_reshape`: the destination is strided.
+void plan_host_device(Plan& plan, bool src_host, DLDevice device, const Capabilities& can,
+                      const DeviceRegistry& devices, bool host_pinned, bool reshape, bool dst_reshape, uint64_t bytes,
+                      uint64_t host_row_bytes, const std::string& reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   const char* direction = src_host ? "host to device" : "device to host";
-  const bool mapped = host_maps(device.device_type);
+  const bool mapped = can.maps_to_host;
   if (mapped && (reshape || dst_reshape)) {
     plan.move = Move::HostWalk;
     return describe(plan, direction, reason, "the host engine packs/converts through mapped memory");
   }
-  // CUDA: the host engine reshapes on the host side (in pinned memory), a kernel on the device side.
+  // Reached by DMA only: the host engine reshapes on the host side (in pinned memory), a kernel on the device side.
   const bool host_side_reshape = src_host ? reshape : dst_reshape;
   const bool device_side_reshape = src_host ? dst_reshape : reshape;
   const Step host_step = host_side_reshape ? Step::Host : Step::None;
@@ -117,9 +122,10 @@ void plan_host_device(Plan& plan, bool src_host, DLDevice device, const DeviceRe
 }
 
 // Two device views: one device-side copy in a shared context, a peer copy
-// between CUDA devices, otherwise staged through host memory in chunks.
-void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const TransferOptions& options, bool pack,
-                          bool scatter, const std::string& reason) {
+// inside one peer domain, otherwise staged through host memory in chunks.
+void plan_between_devices(Plan& plan, DLDevice src, const Capabilities& src_can, DLDevice dst,
+                          const Capabilities& dst_can, const TransferOptions& options, bool pack, bool scatter,
+                          const std::string& reason) {
   if (plan.src_context == plan.dst_context) {
     plan.path = ABR_PATH_DEVICE_COPY;
     plan.move = pack || scatter || plan.overlap ? Move::DeviceWalk : Move::Bytes;
@@ -131,25 +137,28 @@ void plan_between_devices(Plan& plan, DLDevice src, DLDevice dst, const Transfer
   }
   plan.pack = pack ? Step::Device : Step::None;
   plan.scatter = scatter ? Step::Device : Step::None;
-  if (src.device_type == kDLCUDA && dst.device_type == kDLCUDA) {
+  if (src_can.peer_domain && src_can.peer_domain == dst_can.peer_domain) {
     plan.path = ABR_PATH_PEER;
     plan.move = Move::Peer;
     return describe(plan, fmt::format("peer copy {} -> {}", device_string(src), device_string(dst)), reason,
-                    "one cuMemcpyPeerAsync");
+                    src_can.peer_copy_words);
   }
+  const abr_backend src_backend = kind_of(src).backend, dst_backend = kind_of(dst).backend;
+  const bool one_backend = src_backend == dst_backend;
   if (options.flags & ABR_TRANSFER_NO_HOST_STAGING)
     fail(ABR_ERR_UNSUPPORTED,
          "{} and {} are in different {}, which only host staging can bridge, and ABR_TRANSFER_NO_HOST_STAGING "
          "forbids it",
          device_string(src), device_string(dst),
-         src.device_type == dst.device_type ? "OpenCL contexts" : "backends");
-  // Between OpenCL contexts, the destination's mapped blocks. Between CUDA and
-  // OpenCL, the OpenCL side's, page-locked by CUDA too: NVIDIA's OpenCL reaches
-  // only its own mapped memory at full speed, CUDA only memory it page-locked
-  // (H100: 7-11 GB/s through either alone, 40-44 GB/s through both).
-  plan_staged(plan, /*staging_at_source=*/src.device_type == kDLOpenCL && dst.device_type != kDLOpenCL);
-  plan.staging_shared = src.device_type != dst.device_type;
-  describe(plan, src.device_type == dst.device_type ? "staged between contexts" : "staged between backends", reason,
+         one_backend ? fmt::format("{} contexts", backend_name(src_backend)) : std::string("backends"));
+  // The destination's blocks, unless only the destination's driver can page-lock
+  // the other's memory: then the source's, page-locked by both. Each driver reaches
+  // only memory it page-locked at full speed (H100, CUDA <-> NVIDIA's OpenCL:
+  // 7-11 GB/s through either side's blocks alone, 40-44 GB/s through both).
+  plan_staged(plan, /*staging_at_source=*/!src_can.page_locks_foreign_host && dst_can.page_locks_foreign_host);
+  const Capabilities& other = plan.staging_at_source ? dst_can : src_can;
+  plan.staging_shared = !one_backend && other.page_locks_foreign_host;
+  describe(plan, one_backend ? "staged between contexts" : "staged between backends", reason,
            staged_words(plan, /*host_side=*/false).c_str());
 }
 
@@ -205,7 +214,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
   devices.require(dst, "destination");
   const bool src_host = is_host_accessible(src.device.device_type);
   if (!src_host) devices.require(src.device, "source");
-  const bool dst_host = is_host_destination(dst.device_type);
+  const bool dst_host = is_host_destination(dst);
   require_data_path(src.device, src_host, dst, dst_host);
 
   // Reasons that rule out sharing the source's memory.
@@ -222,8 +231,8 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
                          dst_traits.host_wrap_alignment, device_string(dst));
   else if (!src_host && dst_host)
     reason = fmt::format("{} memory is not addressable from the host", device_string(src.device));
-  else if (dst.device_type == kDLCUDAHost && src.device.device_type != kDLCUDAHost && !src_facts.pinned)
-    reason = "the host memory is not page-locked, which cuda_host promises";
+  else if (kind_of(dst).page_locked && !src_facts.pinned)
+    reason = fmt::format("the host memory is not page-locked, which {} promises", device_string(dst));
   else if (!src_host && !dst_host && !same_device(src.device, dst))
     reason = fmt::format("the data lives on {}", device_string(src.device));
 
@@ -231,7 +240,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     plan.view = true;
     if (src_host && !dst_host) {
       plan.path = ABR_PATH_HOST_WRAP;
-      plan.detail.format("{} uses the host memory in place (CL_MEM_USE_HOST_PTR), no copy", device_string(dst));
+      plan.detail.format("{} {}, no copy", device_string(dst), dst_traits.can.host_wrap_words);
     } else {
       plan.path = ABR_PATH_ZERO_COPY;
       plan.detail.join({"view of ", device_string(src.device), " memory, layout kept"});
@@ -250,12 +259,13 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     plan.detail.format("host copy ({}){}{}", reason, plan.strided_source ? ", strided source packed" : "",
                         plan.cast ? ", converted on the host" : "");
   } else if (src_host || dst_host) {
-    // A new destination is compact; one in cuda_host is page-locked.
-    const bool pinned = src_host ? src_facts.pinned : dst.device_type == kDLCUDAHost;
-    plan_host_device(plan, src_host, src_host ? dst : src.device, devices, pinned, reshape, false, bytes,
-                     src_host ? HostLayoutSide::row_bytes(src, plan.dtype) : 0, reason);
+    // A new destination is compact; one in page-locked memory (cuda_host) is, well, page-locked.
+    const bool pinned = src_host ? src_facts.pinned : kind_of(dst).page_locked;
+    plan_host_device(plan, src_host, src_host ? dst : src.device, src_host ? dst_traits.can : src_facts.can, devices,
+                     pinned, reshape, false, bytes, src_host ? HostLayoutSide::row_bytes(src, plan.dtype) : 0,
+                     reason);
   } else {
-    plan_between_devices(plan, src.device, dst, options, reshape, false, reason);
+    plan_between_devices(plan, src.device, src_facts.can, dst, dst_traits.can, options, reshape, false, reason);
   }
   return plan;
 }
@@ -295,15 +305,15 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
     plan.detail.format("host copy into an existing tensor{}{}", plan.cast ? ", converted" : "",
                         plan.overlap ? ", staged through a temporary because the two overlap" : "");
   } else if (src_host || dst_host) {
-    plan_host_device(plan, src_host, src_host ? dst.device : src.device, devices,
-                     src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
+    plan_host_device(plan, src_host, src_host ? dst.device : src.device, src_host ? dst_facts.can : src_facts.can,
+                     devices, src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
                      !dst.compact, bytes,
                      src_host ? HostLayoutSide::row_bytes(src, dst.dtype) : HostLayoutSide::row_bytes(dst, dst.dtype),
                      "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
-    plan_between_devices(plan, src.device, dst.device, options, src_reshape, !dst.compact,
-                         "into an existing tensor");
+    plan_between_devices(plan, src.device, src_facts.can, dst.device, dst_facts.can, options, src_reshape,
+                         !dst.compact, "into an existing tensor");
   }
   return plan;
 }

@@ -112,7 +112,8 @@ struct Plan {
 // What the runtime found out about one side's memory.
 struct MemoryFacts {
   const void* context = nullptr;  // device memory: its backend context (DeviceBackend::memory_context)
-  bool pinned = false;            // host memory: page-locked for CUDA (DMA straight from or into it)
+  Capabilities can;               // device memory: its backend's
+  bool pinned = false;            // host memory: page-locked for the other side's DMA (DeviceBackend::host_pinned)
 };
 
 // Plans abr_to_device. Throws ABR_ERR_COPY_REQUIRED, ABR_ERR_NO_DEVICE,

@@ -18,6 +18,23 @@ namespace {
 
 constexpr uint32_t kKnownRuntimeFlags = ABR_RUNTIME_DISABLE_CUDA | ABR_RUNTIME_DISABLE_OPENCL;
 
+// The backends a runtime opens, in the order their devices are listed. Each
+// serves the device kinds whose row in lib/device_kinds.cpp names it.
+constexpr BackendFactory kBackends[] = {make_cuda_backend, make_opencl_backend};
+
+std::vector<std::unique_ptr<DeviceBackend>> open_backends(const abr_runtime_options& options,
+                                                          const std::shared_ptr<PinnedPool>& pool) {
+  std::vector<std::unique_ptr<DeviceBackend>> backends;
+  for (BackendFactory make : kBackends) backends.push_back(make(options, pool));
+  return backends;
+}
+
+std::vector<const BackendReport*> reports_of(const std::vector<std::unique_ptr<DeviceBackend>>& backends) {
+  std::vector<const BackendReport*> reports;
+  for (const auto& backend : backends) reports.push_back(&backend->report());
+  return reports;
+}
+
 // Integer arithmetic: validation proves data + byte_offset stays in the address
 // space only for tensors with elements; an empty one may carry any byte_offset
 // (found by the fuzzer: UBSan "pointer overflow") and is never dereferenced.
@@ -52,10 +69,7 @@ abr_runtime_options resolve_runtime_options(const abr_runtime_options* options) 
 Runtime::Runtime(const abr_runtime_options* options) : Runtime(resolve_runtime_options(options)) {}
 
 Runtime::Runtime(const abr_runtime_options& resolved)
-    : pool_(PinnedPool::create()),
-      cuda_(make_cuda_backend(resolved, pool_)),
-      opencl_(make_opencl_backend(resolved, pool_)),
-      devices_(cuda_->report(), opencl_->report()) {
+    : pool_(PinnedPool::create()), backends_(open_backends(resolved, pool_)), devices_(reports_of(backends_)) {
   log::debug("runtime created with {} device(s)", devices_.count());
 }
 
@@ -64,35 +78,51 @@ Runtime::~Runtime() {
 }
 
 DeviceBackend* Runtime::backend_of(DLDeviceType type) {
-  switch (type) {
-    case kDLOpenCL: return opencl_.get();
-    case kDLCUDA: return cuda_.get();
-    default: return nullptr;
-  }
+  const DeviceKind* kind = find_kind(type);
+  if (!kind) return nullptr;
+  for (const auto& backend : backends_)
+    if (backend->report().info.backend == kind->backend) return backend.get();
+  return nullptr;  // ABR_BACKEND_HOST
+}
+
+DeviceBackend* Runtime::memory_backend_of(DLDeviceType type) {
+  return is_host_accessible(type) ? nullptr : backend_of(type);
+}
+
+bool Runtime::device_lost(DLDevice device) {
+  DeviceBackend* backend = backend_of(device.device_type);
+  return backend && backend->device_lost(device);
 }
 
 MemoryFacts Runtime::facts_of(const Layout& tensor, DLDevice other, const char* what) {
   MemoryFacts facts;
   if (is_host_accessible(tensor.device.device_type)) {
-    facts.pinned = tensor.device.device_type == kDLCUDAHost;
-    if (!facts.pinned && (other.device_type == kDLCUDA || other.device_type == kDLCUDAHost) && tensor.numel > 0)
-      facts.pinned = cuda_->host_pinned(first_element(tensor) + tensor.min_byte,
-                                        static_cast<uint64_t>(tensor.max_byte_end - tensor.min_byte));
+    facts.pinned = find_kind(tensor.device.device_type)->page_locked;
+    DeviceBackend* other_backend = backend_of(other.device_type);
+    if (!facts.pinned && other_backend && tensor.numel > 0)
+      facts.pinned = other_backend->host_pinned(first_element(tensor) + tensor.min_byte,
+                                                static_cast<uint64_t>(tensor.max_byte_end - tensor.min_byte));
     return facts;
   }
   devices_.require(tensor.device, what);
-  if (DeviceBackend* backend = backend_of(tensor.device.device_type)) facts.context = backend->memory_context(tensor);
+  if (DeviceBackend* backend = memory_backend_of(tensor.device.device_type)) {
+    facts.context = backend->memory_context(tensor);
+    facts.can = backend->capabilities();
+  }
   return facts;
 }
 
 DeviceTraits Runtime::traits_of(DLDevice device) {
-  DeviceTraits traits;
-  traits.shares_host_memory = true;  // the CPU
-  if (device.device_type == kDLCPU) return traits;
   devices_.require(device, "destination");
-  if (device.device_type == kDLCUDAHost) return cuda_->traits(device);
-  if (DeviceBackend* backend = backend_of(device.device_type)) return backend->traits(device);
-  return DeviceTraits{};
+  DeviceBackend* backend = backend_of(device.device_type);
+  if (!backend) {
+    DeviceTraits host;
+    host.shares_host_memory = true;  // the CPU
+    return host;
+  }
+  DeviceTraits traits = backend->traits(device);
+  traits.can = backend->capabilities();
+  return traits;
 }
 
 void Runtime::set_staging(const StagingChoice& choice) {
@@ -106,8 +136,7 @@ void Runtime::set_staging(const StagingChoice& choice) {
 }
 
 uint64_t Runtime::trim_pool() {
-  cuda_->finish_deferred_releases();
-  opencl_->finish_deferred_releases();
+  for (const auto& backend : backends_) backend->finish_deferred_releases();
   return pool_->trim();
 }
 
@@ -179,7 +208,7 @@ DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layou
     char* base = const_cast<char*>(first_element(src)) + src.min_byte;
     PendingExport pending({nullptr, dst, src.dtype, src.shape, src.strides, static_cast<uint64_t>(-src.min_byte),
                            read_only});
-    DeviceMemory memory = opencl_->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte),
+    DeviceMemory memory = backend_of(dst.device_type)->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte),
                                              read_only != 0, owner);
     pending.set_data(memory.handle);
     return pending.finish(std::move(memory.storage));
@@ -196,15 +225,14 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
     const std::size_t bytes = static_cast<std::size_t>(src.numel * itemsize(plan.dtype));
     std::shared_ptr<Storage> memory;
     void* data = nullptr;
-    if (dst.device_type == kDLCPU) {
-      auto buffer = std::make_shared<HostBuffer>(bytes);
-      data = buffer->data();
-      memory = std::move(buffer);
-    } else {
-      DeviceBackend* backend = dst.device_type == kDLCUDAHost ? cuda_.get() : backend_of(dst.device_type);
+    if (DeviceBackend* backend = backend_of(dst.device_type)) {  // device memory, or page-locked host memory
       DeviceMemory device_memory = backend->allocate(dst, bytes, stream);
       data = device_memory.handle;
       memory = std::move(device_memory.storage);
+    } else {
+      auto buffer = std::make_shared<HostBuffer>(bytes);
+      data = buffer->data();
+      memory = std::move(buffer);
     }
     // Everything that can run out of memory happens before the copy starts.
     PendingExport pending({data, dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
@@ -229,8 +257,8 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
 void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
   if (plan.move == Move::Staged) return run_staged(plan, src, dst, stream);
   if (plan.path != ABR_PATH_HOST_COPY) {
-    DeviceBackend* backend = backend_of(src.device.device_type);
-    return (backend ? backend : backend_of(dst.device.device_type))->execute(plan, src, dst, stream);
+    DeviceBackend* backend = memory_backend_of(src.device.device_type);
+    return (backend ? backend : memory_backend_of(dst.device.device_type))->execute(plan, src, dst, stream);
   }
   char* target = const_cast<char*>(first_element(dst));
   if (!plan.overlap)
@@ -245,7 +273,7 @@ void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, St
 
 std::unique_ptr<ChunkSide> Runtime::staging_side(const Plan& plan, const Layout& tensor, bool source,
                                                  Stream* stream) {
-  if (DeviceBackend* backend = backend_of(tensor.device.device_type))
+  if (DeviceBackend* backend = memory_backend_of(tensor.device.device_type))
     return backend->staging_side(plan, tensor, source, stream);
   if ((source ? plan.pack : plan.scatter) == Step::Host)  // packed or scattered by the host engine, row by row
     return std::make_unique<HostLayoutSide>(tensor, first_element(tensor), source ? plan.dtype : tensor.dtype,
@@ -303,7 +331,7 @@ void Runtime::copy(const DLManagedTensorVersioned& src, const DLManagedTensorVer
 std::unique_ptr<Stream> Runtime::create_stream(DLDevice device) {
   devices_.require(device, "stream device");
   if (device.device_type == kDLCPU) return std::make_unique<InlineHostStream>();
-  if (DeviceBackend* backend = backend_of(device.device_type)) return backend->create_stream(device);
+  if (DeviceBackend* backend = memory_backend_of(device.device_type)) return backend->create_stream(device);
   fail(ABR_ERR_UNSUPPORTED, "streams on {} are not supported: use the CPU or a CUDA or OpenCL device",
        device_string(device));
 }
@@ -313,7 +341,7 @@ std::unique_ptr<Stream> Runtime::wrap_stream(DLDevice device, void* native) {
   if (!native) fail(ABR_ERR_INVALID_ARGUMENT, "abr_stream_wrap: native stream is NULL");
   if (device.device_type == kDLCPU)
     fail(ABR_ERR_INVALID_ARGUMENT, "the CPU has no native streams to wrap; use abr_stream_create");
-  if (DeviceBackend* backend = backend_of(device.device_type)) return backend->wrap_stream(device, native);
+  if (DeviceBackend* backend = memory_backend_of(device.device_type)) return backend->wrap_stream(device, native);
   fail(ABR_ERR_UNSUPPORTED, "wrapping streams on {} is not supported: use a CUDA or OpenCL device",
        device_string(device));
 }

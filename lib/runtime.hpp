@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "arraybridge/arraybridge.h"
 #include "backend.hpp"
@@ -25,9 +26,7 @@ class Runtime {
   ~Runtime();  // frees the shared staging blocks while both backends' contexts live
 
   const DeviceRegistry& devices() const { return devices_; }
-  DeviceBackend& opencl() { return *opencl_; }
-  DeviceBackend& cuda() { return *cuda_; }
-  bool device_lost(DLDevice device) { return cuda_->device_lost(device); }
+  bool device_lost(DLDevice device);
   // abr_runtime_set_staging: how staged transfers planned from now on are cut.
   // Throws ABR_ERR_INVALID_ARGUMENT for a value out of range.
   void set_staging(const StagingChoice& choice);
@@ -67,11 +66,14 @@ class Runtime {
                                         Stream* stream);
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
 
-  // The backend serving a device type's device memory; nullptr for host memory.
+  // The backend serving a device type (a device's, or page-locked host memory's
+  // like cuda_host); nullptr for plain host memory and types without one.
   DeviceBackend* backend_of(DLDeviceType type);
+  // The backend of a type's device memory; nullptr for any host memory.
+  DeviceBackend* memory_backend_of(DLDeviceType type);
   // What the planner needs about a tensor's memory: for device memory its
-  // backend context (checking the device exists and the handle is valid), for
-  // host memory whether it is page-locked when `other` is a CUDA device.
+  // backend context (checking the device exists and the handle is valid) and
+  // capabilities, for host memory whether it is page-locked for `other`'s backend.
   MemoryFacts facts_of(const Layout& tensor, DLDevice other, const char* what);
   DeviceTraits traits_of(DLDevice device);
   // Move::Staged, whatever the two sides: the pipeline between a side for each.
@@ -91,8 +93,7 @@ class Runtime {
   std::atomic<uint32_t> staging_threads_{0};  // abr_runtime_set_staging; 0: the default
   std::atomic<uint64_t> staging_chunk_{0};
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
-  std::unique_ptr<DeviceBackend> cuda_;
-  std::unique_ptr<DeviceBackend> opencl_;
+  std::vector<std::unique_ptr<DeviceBackend>> backends_;  // in kBackends order (runtime.cpp)
   DeviceRegistry devices_;
 };
 

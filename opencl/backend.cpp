@@ -85,6 +85,16 @@ std::shared_ptr<Context> Backend::context_for(cl_context handle, DLDevice device
   return adopted;
 }
 
+const Capabilities& Backend::capabilities() const {
+  static const Capabilities can = [] {
+    Capabilities c;
+    c.maps_to_host = true;  // clEnqueueMapBuffer: the host engine walks mapped memory
+    c.host_wrap_words = "uses the host memory in place (CL_MEM_USE_HOST_PTR)";
+    return c;
+  }();
+  return can;
+}
+
 DeviceTraits Backend::traits(DLDevice device) {
   device_id(device);  // throws for a device this backend lacks
   const std::size_t index = static_cast<std::size_t>(device.device_id);

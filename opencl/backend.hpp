@@ -20,6 +20,7 @@ class Backend final : public DeviceBackend {
   Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool);
 
   const BackendReport& report() const override { return found_.report; }
+  const Capabilities& capabilities() const override;
   DeviceTraits traits(DLDevice device) override;
   const void* memory_context(const Layout& tensor) override;
   DeviceMemory allocate(DLDevice device, uint64_t bytes, Stream* stream) override;

@@ -1,0 +1,43 @@
+// The device kinds libarraybridge serves: one row per DLPack device type, naming
+// the backend that serves it and what its memory is. Everything in lib/ that
+// depends on a device type asks this table (and the backend's Capabilities); a new
+// backend is a folder plus rows here.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "arraybridge/arraybridge.h"
+
+namespace abr {
+
+struct DeviceKind {
+  DLDeviceType type;
+  const char* name;     // "cuda" (devices "cuda:0", "cuda:1") or one memory kind ("cuda_host")
+  abr_backend backend;  // who serves it; ABR_BACKEND_HOST: plain host memory
+  bool numbered;        // devices are told apart by id; otherwise the id is always 0
+  bool host_memory;     // the host reads and writes it in place
+  bool address;         // DLTensor::data is an address, not a backend handle (cl_mem)
+  bool page_locked;     // page-locked by definition (cuda_host)
+  bool new_tensors;     // abr_to_device can put a new tensor there
+};
+
+// The row for a device type; nullptr for one libarraybridge does not serve.
+const DeviceKind* find_kind(DLDeviceType type);
+
+// "host", "CUDA", "OpenCL": for messages.
+const char* backend_name(abr_backend backend);
+
+// "cpu", "cuda:1", "cuda_host", "opencl:0", or "dlpack_device_9:0" for a type without a row.
+std::string device_string(DLDevice device);
+
+// The inverse of device_string for the kinds in the table: "cuda" means "cuda:0";
+// case and surrounding blanks are ignored. Throws ABR_ERR_INVALID_ARGUMENT naming
+// what was wrong.
+DLDevice parse_device(std::string_view text);
+
+inline bool same_device(DLDevice a, DLDevice b) {
+  return a.device_type == b.device_type && a.device_id == b.device_id;
+}
+
+}  // namespace abr
