@@ -1,5 +1,8 @@
 #include "dtype.hpp"
 
+#include <cctype>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "error.hpp"
@@ -47,6 +50,11 @@ bool bits_fit_code(uint8_t code, uint8_t bits) {
   }
 }
 
+// Codes whose names take the bits as a suffix ("float32"); the others' names say them.
+bool named_by_bits(uint8_t code) {
+  return code == kDLInt || code == kDLUInt || code == kDLFloat || code == kDLBfloat || code == kDLComplex;
+}
+
 }  // namespace
 
 void validate_dtype(DLDataType dtype, const char* what) {
@@ -65,15 +73,57 @@ void validate_dtype(DLDataType dtype, const char* what) {
 
 std::string dtype_name(DLDataType dtype) {
   const char* name = code_name(dtype.code);
-  if (!name || dtype.lanes != 1) return fmt::format("code {} bits {} lanes {}", dtype.code, dtype.bits, dtype.lanes);
-  switch (dtype.code) {
-    case kDLInt:
-    case kDLUInt:
-    case kDLFloat:
-    case kDLComplex: return fmt::format("{}{}", name, dtype.bits);
-    case kDLBfloat: return "bfloat16";
-    default: return name;
+  std::string base;
+  if (!name) base = fmt::format("dlpack_dtype_{}_{}", dtype.code, dtype.bits);
+  else if (dtype.code == kDLBool && dtype.bits == 8) base = "bool";
+  else if (named_by_bits(dtype.code) || !bits_fit_code(dtype.code, dtype.bits)) base = fmt::format("{}{}", name, dtype.bits);
+  else base = name;  // the float8/6/4 family and opaque handles: the name says the bits
+  return dtype.lanes == 1 ? base : fmt::format("{}x{}", base, dtype.lanes);
+}
+
+DLDataType parse_dtype(std::string_view text) {
+  std::string clean;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) clean += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto refuse = [&]() -> DLDataType {
+    fail(ABR_ERR_INVALID_ARGUMENT, "unknown dtype '{}'; expected a name such as 'float32', 'uint8', 'bool', "
+         "'bfloat16', 'complex64' or 'float8_e4m3fn', optionally with lanes ('float32x4')", text);
+  };
+  // Lanes: a trailing "x<digits>" after the bits (not the x of "complex").
+  uint16_t lanes = 1;
+  const std::size_t x = clean.rfind('x');
+  if (x != std::string::npos && x > 0 && std::isdigit(static_cast<unsigned char>(clean[x - 1])) && x + 1 < clean.size()) {
+    unsigned long value = 0;
+    for (std::size_t i = x + 1; i < clean.size(); ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(clean[i])) || (value = value * 10 + (clean[i] - '0')) > 0xFFFF)
+        return refuse();
+    }
+    if (value == 0) return refuse();
+    lanes = static_cast<uint16_t>(value);
+    clean.resize(x);
   }
+  if (clean == "bool") return {kDLBool, 8, lanes};
+  for (int code = 0; code < 256; ++code) {
+    const char* name = code_name(static_cast<uint8_t>(code));
+    if (!name) continue;
+    const std::string_view prefix(name);
+    if (!named_by_bits(static_cast<uint8_t>(code)) && code != kDLBool) {
+      if (clean == prefix)  // the float8/6/4 family: the bits come with the name
+        for (uint8_t bits : {4, 6, 8, 64})
+          if (bits_fit_code(static_cast<uint8_t>(code), bits)) return {static_cast<uint8_t>(code), bits, lanes};
+      continue;
+    }
+    if (clean.size() <= prefix.size() || clean.compare(0, prefix.size(), prefix) != 0) continue;
+    unsigned bits = 0;
+    for (std::size_t i = prefix.size(); i < clean.size(); ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(clean[i])) || (bits = bits * 10 + (clean[i] - '0')) > 255) {
+        bits = 0;
+        break;
+      }
+    }
+    if (bits) return {static_cast<uint8_t>(code), static_cast<uint8_t>(bits), lanes};
+  }
+  return refuse();
 }
 
 }  // namespace abr

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "arraybridge/arraybridge.h"
 
@@ -22,7 +23,13 @@ inline bool same_dtype(DLDataType a, DLDataType b) {
 
 inline bool is_zero_dtype(DLDataType d) { return d.code == 0 && d.bits == 0 && d.lanes == 0; }
 
-// "float32", "complex128", "bool", or "code 42 bits 7 lanes 1" for anything else.
+// "float32", "complex128", "bool", "float8_e4m3fn", "float32x4" (lanes), or
+// "dlpack_dtype_42_7" for a code without a name.
 std::string dtype_name(DLDataType dtype);
+
+// The inverse of dtype_name for named codes; case and blanks are ignored. Only
+// the spelling is checked (validate_dtype judges the result). Throws
+// ABR_ERR_INVALID_ARGUMENT naming the text.
+DLDataType parse_dtype(std::string_view text);
 
 }  // namespace abr

@@ -253,6 +253,23 @@ ABR_API abr_status abr_transfer_report_init(abr_transfer_report* report, unsigne
 ABR_API const char* abr_path_string(abr_path path);
 
 /*
+ * The names of devices and dtypes, one vocabulary for every binding. Parsing
+ * ignores case and blanks; a bad name is ABR_ERR_INVALID_ARGUMENT naming it.
+ * Formatting writes a NUL-terminated name into out[size] (ABR_NAME_MAX always
+ * fits) and fails with ABR_ERR_INVALID_ARGUMENT, writing nothing, when it does not fit.
+ *   devices: "cpu", "cuda:N", "cuda_host", "cuda_managed", "opencl:N" ("cuda" = "cuda:0");
+ *            types without a name format as "dlpack_device_T:N".
+ *   dtypes:  "float32", "int8", "uint64", "bool", "bfloat16", "complex64",
+ *            "float8_e4m3fn", ..., with lanes "float32x4"; codes without a name
+ *            format as "dlpack_dtype_C_B". Parsing checks only the spelling.
+ */
+#define ABR_NAME_MAX 64
+ABR_API abr_status abr_device_parse(const char* text, DLDevice* out);
+ABR_API abr_status abr_device_format(DLDevice device, char* out, size_t size);
+ABR_API abr_status abr_dtype_parse(const char* text, DLDataType* out);
+ABR_API abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size);
+
+/*
  * Move `src` to device `dst`.
  * On ABR_OK the runtime owns `src` and calls its deleter exactly once, when it no
  * longer needs it (after the copy completed, or when *out is deleted if *out is a

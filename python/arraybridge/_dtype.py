@@ -1,32 +1,29 @@
-"""DLPack data types <-> NumPy-style names ("float32", "bool", "complex64")."""
-
-_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
-_BY_NAME = {}
-for _code, _prefix in _CODES.items():
-    for _bits in (8, 16, 32, 64, 128):
-        _BY_NAME[f"{_prefix}{_bits}"] = (_code, _bits, 1)
-_BY_NAME["bool"] = (6, 8, 1)
-del _code, _prefix, _bits
+"""DLPack data types <-> names ("float32", "bool", "complex64"): the library's
+vocabulary (abr_dtype_parse/abr_dtype_format); only Python's own dtype objects
+are unwrapped here."""
+from ._lib import ffi, lib
 
 
 def dtype_name(code, bits, lanes):
-    if code == 6 and bits == 8 and lanes == 1:
-        return "bool"
-    prefix = _CODES.get(code, f"code{code}_")
-    name = f"{prefix}{bits}"
-    return name if lanes == 1 else f"{name}x{lanes}"
+    name = ffi.new("char[]", lib.ABR_NAME_MAX)
+    if lib.abr_dtype_format((code, bits, lanes), name, lib.ABR_NAME_MAX) != lib.ABR_OK:
+        raise ValueError(f"arraybridge: {ffi.string(lib.abr_last_error()).decode('utf-8', 'replace')}")
+    return ffi.string(name).decode()
 
 
 def parse_dtype(dtype):
-    """(code, bits, lanes) for a name, a NumPy dtype or scalar type, or a triple."""
+    """(code, bits, lanes) for a name, a NumPy dtype or scalar type, a torch dtype, or a triple."""
     if isinstance(dtype, tuple) and len(dtype) == 3:
         return tuple(int(v) for v in dtype)
-    name = getattr(dtype, "name", None)  # numpy.dtype, torch-like dtype objects
+    name = getattr(dtype, "name", None)  # numpy.dtype
     if not isinstance(name, str):
         name = getattr(dtype, "__name__", dtype)  # numpy.float32 and friends
-    if isinstance(name, str):
-        found = _BY_NAME.get(name.lower().replace("torch.", ""))
-        if found:
-            return found
-    raise ValueError(f"arraybridge: unknown dtype {dtype!r}; expected a name such as 'float32', "
-                     "'uint8', 'bool', 'complex64', a NumPy dtype, or a DLPack (code, bits, lanes) triple")
+    if not isinstance(name, str):
+        name = str(dtype)  # torch.float32 has no name: its str is "torch.float32"
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    out = ffi.new("DLDataType*")
+    if lib.abr_dtype_parse(name.encode("utf-8", "replace"), out) != lib.ABR_OK:
+        raise ValueError(f"arraybridge: {ffi.string(lib.abr_last_error()).decode('utf-8', 'replace')} "
+                         f"(from {dtype!r}), or a NumPy dtype, or a DLPack (code, bits, lanes) triple")
+    return out.code, out.bits, out.lanes

@@ -1,8 +1,10 @@
 """Python exceptions for the runtime's statuses.
 
 Each class also derives from the builtin exception the Python array API asks for,
-so `except BufferError` or `except ValueError` works as callers expect.
+so `except BufferError` or `except ValueError` works as callers expect. The
+status values and names are the header's, through cffi.
 """
+from ._lib import ffi, lib
 
 
 class ArrayBridgeError(Exception):
@@ -45,23 +47,28 @@ class MemoryConversionError(Exception):
         super().__init__(f"cannot convert {source_type} to {target_type} ({method}): {reason}")
 
 
-# Status ranges from arraybridge.h: -90..-119 describe a DLPack descriptor.
 _BY_STATUS = {
-    -1: InvalidArgumentError,
-    -2: DLPackError,  # ABR_ERR_UNSUPPORTED: a valid request this build cannot do
-    -3: ArrayBridgeError,
-    -40: OutOfMemoryError,
-    -60: DeviceError,
-    -61: DeviceError,
-    -62: DeviceError,
-    -63: DeviceError,
-    -80: CopyRequiredError,
-    -81: DLPackError,
-    -82: InvalidArgumentError,
+    lib.ABR_ERR_INVALID_ARGUMENT: InvalidArgumentError,
+    lib.ABR_ERR_UNSUPPORTED: DLPackError,  # a valid request this build cannot do
+    lib.ABR_ERR_OUT_OF_MEMORY: OutOfMemoryError,
+    lib.ABR_ERR_NO_DEVICE: DeviceError,
+    lib.ABR_ERR_DEVICE_LOST: DeviceError,
+    lib.ABR_ERR_BACKEND: DeviceError,
+    lib.ABR_ERR_BACKEND_UNAVAILABLE: DeviceError,
+    lib.ABR_ERR_COPY_REQUIRED: CopyRequiredError,
+    lib.ABR_ERR_READ_ONLY: DLPackError,
+    lib.ABR_ERR_SHAPE_MISMATCH: InvalidArgumentError,
 }
 
 
+def status_name(status):
+    """The header's name of a status ("ABR_ERR_DLPACK_SHAPE")."""
+    return ffi.string(lib.abr_status_string(status)).decode()
+
+
 def class_for_status(status):
-    if -119 <= status <= -90:
-        return DLPackError
-    return _BY_STATUS.get(status, ArrayBridgeError)
+    found = _BY_STATUS.get(status)
+    if found is not None:
+        return found
+    # Every ABR_ERR_DLPACK_* status, present and future, describes a DLPack descriptor.
+    return DLPackError if status_name(status).startswith("ABR_ERR_DLPACK_") else ArrayBridgeError

@@ -1,6 +1,5 @@
 """The runtime's pinned host pool: statistics and trim, and how staged transfers use it."""
-from ._lib import ffi, lib
-from ._runtime import check, runtime
+from ._lib import _core
 
 _FIELDS = ("bytes_pinned", "bytes_in_use", "bytes_cached", "bytes_waiting", "peak_bytes_pinned", "limit_bytes",
            "blocks_pinned", "hits", "misses")
@@ -8,16 +7,12 @@ _FIELDS = ("bytes_pinned", "bytes_in_use", "bytes_cached", "bytes_waiting", "pea
 
 def pool_stats():
     """A dict of the pinned pool's statistics (bytes pinned, in use, cached, peak, hits, misses, ...)."""
-    stats = ffi.new("abr_pool_stats*", {"version": lib.ABR_POOL_STATS_VERSION})
-    check(lib.abr_pool_get_stats(runtime(), stats), "reading pool statistics")
-    return {name: getattr(stats, name) for name in _FIELDS}
+    return dict(zip(_FIELDS, _core.pool_stats()))
 
 
 def pool_trim():
     """Free every cached pinned block no stream is using; returns the bytes released."""
-    released = ffi.new("uint64_t*")
-    check(lib.abr_pool_trim(runtime(), released), "trimming the pool")
-    return released[0]
+    return _core.pool_trim(False)
 
 
 def set_staging(threads=0, chunk_bytes=0):
@@ -28,4 +23,4 @@ def set_staging(threads=0, chunk_bytes=0):
     if not (isinstance(threads, int) and isinstance(chunk_bytes, int)) or threads < 0 or chunk_bytes < 0:
         raise TypeError(f"set_staging takes two whole numbers >= 0, not threads={threads!r}, "
                         f"chunk_bytes={chunk_bytes!r}")
-    check(lib.abr_runtime_set_staging(runtime(), threads, chunk_bytes), "setting the staging shape")
+    _core.set_staging(threads, chunk_bytes)

@@ -1,10 +1,10 @@
 """arraybridge.Tensor: a tensor the runtime produced, and a DLPack producer."""
 from collections import namedtuple
 
-from ._device import DLDeviceType, device_string
-from ._dtype import dtype_name
+from ._device import DLDeviceType
 from ._errors import CopyRequiredError, DLPackError
-from ._lib import _core, ffi, lib
+from ._lib import _core, lib
+from ._stream import stream_handle
 
 TransferReport = namedtuple("TransferReport", "path bytes_moved packed cast detail")
 TransferReport.__doc__ = """What the planner did: `path` ("zero_copy", "host_copy",
@@ -26,47 +26,14 @@ class Tensor(_core.TensorBase):
     that keeps this tensor's memory alive until the consumer lets go.
     """
 
-    # The C base holds the managed tensor (_addr, _device, _flags) and the report
+    # The C base holds the managed tensor (_device, _flags) and the report
     # (_report), deletes the tensor when the Tensor dies, and answers __dlpack__
     # for this device without a stream or a copy; _dlpack_slow does the rest.
     __slots__ = ()
 
-    @property
-    def _ptr(self):
-        return ffi.cast("DLManagedTensorVersioned*", self._addr)
-
-    # ------------------------------------------------------------ description
-
-    @property
-    def shape(self):
-        t = self._ptr.dl_tensor
-        return tuple(t.shape[i] for i in range(t.ndim))
-
-    @property
-    def ndim(self):
-        return self._ptr.dl_tensor.ndim
-
-    @property
-    def strides(self):
-        """Strides in elements, as DLPack counts them."""
-        t = self._ptr.dl_tensor
-        if t.strides != ffi.NULL:
-            return tuple(t.strides[i] for i in range(t.ndim))
-        strides, step = [], 1
-        for extent in reversed(self.shape):
-            strides.append(step)
-            step *= extent
-        return tuple(reversed(strides))
-
-    @property
-    def dtype(self):
-        d = self._ptr.dl_tensor.dtype
-        return dtype_name(d.code, d.bits, d.lanes)
-
-    @property
-    def itemsize(self):
-        d = self._ptr.dl_tensor.dtype
-        return (d.bits * d.lanes + 7) // 8
+    # The C base also describes the tensor: shape, strides (in elements, as DLPack
+    # counts them), ndim, dtype, itemsize, device, data_ptr (a pointer, or the
+    # cl_mem handle on OpenCL) and byte_offset.
 
     @property
     def size(self):
@@ -78,20 +45,6 @@ class Tensor(_core.TensorBase):
     @property
     def nbytes(self):
         return self.size * self.itemsize
-
-    @property
-    def device(self):
-        d = self._ptr.dl_tensor.device
-        return device_string(d.device_type, d.device_id)
-
-    @property
-    def data_ptr(self):
-        """DLTensor.data as an int: a pointer, or the cl_mem handle on OpenCL."""
-        return int(ffi.cast("uintptr_t", self._ptr.dl_tensor.data))
-
-    @property
-    def byte_offset(self):
-        return self._ptr.dl_tensor.byte_offset
 
     @property
     def read_only(self):
@@ -131,7 +84,6 @@ class Tensor(_core.TensorBase):
             if stream is not None:
                 # Our CUDA work is complete before a Tensor is returned, so the data is
                 # ready for any consumer stream; only the value itself is checked.
-                from ._transfer import stream_handle
                 try:
                     stream_handle(stream)
                 except (ValueError, TypeError) as error:

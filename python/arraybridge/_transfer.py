@@ -8,7 +8,8 @@ import sys
 from . import _runtime
 from ._device import device_string, parse_device
 from ._dtype import parse_dtype
-from ._lib import _core, ffi
+from ._lib import _core
+from ._stream import stream_handle
 from ._tensor import Tensor
 
 log = logging.getLogger("arraybridge")
@@ -16,23 +17,6 @@ log = logging.getLogger("arraybridge")
 to_device = _core.to_device
 from_dlpack = _core.from_dlpack
 copy = _core.copy
-
-
-def stream_handle(stream):
-    """The CUDA stream handle for a DLPack stream value or a framework's stream object
-    (CuPy's .ptr, PyTorch's .cuda_stream); 0 for none."""
-    if stream is None or stream == -1:
-        return 0
-    if not isinstance(stream, int):
-        native = getattr(stream, "cuda_stream", getattr(stream, "ptr", None))
-        if not isinstance(native, int):
-            raise TypeError(f"arraybridge: stream must be None, an int (a DLPack stream value) or a CUDA stream "
-                            f"object with .ptr or .cuda_stream, not {type(stream).__name__}")
-        return native or 1  # a framework's null stream is the legacy default stream: DLPack's 1
-    if stream == 0 or stream < -1:
-        raise ValueError(f"arraybridge: stream={stream} is not a DLPack stream value: 0 is ambiguous, so pass 1 for "
-                         "the legacy default stream, 2 for the per-thread one, or a stream handle")
-    return stream
 
 
 def producer_strides(producer, itemsize):
@@ -64,10 +48,6 @@ def _log_transfer(tensor, context):
         log.debug("%s to %s: %s, %d bytes: %s", context, tensor.device, r.path, r.bytes_moved, r.detail)
 
 
-def _runtime_address():
-    return int(ffi.cast("uintptr_t", _runtime.runtime()))
-
-
-_core.setup(tensor_type=Tensor, runtime=_runtime_address, parse_device=parse_device, parse_dtype=parse_dtype,
-            stream_handle=stream_handle, producer_strides=producer_strides, error=_error,
-            log_transfer=_log_transfer, logger=log)
+_core.setup(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
+            producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
+            runtime_flags=_runtime.runtime_flags())

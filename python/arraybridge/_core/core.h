@@ -1,9 +1,14 @@
 /*
  * arraybridge._core: the binding's hot path in C. A DLPack round trip costs a
  * few hundred nanoseconds in C and microseconds through cffi and Python frames,
- * so importing, transferring, the Tensor type and capsules live here; the rest of
- * the package (devices, pool, errors, parsing rarely used arguments) stays in
- * Python on cffi and is reached through the hooks below.
+ * so importing, transferring, the Tensor type and capsules live here, and so does
+ * the runtime: this module alone holds the abr_runtime* and the tensors' pointers.
+ * The rest of the package (errors, parsing rarely used arguments) stays in Python,
+ * reached through the hooks below; it uses cffi only for the library's
+ * vocabulary (names, constants), which needs no runtime.
+ *
+ * Files depend only downwards: release, capsules, args <- tensor; hooks <-
+ * runtime, transfer <- module.
  */
 #ifndef ARRAYBRIDGE_CORE_H
 #define ARRAYBRIDGE_CORE_H
@@ -65,34 +70,9 @@ extern PyTypeObject TensorBaseType;
 int tensor_check(PyObject* object);
 PyObject* untracked_type(PyObject* module, PyObject* cls);
 
-/* ---------------------------------------------------------- transfer.c */
+/* ---------------------------------------------------------- args.c */
 
-PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
-PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-extern const char core_to_device_doc[];
-extern const char core_from_dlpack_doc[];
-extern const char core_copy_doc[];
-
-/* ---------------------------------------------------------- module.c */
-
-/* Python callables the package registers once with _core.setup(). */
-typedef struct {
-  PyObject* tensor_type;   /* arraybridge.Tensor, a subclass of TensorBase */
-  PyObject* runtime;       /* () -> the abr_runtime* as an int */
-  PyObject* parse_device;  /* (device) -> (type, id) */
-  PyObject* parse_dtype;   /* (dtype) -> (code, bits, lanes) */
-  PyObject* stream_handle; /* (stream) -> int handle, 0 for none */
-  PyObject* producer_strides; /* (producer, itemsize) -> element strides it meant, or None */
-  PyObject* error;         /* (status, context, dst or None) -> exception instance */
-  PyObject* log_transfer;  /* (tensor, context) -> None, logs at DEBUG */
-  PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */
-} Hooks;
-
-extern Hooks hooks;
-
-/* Interned strings and constants, made at import. */
+/* Interned strings and constants, made at import (names_init, -1 on failure). */
 typedef struct {
   PyObject* dlpack;           /* "__dlpack__" */
   PyObject* dlpack_slow;      /* "_dlpack_slow" */
@@ -102,6 +82,7 @@ typedef struct {
 } Names;
 
 extern Names names;
+int names_init(void);
 
 /* Sorts fast-call arguments into `slots` by name (NULL when absent): the first
  * `positional` names may also come positionally, the first `required` must come.
@@ -110,5 +91,47 @@ extern Names names;
 int parse_arguments(const char* function, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                     const char* const* texts, PyObject** interned, int count, int positional, int required,
                     PyObject** slots);
+
+/* ---------------------------------------------------------- hooks.c */
+
+/* Python callables the package registers once with _core.setup(). */
+typedef struct {
+  PyObject* tensor_type;   /* arraybridge.Tensor, a subclass of TensorBase */
+  PyObject* parse_device;  /* (device) -> (type, id) */
+  PyObject* parse_dtype;   /* (dtype) -> (code, bits, lanes) */
+  PyObject* stream_handle; /* (stream) -> int handle, 0 for none */
+  PyObject* producer_strides; /* (producer, itemsize) -> element strides it meant, or None */
+  PyObject* error;         /* (status, context, dst or None) -> exception instance */
+  PyObject* log_transfer;  /* (tensor, context) -> None, logs at DEBUG */
+  PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */
+  uint32_t runtime_flags;  /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
+} Hooks;
+
+extern Hooks hooks;
+PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs);
+/* 0 when the package has registered its hooks, else -1 with an explanation. */
+int hooks_ready(void);
+/* Sets the exception the error hook makes for `status` (dst: the target device, or NULL). */
+void raise_status(abr_status status, const char* context, const DLDevice* dst);
+
+/* ---------------------------------------------------------- runtime.c */
+
+/* The runtime, created on first use; NULL with an exception when that fails. */
+abr_runtime* core_runtime(void);
+PyObject* core_devices(PyObject* module, PyObject* unused);
+PyObject* core_backend_info(PyObject* module, PyObject* backend);
+PyObject* core_pool_stats(PyObject* module, PyObject* unused);
+PyObject* core_pool_trim(PyObject* module, PyObject* only_if_running);
+PyObject* core_set_staging(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+
+/* ---------------------------------------------------------- transfer.c */
+
+PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+extern const char core_to_device_doc[];
+extern const char core_from_dlpack_doc[];
+extern const char core_copy_doc[];
 
 #endif

@@ -77,9 +77,74 @@ static PyObject* tensor_dlpack(TensorObject* self, PyObject* const* args, Py_ssi
   return PyObject_VectorcallMethod(names.dlpack_slow, call + 1, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-static PyObject* tensor_addr(TensorObject* self, void* unused) {
+static PyObject* int_tuple(const int64_t* values, int32_t count) {
+  PyObject* tuple = PyTuple_New(count);
+  for (int32_t i = 0; tuple && i < count; ++i) {
+    PyObject* value = PyLong_FromLongLong(values[i]);
+    if (!value) Py_CLEAR(tuple);
+    else PyTuple_SET_ITEM(tuple, i, value);
+  }
+  return tuple;
+}
+
+static PyObject* tensor_shape(TensorObject* self, void* unused) {
   (void)unused;
-  return PyLong_FromVoidPtr(self->tensor);
+  return int_tuple(self->tensor->dl_tensor.shape, self->tensor->dl_tensor.ndim);
+}
+
+/* Strides in elements, as DLPack counts them; compact row-major ones when NULL. */
+static PyObject* tensor_strides(TensorObject* self, void* unused) {
+  (void)unused;
+  const DLTensor* t = &self->tensor->dl_tensor;
+  if (t->strides) return int_tuple(t->strides, t->ndim);
+  int64_t strides[ABR_MAX_NDIM];
+  int64_t step = 1;
+  for (int32_t i = t->ndim; i-- > 0;) {
+    strides[i] = step;
+    step *= t->shape[i];
+  }
+  return int_tuple(strides, t->ndim);
+}
+
+static PyObject* tensor_ndim(TensorObject* self, void* unused) {
+  (void)unused;
+  return PyLong_FromLong(self->tensor->dl_tensor.ndim);
+}
+
+/* A name from the library's vocabulary (abr_dtype_format, abr_device_format). */
+static PyObject* name_or_error(abr_status status, const char* name, const char* what) {
+  if (status == ABR_OK) return PyUnicode_FromString(name);
+  raise_status(status, what, NULL);
+  return NULL;
+}
+
+static PyObject* tensor_dtype(TensorObject* self, void* unused) {
+  (void)unused;
+  char name[ABR_NAME_MAX];
+  return name_or_error(abr_dtype_format(self->tensor->dl_tensor.dtype, name, sizeof name), name, "naming the dtype");
+}
+
+static PyObject* tensor_device_name(TensorObject* self, void* unused) {
+  (void)unused;
+  char name[ABR_NAME_MAX];
+  return name_or_error(abr_device_format(self->tensor->dl_tensor.device, name, sizeof name), name,
+                       "naming the device");
+}
+
+static PyObject* tensor_data_ptr(TensorObject* self, void* unused) {
+  (void)unused;
+  return PyLong_FromVoidPtr(self->tensor->dl_tensor.data);
+}
+
+static PyObject* tensor_byte_offset(TensorObject* self, void* unused) {
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(self->tensor->dl_tensor.byte_offset);
+}
+
+static PyObject* tensor_itemsize(TensorObject* self, void* unused) {
+  (void)unused;
+  const DLDataType d = self->tensor->dl_tensor.dtype;
+  return PyLong_FromLong(((long)d.bits * d.lanes + 7) / 8);
 }
 
 static PyObject* tensor_device(TensorObject* self, void* unused) {
@@ -110,7 +175,15 @@ static PyMethodDef tensor_methods[] = {
 };
 
 static PyGetSetDef tensor_getset[] = {
-    {"_addr", (getter)tensor_addr, NULL, "address of the owned DLManagedTensorVersioned", NULL},
+    {"shape", (getter)tensor_shape, NULL, "the extents, a tuple of ints", NULL},
+    {"strides", (getter)tensor_strides, NULL, "strides in elements, as DLPack counts them", NULL},
+    {"ndim", (getter)tensor_ndim, NULL, "the number of dimensions", NULL},
+    {"dtype", (getter)tensor_dtype, NULL, "the dtype's name (\"float32\")", NULL},
+    {"itemsize", (getter)tensor_itemsize, NULL, "bytes per element", NULL},
+    {"device", (getter)tensor_device_name, NULL, "the device's name (\"opencl:0\", \"cuda_host\")", NULL},
+    {"data_ptr", (getter)tensor_data_ptr, NULL, "DLTensor.data as an int: a pointer, or the cl_mem handle on OpenCL",
+     NULL},
+    {"byte_offset", (getter)tensor_byte_offset, NULL, "DLTensor.byte_offset", NULL},
     {"_device", (getter)tensor_device, NULL, "(DLDeviceType value, device id)", NULL},
     {"_flags", (getter)tensor_flags, NULL, "the DLPack flags", NULL},
     {"_report", (getter)tensor_report, NULL, "(path name, bytes moved, report flags, detail)", NULL},

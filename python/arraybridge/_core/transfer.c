@@ -20,16 +20,6 @@ typedef struct {
   const char* context;
 } Request;
 
-static abr_runtime* runtime_pointer(void) {
-  static abr_runtime* runtime; /* created once by the package, alive until exit */
-  if (runtime) return runtime;
-  PyObject* address = PyObject_CallNoArgs(hooks.runtime);
-  if (!address) return NULL;
-  runtime = (abr_runtime*)PyLong_AsVoidPtr(address);
-  Py_DECREF(address);
-  return runtime;
-}
-
 static int unpack_pair(PyObject* pair, DLDevice* out) {
   if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
     PyErr_SetString(PyExc_TypeError, "arraybridge: parse_device must return a (type, id) pair");
@@ -213,14 +203,7 @@ static int import_source(PyObject* x, Imported* out) {
 /* ---------------------------------------------------------------- transfer */
 
 static void raise_error(abr_status status, const Request* request) {
-  PyObject* dst = request->has_dst ? Py_BuildValue("(ii)", (int)request->dst.device_type, (int)request->dst.device_id)
-                                   : (Py_INCREF(Py_None), Py_None);
-  PyObject* error = dst ? PyObject_CallFunction(hooks.error, "isO", (int)status, request->context, dst) : NULL;
-  Py_XDECREF(dst);
-  if (error) {
-    PyErr_SetObject((PyObject*)Py_TYPE(error), error);
-    Py_DECREF(error);
-  }
+  raise_status(status, request->context, request->has_dst ? &request->dst : NULL);
 }
 
 /* Logs the transfer at DEBUG through the hook, unless the logger's own cache
@@ -236,12 +219,6 @@ static void log_transfer(PyObject* tensor, const char* context) {
   else PyErr_WriteUnraisable(hooks.log_transfer); /* the transfer itself succeeded */
 }
 
-/* 0 when the package has registered its hooks, else -1 with an explanation. */
-static int ready(void) {
-  if (hooks.tensor_type) return 0;
-  PyErr_SetString(PyExc_RuntimeError, "arraybridge._core is used through the arraybridge package: import arraybridge");
-  return -1;
-}
 
 /* True when the C API promises a view whatever the planner finds: the same
  * device, no forced copy, dtype or layout, no stream. The runtime still plans
@@ -254,7 +231,7 @@ static int is_view_by_contract(const Request* request, DLDevice src, DLDevice ds
 }
 
 static PyObject* run(PyObject* x, Request* request) {
-  abr_runtime* runtime = runtime_pointer();
+  abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   PyTypeObject* type = (PyTypeObject*)hooks.tensor_type;
   TensorObject* result = (TensorObject*)type->tp_alloc(type, 0);
@@ -335,7 +312,7 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
   static const char* const kNames[] = {"x", "device", "copy", "stream", "dtype", "strict", "contiguous"};
   static PyObject* interned[7];
   PyObject* a[7];
-  if (ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 7, 2, 2, a) < 0)
+  if (hooks_ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 7, 2, 2, a) < 0)
     return NULL;
   Request request;
   init_request(&request, "to_device");
@@ -358,7 +335,7 @@ PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t n
   static const char* const kNames[] = {"x", "device", "copy"};
   static PyObject* interned[3];
   PyObject* a[3];
-  if (ready() < 0 || parse_arguments("from_dlpack", args, nargs, kwnames, kNames, interned, 3, 1, 1, a) < 0)
+  if (hooks_ready() < 0 || parse_arguments("from_dlpack", args, nargs, kwnames, kNames, interned, 3, 1, 1, a) < 0)
     return NULL;
   Request request;
   init_request(&request, "from_dlpack");
@@ -383,12 +360,12 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   static const char* const kNames[] = {"src", "dst", "strict"};
   static PyObject* interned[3];
   PyObject* a[3];
-  if (ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 3, 2, 2, a) < 0) return NULL;
+  if (hooks_ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 3, 2, 2, a) < 0) return NULL;
   abr_transfer_options options;
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
   if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0) return NULL;
-  abr_runtime* runtime = runtime_pointer();
+  abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   Imported dst_source, src_source;
   if (import_source(a[1], &dst_source) < 0) return NULL;
@@ -417,7 +394,7 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
 /* transfer(x, dst, copy, context): for Tensor._dlpack_slow; dst a (type, id) pair. */
 PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
   (void)module;
-  if (ready() < 0) return NULL;
+  if (hooks_ready() < 0) return NULL;
   if (nargs != 4 || !PyUnicode_Check(args[3])) {
     PyErr_SetString(PyExc_TypeError, "transfer(x, dst, copy, context)");
     return NULL;
