@@ -20,7 +20,7 @@ DEFS :=
 # which the library opens at run time (no CUDA library is linked).
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-CPPFLAGS_ALL := -Iinclude -isystem $(CUDA_HOME)/include $(DEFS)
+CPPFLAGS_ALL := -I. -Iinclude -isystem $(CUDA_HOME)/include $(DEFS)
 OPT ?= -O2 -g
 CXXFLAGS_LIB := $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -pthread
 
@@ -53,7 +53,7 @@ endif
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all lib tools test gpu-check test-cuda test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
+.PHONY: all lib tools test check gpu-check test-cuda test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
 
 all: lib tools
 
@@ -79,7 +79,7 @@ $(FATBIN): cuda/kernels.cu cuda/kernel_params.hpp lib/half_bits.hpp
 	@mkdir -p $(dir $@)
 	@test -x $(NVCC) || { echo "nvcc not found (looked on PATH and at $(NVCC)): install the CUDA Toolkit or pass NVCC=/path/to/nvcc" >&2; exit 1; }
 	$(call say,NVCC,$<)
-	$(Q)$(NVCC) -std=c++17 -O3 --fatbin $(NVCC_ARCHS) -Werror all-warnings -o $@ $<
+	$(Q)$(NVCC) -std=c++17 -O3 -I. --fatbin $(NVCC_ARCHS) -Werror all-warnings -o $@ $<
 
 $(FATBIN_OBJ): cuda/fatbin.S $(FATBIN)
 	@mkdir -p $(dir $@)
@@ -268,11 +268,21 @@ test-tsan: $(TSAN_DIR)/bin/thread-tests $(TSAN_DIR)/bin/cuda-tests
 TEST_PROGRAMS := $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
   $(FUZZ_DIR)/fuzz-transfer
 
+# Both run the suites of tests/suites.txt: `make test` all of them (what CI runs),
+# `make check` the quick tier (no sanitizers, fuzzing or valgrind).
 test: bootstrap
 	@bash tools/setup_python.sh test
 	@$(MAKE) --no-print-directory -j$(JOBS) all $(TEST_PROGRAMS)
 	@$(MAKE) --no-print-directory python
-	bash tests/run_all.sh $(BUILD)
+	bash tests/run_all.sh $(BUILD) full
+
+QUICK_TEST_PROGRAMS := $(BUILD)/bin/unit-tests $(BUILD)/bin/cuda-tests $(FAKE_CUDA) $(BUILD)/bin/c-abi-test \
+  $(BUILD)/bin/concurrent-create
+check: bootstrap
+	@bash tools/setup_python.sh test
+	@$(MAKE) --no-print-directory -j$(JOBS) all $(QUICK_TEST_PROGRAMS)
+	@$(MAKE) --no-print-directory python
+	bash tests/run_all.sh $(BUILD) quick
 
 # Everything a GPU machine can tell us (tools/gpu_check.sh): real-driver CUDA tests,
 # compute-sanitizer, every OpenCL driver, the Python suite and the CUDA benchmark,

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "../lib/runtime.hpp"
-#include "guard.hpp"
+#include "lib/runtime.hpp"
+#include "capi/guard.hpp"
 
 struct abr_runtime {
   static constexpr uint32_t kAlive = 0xAB7E5EED, kDead = 0xDEADAB7E;

@@ -2,9 +2,9 @@
 #include <cstring>
 #include <string>
 
-#include "guard.hpp"
-#include "../lib/device_kinds.hpp"
-#include "../lib/dtype.hpp"
+#include "capi/guard.hpp"
+#include "lib/device_kinds.hpp"
+#include "lib/dtype.hpp"
 
 namespace {
 

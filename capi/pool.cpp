@@ -1,8 +1,8 @@
 // Pinned pool entry points: statistics, trim and limit.
 #include <cstring>
 
-#include "handles.hpp"
-#include "struct_versions.hpp"
+#include "capi/handles.hpp"
+#include "capi/struct_versions.hpp"
 
 using abr::capi::guarded;
 using abr::capi::kPoolStats;

@@ -1,8 +1,8 @@
 // Runtime and device entry points.
 #include <cstring>
 
-#include "handles.hpp"
-#include "struct_versions.hpp"
+#include "capi/handles.hpp"
+#include "capi/struct_versions.hpp"
 
 using abr::capi::guarded;
 using abr::capi::kBackendInfo;

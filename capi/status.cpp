@@ -1,5 +1,5 @@
 // Version, status, last error and logging entry points.
-#include "guard.hpp"
+#include "capi/guard.hpp"
 
 #define ABR_STRINGIFY2(x) #x
 #define ABR_STRINGIFY(x) ABR_STRINGIFY2(x)

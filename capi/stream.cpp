@@ -1,5 +1,5 @@
 // Stream entry points.
-#include "handles.hpp"
+#include "capi/handles.hpp"
 
 using abr::capi::guarded;
 using abr::capi::require_pointer;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "arraybridge/arraybridge.h"
-#include "versioned.hpp"
+#include "capi/versioned.hpp"
 
 namespace abr::capi {
 

@@ -1,7 +1,7 @@
 // Transfer entry points: abr_to_device, abr_copy and their variants.
-#include "../lib/planner.hpp"
-#include "handles.hpp"
-#include "struct_versions.hpp"
+#include "lib/planner.hpp"
+#include "capi/handles.hpp"
+#include "capi/struct_versions.hpp"
 
 using abr::capi::guarded;
 using abr::capi::kTransferOptions;

@@ -1,13 +1,13 @@
-#include "backend.hpp"
+#include "cuda/backend.hpp"
 
 #include <cstdio>
 
-#include "../lib/devices.hpp"
-#include "../lib/layout.hpp"
-#include "../lib/log.hpp"
-#include "../lib/text.hpp"
-#include "stream.hpp"
-#include "transfers.hpp"
+#include "lib/devices.hpp"
+#include "lib/layout.hpp"
+#include "lib/log.hpp"
+#include "lib/text.hpp"
+#include "cuda/stream.hpp"
+#include "cuda/transfers.hpp"
 
 namespace abr {
 

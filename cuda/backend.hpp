@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "../lib/backend.hpp"
-#include "device.hpp"
-#include "memory.hpp"
-#include "reclaimer.hpp"
+#include "lib/backend.hpp"
+#include "cuda/device.hpp"
+#include "cuda/memory.hpp"
+#include "cuda/reclaimer.hpp"
 
 namespace abr::cuda {
 

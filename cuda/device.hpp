@@ -9,9 +9,9 @@
 #include <mutex>
 #include <string>
 
-#include "../lib/error.hpp"
+#include "lib/error.hpp"
 #include "arraybridge/arraybridge.h"
-#include "driver.hpp"
+#include "cuda/driver.hpp"
 
 namespace abr::cuda {
 

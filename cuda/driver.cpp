@@ -1,4 +1,4 @@
-#include "driver.hpp"
+#include "cuda/driver.hpp"
 
 #include <dlfcn.h>
 

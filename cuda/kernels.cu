@@ -4,8 +4,8 @@
 // sm_80 and sm_90 plus PTX, embedded in the library (see the Makefile).
 #include <stdint.h>
 
-#include "../lib/half_bits.hpp"
-#include "kernel_params.hpp"
+#include "lib/half_bits.hpp"
+#include "cuda/kernel_params.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
-#include "memory.hpp"
+#include "cuda/memory.hpp"
 
-#include "../lib/fault.hpp"
-#include "../lib/log.hpp"
+#include "lib/fault.hpp"
+#include "lib/log.hpp"
 
 namespace abr::cuda {
 namespace {

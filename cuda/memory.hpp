@@ -11,10 +11,10 @@
 
 #include <memory>
 
-#include "../lib/shared_staging.hpp"
-#include "../lib/staging.hpp"
-#include "../lib/storage.hpp"
-#include "device.hpp"
+#include "lib/shared_staging.hpp"
+#include "lib/staging.hpp"
+#include "lib/storage.hpp"
+#include "cuda/device.hpp"
 
 namespace abr::cuda {
 

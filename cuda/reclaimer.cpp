@@ -1,6 +1,6 @@
-#include "reclaimer.hpp"
+#include "cuda/reclaimer.hpp"
 
-#include "../lib/log.hpp"
+#include "lib/log.hpp"
 
 namespace abr::cuda {
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "../lib/storage.hpp"
-#include "device.hpp"
+#include "lib/storage.hpp"
+#include "cuda/device.hpp"
 
 namespace abr::cuda {
 

@@ -1,7 +1,7 @@
-#include "stream.hpp"
+#include "cuda/stream.hpp"
 
-#include "../lib/fault.hpp"
-#include "../lib/log.hpp"
+#include "lib/fault.hpp"
+#include "lib/log.hpp"
 
 namespace abr::cuda {
 

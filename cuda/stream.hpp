@@ -12,8 +12,8 @@
 #include <mutex>
 #include <utility>
 
-#include "../lib/stream.hpp"
-#include "device.hpp"
+#include "lib/stream.hpp"
+#include "cuda/device.hpp"
 
 namespace abr::cuda {
 

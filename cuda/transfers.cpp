@@ -1,17 +1,17 @@
-#include "transfers.hpp"
+#include "cuda/transfers.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <deque>
 
-#include "../lib/dtype.hpp"
-#include "../lib/host_copy.hpp"
-#include "../lib/host_threads.hpp"
-#include "../lib/log.hpp"
-#include "../lib/strided.hpp"
-#include "kernel_params.hpp"
-#include "memory.hpp"
-#include "stream.hpp"
+#include "lib/dtype.hpp"
+#include "lib/host_copy.hpp"
+#include "lib/host_threads.hpp"
+#include "lib/log.hpp"
+#include "lib/strided.hpp"
+#include "cuda/kernel_params.hpp"
+#include "cuda/memory.hpp"
+#include "cuda/stream.hpp"
 
 namespace abr::cuda {
 namespace {

@@ -4,12 +4,12 @@
 
 #include <memory>
 
-#include "../lib/layout.hpp"
-#include "../lib/pinned_pool.hpp"
-#include "../lib/pipeline.hpp"
-#include "../lib/planner.hpp"
-#include "../lib/stream.hpp"
-#include "device.hpp"
+#include "lib/layout.hpp"
+#include "lib/pinned_pool.hpp"
+#include "lib/pipeline.hpp"
+#include "lib/planner.hpp"
+#include "lib/stream.hpp"
+#include "cuda/device.hpp"
 
 namespace abr::cuda {
 

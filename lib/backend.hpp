@@ -8,11 +8,11 @@
 #include <memory>
 
 #include "arraybridge/arraybridge.h"
-#include "backend_report.hpp"
-#include "pinned_pool.hpp"
-#include "pipeline.hpp"
-#include "storage.hpp"
-#include "stream.hpp"
+#include "lib/backend_report.hpp"
+#include "lib/pinned_pool.hpp"
+#include "lib/pipeline.hpp"
+#include "lib/storage.hpp"
+#include "lib/stream.hpp"
 
 namespace abr {
 

@@ -1,11 +1,11 @@
-#include "device_kinds.hpp"
+#include "lib/device_kinds.hpp"
 
 #include <cctype>
 #include <cstdint>
 
 #include <fmt/format.h>
 
-#include "error.hpp"
+#include "lib/error.hpp"
 
 namespace abr {
 namespace {

@@ -1,4 +1,4 @@
-#include "devices.hpp"
+#include "lib/devices.hpp"
 
 #include <unistd.h>
 
@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "error.hpp"
-#include "text.hpp"
+#include "lib/error.hpp"
+#include "lib/text.hpp"
 
 namespace abr {
 namespace {

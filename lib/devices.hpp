@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "arraybridge/arraybridge.h"
-#include "backend_report.hpp"
-#include "device_kinds.hpp"
+#include "lib/backend_report.hpp"
+#include "lib/device_kinds.hpp"
 
 namespace abr {
 

@@ -1,11 +1,11 @@
-#include "dtype.hpp"
+#include "lib/dtype.hpp"
 
 #include <cctype>
 #include <string>
 
 #include <fmt/format.h>
 
-#include "error.hpp"
+#include "lib/error.hpp"
 
 namespace abr {
 namespace {

@@ -1,4 +1,4 @@
-#include "error.hpp"
+#include "lib/error.hpp"
 
 namespace abr {
 namespace {

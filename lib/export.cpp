@@ -1,4 +1,4 @@
-#include "export.hpp"
+#include "lib/export.hpp"
 
 #include <sys/mman.h>
 
@@ -7,10 +7,10 @@
 #include <new>
 #include <optional>
 
-#include "error.hpp"
-#include "fault.hpp"
-#include "layout.hpp"
-#include "log.hpp"
+#include "lib/error.hpp"
+#include "lib/fault.hpp"
+#include "lib/layout.hpp"
+#include "lib/log.hpp"
 
 namespace abr {
 

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "arraybridge/arraybridge.h"
-#include "dims.hpp"
-#include "storage.hpp"
+#include "lib/dims.hpp"
+#include "lib/storage.hpp"
 
 namespace abr {
 

@@ -1,8 +1,8 @@
-#include "fault.hpp"
+#include "lib/fault.hpp"
 
 #ifdef ABR_FAULT_INJECTION
-#include "error.hpp"
-#include "log.hpp"
+#include "lib/error.hpp"
+#include "lib/log.hpp"
 
 namespace abr::fault {
 namespace {

@@ -1,4 +1,4 @@
-#include "host_cast.hpp"
+#include "lib/host_cast.hpp"
 
 #include <cmath>
 #include <complex>
@@ -6,8 +6,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "dtype.hpp"
-#include "error.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
 
 namespace abr {
 

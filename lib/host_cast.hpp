@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "arraybridge/arraybridge.h"
-#include "half_bits.hpp"
+#include "lib/half_bits.hpp"
 
 namespace abr {
 

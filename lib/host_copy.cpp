@@ -1,4 +1,4 @@
-#include "host_copy.hpp"
+#include "lib/host_copy.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -8,9 +8,9 @@
 #include <emmintrin.h>
 #endif
 
-#include "dtype.hpp"
-#include "host_cast.hpp"
-#include "strided.hpp"
+#include "lib/dtype.hpp"
+#include "lib/host_cast.hpp"
+#include "lib/strided.hpp"
 
 namespace abr {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "arraybridge/arraybridge.h"
-#include "layout.hpp"
+#include "lib/layout.hpp"
 
 namespace abr {
 

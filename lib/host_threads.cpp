@@ -1,4 +1,4 @@
-#include "host_threads.hpp"
+#include "lib/host_threads.hpp"
 
 #include <unistd.h>
 
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <exception>
 
-#include "dtype.hpp"
-#include "host_copy.hpp"
+#include "lib/dtype.hpp"
+#include "lib/host_copy.hpp"
 
 namespace abr {
 namespace {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "layout.hpp"
+#include "lib/layout.hpp"
 
 namespace abr {
 

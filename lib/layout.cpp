@@ -1,11 +1,11 @@
-#include "layout.hpp"
+#include "lib/layout.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "device_kinds.hpp"
-#include "dtype.hpp"
-#include "error.hpp"
+#include "lib/device_kinds.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
 
 namespace abr {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "arraybridge/arraybridge.h"
-#include "dims.hpp"
+#include "lib/dims.hpp"
 
 namespace abr {
 

@@ -1,6 +1,6 @@
-#include "log.hpp"
+#include "lib/log.hpp"
 
-#include "error.hpp"
+#include "lib/error.hpp"
 
 #include <cstdio>
 #include <cstdlib>

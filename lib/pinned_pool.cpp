@@ -1,12 +1,12 @@
-#include "pinned_pool.hpp"
+#include "lib/pinned_pool.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
 
-#include "error.hpp"
-#include "fault.hpp"
-#include "log.hpp"
+#include "lib/error.hpp"
+#include "lib/fault.hpp"
+#include "lib/log.hpp"
 
 namespace abr {
 namespace {

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "staging.hpp"
-#include "stream.hpp"
+#include "lib/staging.hpp"
+#include "lib/stream.hpp"
 
 namespace abr {
 

@@ -1,11 +1,11 @@
-#include "pipeline.hpp"
+#include "lib/pipeline.hpp"
 
 #include <algorithm>
 #include <array>
 
-#include "dtype.hpp"
-#include "error.hpp"
-#include "fault.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
+#include "lib/fault.hpp"
 
 namespace abr {
 

@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "host_threads.hpp"
-#include "layout.hpp"
-#include "pinned_pool.hpp"
-#include "stream.hpp"
+#include "lib/host_threads.hpp"
+#include "lib/layout.hpp"
+#include "lib/pinned_pool.hpp"
+#include "lib/stream.hpp"
 
 namespace abr {
 

@@ -1,11 +1,11 @@
-#include "planner.hpp"
+#include "lib/planner.hpp"
 
 #include <fmt/format.h>
 
-#include "device_kinds.hpp"
-#include "dtype.hpp"
-#include "error.hpp"
-#include "host_copy.hpp"
+#include "lib/device_kinds.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
+#include "lib/host_copy.hpp"
 
 namespace abr {
 namespace {

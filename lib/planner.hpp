@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 
 #include "arraybridge/arraybridge.h"
-#include "backend.hpp"
-#include "devices.hpp"
-#include "host_threads.hpp"
-#include "layout.hpp"
-#include "text.hpp"
+#include "lib/backend.hpp"
+#include "lib/devices.hpp"
+#include "lib/host_threads.hpp"
+#include "lib/layout.hpp"
+#include "lib/text.hpp"
 
 namespace abr {
 

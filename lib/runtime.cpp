@@ -1,17 +1,17 @@
-#include "runtime.hpp"
+#include "lib/runtime.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
 
-#include "dtype.hpp"
-#include "error.hpp"
-#include "host_copy.hpp"
-#include "layout.hpp"
-#include "log.hpp"
-#include "planner.hpp"
-#include "pipeline.hpp"
-#include "shared_staging.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
+#include "lib/host_copy.hpp"
+#include "lib/layout.hpp"
+#include "lib/log.hpp"
+#include "lib/planner.hpp"
+#include "lib/pipeline.hpp"
+#include "lib/shared_staging.hpp"
 
 namespace abr {
 namespace {

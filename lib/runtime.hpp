@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "arraybridge/arraybridge.h"
-#include "backend.hpp"
-#include "devices.hpp"
-#include "export.hpp"
-#include "layout.hpp"
-#include "planner.hpp"
-#include "stream.hpp"
+#include "lib/backend.hpp"
+#include "lib/devices.hpp"
+#include "lib/export.hpp"
+#include "lib/layout.hpp"
+#include "lib/planner.hpp"
+#include "lib/stream.hpp"
 
 namespace abr {
 

@@ -1,4 +1,4 @@
-#include "shared_staging.hpp"
+#include "lib/shared_staging.hpp"
 
 namespace abr {
 namespace {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "staging.hpp"
+#include "lib/staging.hpp"
 
 namespace abr {
 

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "arraybridge/arraybridge.h"
-#include "storage.hpp"
+#include "lib/storage.hpp"
 
 namespace abr {
 

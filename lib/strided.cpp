@@ -1,4 +1,4 @@
-#include "strided.hpp"
+#include "lib/strided.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "text.hpp"
+#include "lib/text.hpp"
 
 #include <cstring>
 

@@ -1,11 +1,11 @@
-#include "api.hpp"
+#include "opencl/api.hpp"
 
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <mutex>
 
-#include "../lib/error.hpp"
+#include "lib/error.hpp"
 
 namespace abr::opencl {
 

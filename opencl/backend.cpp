@@ -1,15 +1,15 @@
-#include "backend.hpp"
+#include "opencl/backend.hpp"
 
 #include <algorithm>
 
-#include "../lib/devices.hpp"
-#include "../lib/error.hpp"
-#include "../lib/fault.hpp"
-#include "../lib/layout.hpp"
-#include "../lib/log.hpp"
-#include "memory.hpp"
-#include "queue_stream.hpp"
-#include "transfers.hpp"
+#include "lib/devices.hpp"
+#include "lib/error.hpp"
+#include "lib/fault.hpp"
+#include "lib/layout.hpp"
+#include "lib/log.hpp"
+#include "opencl/memory.hpp"
+#include "opencl/queue_stream.hpp"
+#include "opencl/transfers.hpp"
 
 namespace abr {
 

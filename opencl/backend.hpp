@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "../lib/backend.hpp"
-#include "context.hpp"
-#include "discovery.hpp"
+#include "lib/backend.hpp"
+#include "opencl/context.hpp"
+#include "opencl/discovery.hpp"
 
 namespace abr::opencl {
 

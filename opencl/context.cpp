@@ -1,11 +1,11 @@
-#include "context.hpp"
+#include "opencl/context.hpp"
 
 #include <string>
 
-#include "../lib/devices.hpp"
-#include "../lib/error.hpp"
-#include "../lib/fault.hpp"
-#include "../lib/log.hpp"
+#include "lib/devices.hpp"
+#include "lib/error.hpp"
+#include "lib/fault.hpp"
+#include "lib/log.hpp"
 
 namespace abr::opencl {
 

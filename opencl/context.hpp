@@ -10,7 +10,7 @@
 #include <string>
 
 #include "arraybridge/arraybridge.h"
-#include "ref.hpp"
+#include "opencl/ref.hpp"
 
 namespace abr::opencl {
 

@@ -1,4 +1,4 @@
-#include "discovery.hpp"
+#include "opencl/discovery.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "../lib/log.hpp"
-#include "../lib/text.hpp"
-#include "api.hpp"
+#include "lib/log.hpp"
+#include "lib/text.hpp"
+#include "opencl/api.hpp"
 
 namespace abr::opencl {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "../lib/backend_report.hpp"
-#include "api.hpp"
+#include "lib/backend_report.hpp"
+#include "opencl/api.hpp"
 
 namespace abr::opencl {
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <utility>
 
-#include "../lib/stream.hpp"
-#include "context.hpp"
+#include "lib/stream.hpp"
+#include "opencl/context.hpp"
 
 namespace abr::opencl {
 

@@ -1,12 +1,12 @@
-#include "kernels.hpp"
+#include "opencl/kernels.hpp"
 
 #include <fmt/format.h>
 
 #include <vector>
 
-#include "../lib/devices.hpp"
-#include "../lib/dtype.hpp"
-#include "../lib/error.hpp"
+#include "lib/devices.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
 
 namespace abr::opencl {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "../lib/strided.hpp"
-#include "context.hpp"
+#include "lib/strided.hpp"
+#include "opencl/context.hpp"
 
 namespace abr::opencl {
 

@@ -1,8 +1,8 @@
-#include "memory.hpp"
+#include "opencl/memory.hpp"
 
-#include "../lib/error.hpp"
-#include "../lib/fault.hpp"
-#include "../lib/log.hpp"
+#include "lib/error.hpp"
+#include "lib/fault.hpp"
+#include "lib/log.hpp"
 
 namespace abr::opencl {
 namespace {

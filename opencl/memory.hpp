@@ -3,9 +3,9 @@
 
 #include <memory>
 
-#include "../lib/layout.hpp"
-#include "../lib/storage.hpp"
-#include "context.hpp"
+#include "lib/layout.hpp"
+#include "lib/storage.hpp"
+#include "opencl/context.hpp"
 
 namespace abr::opencl {
 

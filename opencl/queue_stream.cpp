@@ -1,8 +1,8 @@
-#include "queue_stream.hpp"
+#include "opencl/queue_stream.hpp"
 
-#include "../lib/fault.hpp"
-#include "../lib/log.hpp"
-#include "event.hpp"
+#include "lib/fault.hpp"
+#include "lib/log.hpp"
+#include "opencl/event.hpp"
 
 namespace abr::opencl {
 QueueStream::QueueStream(std::shared_ptr<Context> context, Ref<cl_command_queue> queue)

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <utility>
 
-#include "../lib/stream.hpp"
-#include "context.hpp"
+#include "lib/stream.hpp"
+#include "opencl/context.hpp"
 
 namespace abr::opencl {
 

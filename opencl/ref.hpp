@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "api.hpp"
+#include "opencl/api.hpp"
 
 namespace abr::opencl {
 

@@ -1,6 +1,6 @@
-#include "staging.hpp"
+#include "opencl/staging.hpp"
 
-#include "../lib/log.hpp"
+#include "lib/log.hpp"
 
 namespace abr::opencl {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "../lib/staging.hpp"
-#include "context.hpp"
+#include "lib/staging.hpp"
+#include "opencl/context.hpp"
 
 namespace abr::opencl {
 

@@ -1,16 +1,16 @@
-#include "transfers.hpp"
+#include "opencl/transfers.hpp"
 
 #include <algorithm>
 
-#include "../lib/error.hpp"
-#include "../lib/dtype.hpp"
-#include "../lib/host_copy.hpp"
-#include "../lib/host_threads.hpp"
-#include "event.hpp"
-#include "kernels.hpp"
-#include "memory.hpp"
-#include "queue_stream.hpp"
-#include "staging.hpp"
+#include "lib/error.hpp"
+#include "lib/dtype.hpp"
+#include "lib/host_copy.hpp"
+#include "lib/host_threads.hpp"
+#include "opencl/event.hpp"
+#include "opencl/kernels.hpp"
+#include "opencl/memory.hpp"
+#include "opencl/queue_stream.hpp"
+#include "opencl/staging.hpp"
 
 namespace abr::opencl {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <memory>
 
-#include "../lib/layout.hpp"
-#include "../lib/pipeline.hpp"
-#include "../lib/planner.hpp"
-#include "../lib/stream.hpp"
+#include "lib/layout.hpp"
+#include "lib/pipeline.hpp"
+#include "lib/planner.hpp"
+#include "lib/stream.hpp"
 
 namespace abr::opencl {
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Runs every suite of `make test`, shows their output, and ends with one line
-# over all of them: "summary: N passed, M failed" (doctest cases, C checks, and
-# one each for script checks). Exits non-zero if anything failed.
+# Runs the suites of tests/suites.txt (all of them, or with "quick" only the quick
+# tier), shows their output, and ends with one line over all of them:
+# "summary: N passed, M failed" (doctest cases, C checks, and one each for script
+# checks). Exits non-zero if anything failed.
+#   tests/run_all.sh [build folder] [quick|full]
 set -u
 build=${1:-build}
+tier=${2:-full}
+case $tier in quick | full) ;; *) echo "run_all.sh: tier '$tier' is neither quick nor full" >&2; exit 2 ;; esac
 passed=0
 failed=0
 last_output=""  # the output of the last run, for figures worth repeating in the summary
@@ -41,32 +45,15 @@ run() {
   failed=$((failed + f))
 }
 
-run abi bash tests/abi/check_abi.sh "$build"/lib/libarraybridge.so.*.*.*
-run unit "$build"/bin/unit-tests
-run unit-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$build"/asan/bin/unit-tests
-run threads-tsan env TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$build"/tsan/bin/thread-tests
-run cuda-fake "$build"/bin/cuda-tests
-# Again with an H100 machine's 16 staging threads: more, smaller pieces per chunk.
-run cuda-fake-16-threads env ARRAYBRIDGE_STAGING_THREADS=16 "$build"/bin/cuda-tests
-run cuda-fake-tsan env TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" "$build"/tsan/bin/cuda-tests
-run cuda-fake-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$build"/asan/bin/cuda-tests
-run cuda-unavailable bash tests/cuda/unavailable.sh "$build"
-run c-abi "$build"/bin/c-abi-test
-run concurrent-create "$build"/bin/concurrent-create
-run c-asan-ubsan env ASAN_OPTIONS=detect_leaks=1 "$build"/asan/bin/abi_test
-run install bash tests/install/test_install.sh "$build"
-run rust bash tests/ffi/rust/run.sh "$build"
-run fuzz bash tests/fuzz/run.sh "$build" "${FUZZ_TEST_SECONDS:-30}"
-figures=$(printf '%s\n' "$last_output" | grep -E '^fuzz: [0-9?]+ executions' || echo "fuzz: no figures (see its log above)")
-run tools env BUILD="$build" .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/tools
-run python .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests/python
-# The same tests under memcheck, judging leaks and bad accesses in our native code.
-# Left out: the GIL test (memcheck runs one thread at a time) and the shutdown test
-# (its subprocesses run outside memcheck anyway).
-run python-valgrind .venv/bin/python tests/python/valgrind_native.py -k "not gil and not shutdown" tests/python
-
-# make gpu-check end to end, here against the fake driver (the GPU-only steps say why they skip).
-run gpu-check bash tools/gpu_check.sh --no-build "$build/gpu-check/ci"
+figures="fuzz: not run"
+while read -r name suite_tier command; do
+  case $name in '' | '#'*) continue ;; esac
+  [ "$tier" = full ] || [ "$suite_tier" = quick ] || continue
+  eval "run $name $command"
+  if [ "$name" = fuzz ]; then
+    figures=$(printf '%s\n' "$last_output" | grep -E '^fuzz: [0-9?]+ executions' || echo "fuzz: no figures (see its log above)")
+  fi
+done < tests/suites.txt
 
 echo "$figures"
 echo "summary: $passed passed, $failed failed"

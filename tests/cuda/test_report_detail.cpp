@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../../lib/text.hpp"
+#include "lib/text.hpp"
 #include "cuda_helpers.hpp"
 
 using namespace test;

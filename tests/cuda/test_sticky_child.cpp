@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "../../cuda/driver.hpp"
-#include "../../cuda/kernel_params.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/kernel_params.hpp"
 #include "cuda_helpers.hpp"
 
 extern "C" const unsigned char abr_cuda_fatbin[];

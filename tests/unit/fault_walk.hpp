@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../../lib/fault.hpp"
+#include "lib/fault.hpp"
 #include "helpers.hpp"
 
 namespace test {

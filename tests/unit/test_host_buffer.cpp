@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../../lib/export.hpp"
+#include "lib/export.hpp"
 
 TEST_CASE("HostBuffer: small buffers 256-byte aligned, large ones 2 MiB aligned (for huge pages), all writable") {
   for (std::size_t bytes : {std::size_t{0}, std::size_t{100}, abr::HostBuffer::kHugePageThreshold - 1,

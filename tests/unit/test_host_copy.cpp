@@ -5,7 +5,7 @@
 #include <limits>
 #include <random>
 
-#include "../../lib/host_cast.hpp"
+#include "lib/host_cast.hpp"
 #include "helpers.hpp"
 
 using namespace test;

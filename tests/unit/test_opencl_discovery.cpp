@@ -2,9 +2,9 @@
 // never skips), and the reports for a missing loader or a disabled backend.
 #include <cstring>
 
-#include "../../lib/error.hpp"
-#include "../../opencl/api.hpp"
-#include "../../opencl/discovery.hpp"
+#include "lib/error.hpp"
+#include "opencl/api.hpp"
+#include "opencl/discovery.hpp"
 #include "opencl_helpers.hpp"
 
 using namespace test;

@@ -7,10 +7,10 @@
 #include <limits>
 #include <string>
 
-#include "../../lib/dtype.hpp"
-#include "../../lib/error.hpp"
-#include "../../lib/runtime.hpp"
-#include "../../opencl/kernels.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
+#include "lib/runtime.hpp"
+#include "opencl/kernels.hpp"
 #include "opencl_helpers.hpp"
 
 using namespace test;

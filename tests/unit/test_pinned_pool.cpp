@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
-#include "../../lib/error.hpp"
-#include "../../lib/pinned_pool.hpp"
-#include "../../opencl/queue_stream.hpp"
-#include "../../opencl/staging.hpp"
+#include "lib/error.hpp"
+#include "lib/pinned_pool.hpp"
+#include "opencl/queue_stream.hpp"
+#include "opencl/staging.hpp"
 #include "opencl_helpers.hpp"
 
 using namespace test;

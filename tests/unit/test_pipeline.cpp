@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "../../lib/error.hpp"
-#include "../../lib/pipeline.hpp"
+#include "lib/error.hpp"
+#include "lib/pipeline.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "../../capi/struct_versions.hpp"
+#include "capi/struct_versions.hpp"
 #include "helpers.hpp"
 
 using namespace test;

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "../../cuda/driver.hpp"
+#include "cuda/driver.hpp"
 #include "bench.hpp"
 #include "opencl_raw.hpp"
 

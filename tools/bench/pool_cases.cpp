@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "../../lib/pinned_pool.hpp"
-#include "../../opencl/staging.hpp"
+#include "lib/pinned_pool.hpp"
+#include "opencl/staging.hpp"
 #include "bench.hpp"
 
 namespace bench {
