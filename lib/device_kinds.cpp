@@ -1,11 +1,11 @@
 #include "lib/device_kinds.hpp"
 
-#include <cctype>
 #include <cstdint>
 
 #include <fmt/format.h>
 
 #include "lib/error.hpp"
+#include "lib/text.hpp"
 
 namespace abr {
 namespace {
@@ -18,14 +18,6 @@ constexpr DeviceKind kKinds[] = {
     {kDLCUDAManaged, "cuda_managed", ABR_BACKEND_CUDA,   false,   true,  true,   false, false},
     {kDLOpenCL,      "opencl",       ABR_BACKEND_OPENCL, true,    false, false,  false, true},
 };
-
-std::string lowered_trimmed(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 
@@ -52,7 +44,7 @@ std::string device_string(DLDevice device) {
 }
 
 DLDevice parse_device(std::string_view text) {
-  const std::string clean = lowered_trimmed(text);
+  const std::string clean = normalized_name(text);
   const std::size_t colon = clean.find(':');
   const std::string name = clean.substr(0, colon);
   const DeviceKind* kind = nullptr;
@@ -62,15 +54,8 @@ DLDevice parse_device(std::string_view text) {
     fail(ABR_ERR_INVALID_ARGUMENT, "unknown device '{}'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed' or "
          "'opencl:N'", text);
   if (colon == std::string::npos) return {kind->type, 0};
-  const std::string digits = clean.substr(colon + 1);
-  int64_t id = 0;
-  for (char c : digits) {
-    if (!std::isdigit(static_cast<unsigned char>(c)) || (id = id * 10 + (c - '0')) > INT32_MAX) {
-      id = -1;
-      break;
-    }
-  }
-  if (digits.empty() || id < 0)
+  uint64_t id = 0;
+  if (!parse_decimal(std::string_view(clean).substr(colon + 1), INT32_MAX, &id))
     fail(ABR_ERR_INVALID_ARGUMENT, "bad device index in '{}'; expected a number from 0 to {} after ':'", text,
          INT32_MAX);
   if (!kind->numbered && id != 0)

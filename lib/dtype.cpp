@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "lib/error.hpp"
+#include "lib/text.hpp"
 
 namespace abr {
 namespace {
@@ -82,9 +83,7 @@ std::string dtype_name(DLDataType dtype) {
 }
 
 DLDataType parse_dtype(std::string_view text) {
-  std::string clean;
-  for (char c : text)
-    if (!std::isspace(static_cast<unsigned char>(c))) clean += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string clean = normalized_name(text);
   auto refuse = [&]() -> DLDataType {
     fail(ABR_ERR_INVALID_ARGUMENT, "unknown dtype '{}'; expected a name such as 'float32', 'uint8', 'bool', "
          "'bfloat16', 'complex64' or 'float8_e4m3fn', optionally with lanes ('float32x4')", text);
@@ -93,12 +92,8 @@ DLDataType parse_dtype(std::string_view text) {
   uint16_t lanes = 1;
   const std::size_t x = clean.rfind('x');
   if (x != std::string::npos && x > 0 && std::isdigit(static_cast<unsigned char>(clean[x - 1])) && x + 1 < clean.size()) {
-    unsigned long value = 0;
-    for (std::size_t i = x + 1; i < clean.size(); ++i) {
-      if (!std::isdigit(static_cast<unsigned char>(clean[i])) || (value = value * 10 + (clean[i] - '0')) > 0xFFFF)
-        return refuse();
-    }
-    if (value == 0) return refuse();
+    uint64_t value = 0;
+    if (!parse_decimal(std::string_view(clean).substr(x + 1), 0xFFFF, &value) || value == 0) return refuse();
     lanes = static_cast<uint16_t>(value);
     clean.resize(x);
   }
@@ -114,14 +109,9 @@ DLDataType parse_dtype(std::string_view text) {
       continue;
     }
     if (clean.size() <= prefix.size() || clean.compare(0, prefix.size(), prefix) != 0) continue;
-    unsigned bits = 0;
-    for (std::size_t i = prefix.size(); i < clean.size(); ++i) {
-      if (!std::isdigit(static_cast<unsigned char>(clean[i])) || (bits = bits * 10 + (clean[i] - '0')) > 255) {
-        bits = 0;
-        break;
-      }
-    }
-    if (bits) return {static_cast<uint8_t>(code), static_cast<uint8_t>(bits), lanes};
+    uint64_t bits = 0;
+    if (parse_decimal(std::string_view(clean).substr(prefix.size()), 255, &bits) && bits > 0)
+      return {static_cast<uint8_t>(code), static_cast<uint8_t>(bits), lanes};
   }
   return refuse();
 }

@@ -1,5 +1,6 @@
 #include "lib/text.hpp"
 
+#include <cctype>
 #include <cstring>
 
 namespace abr {
@@ -33,6 +34,27 @@ std::size_t fit_text(char* field, std::size_t capacity, std::string_view text) n
   }
   field[size] = '\0';
   return size;
+}
+
+std::string normalized_name(std::string_view text) {
+  auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool parse_decimal(std::string_view digits, std::uint64_t max, std::uint64_t* value) noexcept {
+  if (digits.empty()) return false;
+  std::uint64_t result = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+    result = result * 10 + static_cast<std::uint64_t>(c - '0');
+    if (result > max) return false;  // checked each digit, so it never wraps for max < 2^60
+  }
+  *value = result;
+  return true;
 }
 
 }  // namespace abr

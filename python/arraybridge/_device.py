@@ -4,6 +4,7 @@ from the runtime, which _core holds."""
 import enum
 from collections import namedtuple
 
+from ._errors import last_error_message
 from ._lib import _core, ffi, lib
 
 
@@ -17,7 +18,7 @@ class DLDeviceType(enum.IntEnum):
 
 
 def _library_error(context):
-    return ValueError(f"arraybridge: {ffi.string(lib.abr_last_error()).decode('utf-8', 'replace')}{context}")
+    return ValueError(f"arraybridge: {last_error_message()}{context}")
 
 
 def parse_device(device):

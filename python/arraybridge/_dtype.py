@@ -1,13 +1,14 @@
 """DLPack data types <-> names ("float32", "bool", "complex64"): the library's
 vocabulary (abr_dtype_parse/abr_dtype_format); only Python's own dtype objects
 are unwrapped here."""
+from ._errors import last_error_message
 from ._lib import ffi, lib
 
 
 def dtype_name(code, bits, lanes):
     name = ffi.new("char[]", lib.ABR_NAME_MAX)
     if lib.abr_dtype_format((code, bits, lanes), name, lib.ABR_NAME_MAX) != lib.ABR_OK:
-        raise ValueError(f"arraybridge: {ffi.string(lib.abr_last_error()).decode('utf-8', 'replace')}")
+        raise ValueError(f"arraybridge: {last_error_message()}")
     return ffi.string(name).decode()
 
 
@@ -24,6 +25,6 @@ def parse_dtype(dtype):
         name = name[len("torch."):]
     out = ffi.new("DLDataType*")
     if lib.abr_dtype_parse(name.encode("utf-8", "replace"), out) != lib.ABR_OK:
-        raise ValueError(f"arraybridge: {ffi.string(lib.abr_last_error()).decode('utf-8', 'replace')} "
+        raise ValueError(f"arraybridge: {last_error_message()} "
                          f"(from {dtype!r}), or a NumPy dtype, or a DLPack (code, bits, lanes) triple")
     return out.code, out.bits, out.lanes

@@ -61,6 +61,11 @@ _BY_STATUS = {
 }
 
 
+def last_error_message():
+    """The library's message for this thread's last failed call ("" when none)."""
+    return ffi.string(lib.abr_last_error()).decode("utf-8", "replace")
+
+
 def status_name(status):
     """The header's name of a status ("ABR_ERR_DLPACK_SHAPE")."""
     return ffi.string(lib.abr_status_string(status)).decode()

@@ -2,8 +2,8 @@
 import atexit
 import os
 
-from ._errors import class_for_status, status_name
-from ._lib import _core, ffi, lib
+from ._errors import class_for_status, last_error_message, status_name
+from ._lib import _core, lib
 
 
 def _disabled(name):
@@ -20,7 +20,7 @@ def runtime_flags():
 
 def error(status, context):
     """The exception for a failed call, carrying the runtime's message for this thread."""
-    message = ffi.string(lib.abr_last_error()).decode("utf-8", "replace")
+    message = last_error_message()
     name = status_name(status)
     return class_for_status(status)(f"{context}: {message}" if message else f"{context}: {name}", status, name)
 
