@@ -1,6 +1,8 @@
 # libarraybridge build. `make` builds the library and tools; `make test` runs the
 # whole suite; `make demo` shows this machine's devices and a quick benchmark.
-# Both test and demo install missing Debian packages first (tools/bootstrap.sh).
+# Both test and demo install missing Debian packages first (dev/bootstrap.sh).
+# Folders: lib/ cuda/ opencl/ capi/ the library, tools/ programs on its public API,
+# bench/ the benchmark (it measures internals too), dev/ scripts for this tree.
 
 # The version lives in the public header only; the soname and file names follow it.
 version_part = $(shell sed -n 's/^\#define ABR_VERSION_$(1) \([0-9]*\).*/\1/p' include/arraybridge/arraybridge.h)
@@ -29,14 +31,18 @@ CAPI_SRCS := $(wildcard capi/*.cpp)
 OPENCL_SRCS := $(wildcard opencl/*.cpp)
 CUDA_SRCS := $(wildcard cuda/*.cpp)
 CORE_SRCS := $(LIB_SRCS) $(OPENCL_SRCS) $(CUDA_SRCS) $(CAPI_SRCS)
-UNIT_SRCS := $(wildcard tests/unit/*.cpp)
+# The doctest suites, one folder per layer they test: core (planner, pipeline, pool,
+# host copies, the runtime on the CPU), opencl (on PoCL) and abi (the C boundary);
+# tests/support holds the shared main and helpers. tests/cuda builds its own program.
+UNIT_SRCS := $(wildcard tests/support/*.cpp tests/core/*.cpp tests/opencl/*.cpp tests/abi/*.cpp)
 
 # Before 1.0 every minor version may change the ABI, so it is part of the soname.
 VERSION_MINOR := $(call version_part,MINOR)
 SONAME := libarraybridge.so.$(if $(filter 0,$(VERSION_MAJOR)),0.$(VERSION_MINOR),$(VERSION_MAJOR))
 SHLIB := $(BUILD)/lib/libarraybridge.so.$(VERSION)
 STATIC := $(BUILD)/lib/libarraybridge_core.a
-TOOLS := $(BUILD)/bin/arraybridge-info $(BUILD)/bin/arraybridge-bench
+TOOLS := $(BUILD)/bin/arraybridge-info
+BENCH := $(BUILD)/bin/arraybridge-bench
 
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
@@ -53,12 +59,12 @@ endif
 ASAN_DIR := $(BUILD)/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all lib tools test check gpu-check test-cuda test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
+.PHONY: all lib tools bench test check gpu-check test-cuda test-unit test-tsan test-asan test-c test-abi test-install test-rust test-python python fuzz demo install uninstall clean bootstrap
 
-all: lib tools
+all: lib tools bench
 
 bootstrap:
-	@bash tools/bootstrap.sh
+	@bash dev/bootstrap.sh
 
 lib: $(SHLIB) $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libarraybridge.so $(BUILD)/lib/arraybridge.pc
 
@@ -108,9 +114,9 @@ $(STATIC): $(CORE_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # pkg-config files: the build tree's points here; `make install` writes its own.
-PC_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBDIR@|$(1)|g' -e 's|@INCLUDEDIR@|$(2)|g' tools/arraybridge.pc.in
+PC_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBDIR@|$(1)|g' -e 's|@INCLUDEDIR@|$(2)|g' capi/arraybridge.pc.in
 
-$(BUILD)/lib/arraybridge.pc: tools/arraybridge.pc.in Makefile
+$(BUILD)/lib/arraybridge.pc: capi/arraybridge.pc.in Makefile
 	@mkdir -p $(dir $@)
 	$(call say,GEN,$@)
 	$(Q)$(call PC_SED,$(abspath $(BUILD)/lib),$(abspath include)) > $@
@@ -124,11 +130,15 @@ $(BUILD)/bin/arraybridge-info: tools/info/arraybridge_info.c $(SHLIB) $(BUILD)/l
 	$(call say,LD,$@)
 	$(Q)$(CC) -std=c99 -O2 -Wall -Wextra -Iinclude $< -L$(BUILD)/lib -larraybridge -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
-BENCH_SRCS := $(wildcard tools/bench/*.cpp)
-# Linked with the static core: the pool cases measure the pool itself, which the
-# shared library does not export.
+# ---------------------------------------------------------------- benchmark
+
+bench: $(BENCH)
+
+BENCH_SRCS := $(wildcard bench/*.cpp)
+# Linked with the static core: the pool and host-copy cases measure internals
+# (the pinned pool, the staging threads) that the shared library does not export.
 BENCH_OBJS := $(BENCH_SRCS:%.cpp=$(BUILD)/obj/%.o)
-$(BUILD)/bin/arraybridge-bench: $(BENCH_OBJS) $(STATIC)
+$(BENCH): $(BENCH_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread -o $@ $(BENCH_OBJS) $(STATIC) -ldl -lOpenCL
@@ -182,13 +192,13 @@ $(ASAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(ASAN_C
 test-cuda: $(BUILD)/bin/cuda-tests
 	$(BUILD)/bin/cuda-tests
 
-$(BUILD)/bin/c-abi-test: tests/c/abi_test.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
+$(BUILD)/bin/c-abi-test: tests/abi/abi_test.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -o $@
 
-$(BUILD)/bin/concurrent-create: tests/c/concurrent_create.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
+$(BUILD)/bin/concurrent-create: tests/abi/concurrent_create.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) -std=c99 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD)/lib -larraybridge -pthread \
@@ -214,7 +224,7 @@ fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer
 # The C ABI program again, linked with the ASan + UBSan core (statically: that
 # build is not position-independent). concurrent_create is not: ASan's own thread
 # teardown fails a CHECK ("unable to unmap") on a PoCL thread there.
-$(ASAN_DIR)/bin/%: tests/c/%.c $(ASAN_CORE_OBJS)
+$(ASAN_DIR)/bin/%: tests/abi/%.c $(ASAN_CORE_OBJS)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) -std=c99 -Wall -Wextra -Iinclude $(ASAN_FLAGS) -g -c $< -o $@.o
@@ -225,8 +235,8 @@ $(ASAN_DIR)/bin/%: tests/c/%.c $(ASAN_CORE_OBJS)
 # many-thread test, concurrent runtime creation, the pipeline): all of the core, only those tests.
 TSAN_DIR := $(BUILD)/tsan
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
-TSAN_TESTS := tests/unit/main.cpp tests/unit/test_concurrency.cpp tests/unit/test_pinned_pool.cpp tests/unit/test_host_threads.cpp \
-              tests/unit/test_pipeline.cpp
+TSAN_TESTS := tests/support/main.cpp tests/core/test_concurrency.cpp tests/core/test_pinned_pool.cpp tests/core/test_host_threads.cpp \
+              tests/core/test_pipeline.cpp
 $(TSAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$@)
@@ -271,7 +281,7 @@ TEST_PROGRAMS := $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA)
 # Both run the suites of tests/suites.txt: `make test` all of them (what CI runs),
 # `make check` the quick tier (no sanitizers, fuzzing or valgrind).
 test: bootstrap
-	@bash tools/setup_python.sh test
+	@bash dev/setup_python.sh test
 	@$(MAKE) --no-print-directory -j$(JOBS) all $(TEST_PROGRAMS)
 	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD) full
@@ -279,16 +289,16 @@ test: bootstrap
 QUICK_TEST_PROGRAMS := $(BUILD)/bin/unit-tests $(BUILD)/bin/cuda-tests $(FAKE_CUDA) $(BUILD)/bin/c-abi-test \
   $(BUILD)/bin/concurrent-create
 check: bootstrap
-	@bash tools/setup_python.sh test
+	@bash dev/setup_python.sh test
 	@$(MAKE) --no-print-directory -j$(JOBS) all $(QUICK_TEST_PROGRAMS)
 	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD) quick
 
-# Everything a GPU machine can tell us (tools/gpu_check.sh): real-driver CUDA tests,
+# Everything a GPU machine can tell us (dev/gpu_check.sh): real-driver CUDA tests,
 # compute-sanitizer, every OpenCL driver, the Python suite and the CUDA benchmark,
 # in one dated folder with a summary. Without a GPU it runs on the fake, saying so.
 gpu-check: all $(BUILD)/bin/cuda-tests $(BUILD)/bin/unit-tests
-	bash tools/gpu_check.sh --no-build
+	bash dev/gpu_check.sh --no-build
 
 test-unit: $(BUILD)/bin/unit-tests
 	$(BUILD)/bin/unit-tests
@@ -315,7 +325,7 @@ test-rust: lib
 PY_STAMP := $(BUILD)/python.stamp
 python: $(PY_STAMP)
 $(PY_STAMP): $(wildcard python/*.py python/*.toml python/arraybridge/* python/arraybridge/_core/*) $(SHLIB) $(BUILD)/lib/libarraybridge.so
-	@bash tools/setup_python.sh demo
+	@bash dev/setup_python.sh demo
 	@echo "  PIP   python/ (the arraybridge package, into .venv)"
 	$(Q)ARRAYBRIDGE_BUILD=$(abspath $(BUILD)) .venv/bin/python -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation --no-deps --force-reinstall ./python
@@ -327,7 +337,7 @@ test-python: python
 # ---------------------------------------------------------------- demo
 
 demo: bootstrap
-	@bash tools/setup_python.sh demo
+	@bash dev/setup_python.sh demo
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory python
 	@echo
@@ -345,7 +355,7 @@ install: all
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libarraybridge.so
 	$(call say,GEN,$@)
 	$(Q)$(call PC_SED,$(PREFIX)/lib,$(PREFIX)/include) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/arraybridge.pc
-	for t in $(TOOLS); do install -m 755 $$t $(DESTDIR)$(PREFIX)/bin/; done
+	for t in $(TOOLS) $(BENCH); do install -m 755 $$t $(DESTDIR)$(PREFIX)/bin/; done
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/arraybridge

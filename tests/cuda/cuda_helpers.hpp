@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../unit/helpers.hpp"
+#include "tests/support/helpers.hpp"
 
 // A driver entry point's exported name: cuda.h maps names to their ABI version
 // (cuMemAlloc -> cuMemAlloc_v2), so the name is expanded before it is quoted.

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cuda_helpers.hpp"
+#include "tests/cuda/cuda_helpers.hpp"
 
 int sticky_child_main();  // test_sticky_child.cpp: the child's side of that test
 

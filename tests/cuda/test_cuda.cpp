@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "../unit/fault_walk.hpp"
-#include "cuda_helpers.hpp"
+#include "tests/support/fault_walk.hpp"
+#include "tests/cuda/cuda_helpers.hpp"
 
 using namespace test;
 

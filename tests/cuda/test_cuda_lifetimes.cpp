@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuda_helpers.hpp"
+#include "tests/cuda/cuda_helpers.hpp"
 
 using namespace test;
 

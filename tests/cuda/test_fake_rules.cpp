@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_helpers.hpp"
+#include "tests/cuda/cuda_helpers.hpp"
 
 using namespace test;
 

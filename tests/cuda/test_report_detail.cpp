@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lib/text.hpp"
-#include "cuda_helpers.hpp"
+#include "tests/cuda/cuda_helpers.hpp"
 
 using namespace test;
 

@@ -15,7 +15,7 @@
 
 #include "cuda/driver.hpp"
 #include "cuda/kernel_params.hpp"
-#include "cuda_helpers.hpp"
+#include "tests/cuda/cuda_helpers.hpp"
 
 extern "C" const unsigned char abr_cuda_fatbin[];
 extern char** environ;

@@ -1,6 +1,6 @@
 """The command-line tools as a user meets them: arraybridge-info and arraybridge-bench
 answer bad input at once with a named error and rc 2, --help on stdout with rc 0; the
-bench's table fits 100 columns and shows progress only on a terminal; plot_bench.py
+bench's table fits 100 columns and shows progress only on a terminal; bench/plot.py
 says in one line what is wrong with its input.
 
 Run by `make test` (tests/run_all.sh) with BUILD set to the build directory."""
@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = (ROOT / os.environ.get("BUILD", "build")).resolve()  # relative to the checkout, as make passes it
 BENCH = str(BUILD / "bin" / "arraybridge-bench")
 INFO = str(BUILD / "bin" / "arraybridge-info")
-PLOT = str(ROOT / "tools" / "plot_bench.py")
+PLOT = str(ROOT / "bench" / "plot.py")
 
 
 def run(*args, **kwargs):
@@ -130,7 +130,7 @@ def test_progress_on_a_terminal_counts_rows_and_is_cleared(tmp_path):
     assert "\r" not in stdout
 
 
-def test_plot_bench_says_in_one_line_what_is_wrong(tmp_path):
+def test_plot_says_in_one_line_what_is_wrong(tmp_path):
     missing = run(sys.executable, PLOT, str(tmp_path / "none.json"), str(tmp_path / "p.png"))
     assert missing.returncode == 1
     assert missing.stderr.strip().count("\n") == 0 and "cannot read" in missing.stderr
@@ -145,7 +145,7 @@ def test_plot_bench_says_in_one_line_what_is_wrong(tmp_path):
     assert "Traceback" not in incomplete.stderr and "is not arraybridge-bench --json output" in incomplete.stderr
 
 
-def test_plot_bench_draws_per_call_cases_too(tmp_path):
+def test_plot_draws_per_call_cases_too(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "r.json"
     result = run(BENCH, "--sizes", "4K", "--reps", "1", "--case", "o", "--json", str(out))

@@ -1,5 +1,5 @@
 // The hand-written declarations must match the C layout byte for byte: the same
-// sizes and offsets tests/unit/test_abi_layout.cpp pins on the C side.
+// sizes and offsets tests/abi/test_abi_layout.cpp pins on the C side.
 use arraybridge::sys::*;
 use std::mem::{size_of, MaybeUninit};
 

@@ -1,0 +1,108 @@
+// What arraybridge-bench can measure, in one table: each case's short name (what the
+// table prints and --case matches), where it runs, and its target; each baseline's
+// short label (a table column) and what it is. The legend under the table and the
+// up-front checks of --case and --device read these tables, so a case that is not
+// here cannot be reported.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <thread>
+
+#include "bench/bench.hpp"
+
+namespace bench {
+namespace {
+
+// PERFORMANCE.md's targets, as ratios against the named baseline.
+const CaseInfo kCases[] = {
+    {"host copy", Where::Cpu, true, "memcpy >= 0.9x"},
+    {"to_device new buffer", Where::Cpu, true, ""},
+    {"transpose pack", Where::Cpu, true, "numpy >= 2x"},
+    {"step-2 slice pack", Where::Cpu, true, "numpy >= 1x"},
+    {"negative-stride pack", Where::Cpu, true, ""},
+    {"zero-copy round trip", Where::Cpu, false, ""},
+    {"H2D existing buffer", Where::OpenCl, true, "memcpy >= 0.9x on a CPU device"},
+    {"D2H existing buffer", Where::OpenCl, true, "memcpy >= 0.9x on a CPU device"},
+    {"H2D new buffer", Where::OpenCl, true, ""},
+    {"wrap host memory", Where::OpenClSharing, true, "the same time at every size (zero-copy)"},
+    {"transpose kernel", Where::OpenCl, true, ""},
+    {"from another context", Where::OpenCl, true, ""},
+    {"pool hit", Where::OpenCl, true, "<= 1 us"},
+    {"pool miss", Where::OpenCl, true, ""},
+    {"H2D pinned", Where::Cuda, true, "cuPinned >= 0.95x"},
+    {"H2D pageable", Where::Cuda, true, "cuPage >= 3x and cuPinned >= 0.6x (64 MiB+, 16+ cores)"},
+    {"D2H pageable", Where::Cuda, true, "cuPage >= 2.5x (64 MiB+, 16+ cores)"},
+    {"D2D", Where::Cuda, true, "cuD2D >= 0.9x"},
+    {"staging copy sweep", Where::Cpu, false, "scales with the cores", true},
+    {"H2D pageable sweep", Where::Cuda, false, "scales with the threads up to the link", true},
+    {"D2H pageable sweep", Where::Cuda, false, "scales with the threads up to the link", true},
+    {"CUDA -> OpenCL", Where::Cuda, true, "cuPinned >= 0.5x (one GPU, NVIDIA's OpenCL)"},
+    {"OpenCL -> CUDA", Where::Cuda, true, "cuPinned >= 0.5x (one GPU, NVIDIA's OpenCL)"},
+    {"python round trip", Where::Cpu, false, ""},
+    {"py H2D existing", Where::Cuda, true, ""},
+    {"py D2H existing", Where::Cuda, true, "torch >= 2x (64 MiB+, 16+ cores)"},
+    {"py H2D new buffer", Where::Cuda, true, ""},
+    {"py D2H new buffer", Where::Cuda, true, "torch >= 4x (64 MiB+, 16+ cores)"},
+};
+
+const BaselineInfo kBaselines[] = {
+    {"memcpy", "memcpy of the same bytes"},
+    {"malloc+cp", "malloc + memcpy + free of the same bytes"},
+    {"malloc", "malloc + free of the same size"},
+    {"numpy", "NumPy's ascontiguousarray of the same view"},
+    {"clWrite", "clEnqueueWriteBuffer from the same host memory"},
+    {"clRead", "clEnqueueReadBuffer into the same host memory"},
+    {"clCreate", "clCreateBuffer + clEnqueueWriteBuffer + release"},
+    {"clUseHost", "clCreateBuffer(CL_MEM_USE_HOST_PTR) + release"},
+    {"clCopy", "clEnqueueCopyBuffer of the same bytes, contiguous"},
+    {"naive", "a blocking read to pageable host memory, then a blocking write"},
+    {"clPin", "a raw CL_MEM_ALLOC_HOST_PTR buffer, mapped, then released"},
+    {"cuPinned", "cuMemcpyHtoD from page-locked memory (the link's ceiling)"},
+    {"cuPage", "cuMemcpyHtoD / cuMemcpyDtoH with the same pageable memory"},
+    {"cuD2D", "cuMemcpyDtoD of the same bytes"},
+    {"np.dlpack", "np.from_dlpack alone on the same array"},
+    {"torch", "torch doing the same (copy_, .cuda(), .cpu()) on the same arrays"},
+    {"cupy", "CuPy doing the same (set, get, asarray, asnumpy) on the same arrays"},
+};
+
+}  // namespace
+
+const CaseInfo* find_case(const std::string& name) {
+  for (const CaseInfo& c : kCases)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+const BaselineInfo& baseline_info(const std::string& label) {
+  for (const BaselineInfo& b : kBaselines)
+    if (label == b.label) return b;
+  std::fprintf(stderr, "arraybridge-bench: internal error: baseline '%s' is not in the catalog\n", label.c_str());
+  std::abort();
+}
+
+std::vector<const CaseInfo*> all_cases() {
+  std::vector<const CaseInfo*> out;
+  for (const CaseInfo& c : kCases) out.push_back(&c);
+  return out;
+}
+
+std::vector<unsigned> sweep_threads() {
+  const unsigned cores = std::min(std::max(1u, std::thread::hardware_concurrency()), 16u);
+  std::vector<unsigned> counts;
+  for (unsigned t = 1; t < cores; t *= 2) counts.push_back(t);
+  counts.push_back(cores);
+  return counts;
+}
+
+uint64_t largest_size(const Options& options) {
+  uint64_t largest = 0;
+  for (uint64_t s : options.sizes) largest = std::max(largest, s);
+  return largest;
+}
+
+Baseline baseline(const char* label, double seconds, std::string note) {
+  return {label, baseline_info(label).name, seconds, std::move(note)};
+}
+
+}  // namespace bench

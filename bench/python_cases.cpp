@@ -1,0 +1,172 @@
+// The Python package's cases, each timed by one Python in one run:
+//  - its cost: numpy -> arraybridge.to_device("cpu") -> np.from_dlpack, a zero-copy
+//    round trip through the runtime, beside np.from_dlpack alone on the same array;
+//  - staged copies between NumPy and cuda:0 as Python users write them, beside
+//    torch and CuPy doing the same on the same arrays (where they are installed).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "bench/bench.hpp"
+
+namespace bench {
+namespace {
+
+// Every script's start: NumPy and the package, or "missing: <what>" and exit.
+#define ABR_BENCH_PYTHON_IMPORTS \
+  "import math, sys, time\n" \
+  "try:\n" \
+  "    import numpy as np\n" \
+  "except ImportError:\n" \
+  "    print(f\"missing: NumPy is not installed for {sys.executable}\"); sys.exit(0)\n" \
+  "try:\n" \
+  "    import arraybridge as ab\n" \
+  "except ImportError as error:\n" \
+  "    print(f\"missing: the arraybridge package is not installed for {sys.executable} ({error})\"); sys.exit(0)\n"
+
+// Prints "<round trip seconds> <np.from_dlpack seconds>" per call (medians of
+// batches), or "missing: <what>".
+const char* kScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+reps, warm, calls = int(sys.argv[1]), int(sys.argv[2]), 20000
+a = np.ones(1024, dtype=np.float32)
+def median(fn):
+    for _ in range(warm):
+        fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter(); fn(); times.append((time.perf_counter() - t) / calls)
+    return sorted(times)[len(times) // 2]
+def ours():
+    for _ in range(calls):
+        np.from_dlpack(ab.to_device(a, "cpu"))
+def base():
+    for _ in range(calls):
+        np.from_dlpack(a)
+assert ab.to_device(a, "cpu").report.path == "zero_copy"
+print(median(ours), median(base))
+)PY";
+
+// Prints "<case>|<bytes>|<ours>|<torch>|<cupy>" per case and size (seconds, nan for
+// a peer that is missing), or "missing: <what>".
+const char* kStagingScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+try:
+    import torch
+    torch = torch if torch.cuda.is_available() else None
+except ImportError:
+    torch = None
+try:
+    import cupy
+    cupy = cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+except Exception:
+    cupy = None
+if torch is None and cupy is None:
+    print(f"missing: neither torch nor CuPy with a GPU is installed for {sys.executable}"); sys.exit(0)
+reps, warm = int(sys.argv[1]), int(sys.argv[2])
+def sync():
+    torch.cuda.synchronize() if torch is not None else cupy.cuda.runtime.deviceSynchronize()
+def median(fn):
+    if fn is None:
+        return math.nan
+    for _ in range(warm):
+        fn(); sync()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter(); fn(); sync(); times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
+for n in (int(s) for s in sys.argv[3].split(",")):
+    a = np.ones(n, dtype=np.uint8)
+    out = np.zeros(n, dtype=np.uint8)
+    td = torch.zeros(n, dtype=torch.uint8, device="cuda:0") if torch is not None else None
+    cd = cupy.zeros(n, dtype=cupy.uint8) if cupy is not None else None
+    device = td if td is not None else cd  # what arraybridge copies to and from: a peer's own array
+    cases = {
+        "py H2D existing": (lambda: ab.copy(a, device), td is not None and (lambda: td.copy_(torch.from_numpy(a))),
+                            cd is not None and (lambda: cd.set(a))),
+        "py D2H existing": (lambda: ab.copy(device, out), td is not None and (lambda: torch.from_numpy(out).copy_(td)),
+                            cd is not None and (lambda: cd.get(out=out))),
+        "py H2D new buffer": (lambda: ab.to_device(a, "cuda:0"), td is not None and (lambda: torch.from_numpy(a).cuda()),
+                              cd is not None and (lambda: cupy.asarray(a))),
+        "py D2H new buffer": (lambda: np.from_dlpack(ab.to_device(device, "cpu")), td is not None and (lambda: td.cpu()),
+                              cd is not None and (lambda: cupy.asnumpy(cd))),
+    }
+    for case, (ours, by_torch, by_cupy) in cases.items():
+        if case not in sys.argv[4].split(","):
+            continue
+        times = [median(ours), median(by_torch or None), median(by_cupy or None)]
+        print(f"{case}|{n}|" + "|".join(repr(t) for t in times), flush=True)
+    del td, cd, device
+)PY";
+
+// Inside a checkout (run from its root, as `make demo` does) `make python` builds the
+// package; elsewhere the advice is the package's own install.
+std::string install_hint() {
+  if (access("python/arraybridge/__init__.py", R_OK) == 0 && access("Makefile", R_OK) == 0)
+    return "; `make python` builds it into .venv";
+  return "; install it with `pip install ./python` from a libarraybridge checkout";
+}
+
+}  // namespace
+
+void run_python_staging_cases(const Options& options, const Report& report) {
+  const char* const names[] = {"py H2D existing", "py D2H existing", "py H2D new buffer", "py D2H new buffer"};
+  std::string chosen;
+  for (const char* name : names)
+    if (selected(options, name)) chosen += (chosen.empty() ? "" : ",") + std::string(name);
+  const DLDevice cuda0{kDLCUDA, 0};
+  if (chosen.empty() || !device_selected(options, cuda0)) return;
+  progress("cuda:0 from Python", 0);
+  std::string sizes, error;
+  for (uint64_t size : options.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(size);
+  const std::string output = run_python(options, kStagingScript,
+                                        std::to_string(options.repetitions) + " " + std::to_string(options.warmup) +
+                                            " " + sizes + " '" + chosen + "'",
+                                        &error);
+  int rows = 0;
+  for (std::size_t start = 0; start < output.size();) {
+    const std::size_t end = std::min(output.find('\n', start), output.size());
+    const std::string line = output.substr(start, end - start);
+    start = end + 1;
+    char name[32] = {};
+    unsigned long long bytes = 0;
+    double ours = 0, torch = 0, cupy = 0;
+    if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf|%lf", name, &bytes, &ours, &torch, &cupy) != 5) continue;
+    Result r{name, "cuda:0", bytes};
+    r.seconds = ours;
+    r.baselines.push_back(baseline("torch", std::isnan(torch) ? 0 : torch, "torch with CUDA is not installed"));
+    r.baselines.push_back(baseline("cupy", std::isnan(cupy) ? 0 : cupy, "CuPy with a GPU is not installed"));
+    report(r);
+    ++rows;
+  }
+  if (rows == 0) {
+    std::string why = error.empty() ? output.substr(0, output.find('\n')) : error;
+    if (why.rfind("missing: ", 0) == 0) why = why.substr(9);
+    if (why.find("arraybridge package") != std::string::npos) why += install_hint();
+    note("Python staging cases not measured: " + why);
+  }
+}
+
+void run_python_cases(const Options& options, const Report& report) {
+  const char* name = "python round trip";
+  if (!selected(options, name) || !device_selected(options, {kDLCPU, 0})) return;
+  progress("python", 0);
+  Result r{name, "cpu", 0};
+  r.unit = "ns";
+  Baseline alone = baseline("np.dlpack", 0);
+  const std::string output =
+      run_python(options, kScript, std::to_string(options.repetitions) + " " + std::to_string(options.warmup),
+                 &alone.note);
+  if (std::sscanf(output.c_str(), "%lf %lf", &r.seconds, &alone.seconds) != 2) {
+    if (alone.note.empty()) alone.note = output.substr(0, output.find('\n'));
+    if (alone.note.rfind("missing: ", 0) == 0) alone.note = alone.note.substr(9);
+    if (alone.note.find("arraybridge package") != std::string::npos) alone.note += install_hint();
+    note("python round trip not measured: " + alone.note);
+    progress_row_done(row_weight(0));
+    return;
+  }
+  r.baselines.push_back(alone);
+  report(r);
+}
+
+}  // namespace bench

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# `make gpu-check`: everything a GPU machine can tell us, in one dated folder.
+#
+#   dev/gpu_check.sh [--no-build] [OUT_DIR]
+#
+# Steps (each logged to OUT_DIR/<step>.txt, judged in OUT_DIR/summary.txt):
+#   machine       date, commit, CPU, cores, GPU, NVIDIA driver, CUDA, nvcc, OpenCL ICDs
+#   build         the library, tests and tools (left out with --no-build)
+#   cuda-tests    on the real driver when one loads, else on the fake (saying so)
+#   memcheck, racecheck, synccheck, initcheck
+#                 compute-sanitizer over cuda-tests (memcheck with leak checking and
+#                 stream-ordered race tracking); need a GPU and compute-sanitizer
+#   unit-tests    with every OpenCL driver registered here (PoCL, NVIDIA's, ...)
+#   python        the Python suite (torch, CuPy and JAX where installed)
+#   bench-cuda    arraybridge-bench --device cuda, JSON with device, driver, CUDA, CPU,
+#                 cores and commit; on the fake only a smoke run (its timings mean nothing)
+# Without a GPU it runs end to end against the fake driver and marks each step that
+# needs real hardware SKIPPED with the reason. Exits non-zero if any step FAILED.
+set -u
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+do_build=1
+if [ "${1:-}" = "--no-build" ]; then do_build=0; shift; fi
+
+python=${PYTHON:-}
+[ -z "$python" ] && { [ -x .venv/bin/python ] && python=.venv/bin/python || python=python3; }
+commit=${ARRAYBRIDGE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)}
+export ARRAYBRIDGE_COMMIT=$commit
+
+# A real driver: libcuda.so.1 loads and reports at least one device.
+real_gpu=0
+gpu_name=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  [ -n "$gpu_name" ] && real_gpu=1
+fi
+slug=$(printf '%s' "${gpu_name:-no-gpu}" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
+out=${1:-$([ $real_gpu = 1 ] && echo "bench/results/$(date +%F)-gpu-check-$slug" || echo "$build/gpu-check/$(date +%F)-$slug")}
+mkdir -p "$out"
+summary=$out/summary.txt
+: > "$summary"
+failed=0
+
+note() { printf '%s\n' "$*" | tee -a "$summary"; }
+# step NAME COMMAND...: runs it, logs to NAME.txt, notes PASSED/FAILED with the time
+# taken (and, when it failed, its last line).
+step() {
+  local name=$1 start rc
+  shift
+  start=$(date +%s)
+  "$@" > "$out/$name.txt" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    note "$(printf '%-12s PASSED  (%ss)' "$name" $(($(date +%s) - start)))"
+  else
+    note "$(printf '%-12s FAILED  rc=%s (%ss), see %s.txt: %s' "$name" $rc $(($(date +%s) - start)) "$name" "$(grep -v "^[[:space:]]*$" "$out/$name.txt" | tail -1 | cut -c1-100)")"
+    failed=$((failed + 1))
+  fi
+}
+skip() { note "$(printf '%-12s SKIPPED %s' "$1" "$2")"; }
+
+{
+  echo "date:    $(date -u +%FT%TZ)"
+  echo "commit:  $commit"
+  echo "cpu:     $(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -1)"
+  echo "cores:   $(nproc)"
+  echo "gpu:     ${gpu_name:-none (no nvidia-smi, or it lists no GPU)}"
+  echo "nvidia:  $(head -1 /proc/driver/nvidia/version 2>/dev/null || echo 'no NVIDIA kernel driver')"
+  echo "nvcc:    $( (command -v nvcc >/dev/null && nvcc --version | tail -2 | head -1) || echo 'not found')"
+  echo "opencl:  $(ls /etc/OpenCL/vendors/ 2>/dev/null | tr '\n' ' ')"
+  echo "python:  $($python --version 2>&1)"
+} > "$out/machine.txt"
+note "gpu-check $(date +%F) in $out"
+sed 's/^/  /' "$out/machine.txt" | tee -a "$summary"
+
+if [ $do_build = 1 ]; then
+  step build make -j"$(nproc)" all "$build/bin/cuda-tests" "$build/bin/unit-tests"
+else
+  skip build "--no-build: using the binaries in $build"
+fi
+[ -x "$build/bin/arraybridge-info" ] && "$build/bin/arraybridge-info" > "$out/arraybridge-info.txt" 2>&1
+
+if [ $real_gpu = 1 ]; then
+  step cuda-tests env ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1 "$build/bin/cuda-tests"
+  if command -v compute-sanitizer >/dev/null 2>&1; then
+    # The sticky-error tests fault on purpose; every other test runs under each tool.
+    sanitize() {
+      compute-sanitizer --tool "$1" "${@:2}" --error-exitcode 1 \
+        env ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1 "$build/bin/cuda-tests" -tce="*sticky*"
+    }
+    step memcheck sanitize memcheck --leak-check full --track-stream-ordered-races all
+    step racecheck sanitize racecheck
+    step synccheck sanitize synccheck
+    step initcheck sanitize initcheck
+  else
+    for tool in memcheck racecheck synccheck initcheck; do skip $tool "compute-sanitizer is not on PATH"; done
+  fi
+else
+  step cuda-tests "$build/bin/cuda-tests"  # no ARRAYBRIDGE_CUDA_LIBRARY: the fake driver
+  note "             (no GPU: cuda-tests ran against the fake driver, tests/cuda/fake_driver.cpp)"
+  for tool in memcheck racecheck synccheck initcheck; do skip $tool "no GPU: compute-sanitizer needs real hardware"; done
+fi
+
+step unit-tests "$build/bin/unit-tests"
+step python "$python" -m pytest -q -rs -p no:cacheprovider tests/python
+
+if [ $real_gpu = 1 ]; then
+  step bench-cuda "$build/bin/arraybridge-bench" --device cuda --json "$out/bench-cuda.json"
+else
+  step bench-cuda env ARRAYBRIDGE_CUDA_LIBRARY="$PWD/$build/fake-cuda/libcuda.so.1" \
+    "$build/bin/arraybridge-bench" --device cuda --sizes 1M --reps 1 --json "$out/bench-cuda.json"
+  note "             (no GPU: a smoke run on the fake driver; its timings mean nothing)"
+fi
+
+note "gpu-check: $failed step(s) failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,129 @@
+// Status names, the per-thread error text, version and logging.
+#include <thread>
+
+#include "tests/support/helpers.hpp"
+
+using namespace test;
+
+TEST_CASE("every status has a static name") {
+  const abr_status all[] = {ABR_OK, ABR_ERR_INVALID_ARGUMENT, ABR_ERR_UNSUPPORTED, ABR_ERR_INTERNAL,
+                            ABR_ERR_OUT_OF_MEMORY, ABR_ERR_NO_DEVICE, ABR_ERR_DEVICE_LOST, ABR_ERR_BACKEND,
+                            ABR_ERR_BACKEND_UNAVAILABLE, ABR_ERR_COPY_REQUIRED, ABR_ERR_READ_ONLY,
+                            ABR_ERR_SHAPE_MISMATCH, ABR_ERR_DLPACK_VERSION, ABR_ERR_DLPACK_NDIM, ABR_ERR_DLPACK_SHAPE,
+                            ABR_ERR_DLPACK_STRIDES, ABR_ERR_DLPACK_OVERFLOW, ABR_ERR_DLPACK_DATA,
+                            ABR_ERR_DLPACK_DTYPE, ABR_ERR_DLPACK_DEVICE, ABR_ERR_DLPACK_FLAGS};
+  for (abr_status s : all) CHECK(std::string(abr_status_string(s)).rfind("ABR_", 0) == 0);
+  CHECK(std::string(abr_status_string(ABR_ERR_DLPACK_SHAPE)) == "ABR_ERR_DLPACK_SHAPE");
+  CHECK(std::string(abr_status_string(-12345)) == "ABR_UNKNOWN_STATUS");
+}
+
+TEST_CASE("the version macros match the library") {
+  CHECK(abr_version_number() == ABR_VERSION_NUMBER);
+  CHECK(std::string(abr_version_string()) ==
+        std::to_string(ABR_VERSION_MAJOR) + "." + std::to_string(ABR_VERSION_MINOR) + "." +
+            std::to_string(ABR_VERSION_PATCH));
+}
+
+TEST_CASE("error text belongs to the thread whose call failed") {
+  Runtime rt;
+  abr_clear_error();
+  CHECK(std::string(abr_last_error()).empty());
+  CHECK(abr_last_error_status() == ABR_OK);
+  float data[2] = {};
+  Managed m(data, f32, {2});
+  m.tensor().ndim = -7;
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE(abr_to_device(rt, &m.managed, cpu, nullptr, nullptr, &out) == ABR_ERR_DLPACK_NDIM);
+  std::string other_before, other_after;
+  std::thread([&] {
+    other_before = abr_last_error();
+    int32_t count = 0;
+    abr_device_count(nullptr, &count);
+    other_after = abr_last_error();
+  }).join();
+  CHECK(other_before.empty());
+  CHECK(other_after.find("runtime is NULL") != std::string::npos);
+  CHECK(error_mentions("ndim = -7"));  // this thread's message is unchanged
+  // A later success does not erase the last failure; abr_clear_error does.
+  m.tensor().ndim = 1;
+  REQUIRE(abr_to_device(rt, &m.managed, cpu, nullptr, nullptr, &out) == ABR_OK);
+  CHECK(error_mentions("ndim = -7"));
+  out->deleter(out);
+  abr_clear_error();
+  CHECK(std::string(abr_last_error()).empty());
+}
+
+namespace {
+struct Captured {
+  std::vector<std::pair<abr_log_level, std::string>> records;
+};
+void capture(abr_log_level level, const char* message, void* user) {
+  static_cast<Captured*>(user)->records.emplace_back(level, message);
+}
+}  // namespace
+
+TEST_CASE("log records reach the callback at or above the level") {
+  Runtime rt;
+  Captured captured;
+  const abr_log_level before = abr_log_get_level();
+  REQUIRE(abr_log_set_callback(capture, &captured) == ABR_OK);
+  REQUIRE(abr_log_set_level(ABR_LOG_DEBUG) == ABR_OK);
+  float data[2] = {};
+  Managed m(data, f32, {2});
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE(abr_to_device(rt, &m.managed, cpu, nullptr, nullptr, &out) == ABR_OK);
+  out->deleter(out);
+  REQUIRE(!captured.records.empty());
+  CHECK(captured.records.back().first == ABR_LOG_DEBUG);
+  CHECK(captured.records.back().second.find("zero_copy") != std::string::npos);
+  captured.records.clear();
+  REQUIRE(abr_log_set_level(ABR_LOG_WARN) == ABR_OK);
+  Managed again(data, f32, {2});
+  REQUIRE(abr_to_device(rt, &again.managed, cpu, nullptr, nullptr, &out) == ABR_OK);
+  out->deleter(out);
+  CHECK(captured.records.empty());
+  CHECK(abr_log_set_level(static_cast<abr_log_level>(42)) == ABR_ERR_INVALID_ARGUMENT);
+  REQUIRE(abr_log_set_callback(nullptr, nullptr) == ABR_OK);
+  abr_log_set_level(before);
+}
+
+TEST_CASE("devices: the CPU first, backends say why they are absent") {
+  Runtime rt;
+  int32_t count = 0;
+  REQUIRE(abr_device_count(rt, &count) == ABR_OK);
+  REQUIRE(count >= 1);
+  struct abr_device_info info = ABR_DEVICE_INFO_INIT;
+  REQUIRE(abr_device_info(rt, 0, &info) == ABR_OK);
+  CHECK(info.device.device_type == kDLCPU);
+  CHECK(info.backend == ABR_BACKEND_HOST);
+  CHECK((info.flags & ABR_DEVICE_SHARES_HOST_MEMORY) != 0);
+  CHECK(info.memory_bytes > 0);
+  CHECK(abr_device_info(rt, count, &info) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("out of range"));
+  struct abr_backend_info backend = ABR_BACKEND_INFO_INIT;
+  REQUIRE(abr_backend_info(rt, ABR_BACKEND_HOST, &backend) == ABR_OK);
+  CHECK(backend.available == 1);
+  REQUIRE(abr_backend_info(rt, ABR_BACKEND_CUDA, &backend) == ABR_OK);
+  if (!backend.available) CHECK(std::string(backend.detail).find("CUDA unavailable") == 0);
+  CHECK(abr_backend_info(rt, static_cast<abr_backend>(9), &backend) == ABR_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("CPU streams: inline, synchronizable, checked against the transfer's devices") {
+  Runtime rt;
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cpu, &stream) == ABR_OK);
+  CHECK(abr_stream_synchronize(stream) == ABR_OK);
+  float data[3] = {1, 2, 3};
+  Managed m(data, f32, {3});
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE(abr_to_device(rt, &m.managed, cpu, nullptr, stream, &out) == ABR_OK);
+  out->deleter(out);
+  abr_stream_destroy(stream);
+  abr_stream* wrapped = nullptr;
+  int dummy = 0;
+  CHECK(abr_stream_wrap(rt, cpu, &dummy, &wrapped) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("no native streams"));
+  CHECK(abr_stream_create(rt, DLDevice{kDLOpenCL, 7}, &wrapped) == ABR_ERR_NO_DEVICE);
+  CHECK(wrapped == nullptr);
+  CHECK(abr_stream_synchronize(nullptr) == ABR_ERR_INVALID_ARGUMENT);
+}

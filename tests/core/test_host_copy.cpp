@@ -1,0 +1,257 @@
+// Every legal layout (RELIABILITY.md item 2) copies correctly, compared element by
+// element with a reference reader, through abr_copy and abr_to_device.
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <random>
+
+#include "lib/host_cast.hpp"
+#include "tests/support/helpers.hpp"
+
+using namespace test;
+
+namespace {
+
+struct Layout {
+  const char* name;
+  std::vector<int64_t> shape, strides;  // strides in elements, relative to `first`
+  int64_t first;                        // element index of the view's first element in the buffer
+};
+
+// Layouts over a buffer of at least 4096 elements.
+std::vector<Layout> layouts() {
+  return {
+      {"contiguous 1-d", {1000}, {1}, 0},
+      {"contiguous 3-d", {4, 5, 6}, {30, 6, 1}, 0},
+      {"transposed 37x53", {37, 53}, {1, 37}, 0},
+      {"transposed 64x64", {64, 64}, {1, 64}, 0},
+      {"3-d permuted (2,0,1)", {6, 4, 5}, {1, 30, 6}, 0},
+      {"step-2 slice", {20, 30}, {60, 2}, 0},
+      {"row slice", {10, 7}, {40, 1}, 3},
+      {"negative stride", {100}, {-1}, 99},
+      {"negative rows", {8, 9}, {-9, 1}, 63},
+      {"both negative", {8, 9}, {-9, -1}, 71},
+      {"negative transposed", {30, 40}, {-1, -30}, 1199},
+      {"zero stride (broadcast)", {5, 7}, {0, 1}, 0},
+      {"size-1 dims with odd strides", {1, 12, 1}, {77, 1, -5}, 0},
+      {"0-d", {}, {}, 17},
+      {"zero-size", {4, 0, 3}, {0, 0, 0}, 0},
+  };
+}
+
+// Fills with distinct bytes so a misplaced element cannot compare equal.
+std::vector<unsigned char> pattern(std::size_t bytes) {
+  std::vector<unsigned char> buffer(bytes);
+  std::mt19937 rng(1234);
+  for (auto& b : buffer) b = static_cast<unsigned char>(rng());
+  return buffer;
+}
+
+}  // namespace
+
+TEST_CASE("abr_copy from every legal layout into a compact tensor, for every element size") {
+  Runtime rt;
+  const DLDataType types[] = {u8, dt(kDLInt, 16), f32, f64, dt(kDLComplex, 128)};
+  for (DLDataType type : types) {
+    const std::size_t item = type.bits / 8;
+    for (const Layout& layout : layouts()) {
+      for (int misalign : {0, 1}) {
+        const std::string name = layout.name;
+    CAPTURE(name);
+        CAPTURE(type.bits);
+        CAPTURE(misalign);
+        auto source = pattern(4096 * item + 1);
+        DLTensor src{source.data() + misalign, cpu, static_cast<int32_t>(layout.shape.size()), type,
+                     const_cast<int64_t*>(layout.shape.data()), const_cast<int64_t*>(layout.strides.data()),
+                     static_cast<uint64_t>(layout.first) * item};
+        if (layout.shape.empty()) src.shape = src.strides = nullptr;
+        std::vector<unsigned char> target(4096 * item, 0);
+        DLTensor dst = src;
+        dst.data = target.data();
+        dst.strides = nullptr;  // compact
+        dst.byte_offset = 0;
+        REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+        CHECK(same_elements(src, dst, item));
+      }
+    }
+  }
+}
+
+TEST_CASE("abr_copy scatters a compact source into strided, negative and offset destinations") {
+  Runtime rt;
+  for (const Layout& layout : layouts()) {
+    bool aliasing = false;
+    for (std::size_t i = 0; i < layout.shape.size(); ++i)
+      if (layout.shape[i] > 1 && layout.strides[i] == 0) aliasing = true;
+    if (aliasing) continue;  // refused for destinations: see below
+    const std::string name = layout.name;
+    CAPTURE(name);
+    auto source = pattern(4096 * 4);
+    DLTensor src{source.data(), cpu, static_cast<int32_t>(layout.shape.size()), f32,
+                 const_cast<int64_t*>(layout.shape.data()), nullptr, 0};
+    if (layout.shape.empty()) src.shape = nullptr;
+    std::vector<unsigned char> target(4096 * 4, 0);
+    DLTensor dst = src;
+    dst.data = target.data();
+    dst.strides = layout.shape.empty() ? nullptr : const_cast<int64_t*>(layout.strides.data());
+    dst.byte_offset = static_cast<uint64_t>(layout.first) * 4;
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+    CHECK(same_elements(src, dst, 4));
+  }
+}
+
+TEST_CASE("abr_copy refuses what it cannot honour, naming it") {
+  Runtime rt;
+  float a[12] = {}, b[12] = {};
+  int64_t shape[2] = {3, 4}, other[2] = {4, 3}, zero[2] = {0, 1};
+  DLTensor src{a, cpu, 2, f32, shape, nullptr, 0};
+  DLTensor dst{b, cpu, 2, f32, other, nullptr, 0};
+  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_SHAPE_MISMATCH);
+  CHECK(error_mentions("[3, 4] differs from destination shape [4, 3]"));
+  dst.shape = shape;
+  dst.strides = zero;
+  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  CHECK(error_mentions("destination: zero stride on dim 0"));
+
+  Managed ms(a, f32, {3, 4}), md(b, f32, {3, 4});
+  md.managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  CHECK(abr_copy_versioned(rt, &ms.managed, &md.managed, nullptr, nullptr) == ABR_ERR_READ_ONLY);
+  CHECK(error_mentions("READ_ONLY"));
+  md.managed.flags = 0;
+  a[5] = 42;
+  CHECK(abr_copy_versioned(rt, &ms.managed, &md.managed, nullptr, nullptr) == ABR_OK);
+  CHECK(b[5] == 42);
+  CHECK(ms.deleted + md.deleted == 0);  // borrowed, never deleted
+}
+
+TEST_CASE("abr_copy between overlapping views behaves as if through a temporary") {
+  Runtime rt;
+  int32_t data[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  int64_t shape[1] = {8};
+  DLTensor src{data, cpu, 1, i32, shape, nullptr, 0};
+  DLTensor dst{data, cpu, 1, i32, shape, nullptr, 2 * sizeof(int32_t)};  // shift right by two
+  REQUIRE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK);
+  const int32_t expected[10] = {0, 1, 0, 1, 2, 3, 4, 5, 6, 7};
+  for (int i = 0; i < 10; ++i) CHECK(data[i] == expected[i]);
+  // In-place reversal.
+  int32_t rev[6] = {1, 2, 3, 4, 5, 6};
+  int64_t six[1] = {6}, minus[1] = {-1};
+  DLTensor forward{rev, cpu, 1, i32, six, nullptr, 0};
+  DLTensor backward{rev, cpu, 1, i32, six, minus, 5 * sizeof(int32_t)};
+  REQUIRE(abr_copy(rt, &forward, &backward, nullptr, nullptr) == ABR_OK);
+  for (int i = 0; i < 6; ++i) CHECK(rev[i] == 6 - i);
+}
+
+TEST_CASE("to_device copies of strided sources equal the reference") {
+  Runtime rt;
+  for (const Layout& layout : layouts()) {
+    const std::string name = layout.name;
+    CAPTURE(name);
+    auto source = pattern(4096 * 8);
+    Managed m(source.data(), f64, layout.shape, layout.strides, static_cast<uint64_t>(layout.first) * 8);
+    if (layout.shape.empty()) m.tensor().strides = nullptr;
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
+    options.copy = ABR_COPY_ALWAYS;
+    DLManagedTensorVersioned* out = nullptr;
+    REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK, abr_last_error());
+    CHECK(same_elements(m.tensor(), out->dl_tensor, 8));
+    out->deleter(out);
+    CHECK(m.deleted == 1);
+  }
+}
+
+TEST_CASE("half and bfloat16 conversions round to nearest even and keep specials") {
+  using abr::bfloat16_to_float;
+  using abr::float_to_bfloat16;
+  using abr::float_to_half;
+  using abr::half_to_float;
+  CHECK(float_to_half(1.0f) == 0x3C00);
+  CHECK(float_to_half(-2.0f) == 0xC000);
+  CHECK(float_to_half(65504.0f) == 0x7BFF);
+  CHECK(float_to_half(65520.0f) == 0x7C00);          // rounds to infinity
+  CHECK(float_to_half(5.960464477539063e-08f) == 0x0001);  // smallest subnormal
+  CHECK(float_to_half(1.0f + 1.0f / 2048) == 0x3C00);     // tie goes to even
+  CHECK(float_to_half(1.0f + 3.0f / 2048) == 0x3C02);
+  CHECK(float_to_half(std::numeric_limits<float>::infinity()) == 0x7C00);
+  CHECK(std::isnan(half_to_float(float_to_half(std::nanf("")))));
+  for (uint32_t h = 0; h < 0x7C00; ++h) CHECK(float_to_half(half_to_float(static_cast<uint16_t>(h))) == h);
+  CHECK(float_to_bfloat16(1.0f) == 0x3F80);
+  CHECK(bfloat16_to_float(0x4049) == 3.140625f);
+  CHECK(std::isnan(bfloat16_to_float(float_to_bfloat16(std::nanf("")))));
+}
+
+TEST_CASE("conversions: saturation, NaN, bool and complex follow the documented rules") {
+  Runtime rt;
+  auto convert = [&](const void* in, DLDataType from, void* out, DLDataType to, int64_t n) {
+    int64_t shape[1] = {n};
+    DLTensor src{const_cast<void*>(in), cpu, 1, from, shape, nullptr, 0};
+    DLTensor dst{out, cpu, 1, to, shape, nullptr, 0};
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+  };
+  const double big[5] = {1e30, -1e30, std::nan(""), 2.9, -2.9};
+  int8_t small[5];
+  convert(big, f64, small, dt(kDLInt, 8), 5);
+  CHECK(small[0] == 127);
+  CHECK(small[1] == -128);
+  CHECK(small[2] == 0);
+  CHECK(small[3] == 2);
+  CHECK(small[4] == -2);
+  uint32_t unsigned_[2];
+  const double negative[2] = {-5.0, 5e9};
+  convert(negative, f64, unsigned_, dt(kDLUInt, 32), 2);
+  CHECK(unsigned_[0] == 0);
+  CHECK(unsigned_[1] == 4294967295u);
+  const float floats[3] = {0.0f, -0.5f, 3.0f};
+  uint8_t bools[3];
+  convert(floats, f32, bools, dt(kDLBool, 8), 3);
+  CHECK(bools[0] == 0);
+  CHECK(bools[1] == 1);
+  CHECK(bools[2] == 1);
+  const std::complex<float> c[2] = {{1.5f, 2.0f}, {-3.0f, 0.0f}};
+  double re[2];
+  convert(c, dt(kDLComplex, 64), re, f64, 2);
+  CHECK(re[0] == 1.5);
+  CHECK(re[1] == -3.0);
+  std::complex<double> back[2];
+  convert(c, dt(kDLComplex, 64), back, dt(kDLComplex, 128), 2);
+  CHECK(back[0] == std::complex<double>(1.5, 2.0));
+  const int64_t wide[2] = {257, -1};
+  uint8_t narrow[2];
+  convert(wide, dt(kDLInt, 64), narrow, u8, 2);
+  CHECK(narrow[0] == 1);  // integers wrap, as in C and NumPy
+  CHECK(narrow[1] == 255);
+  uint16_t halves[2];
+  convert(floats + 1, f32, halves, dt(kDLFloat, 16), 2);
+  CHECK(halves[0] == 0xB800);
+  CHECK(halves[1] == 0x4200);
+}
+
+TEST_CASE("vectorized strided kernels never read past the view's last element") {
+  // Each view ends exactly at the end of its heap allocation, so the ASan build
+  // reports any read beyond it.
+  Runtime rt;
+  for (int64_t n = 1; n <= 40; ++n) {
+    for (int64_t step : {2, -1}) {
+      CAPTURE(n);
+      CAPTURE(step);
+      const std::size_t span = static_cast<std::size_t>(step == 2 ? 2 * n - 1 : n);
+      std::vector<float> f(span);
+      std::vector<double> g(span);
+      for (std::size_t i = 0; i < span; ++i) f[i] = static_cast<float>(i), g[i] = static_cast<double>(i);
+      int64_t shape[1] = {n}, strides[1] = {step};
+      const uint64_t first = step < 0 ? static_cast<uint64_t>(n - 1) : 0;
+      std::vector<float> fo(static_cast<std::size_t>(n));
+      std::vector<double> go(static_cast<std::size_t>(n));
+      DLTensor fs{f.data(), cpu, 1, f32, shape, strides, first * 4}, fd{fo.data(), cpu, 1, f32, shape, nullptr, 0};
+      DLTensor gs{g.data(), cpu, 1, f64, shape, strides, first * 8}, gd{go.data(), cpu, 1, f64, shape, nullptr, 0};
+      REQUIRE(abr_copy(rt, &fs, &fd, nullptr, nullptr) == ABR_OK);
+      REQUIRE(abr_copy(rt, &gs, &gd, nullptr, nullptr) == ABR_OK);
+      for (int64_t i = 0; i < n; ++i) {
+        const double expected = static_cast<double>(step > 0 ? step * i : n - 1 - i);
+        CHECK(fo[static_cast<std::size_t>(i)] == static_cast<float>(expected));
+        CHECK(go[static_cast<std::size_t>(i)] == expected);
+      }
+    }
+  }
+}
