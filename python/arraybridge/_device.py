@@ -56,7 +56,10 @@ Device.__doc__ = """One device of the runtime. `name` is what to_device takes ("
 
 BackendInfo = namedtuple("BackendInfo", "name available device_count detail")
 
-_BACKENDS = {lib.ABR_BACKEND_HOST: "host", lib.ABR_BACKEND_CUDA: "cuda", lib.ABR_BACKEND_OPENCL: "opencl"}
+# The header's abr_backend values, named as Python spells them (ABR_BACKEND_CUDA -> "cuda").
+_BACKENDS = {value: name[len("ABR_BACKEND_"):].lower()
+             for value, name in sorted(ffi.typeof("abr_backend").elements.items())
+             if not name.endswith("_MAX_ENUM")}
 
 
 def devices():
