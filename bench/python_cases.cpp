@@ -26,26 +26,56 @@ namespace {
   "except ImportError as error:\n" \
   "    print(f\"missing: the arraybridge package is not installed for {sys.executable} ({error})\"); sys.exit(0)\n"
 
-// Prints "<round trip seconds> <np.from_dlpack seconds>" per call (medians of
-// batches), or "missing: <what>".
+// Prints "<case>|<ours>|<baseline>|<baseline>" per call in seconds (medians of
+// batches; nan for what is not installed), or "missing: <what>".
 const char* kScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+import importlib
 reps, warm, calls = int(sys.argv[1]), int(sys.argv[2]), 20000
 a = np.ones(1024, dtype=np.float32)
-def median(fn):
+def median(body):
+    if body is None:
+        return math.nan
+    def batch():
+        for _ in range(calls):
+            body()
     for _ in range(warm):
-        fn()
+        batch()
     times = []
     for _ in range(reps):
-        t = time.perf_counter(); fn(); times.append((time.perf_counter() - t) / calls)
+        t = time.perf_counter(); batch(); times.append((time.perf_counter() - t) / calls)
     return sorted(times)[len(times) // 2]
-def ours():
-    for _ in range(calls):
-        np.from_dlpack(ab.to_device(a, "cpu"))
-def base():
-    for _ in range(calls):
-        np.from_dlpack(a)
+def optional(name):
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+class PassThrough:  # the two hand-overs in pure Python: what any wrapper costs at least
+    __slots__ = ("x",)
+    def __init__(self, x): self.x = x
+    def __dlpack__(self, **kwargs): return self.x.__dlpack__(**kwargs)
+    def __dlpack_device__(self): return self.x.__dlpack_device__()
+jnp, tvm, torch = optional("jax.numpy"), optional("tvm_ffi"), optional("torch")
 assert ab.to_device(a, "cpu").report.path == "zero_copy"
-print(median(ours), median(base))
+ours = median(lambda: np.from_dlpack(ab.to_device(a, "cpu")))
+rows = [("python round trip", ours, median(lambda: np.from_dlpack(a)),
+         median(lambda: np.from_dlpack(PassThrough(a)))),
+        ("round trip vs peers", ours, median(jnp and (lambda: np.from_dlpack(jnp.from_dlpack(a)))),
+         median(tvm and (lambda: np.from_dlpack(tvm.from_dlpack(a)))))]
+if torch is not None:
+    rows.append(("round trip vs torch", ours, median(lambda: np.from_dlpack(torch.from_dlpack(a))), math.nan))
+tensor = ab.to_device(a, "cpu")
+if tvm is not None:
+    peer = tvm.core.DLTensorTestWrapper(tvm.from_dlpack(a))  # a tvm-ffi tensor type with a C exchange API
+    rows.append(("exchange round trip", median(lambda: tvm.from_dlpack(ab.from_dlpack(peer))),
+                 median(lambda: tvm.from_dlpack(peer)), math.nan))
+if torch is not None and hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+    t = torch.from_dlpack(a)
+    rows.append(("torch exchange trip", median(lambda: ab._core.hand_over(ab.from_dlpack(t), torch.Tensor)),
+                 median(lambda: torch.from_dlpack(t)), math.nan))
+owned, view = ab._core.handover_ns(tensor, 1000000)
+rows.append(("exchange hand-over", owned * 1e-9, median(tensor.__dlpack__), math.nan))
+for row in rows:
+    print("|".join(str(v) for v in row))
 )PY";
 
 // Prints "<case>|<bytes>|<ours>|<torch>|<cupy>" per case and size (seconds, nan for
@@ -148,25 +178,54 @@ void run_python_staging_cases(const Options& options, const Report& report) {
 }
 
 void run_python_cases(const Options& options, const Report& report) {
-  const char* name = "python round trip";
-  if (!selected(options, name) || !device_selected(options, {kDLCPU, 0})) return;
+  struct Row {
+    const char* name;
+    const char* first;
+    const char* second;  // nullptr: one baseline
+    const char* missing;  // why a baseline measured as nan is absent
+  };
+  static const Row rows[] = {
+      {"python round trip", "np.dlpack", "py pass", ""},
+      {"round trip vs peers", "jax rt", "tvm rt", "that peer is not installed"},
+      {"round trip vs torch", "torch rt", nullptr, "torch is not installed"},
+      {"exchange round trip", "tvm.dlpack", nullptr, "apache-tvm-ffi is not installed"},
+      {"torch exchange trip", "torch.dlp", nullptr, "torch >= 2.10 is not installed"},
+      {"exchange hand-over", "capsule", nullptr, ""},
+  };
+  bool any = false;
+  for (const Row& row : rows) any = any || selected(options, row.name);
+  if (!any || !device_selected(options, {kDLCPU, 0})) return;
   progress("python", 0);
-  Result r{name, "cpu", 0};
-  r.unit = "ns";
-  Baseline alone = baseline("np.dlpack", 0);
+  std::string error;
   const std::string output =
-      run_python(options, kScript, std::to_string(options.repetitions) + " " + std::to_string(options.warmup),
-                 &alone.note);
-  if (std::sscanf(output.c_str(), "%lf %lf", &r.seconds, &alone.seconds) != 2) {
-    if (alone.note.empty()) alone.note = output.substr(0, output.find('\n'));
-    if (alone.note.rfind("missing: ", 0) == 0) alone.note = alone.note.substr(9);
-    if (alone.note.find("arraybridge package") != std::string::npos) alone.note += install_hint();
-    note("python round trip not measured: " + alone.note);
-    progress_row_done(row_weight(0));
-    return;
+      run_python(options, kScript, std::to_string(options.repetitions) + " " + std::to_string(options.warmup), &error);
+  int reported = 0;
+  for (std::size_t start = 0; start < output.size();) {
+    const std::size_t end = std::min(output.find('\n', start), output.size());
+    const std::string line = output.substr(start, end - start);
+    start = end + 1;
+    char name[32] = {};
+    double ours = 0, first = 0, second = 0;
+    if (std::sscanf(line.c_str(), "%31[^|]|%lf|%lf|%lf", name, &ours, &first, &second) != 4) continue;
+    for (const Row& row : rows) {
+      if (std::string(name) != row.name || !selected(options, row.name)) continue;
+      Result r{row.name, "cpu", 0};
+      r.unit = "ns";
+      r.size_bytes = 4096;  // the script's array: 1024 float32
+      r.seconds = ours;
+      r.baselines.push_back(baseline(row.first, std::isnan(first) ? 0 : first, row.missing));
+      if (row.second) r.baselines.push_back(baseline(row.second, std::isnan(second) ? 0 : second, row.missing));
+      report(r);
+      ++reported;
+    }
   }
-  r.baselines.push_back(alone);
-  report(r);
+  if (reported == 0) {
+    std::string why = error.empty() ? output.substr(0, output.find('\n')) : error;
+    if (why.rfind("missing: ", 0) == 0) why = why.substr(9);
+    if (why.find("arraybridge package") != std::string::npos) why += install_hint();
+    note("python round trip not measured: " + why);
+    progress_row_done(row_weight(0));
+  }
 }
 
 }  // namespace bench

@@ -128,6 +128,42 @@ typedef struct DLManagedTensorVersioned {
   DLTensor dl_tensor;
 } DLManagedTensorVersioned;
 
+/* The C exchange API (DLPack 1.3): a framework's tensor type carries
+ * __dlpack_c_exchange_api__, a capsule named "dlpack_exchange_api" holding a
+ * DLPackExchangeAPI* that lives as long as the process. Every function returns 0
+ * on success and -1 with a Python exception set; none synchronizes streams (a
+ * consumer asks current_work_stream and orders its work after that stream). The
+ * py_object arguments are PyObject* of the type the API came from. */
+
+/* A new tensor like `prototype` (its dtype, ndim, shape and device only). On
+ * failure SetError(error_ctx, kind, message) is called and -1 returned. */
+typedef int (*DLPackManagedTensorAllocator)(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                                            void (*SetError)(void* error_ctx, const char* kind, const char* message));
+/* An owning tensor viewing py_object's data (what __dlpack__ gives, without the call). */
+typedef int (*DLPackManagedTensorFromPyObjectNoSync)(void* py_object, DLManagedTensorVersioned** out);
+/* A non-owning view, valid until control returns to the producer. */
+typedef int (*DLPackDLTensorFromPyObjectNoSync)(void* py_object, DLTensor* out);
+/* The producer's current work stream on a device (NULL for the CPU). */
+typedef int (*DLPackCurrentWorkStream)(DLDeviceType device_type, int32_t device_id, void** out_current_stream);
+/* The producer's Python tensor taking ownership of `tensor`. */
+typedef int (*DLPackManagedTensorToPyObjectNoSync)(DLManagedTensorVersioned* tensor, void** out_py_object);
+
+/* The part that stays the same in every version: a consumer checks the major
+ * version and may walk prev_api to an older one it knows. */
+typedef struct DLPackExchangeAPIHeader {
+  DLPackVersion version;
+  struct DLPackExchangeAPIHeader* prev_api;
+} DLPackExchangeAPIHeader;
+
+typedef struct DLPackExchangeAPI {
+  DLPackExchangeAPIHeader header;
+  DLPackManagedTensorAllocator managed_tensor_allocator;
+  DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
+  DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
+  DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync; /* may be NULL */
+  DLPackCurrentWorkStream current_work_stream;
+} DLPackExchangeAPI;
+
 #ifdef __cplusplus
 }
 #endif

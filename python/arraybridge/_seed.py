@@ -10,6 +10,7 @@ import logging
 
 from ._device import DLDeviceType
 from ._errors import ArrayBridgeError, MemoryConversionError
+from ._lib import _core
 from ._transfer import copy, from_dlpack, to_device
 
 log = logging.getLogger("arraybridge")
@@ -90,8 +91,19 @@ def _source(data, source):
     return data
 
 
+# Targets whose tensor type has a DLPack C exchange API (PyTorch >= 2.10): the
+# result is built by its managed_tensor_to_py_object_no_sync, with no __dlpack__ call.
+_EXCHANGE_TYPES = {MemoryType.TORCH: ("torch", "Tensor")}
+
+
 def _framework_array(tensor, target):
-    """Hand the Tensor to the target framework's DLPack importer (zero-copy)."""
+    """Hand the Tensor to the target framework (zero-copy): through its type's C
+    exchange API when it has one, else its DLPack importer."""
+    if target in _EXCHANGE_TYPES:
+        module, name = _EXCHANGE_TYPES[target]
+        made = _core.hand_over(tensor, getattr(importlib.import_module(module), name))
+        if made is not None:
+            return made
     if target is MemoryType.NUMPY:
         return importlib.import_module("numpy").from_dlpack(tensor)
     if target is MemoryType.CUPY:

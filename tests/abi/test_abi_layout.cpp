@@ -22,6 +22,16 @@ static_assert(sizeof(DLManagedTensorVersioned) == 80 && offsetof(DLManagedTensor
                   offsetof(DLManagedTensorVersioned, deleter) == 16 && offsetof(DLManagedTensorVersioned, flags) == 24 &&
                   offsetof(DLManagedTensorVersioned, dl_tensor) == 32,
               "DLManagedTensorVersioned");
+// The C exchange API's table: the stable header, then five function pointers in
+// the specification's order.
+static_assert(sizeof(DLPackExchangeAPIHeader) == 16 && offsetof(DLPackExchangeAPIHeader, prev_api) == 8,
+              "DLPackExchangeAPIHeader");
+static_assert(sizeof(DLPackExchangeAPI) == 56 && offsetof(DLPackExchangeAPI, managed_tensor_allocator) == 16 &&
+                  offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync) == 24 &&
+                  offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync) == 32 &&
+                  offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync) == 40 &&
+                  offsetof(DLPackExchangeAPI, current_work_stream) == 48,
+              "DLPackExchangeAPI");
 static_assert(kDLOpenCL == 4 && kDLCUDAManaged == 13 && kDLTrn == 18 && kDLBool == 6 && kDLFloat4_e2m1fn == 17,
               "DLPack enum values");
 static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == 1 && DLPACK_FLAG_BITMASK_IS_COPIED == 2, "DLPack flags");

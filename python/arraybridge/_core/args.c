@@ -12,8 +12,11 @@ int names_init(void) {
   Py_XDECREF(key);
   names.max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
   names.debug_level = PyLong_FromLong(10);
-  return names.dlpack && names.dlpack_slow && names.max_version_key && names.max_version && names.debug_level ? 0
-                                                                                                              : -1;
+  names.exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  return names.dlpack && names.dlpack_slow && names.max_version_key && names.max_version && names.debug_level &&
+                 names.exchange_api
+             ? 0
+             : -1;
 }
 
 int parse_arguments(const char* function, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,

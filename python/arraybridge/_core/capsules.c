@@ -209,6 +209,7 @@ int consume_capsule(PyObject* capsule, Imported* out) {
   out->tensor = tensor;
   out->versioned = versioned;
   out->any_thread = 0; /* a producer's deleter: it may need the GIL */
+  out->work_stream = 0;
   return 0;
 }
 

@@ -8,7 +8,7 @@
  * vocabulary (names, constants), which needs no runtime.
  *
  * Files depend only downwards: release, capsules, args <- tensor; hooks <-
- * runtime, transfer <- module.
+ * runtime <- exchange <- transfer <- module.
  */
 #ifndef ARRAYBRIDGE_CORE_H
 #define ARRAYBRIDGE_CORE_H
@@ -37,6 +37,7 @@ typedef struct {
   void* tensor;   /* a DLManagedTensorVersioned*, or a DLManagedTensor* when !versioned */
   int versioned;
   int any_thread; /* its deleter may run on any thread without the GIL (one of our own views) */
+  uintptr_t work_stream; /* the producer's current CUDA stream (DLPack value) from its exchange API, else 0 */
 } Imported;
 
 const DLTensor* imported_tensor(const Imported* imported);
@@ -79,6 +80,7 @@ typedef struct {
   PyObject* max_version_key;  /* ("max_version",): kwnames of the versioned request */
   PyObject* max_version;      /* (1, DLPACK_MINOR_VERSION): the newest DLPack this build speaks */
   PyObject* debug_level;      /* 10: logging.DEBUG, the key of a logger's level cache */
+  PyObject* exchange_api;     /* "__dlpack_c_exchange_api__" */
 } Names;
 
 extern Names names;
@@ -123,6 +125,18 @@ PyObject* core_backend_info(PyObject* module, PyObject* backend);
 PyObject* core_pool_stats(PyObject* module, PyObject* unused);
 PyObject* core_pool_trim(PyObject* module, PyObject* only_if_running);
 PyObject* core_set_staging(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+
+/* ---------------------------------------------------------- exchange.c */
+
+/* The DLPack C exchange API. exchange_publish puts ours on `type`. */
+int exchange_publish(PyTypeObject* type);
+/* The table of a type (cached), or NULL when it has none this build can use. */
+const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type);
+/* Takes x through its type's table: 1 when imported, 0 when the type has none
+ * (nothing happened), -1 with an exception. */
+int exchange_import(PyObject* x, Imported* out);
+PyObject* core_hand_over(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+PyObject* core_handover_ns(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
 
 /* ---------------------------------------------------------- transfer.c */
 

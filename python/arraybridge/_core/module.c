@@ -1,6 +1,6 @@
 /* The arraybridge._core module: its function table and its initialisation. The
  * files under it depend on each other only downwards: args <- tensor, hooks <-
- * runtime, transfer <- module. */
+ * runtime <- exchange <- transfer <- module. */
 #include "core.h"
 
 /* export(tensor, versioned, copied) -> a capsule viewing a Tensor, for Tensor._dlpack_slow. */
@@ -24,6 +24,11 @@ static PyMethodDef methods[] = {
      "transfer(x, dst, copy, context) -> Tensor on the (type, id) pair dst; errors name context"},
     {"export", (PyCFunction)(void (*)(void))export, METH_FASTCALL,
      "export(tensor, versioned, copied) -> a DLPack capsule viewing tensor and keeping it alive"},
+    {"hand_over", (PyCFunction)(void (*)(void))core_hand_over, METH_FASTCALL,
+     "hand_over(tensor, cls) -> cls's own tensor on the same memory through cls's DLPack C exchange API, or None "
+     "when cls has none"},
+    {"handover_ns", (PyCFunction)(void (*)(void))core_handover_ns, METH_FASTCALL,
+     "handover_ns(tensor, n) -> ns per owning and per borrowed hand-over through our C exchange API, in a C loop"},
     {"capsule_name", capsule_name, METH_O, "capsule_name(capsule) -> its name"},
     {"untracked_type", untracked_type, METH_O,
      "untracked_type(cls) -> cls rebuilt as the final type arraybridge.Tensor, whose instances the cycle collector "
@@ -48,7 +53,7 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "arraybridge._cor
 
 PyMODINIT_FUNC PyInit__core(void) {
   if (PyType_Ready(&TensorBaseType) < 0) return NULL;
-  if (names_init() < 0) return NULL;
+  if (names_init() < 0 || exchange_publish(&TensorBaseType) < 0) return NULL;
   PyObject* module = PyModule_Create(&module_def);
   if (!module) return NULL;
   Py_INCREF(&TensorBaseType);

@@ -160,16 +160,20 @@ static int repair_producer_strides(PyObject* producer, DLTensor* t) {
 }
 
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
- * capsule, or what __dlpack__ returns (versioned when the producer takes
- * max_version, legacy from one that predates DLPack 1.0). */
+ * capsule, what its type's DLPack C exchange API exports, or what __dlpack__
+ * returns (versioned when the producer takes max_version, legacy from one that
+ * predates DLPack 1.0). */
 static int import_source(PyObject* x, Imported* out) {
   if (tensor_check(x)) {
     out->tensor = new_owner_view(((TensorObject*)x)->tensor, x, 0);
     out->versioned = 1;
     out->any_thread = 1;
+    out->work_stream = 0;
     return out->tensor ? 0 : -1;
   }
   if (PyCapsule_CheckExact(x)) return consume_capsule(x, out);
+  const int exchanged = exchange_import(x, out);
+  if (exchanged != 0) return exchanged < 0 ? -1 : 0;
   PyObject* call[3] = {NULL, x, names.max_version}; /* call[0]: vectorcall's spare slot */
   PyObject* capsule =
       PyObject_VectorcallMethod(names.dlpack, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, names.max_version_key);
@@ -254,7 +258,11 @@ static PyObject* run(PyObject* x, Request* request) {
   request->options.report = &result->report;
   DLManagedTensorVersioned* out = NULL;
   abr_status status = ABR_OK;
-  if (is_view_by_contract(request, src_device, dst)) {
+  const int view = is_view_by_contract(request, src_device, dst);
+  /* Data that moves waits for the producer's current stream when its exchange API
+   * named one and the caller did not (the C API does not synchronize). */
+  if (!view && !request->stream) request->stream = src.work_stream;
+  if (view) {
     /* Releasing and taking back the GIL would cost half as much as the view itself.
      * Holding it, the producer's tensor goes in as it is: the runtime deletes a
      * failed source now, and a view's source when the Tensor dies, both with the GIL. */
@@ -305,6 +313,8 @@ const char core_to_device_doc[] =
     "stream: for a transfer with a CUDA side, the CUDA stream whose queued work it\n"
     "follows (a DLPack stream value: 1 legacy default, 2 per-thread, or a handle;\n"
     "or a CuPy/PyTorch stream object); the result is ready when the call returns.\n"
+    "When x's type has a DLPack C exchange API (PyTorch, tvm-ffi), x is taken through\n"
+    "it and, with stream=None, a copy follows that framework's current stream.\n"
     "The path taken is in `.report` and logged at DEBUG on the \"arraybridge\" logger.";
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -347,6 +357,23 @@ PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t n
   return run(a[0], &request);
 }
 
+/* abr_copy_versioned after the producers' current streams (from their exchange
+ * APIs; NULL devices: none): on the destination's, which first waits for the
+ * source's. Destroying the wrapped streams waits for the copy. */
+static abr_status copy_following(abr_runtime* runtime, DLManagedTensorVersioned* src, DLManagedTensorVersioned* dst,
+                                 const abr_transfer_options* options, const DLDevice* src_device, uintptr_t src_stream,
+                                 const DLDevice* dst_device, uintptr_t dst_stream) {
+  abr_stream *after_src = NULL, *after_dst = NULL;
+  abr_status status = ABR_OK;
+  if (src_device) status = abr_stream_wrap(runtime, *src_device, (void*)src_stream, &after_src);
+  if (status == ABR_OK && dst_device) status = abr_stream_wrap(runtime, *dst_device, (void*)dst_stream, &after_dst);
+  if (status == ABR_OK && after_src && after_dst) status = abr_stream_wait(after_dst, after_src);
+  if (status == ABR_OK) status = abr_copy_versioned(runtime, src, dst, options, after_dst ? after_dst : after_src);
+  if (after_dst) abr_stream_destroy(after_dst);
+  if (after_src) abr_stream_destroy(after_src);
+  return status;
+}
+
 const char core_copy_doc[] =
     "copy(src, dst, *, strict=False)\n--\n\n"
     "Copy the elements of src into the existing array dst, in place: the same shape,\n"
@@ -374,8 +401,11 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   DLManagedTensorVersioned* src = import_source(a[0], &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
   if (src) {
+    const uintptr_t src_stream = src_source.work_stream, dst_stream = dst_source.work_stream;
+    const DLDevice src_device = src->dl_tensor.device, dst_device = dst->dl_tensor.device;
     Py_BEGIN_ALLOW_THREADS
-    status = abr_copy_versioned(runtime, src, dst, &options, NULL);
+    status = copy_following(runtime, src, dst, &options, src_stream ? &src_device : NULL, src_stream,
+                            dst_stream ? &dst_device : NULL, dst_stream);
     if (src->deleter) src->deleter(src);
     Py_END_ALLOW_THREADS
   }

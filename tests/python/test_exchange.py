@@ -1,0 +1,159 @@
+"""The DLPack C exchange API (DLPack 1.3), both ways: our Tensor's table called by a C
+consumer (exchange_peer, tvm-ffi), and frameworks' tables taken by to_device,
+from_dlpack and copy without their __dlpack__. Values, equal pointers, which path
+was taken (call counts) and deleter counts."""
+import logging
+import os
+
+import numpy as np
+import pytest
+
+import arraybridge as ab
+from arraybridge import _core
+
+from exchange import build_peer
+from test_cuda_fake import run_with_fake_cuda
+
+
+@pytest.fixture(scope="module")
+def peer(tmp_path_factory):
+    return build_peer(tmp_path_factory.mktemp("peer"))
+
+
+def refuse_dlpack(*args, **kwargs):
+    raise AssertionError("__dlpack__ was called: the exchange API should have been used")
+
+
+def test_our_tensor_type_publishes_a_complete_table(peer):
+    tensor = ab.to_device(np.arange(5, dtype=np.float32), "cpu")
+    before = peer.counts()["deleted"]
+    got = peer.consume(tensor)  # every function of our table, called from C
+    assert (got["major"], got["minor"]) == (1, 3)
+    assert got["data"] == got["view_data"] == tensor.data_ptr and got["numel"] == 5 and got["same_ndim"]
+    assert got["stream"] == 0 and got["has_deleter"]  # nothing of ours is left pending on a stream
+    made = got["made"]  # our allocator's tensor, handed back through our managed_tensor_to_py_object_no_sync
+    assert isinstance(made, ab.Tensor) and made.shape == (5,) and made.dtype == "float32" and made.device == "cpu"
+    assert np.array_equal(np.from_dlpack(made), np.zeros(5, np.float32))
+    assert got["error"] is None and peer.counts()["deleted"] == before  # the peer's own deleters were not involved
+
+
+def test_our_allocator_makes_tensors_on_other_devices_and_names_what_it_cannot(peer):
+    tensor = ab.to_device(np.ones((2, 3), dtype=np.int16), "cpu")
+    got = peer.consume(tensor, (int(ab.DLDeviceType.OPENCL), 0))
+    assert got["made"].device == "opencl:0" and got["made"].shape == (2, 3) and got["made"].dtype == "int16"
+    assert np.array_equal(np.from_dlpack(ab.to_device(got["made"], "cpu")), np.zeros((2, 3), np.int16))
+    refused = peer.consume(tensor, (int(ab.DLDeviceType.OPENCL), 99))
+    assert refused["made"] is None and refused["error"].startswith("ValueError: ") and "opencl:99" in refused["error"]
+
+
+def test_our_side_of_a_handover_keeps_the_tensor_alive_until_the_consumer_lets_go(peer):
+    source = np.arange(4, dtype=np.float64)
+    tensor = ab.to_device(source, "cpu")
+    ns_owned, ns_view = peer.handover_ns(tensor, 1000)  # timed in the bench; here: it runs and cleans up
+    assert ns_owned > 0 and ns_view > 0
+    made = _core.hand_over(tensor, peer.Peer)  # the peer's tensor through its managed_tensor_to_py_object_no_sync
+    assert made.data_ptr == tensor.data_ptr
+    del tensor
+    assert np.array_equal(np.from_dlpack(made), source)  # the view it holds keeps our tensor alive
+    assert _core.hand_over(ab.to_device(source, "cpu"), np.ndarray) is None  # NumPy has no table
+
+
+def test_a_framework_tensor_is_taken_through_its_table_not_dlpack(peer):
+    source = np.arange(6, dtype=np.float32).reshape(2, 3)
+    framework = peer.Peer(source)
+    before = peer.counts()
+    view = ab.to_device(framework, "cpu")
+    after = peer.counts()
+    assert after["from"] == before["from"] + 1 and view.data_ptr == framework.data_ptr
+    assert after["stream"] == before["stream"]  # a CPU tensor: no stream to ask for
+    assert view.report.path == "zero_copy" and np.array_equal(np.from_dlpack(view), source)
+    del view
+    assert peer.counts()["deleted"] == after["deleted"] + 1  # the peer's deleter ran once, when our view died
+    copied = ab.to_device(framework, "opencl:0")
+    assert np.array_equal(np.from_dlpack(ab.to_device(copied, "cpu")), source)
+    assert peer.counts()["deleted"] == after["deleted"] + 2  # a copy lets go of the source at once
+    target = np.zeros((2, 3), np.float32)
+    ab.copy(framework, target)
+    assert np.array_equal(target, source)
+    assert peer.counts()["from"] == before["from"] + 3
+
+
+def test_an_unknown_major_version_falls_back_to_dlpack_with_a_debug_line(peer, caplog):
+    class Future(peer.Peer):  # DLPack 2 only: not usable here
+        __dlpack_c_exchange_api__ = peer.api_capsule(2, False)
+
+    class Chained(peer.Peer):  # DLPack 2 first, 1.3 behind it: the older table is taken
+        __dlpack_c_exchange_api__ = peer.api_capsule(2, True)
+
+    class NotACapsule(peer.Peer):
+        __dlpack_c_exchange_api__ = 12345
+
+    source = np.arange(3, dtype=np.int32)
+    for cls, through_table in ((Future, False), (Chained, True), (NotACapsule, False)):
+        framework = cls(source)
+        before = peer.counts()["from"]
+        with caplog.at_level(logging.DEBUG, logger="arraybridge"):
+            caplog.clear()
+            result = ab.from_dlpack(framework)
+        assert np.array_equal(np.from_dlpack(result), source) and result.data_ptr == framework.data_ptr
+        assert peer.counts()["from"] == before + through_table, cls.__name__
+        logged = " ".join(r.getMessage() for r in caplog.records)
+        assert ("using __dlpack__" in logged) == (not through_table), (cls.__name__, logged)
+
+
+def test_tvm_ffi_takes_our_tensor_in_c_and_gives_its_own_back():
+    tvm_ffi = pytest.importorskip("tvm_ffi")
+    source = np.arange(12, dtype=np.float32).reshape(3, 4)
+    tensor = ab.to_device(source, "cpu")
+    original = ab.Tensor.__dlpack__
+    ab.Tensor.__dlpack__ = refuse_dlpack  # tvm-ffi must use our table
+    try:
+        theirs = tvm_ffi.from_dlpack(tensor)
+    finally:
+        ab.Tensor.__dlpack__ = original
+    assert tuple(theirs.shape) == (3, 4) and str(theirs.dtype) == "float32"
+    del tensor
+    assert np.array_equal(np.from_dlpack(theirs), source)  # their view keeps ours alive
+
+    class Wrapper(tvm_ffi.core.DLTensorTestWrapper):  # tvm-ffi's table; its __dlpack__ refuses
+        __dlpack__ = refuse_dlpack
+
+    wrapped = Wrapper(theirs)
+    ours = ab.to_device(wrapped, "cpu")  # through tvm-ffi's managed_tensor_from_py_object_no_sync
+    assert np.array_equal(np.from_dlpack(ours), source) and ours.report.path == "zero_copy"
+    back = _core.hand_over(ours, tvm_ffi.core.DLTensorTestWrapper)  # its managed_tensor_to_py_object_no_sync
+    assert isinstance(back, tvm_ffi.Tensor) and np.array_equal(np.from_dlpack(back), source)
+
+
+def test_a_cuda_copy_follows_the_producers_current_stream(peer):
+    """The producer left a write pending on its own stream (the fake's DMA lags);
+    with stream=None the copy must wait for that stream, or it reads the old values
+    and the fake reports a stream-ordered race."""
+    folder = os.path.dirname(peer.__file__)
+    run_with_fake_cuda(f"""
+        import ctypes, os, sys
+        sys.path.insert(0, {folder!r})
+        import numpy as np, arraybridge as ab, exchange_peer as peer
+        cuda = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+        device = ab.to_device(np.zeros(1 << 16, np.float32), "cuda:0")
+        framework = peer.Peer(device)
+        context, stream = ctypes.c_void_p(), ctypes.c_void_p()
+        assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+        assert cuda.cuCtxPushCurrent_v2(context) == 0
+        assert cuda.cuStreamCreate(ctypes.byref(stream), 1) == 0  # CU_STREAM_NON_BLOCKING
+        fresh = np.arange(1 << 16, dtype=np.float32)
+        fresh_on_device = ab.to_device(fresh, "cuda:0")
+        scratch = ab.to_device(fresh, "cuda:0")
+        # The producer's stream lags: ten copies of 20 ms each (the fake's DMA delay),
+        # the last one writing the values the consumer must see.
+        for target in [scratch] * 9 + [framework]:
+            assert cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(target.data_ptr), ctypes.c_uint64(fresh_on_device.data_ptr),
+                                             ctypes.c_size_t(fresh.nbytes), stream) == 0
+        peer.set_work_stream(stream.value)
+        back = ab.to_device(framework, "cpu")
+        assert np.array_equal(np.from_dlpack(back), fresh), "the copy did not wait for the producer's stream"
+        counts = peer.counts()
+        assert counts["stream"] == 1 and counts["last_stream_device"] == (2, 0), counts
+        assert cuda.cuStreamSynchronize(stream) == 0
+        del back, framework, device, scratch, fresh_on_device
+    """, delay_us=20000)
