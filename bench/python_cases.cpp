@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "bench/bench.hpp"
 
@@ -137,6 +138,25 @@ std::string install_hint() {
   return "; install it with `pip install ./python` from a libarraybridge checkout";
 }
 
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+// Why a script measured nothing: its error, or its "missing: ..." line, with the
+// install advice when the package itself is missing.
+std::string not_measured_reason(const std::string& output, const std::string& error) {
+  std::string why = error.empty() ? output.substr(0, output.find('\n')) : error;
+  if (why.rfind("missing: ", 0) == 0) why = why.substr(9);
+  if (why.find("arraybridge package") != std::string::npos) why += install_hint();
+  return why;
+}
+
 }  // namespace
 
 void run_python_staging_cases(const Options& options, const Report& report) {
@@ -154,10 +174,7 @@ void run_python_staging_cases(const Options& options, const Report& report) {
                                             " " + sizes + " '" + chosen + "'",
                                         &error);
   int rows = 0;
-  for (std::size_t start = 0; start < output.size();) {
-    const std::size_t end = std::min(output.find('\n', start), output.size());
-    const std::string line = output.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& line : lines_of(output)) {
     char name[32] = {};
     unsigned long long bytes = 0;
     double ours = 0, torch = 0, cupy = 0;
@@ -170,9 +187,7 @@ void run_python_staging_cases(const Options& options, const Report& report) {
     ++rows;
   }
   if (rows == 0) {
-    std::string why = error.empty() ? output.substr(0, output.find('\n')) : error;
-    if (why.rfind("missing: ", 0) == 0) why = why.substr(9);
-    if (why.find("arraybridge package") != std::string::npos) why += install_hint();
+    const std::string why = not_measured_reason(output, error);
     note("Python staging cases not measured: " + why);
   }
 }
@@ -200,10 +215,7 @@ void run_python_cases(const Options& options, const Report& report) {
   const std::string output =
       run_python(options, kScript, std::to_string(options.repetitions) + " " + std::to_string(options.warmup), &error);
   int reported = 0;
-  for (std::size_t start = 0; start < output.size();) {
-    const std::size_t end = std::min(output.find('\n', start), output.size());
-    const std::string line = output.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& line : lines_of(output)) {
     char name[32] = {};
     double ours = 0, first = 0, second = 0;
     if (std::sscanf(line.c_str(), "%31[^|]|%lf|%lf|%lf", name, &ours, &first, &second) != 4) continue;
@@ -220,9 +232,7 @@ void run_python_cases(const Options& options, const Report& report) {
     }
   }
   if (reported == 0) {
-    std::string why = error.empty() ? output.substr(0, output.find('\n')) : error;
-    if (why.rfind("missing: ", 0) == 0) why = why.substr(9);
-    if (why.find("arraybridge package") != std::string::npos) why += install_hint();
+    const std::string why = not_measured_reason(output, error);
     note("python round trip not measured: " + why);
     progress_row_done(row_weight(0));
   }

@@ -4,13 +4,11 @@
  * tests can see which path a hand-over took and that nothing leaked.
  *
  * Peer(x) holds what x.__dlpack__() exports and publishes the five functions on
- * its type; consume(obj) calls every function of obj's type's table; handover_ns
- * times our side of a hand-over in a C loop. Built by tests/python/exchange.py.
+ * its type; consume(obj) calls every function of obj's type's table. Built by tests/python/exchange.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "arraybridge/dlpack.h"
 
@@ -238,35 +236,6 @@ static PyObject* consume(PyObject* module, PyObject* args) {
   return result;
 }
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-/* handover_ns(obj, n) -> (ns per managed_tensor_from_py_object_no_sync + deleter,
- * ns per dltensor_from_py_object_no_sync): the producer's side of a hand-over. */
-static PyObject* handover_ns(PyObject* module, PyObject* args) {
-  (void)module;
-  PyObject* object;
-  long n;
-  if (!PyArg_ParseTuple(args, "Ol", &object, &n)) return NULL;
-  const DLPackExchangeAPI* api = api_of(object);
-  if (!api || n <= 0) return api ? PyErr_Format(PyExc_ValueError, "n must be positive") : NULL;
-  double start = now_ns();
-  for (long i = 0; i < n; ++i) {
-    DLManagedTensorVersioned* t;
-    if (api->managed_tensor_from_py_object_no_sync(object, &t) != 0) return NULL;
-    t->deleter(t);
-  }
-  const double owned = (now_ns() - start) / n;
-  DLTensor view;
-  start = now_ns();
-  for (long i = 0; i < n; ++i)
-    if (api->dltensor_from_py_object_no_sync(object, &view) != 0) return NULL;
-  return Py_BuildValue("(dd)", owned, (now_ns() - start) / n);
-}
-
 static PyObject* get_counts(PyObject* module, PyObject* unused) {
   (void)module, (void)unused;
   return Py_BuildValue("{s:l,s:l,s:l,s:l,s:l,s:l,s:(ii)}", "from", counts.from_calls, "to", counts.to_calls, "view",
@@ -298,7 +267,6 @@ static PyObject* api_capsule(PyObject* module, PyObject* args) {
 static PyMethodDef methods[] = {
     {"consume", consume, METH_VARARGS, NULL},
     {"api_capsule", api_capsule, METH_VARARGS, NULL},
-    {"handover_ns", handover_ns, METH_VARARGS, NULL},
     {"counts", get_counts, METH_NOARGS, NULL},
     {"set_work_stream", set_work_stream, METH_O, NULL},
     {NULL, NULL, 0, NULL},

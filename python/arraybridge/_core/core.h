@@ -18,6 +18,9 @@
 
 #include "arraybridge/arraybridge.h"
 
+/* Bytes of one element (lanes included), rounded up for sub-byte types. */
+static inline int64_t dtype_item_bytes(DLDataType dtype) { return ((int64_t)dtype.bits * dtype.lanes + 7) / 8; }
+
 /* ---------------------------------------------------------- release.c */
 
 /* Python work a DLPack deleter must do (a decref, a producer's deleter), done

@@ -19,8 +19,6 @@ static const char kCapsuleName[] = "dlpack_exchange_api";
 
 /* ------------------------------------------------------------------ producer */
 
-static int64_t item_bytes(DLDataType dtype) { return ((int64_t)dtype.bits * dtype.lanes + 7) / 8; }
-
 /* The pending Python exception's text, cleared (for SetError, which takes text). */
 static void forward_exception(void* error_ctx, void (*set_error)(void*, const char*, const char*)) {
   PyObject *type, *value, *traceback;
@@ -42,7 +40,7 @@ static int exchange_allocate(DLTensor* prototype, DLManagedTensorVersioned** out
                              void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
   static const uint64_t zeros[8];
   if (!prototype || !out || prototype->ndim < 0 || prototype->ndim > ABR_MAX_NDIM ||
-      (prototype->ndim > 0 && !prototype->shape) || item_bytes(prototype->dtype) > (int64_t)sizeof zeros) {
+      (prototype->ndim > 0 && !prototype->shape) || dtype_item_bytes(prototype->dtype) > (int64_t)sizeof zeros) {
     if (set_error)
       set_error(error_ctx, "ValueError",
                 "arraybridge: managed_tensor_allocator needs a prototype with 0 to 32 dimensions, their shape, an "

@@ -143,8 +143,7 @@ static PyObject* tensor_byte_offset(TensorObject* self, void* unused) {
 
 static PyObject* tensor_itemsize(TensorObject* self, void* unused) {
   (void)unused;
-  const DLDataType d = self->tensor->dl_tensor.dtype;
-  return PyLong_FromLong(((long)d.bits * d.lanes + 7) / 8);
+  return PyLong_FromLongLong(dtype_item_bytes(self->tensor->dl_tensor.dtype));
 }
 
 static PyObject* tensor_device(TensorObject* self, void* unused) {

@@ -120,13 +120,11 @@ static int parse_stream(PyObject* stream, uintptr_t* out) {
 
 /* ------------------------------------------------------------------ import */
 
-static int64_t item_bytes(const DLTensor* t) { return ((int64_t)t->dtype.bits * t->dtype.lanes + 7) / 8; }
-
 /* Whether a stride times the item size overflows 64 bits on a dim that is walked:
  * no real tensor has such strides (the runtime would refuse them). */
 static int has_impossible_strides(const DLTensor* t) {
   if (!t->strides) return 0;
-  const int64_t item = item_bytes(t);
+  const int64_t item = dtype_item_bytes(t->dtype);
   for (int32_t i = 0; i < t->ndim; ++i) {
     int64_t bytes;
     if (t->shape[i] > 1 && __builtin_mul_overflow(t->strides[i], item, &bytes)) return 1;
@@ -138,7 +136,7 @@ static int has_impossible_strides(const DLTensor* t) {
  * says through the hook what it meant; they replace the exported ones only where
  * both are the same byte strides modulo 2^64, so nothing else is ever reinterpreted. */
 static int repair_producer_strides(PyObject* producer, DLTensor* t) {
-  const int64_t item = item_bytes(t);
+  const int64_t item = dtype_item_bytes(t->dtype);
   PyObject* meant = PyObject_CallFunction(hooks.producer_strides, "OL", producer, (long long)item);
   if (!meant) return -1;
   int64_t fixed[64];
