@@ -257,12 +257,14 @@ $(TSAN_STATIC): $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(FATBIN_OBJ)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-# The fake needs only the host casts of the core (its cast kernel), compiled in.
-$(TSAN_FAKE_CUDA): tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp lib/text.cpp lib/fmt_build.cpp cuda/kernel_params.hpp
+# The fake needs only the host casts of the core (its cast kernel), compiled in;
+# one list serves as prerequisites and sources, so they cannot drift apart.
+TSAN_FAKE_SRCS := tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp lib/text.cpp lib/fmt_build.cpp
+$(TSAN_FAKE_CUDA): $(TSAN_FAKE_SRCS) cuda/kernel_params.hpp
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) $(TSAN_FLAGS) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 \
-	  -Wl,--no-undefined -o $@ tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp lib/text.cpp lib/fmt_build.cpp
+	  -Wl,--no-undefined -o $@ $(TSAN_FAKE_SRCS)
 
 $(TSAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(TSAN_FAKE_CUDA))"'
 
