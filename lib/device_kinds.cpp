@@ -1,6 +1,9 @@
 #include "lib/device_kinds.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -19,12 +22,21 @@ constexpr DeviceKind kKinds[] = {
     {kDLOpenCL,      "opencl",       ABR_BACKEND_OPENCL, true,    false, false,  false, true},
 };
 
+// The rows by device type (DLPack's types are small numbers): every transfer asks
+// a dozen times, so the answer is one load.
+struct KindsByType {
+  const DeviceKind* row[32] = {};
+  constexpr KindsByType() {
+    for (const DeviceKind& kind : kKinds) row[kind.type] = &kind;
+  }
+};
+constexpr KindsByType kKindsByType;
+
 }  // namespace
 
 const DeviceKind* find_kind(DLDeviceType type) {
-  for (const DeviceKind& kind : kKinds)
-    if (kind.type == type) return &kind;
-  return nullptr;
+  const auto index = static_cast<uint32_t>(type);
+  return index < std::size(kKindsByType.row) ? kKindsByType.row[index] : nullptr;
 }
 
 const char* backend_name(abr_backend backend) {
@@ -36,12 +48,45 @@ const char* backend_name(abr_backend backend) {
   }
 }
 
-std::string device_string(DLDevice device) {
-  const DeviceKind* kind = find_kind(device.device_type);
-  if (!kind) return fmt::format("dlpack_device_{}:{}", static_cast<int32_t>(device.device_type), device.device_id);
-  if (!kind->numbered && device.device_id == 0) return kind->name;
-  return fmt::format("{}:{}", kind->name, device.device_id);
+namespace {
+
+void append(DeviceText& out, std::string_view part) {
+  const std::size_t take = std::min(part.size(), sizeof out.text - out.size);
+  std::memcpy(out.text + out.size, part.data(), take);
+  out.size += take;
 }
+
+void append_decimal(DeviceText& out, int64_t value) {
+  char digits[24];
+  std::size_t n = 0;
+  uint64_t magnitude = value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
+  do digits[sizeof digits - ++n] = static_cast<char>('0' + magnitude % 10);
+  while ((magnitude /= 10) != 0);
+  if (value < 0) digits[sizeof digits - ++n] = '-';
+  append(out, {digits + sizeof digits - n, n});
+}
+
+}  // namespace
+
+DeviceText device_text(DLDevice device) {
+  DeviceText out;
+  const DeviceKind* kind = find_kind(device.device_type);
+  if (kind) {
+    append(out, kind->name);
+    if (kind->numbered || device.device_id != 0) {
+      append(out, ":");
+      append_decimal(out, device.device_id);
+    }
+    return out;
+  }
+  append(out, "dlpack_device_");
+  append_decimal(out, static_cast<int32_t>(device.device_type));
+  append(out, ":");
+  append_decimal(out, device.device_id);
+  return out;
+}
+
+std::string device_string(DLDevice device) { return std::string(device_text(device).view()); }
 
 DLDevice parse_device(std::string_view text) {
   const std::string clean = normalized_name(text);

@@ -31,6 +31,15 @@ const char* backend_name(abr_backend backend);
 // "cpu", "cuda:1", "cuda_host", "opencl:0", or "dlpack_device_9:0" for a type without a row.
 std::string device_string(DLDevice device);
 
+// The same text in a fixed buffer, for the zero-copy path's report line, where a
+// std::string's construction was a tenth of the transfer.
+struct DeviceText {
+  char text[40];
+  std::size_t size = 0;
+  std::string_view view() const { return {text, size}; }
+};
+DeviceText device_text(DLDevice device);
+
 // The inverse of device_string for the kinds in the table: "cuda" means "cuda:0";
 // case and surrounding blanks are ignored. Throws ABR_ERR_INVALID_ARGUMENT naming
 // what was wrong.

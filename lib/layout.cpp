@@ -37,7 +37,8 @@ bool is_host_accessible(DLDeviceType type) {
 }
 
 Dims compact_strides(const Dims& shape) {
-  Dims strides(shape.size());
+  Dims strides;
+  strides.resize(shape.size());  // each is written below
   int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     strides[i] = step;

@@ -243,7 +243,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
       plan.detail.format("{} {}, no copy", device_string(dst), dst_traits.can.host_wrap_words);
     } else {
       plan.path = ABR_PATH_ZERO_COPY;
-      plan.detail.join({"view of ", device_string(src.device), " memory, layout kept"});
+      plan.detail.join({"view of ", device_text(src.device).view(), " memory, layout kept"});
     }
     return plan;
   }

@@ -67,6 +67,15 @@ class PlanDetail {
   }
   // Plain concatenation: a tenth of format()'s cost, for the zero-copy paths.
   void join(std::initializer_list<std::string_view> parts) {
+    std::size_t total = 0;
+    for (std::string_view part : parts) total += part.size();
+    if (total < sizeof text_) {  // the usual case: no cut, so no staging buffer and no fit_text
+      char* end = text_;
+      for (std::string_view part : parts) end = std::copy(part.begin(), part.end(), end);
+      *end = '\0';
+      size_ = total;
+      return;
+    }
     char joined[2 * sizeof text_];
     std::size_t n = 0;
     for (std::string_view part : parts) {

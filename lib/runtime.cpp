@@ -70,6 +70,8 @@ Runtime::Runtime(const abr_runtime_options* options) : Runtime(resolve_runtime_o
 
 Runtime::Runtime(const abr_runtime_options& resolved)
     : pool_(PinnedPool::create()), backends_(open_backends(resolved, pool_)), devices_(reports_of(backends_)) {
+  for (std::size_t type = 0; type < backend_by_type_.size(); ++type)
+    backend_by_type_[type] = find_backend(static_cast<DLDeviceType>(type));
   log::debug("runtime created with {} device(s)", devices_.count());
 }
 
@@ -78,6 +80,11 @@ Runtime::~Runtime() {
 }
 
 DeviceBackend* Runtime::backend_of(DLDeviceType type) {
+  const auto index = static_cast<std::size_t>(type);
+  return index < backend_by_type_.size() ? backend_by_type_[index] : find_backend(type);
+}
+
+DeviceBackend* Runtime::find_backend(DLDeviceType type) {
   const DeviceKind* kind = find_kind(type);
   if (!kind) return nullptr;
   for (const auto& backend : backends_)

@@ -4,6 +4,7 @@
 // lock what they share, and transfers share no other state).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -69,6 +70,7 @@ class Runtime {
   // The backend serving a device type (a device's, or page-locked host memory's
   // like cuda_host); nullptr for plain host memory and types without one.
   DeviceBackend* backend_of(DLDeviceType type);
+  DeviceBackend* find_backend(DLDeviceType type);  // backend_of without the table
   // The backend of a type's device memory; nullptr for any host memory.
   DeviceBackend* memory_backend_of(DLDeviceType type);
   // What the planner needs about a tensor's memory: for device memory its
@@ -94,6 +96,9 @@ class Runtime {
   std::atomic<uint64_t> staging_chunk_{0};
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
   std::vector<std::unique_ptr<DeviceBackend>> backends_;  // in kBackends order (runtime.cpp)
+  // backend_of's answers by device type (DLPack's types are small numbers), found
+  // once: every transfer asks two or three times.
+  std::array<DeviceBackend*, 32> backend_by_type_{};
   DeviceRegistry devices_;
 };
 

@@ -218,6 +218,11 @@ TEST_CASE("device kinds: strings and parsing are each other's inverse, and bad t
   CHECK(abr::device_string({kDLCUDA, 0}) == "cuda:0");
   CHECK(abr::device_string({kDLCPU, 0}) == "cpu");
   CHECK(abr::device_string({kDLVulkan, 2}) == "dlpack_device_7:2");
+  // The digits are written by hand (no allocation): the extremes and a nonzero id on an unnumbered kind.
+  CHECK(abr::device_string({kDLCUDA, INT32_MAX}) == "cuda:2147483647");
+  CHECK(abr::device_string({kDLCPU, -5}) == "cpu:-5");
+  CHECK(abr::device_string({static_cast<DLDeviceType>(INT32_MIN), INT32_MIN}) ==
+        "dlpack_device_-2147483648:-2147483648");
   CHECK(abr::same_device(abr::parse_device("  CUDA "), {kDLCUDA, 0}));
   CHECK(abr::same_device(abr::parse_device("cpu:0"), {kDLCPU, 0}));
   for (const char* bad : {"", "gpu:0", "cuda:", "cuda:-1", "cuda:1x", "cuda_host:1", "opencl:99999999999"}) {
