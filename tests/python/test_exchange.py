@@ -161,3 +161,59 @@ def test_a_cuda_copy_follows_the_producers_current_stream(peer):
         assert cuda.cuStreamSynchronize(stream) == 0
         del back, framework, device, scratch, fresh_on_device
     """, delay_us=20000)
+
+
+# ------------------------------------------------------------------ PyTorch (>= 2.10)
+
+def torch_with_table():
+    """torch when its Tensor type publishes a DLPack C exchange API, else a skip naming why."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (the GPU machine has it)")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip(f"torch {torch.__version__} has no __dlpack_c_exchange_api__ (PyTorch >= 2.10 has)")
+    return torch
+
+
+def test_torch_tensors_are_taken_through_torchs_table(monkeypatch):
+    torch = torch_with_table()
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)[:, 1:]  # strided
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", refuse_dlpack)
+    tensor = ab.from_dlpack(x)
+    assert tensor.report.path == "zero_copy"
+    assert tensor.data_ptr + tensor.byte_offset == x.data_ptr()
+    copied = ab.to_device(x, "cpu", copy=True)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(np.from_dlpack(tensor), x.numpy())
+    np.testing.assert_array_equal(np.from_dlpack(copied), x.numpy())
+
+
+def test_our_tensors_become_torch_tensors_through_torchs_table(monkeypatch):
+    torch = torch_with_table()
+    values = np.arange(6, dtype=np.int64).reshape(2, 3)
+    tensor = ab.to_device(values, "cpu", copy=True)
+    made = _core.hand_over(tensor, torch.Tensor)
+    assert isinstance(made, torch.Tensor) and made.data_ptr() == tensor.data_ptr
+    monkeypatch.setattr(torch, "from_dlpack", refuse_dlpack)  # convert_memory's fallback
+    converted = ab.convert_memory(values, "numpy", "torch", gpu_id=None)
+    monkeypatch.undo()
+    assert isinstance(converted, torch.Tensor) and converted.data_ptr() == values.ctypes.data
+    del tensor  # torch's tensor keeps ours alive
+    np.testing.assert_array_equal(made.numpy(), values)
+    np.testing.assert_array_equal(converted.numpy(), values)
+    # torch's own from_dlpack takes our tensor too (through our table or __dlpack__).
+    again = torch.from_dlpack(ab.to_device(values, "cpu"))
+    np.testing.assert_array_equal(again.numpy(), values)
+
+
+def test_a_copy_out_of_torch_follows_torchs_current_cuda_stream():
+    torch = torch_with_table()
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    x = torch.zeros(1 << 22, device="cuda")
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of spinning before the write
+        x.fill_(7.0)
+        back = ab.to_device(x, "cpu")  # stream=None: follows torch's current stream, `side`
+    assert (np.from_dlpack(back) == 7.0).all(), "the copy did not wait for torch's current stream"
+    torch.cuda.synchronize()
