@@ -20,6 +20,7 @@ ABR_STRUCT_VERSIONS(kTransferReport, abr_transfer_report, ABR_TRANSFER_REPORT_VE
 ABR_STRUCT_VERSIONS(kPoolStats, abr_pool_stats, ABR_POOL_STATS_VERSION)
 ABR_STRUCT_VERSIONS(kDeviceInfo, abr_device_info, ABR_DEVICE_INFO_VERSION)
 ABR_STRUCT_VERSIONS(kBackendInfo, abr_backend_info, ABR_BACKEND_INFO_VERSION)
+ABR_STRUCT_VERSIONS(kIpcHandle, abr_ipc_handle, ABR_IPC_HANDLE_VERSION)
 
 #undef ABR_STRUCT_VERSIONS
 

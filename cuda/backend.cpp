@@ -28,25 +28,6 @@ class PooledHostMemory final : public Storage {
   PinnedBlock block_;
 };
 
-// What the driver knows of an address, asked so that memory it does not know
-// (pageable host memory) is no error: cuPointerGetAttributes reads zeros there,
-// where cuPointerGetAttribute fails and fills sanitizer logs and driver traces.
-struct PointerFacts {
-  unsigned int type = 0;  // CU_MEMORYTYPE_*, 0: unknown to the driver
-  int ordinal = -1;
-  CUdeviceptr start = 0;
-  size_t size = 0;
-};
-
-PointerFacts pointer_facts(Device& device, CUdeviceptr address) {
-  PointerFacts facts;
-  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-  void* values[] = {&facts.type, &facts.ordinal, &facts.start, &facts.size};
-  device.check(device.cu().cuPointerGetAttributes(4, which, values, address), "cuPointerGetAttributes");
-  return facts;
-}
-
 }  // namespace
 
 Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool) : pool_(std::move(pool)) {

@@ -18,6 +18,7 @@ Device::~Device() {
   if (!lost()) {
     cu_.cuCtxPushCurrent(context_);
     if (stream_) cu_.cuStreamDestroy(stream_);
+    if (ipc_event_) cu_.cuEventDestroy(ipc_event_);
     if (module_) cu_.cuModuleUnload(module_);
     CUcontext popped = nullptr;
     cu_.cuCtxPopCurrent(&popped);
@@ -51,6 +52,27 @@ CUstream Device::own_stream() {
     stream_ = stream;
   }
   return stream_;
+}
+
+CUevent Device::ipc_event() {
+  CUcontext own = context();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!ipc_event_) {
+    check(cu_.cuCtxPushCurrent(own), "cuCtxPushCurrent");
+    CUevent event = nullptr;
+    const CUresult created = cu_.cuEventCreate(&event, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
+    CUcontext popped = nullptr;
+    cu_.cuCtxPopCurrent(&popped);
+    check(created, "cuEventCreate (interprocess)");
+    ipc_event_ = event;
+  }
+  return ipc_event_;
+}
+
+CUuuid Device::uuid() const {
+  CUuuid id{};
+  cu_.cuDeviceGetUuid(&id, handle_);  // fails only for a bad device handle: then all zeros, which matches no GPU
+  return id;
 }
 
 bool Device::has_context() {

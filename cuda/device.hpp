@@ -33,6 +33,12 @@ class Device : public std::enable_shared_from_this<Device> {
   CUstream own_stream();
   // A kernel of the embedded fatbin, loaded into the context on first use.
   CUfunction kernel(const char* name);
+  // The interprocess event CUDA IPC exports are recorded on (CU_EVENT_INTERPROCESS),
+  // made on first use and destroyed with the device: importers open it while the
+  // exporting runtime lives. Re-recording it only makes later importers wait longer.
+  CUevent ipc_event();
+  // The GPU's UUID: the same in every process, whatever its ordinal there.
+  CUuuid uuid() const;
   // Whether the primary context was retained (without retaining it).
   bool has_context();
 
@@ -51,6 +57,7 @@ class Device : public std::enable_shared_from_this<Device> {
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
   CUmodule module_ = nullptr;
+  CUevent ipc_event_ = nullptr;
   std::atomic<bool> lost_{false};
   std::mutex lost_mutex_;    // its own: a sticky error may come from a call made under mutex_
   std::string lost_reason_;  // written once, before lost_ is set

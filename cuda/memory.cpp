@@ -4,6 +4,15 @@
 #include "lib/log.hpp"
 
 namespace abr::cuda {
+
+PointerFacts pointer_facts(Device& device, CUdeviceptr address) {
+  PointerFacts facts;
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* values[] = {&facts.type, &facts.ordinal, &facts.start, &facts.size};
+  device.check(device.cu().cuPointerGetAttributes(4, which, values, address), "cuPointerGetAttributes");
+  return facts;
+}
 namespace {
 
 class PinnedBlock final : public StagingBlock {

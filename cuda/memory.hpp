@@ -18,6 +18,18 @@
 
 namespace abr::cuda {
 
+// What the driver knows of an address, asked so that memory it does not know
+// (pageable host memory) is no error: cuPointerGetAttributes reads zeros there,
+// where cuPointerGetAttribute fails and fills sanitizer logs and driver traces.
+// Needs the device's context current (Scope).
+struct PointerFacts {
+  unsigned int type = 0;  // CU_MEMORYTYPE_*, 0: unknown to the driver
+  int ordinal = -1;
+  CUdeviceptr start = 0;  // the allocation holding the address
+  size_t size = 0;
+};
+PointerFacts pointer_facts(Device& device, CUdeviceptr address);
+
 // `bytes` of device memory allocated, used and freed in `stream`'s order.
 // Work on another stream must be ordered after the allocation, and the buffer
 // destroyed only once the stream is ordered after that work (events).

@@ -11,6 +11,7 @@ packages=(
   pocl-opencl-icd clinfo     # a real OpenCL device on the CPU, so OpenCL tests run everywhere
   clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
   valgrind                   # leak and memory checks of the Python tests' native part
+  openmpi-bin                # mpirun and libmpi for the MPI tests (mpi4py's wheel finds it)
   python3 python3-venv       # the project's Python environment (.venv)
 )
 

@@ -372,6 +372,47 @@ ABR_API abr_status abr_pool_set_limit(abr_runtime* runtime, uint64_t limit_bytes
  * the environment. Each transfer's report states the shape it ran with. */
 ABR_API abr_status abr_runtime_set_staging(abr_runtime* runtime, uint32_t threads, uint64_t chunk_bytes);
 
+/* ------------------------------------------------------------------ CUDA IPC */
+
+/*
+ * A CUDA tensor shared with another process on this machine (CUDA IPC), as a
+ * handle of plain bytes: copy it, send its first `size` bytes over a pipe or
+ * socket, store it.
+ *
+ * abr_ipc_export: `tensor` is CUDA device memory allocated with cuMemAlloc, or a
+ * view into such an allocation (arraybridge's own tensors are); memory from a
+ * stream-ordered pool (cuMemAllocAsync) cannot be shared this way and is refused
+ * naming why. The importer waits for the work queued on `stream` before the
+ * export (NULL: on the legacy default stream, which follows every blocking
+ * stream). Host memory and OpenCL have no CUDA IPC: ABR_ERR_UNSUPPORTED.
+ *
+ * abr_ipc_import, in another process: *out is a zero-copy tensor on the same
+ * memory, on this process's number for the same GPU, whose deleter closes the
+ * mapping once the work this process queued is done. With `stream`, work queued on
+ * it runs after the exporter's; with NULL the call waits for that work. Importing
+ * a handle twice gives two tensors on one mapping. In the exporting process itself
+ * the result is a view of the memory after the device's queued work.
+ *
+ * Lifetime: the exporter keeps the tensor, and the runtime that exported it, alive
+ * until every importer has deleted its tensor. CUDA does not count importers, and
+ * memory freed while another process maps it is undefined behaviour there.
+ */
+#define ABR_IPC_HANDLE_VERSION 1u
+#define ABR_IPC_HANDLE_BYTES 1528u
+
+typedef struct abr_ipc_handle {
+  uint32_t version;  /* set by the caller: ABR_IPC_HANDLE_VERSION */
+  uint32_t size;     /* bytes of data in use, written by abr_ipc_export */
+  unsigned char data[ABR_IPC_HANDLE_BYTES];
+} abr_ipc_handle;
+#define ABR_IPC_HANDLE_INIT {ABR_IPC_HANDLE_VERSION, 0, {0}}
+
+ABR_API abr_status abr_ipc_handle_init(abr_ipc_handle* handle, unsigned int version);
+ABR_API abr_status abr_ipc_export(abr_runtime* runtime, const DLTensor* tensor, abr_stream* stream,
+                                  abr_ipc_handle* handle);
+ABR_API abr_status abr_ipc_import(abr_runtime* runtime, const abr_ipc_handle* handle, abr_stream* stream,
+                                  DLManagedTensorVersioned** out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,6 +65,12 @@ class Tensor(_core.TensorBase):
         """Same as arraybridge.to_device(self, device, **kwargs)."""
         return _core.to_device(self, device, **kwargs)
 
+    def ipc_handle(self):
+        """An IpcHandle naming this CUDA tensor's memory for another process (see
+        arraybridge.from_ipc); keep this tensor alive until the importers let go."""
+        from ._ipc import IpcHandle  # _ipc imports nothing of this module's: no cycle, but keep it lazy
+        return IpcHandle(_core.ipc_export(self, None))
+
     # ---------------------------------------------------------- DLPack producer
 
     def __dlpack_device__(self):

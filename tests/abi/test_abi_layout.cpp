@@ -39,8 +39,12 @@ static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == 1 && DLPACK_FLAG_BITMASK_IS_COPIE
 // The library's own public structs: each starts with the caller's version.
 static_assert(offsetof(abr_runtime_options, version) == 0 && offsetof(abr_transfer_options, version) == 0 &&
                   offsetof(abr_transfer_report, version) == 0 && offsetof(struct abr_device_info, version) == 0 &&
-                  offsetof(struct abr_backend_info, version) == 0 && offsetof(abr_pool_stats, version) == 0,
+                  offsetof(struct abr_backend_info, version) == 0 && offsetof(abr_pool_stats, version) == 0 &&
+                  offsetof(abr_ipc_handle, version) == 0,
               "version first");
+static_assert(sizeof(abr_ipc_handle) == 1536 && offsetof(abr_ipc_handle, size) == 4 &&
+                  offsetof(abr_ipc_handle, data) == 8,
+              "abr_ipc_handle");
 static_assert(sizeof(abr_runtime_options) == 8, "abr_runtime_options");
 static_assert(sizeof(abr_transfer_options) == 24 && offsetof(abr_transfer_options, copy) == 4 &&
                   offsetof(abr_transfer_options, flags) == 8 && offsetof(abr_transfer_options, dtype) == 12 &&

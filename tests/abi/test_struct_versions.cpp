@@ -97,6 +97,21 @@ TEST_CASE("every public struct: init at its version, 0 and newer refused by name
   CHECK(stats.as<abr_pool_stats>()->version == ABR_POOL_STATS_VERSION);
   CHECK(stats.as<abr_pool_stats>()->limit_bytes > 0);
 
+  // abr_ipc_handle: refused before any device is asked (this host tensor would be refused after).
+  CallerBlock ipc(sizeof(abr_ipc_handle), 0xEE);
+  CHECK(abr_ipc_handle_init(ipc.as<abr_ipc_handle>(), 0) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_ipc_handle.version is 0: set it with abr_ipc_handle_init(&x, ABR_IPC_HANDLE_VERSION) "
+                       "or ABR_IPC_HANDLE_INIT"));
+  ipc.as<abr_ipc_handle>()->version = ABR_IPC_HANDLE_VERSION + 1;
+  float value = 1;
+  Managed host(&value, f32, {1});
+  CHECK(abr_ipc_export(rt, &host.tensor(), nullptr, ipc.as<abr_ipc_handle>()) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_ipc_handle version 2 is newer than this library's (1)"));
+  REQUIRE(abr_ipc_handle_init(ipc.as<abr_ipc_handle>(), ABR_IPC_HANDLE_VERSION) == ABR_OK);
+  CHECK(ipc.as<abr_ipc_handle>()->size == 0);
+  CHECK(abr_ipc_export(rt, &host.tensor(), nullptr, ipc.as<abr_ipc_handle>()) == ABR_ERR_UNSUPPORTED);
+  CHECK(error_mentions("cpu is host memory"));
+
   CallerBlock device(sizeof(struct abr_device_info), 0xEE);
   REQUIRE(abr_device_info_init(device.as<struct abr_device_info>(), ABR_DEVICE_INFO_VERSION) == ABR_OK);
   REQUIRE(abr_device_info(rt, 0, device.as<struct abr_device_info>()) == ABR_OK);

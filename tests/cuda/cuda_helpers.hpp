@@ -108,6 +108,8 @@ struct RawDriver {
   decltype(&cuPointerGetAttribute) attribute = fake.driver<decltype(cuPointerGetAttribute)>(ABR_TEST_CUDA_SYMBOL(cuPointerGetAttribute));
   decltype(&cuPointerGetAttributes) attributes =
       fake.driver<decltype(cuPointerGetAttributes)>(ABR_TEST_CUDA_SYMBOL(cuPointerGetAttributes));
+  decltype(&cuIpcGetMemHandle) ipc_get = fake.driver<decltype(cuIpcGetMemHandle)>(ABR_TEST_CUDA_SYMBOL(cuIpcGetMemHandle));
+  decltype(&cuIpcOpenMemHandle) ipc_open = fake.driver<decltype(cuIpcOpenMemHandle)>(ABR_TEST_CUDA_SYMBOL(cuIpcOpenMemHandle));
   CUcontext context = nullptr;
   int device_;
 

@@ -32,14 +32,29 @@
 //    as on the H100; async copies from memory neither allocated page-locked nor
 //    registered are counted ("pageable_async_copies": the real driver runs them
 //    synchronously, through its own staging, at a fraction of the link's speed).
+//  - CUDA IPC as the driver documents it: cuMemAlloc memory is shareable (a memfd
+//    here, mapped by the importer through /proc/<pid>/fd), cuMemAllocAsync pool
+//    memory and any pointer that is not an allocation's base are refused;
+//    opening a handle in its own process is CUDA_ERROR_INVALID_CONTEXT, opening
+//    it again in one process counts references, cuMemFree of an imported mapping
+//    is a finding, and an exporter that has exited (or freed the memory) makes
+//    cuIpcOpenMemHandle fail with CUDA_ERROR_INVALID_HANDLE. Interprocess events
+//    keep their record and completion counts in shared memory, so a stream of the
+//    importer waits for the exporter's queued work.
 // At exit it reports what was never freed (device and pinned) or never unregistered.
 // Kernels are emulated on the host with the library's own host cast.
 #include <cuda.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -64,12 +79,26 @@ using Clock = std::map<int, uint64_t>;
 struct CUctx_st { int device; };
 struct CUmod_st { int unused; };
 struct CUfunc_st { int kernel; };  // 0..3: abr_copy_{1,2,4,8}; 4: abr_cast
+// An interprocess event's counts, in a shared page (a memfd) both processes map.
+struct SharedEventCounts {
+  std::atomic<uint64_t> recorded;
+  std::atomic<uint64_t> completed;
+};
 struct EventState {
   std::mutex mutex;
   std::condition_variable done;
   uint64_t recorded = 0;   // generation of the last record
   uint64_t completed = 0;  // generation the stream has reached
   Clock clock;             // the recording stream's order at the last record
+  // CU_EVENT_INTERPROCESS: the counts are also in shared memory (fd >= 0 here);
+  // opened from another process's handle: only there (remote_pid names the owner).
+  SharedEventCounts* shared = nullptr;
+  int fd = -1;
+  pid_t remote_pid = 0;
+  ~EventState() {
+    if (shared) munmap(shared, sizeof *shared);
+    if (fd >= 0) close(fd);
+  }
 };
 // Queued records and waits share the state, so an event may be destroyed while
 // work still refers to it, as the driver allows.
@@ -128,6 +157,10 @@ struct Range {
   bool freed = false;  // a free is queued: no use may follow
   bool abandoned = false;  // allocated when a sticky error struck: left to the driver, as libraries must
   std::vector<Use> uses;
+  int fd = -1;                // cuMemAlloc memory: the memfd behind it (shareable through IPC)
+  uint64_t mapped = 0;        // bytes mmapped (memfd or imported), 0: from aligned_alloc
+  int imported_refs = 0;      // a mapping cuIpcOpenMemHandle made: its open count
+  std::string ipc_key;        // of an imported mapping: the exporter's pid, fd and inode
 };
 std::mutex g_memory_mutex;
 // By start address (device addresses tagged). Never destroyed: what a lost device
@@ -417,7 +450,9 @@ void run_kernel(int kernel, CUdeviceptr src, CUdeviceptr dst, const abr::cuda::W
 // Frees a range the driver still knows (caller holds g_memory_mutex).
 void release_locked(std::map<uint64_t, Range>::iterator it) {
   if (it->second.device >= 0) g_released[it->first] = it->second.size;
-  std::free(it->second.real);
+  if (it->second.mapped) munmap(it->second.real, it->second.mapped);
+  else std::free(it->second.real);
+  if (it->second.fd >= 0) close(it->second.fd);
   g_ranges.erase(it);
 }
 
@@ -643,13 +678,34 @@ CUresult cuCtxSynchronize() {
   return g_sticky.load();
 }
 
+// Shared memory another process can map through /proc/<pid>/fd/<fd>; nullptr when none.
+static char* shared_memory(uint64_t bytes, int* fd, uint64_t* mapped) {
+  *mapped = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
+  *fd = memfd_create("fake-cuda", MFD_CLOEXEC);
+  if (*fd < 0) return nullptr;
+  void* real = ftruncate(*fd, static_cast<off_t>(*mapped)) == 0
+                   ? mmap(nullptr, *mapped, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0)
+                   : MAP_FAILED;
+  if (real != MAP_FAILED) return static_cast<char*>(real);
+  close(*fd);
+  *fd = -1;
+  return nullptr;
+}
+
 static CUresult allocate(CUdeviceptr* ptr, size_t bytes, FakeStream* ordered_on) {
   FAKE_NEED_CONTEXT();
   if (fail_allocation()) return CUDA_ERROR_OUT_OF_MEMORY;
-  char* real = static_cast<char*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256));
+  // cuMemAlloc memory can be shared with other processes (IPC); a stream-ordered
+  // pool's cannot, as with the driver's default pool.
+  int fd = -1;
+  uint64_t mapped = 0;
+  char* real = ordered_on ? static_cast<char*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256))
+                          : shared_memory(bytes, &fd, &mapped);
   if (!real) return CUDA_ERROR_OUT_OF_MEMORY;
   *ptr = reinterpret_cast<CUdeviceptr>(real) ^ kDeviceTag;
   Range range{bytes, current_device(), current_device(), real};
+  range.fd = fd;
+  range.mapped = mapped;
   if (ordered_on) {  // the allocation is a point in the stream's order
     range.stream_ordered = true;
     range.alloc_stream = ordered_on->id();
@@ -688,6 +744,11 @@ static CUresult check_free(uint64_t address, bool device, const char* call) {
   }
   auto it = g_ranges.find(address);
   if (it == g_ranges.end() || (it->second.device >= 0) != device) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.imported_refs) {
+    finding("%s(%#llx) of memory opened with cuIpcOpenMemHandle (cuIpcCloseMemHandle closes it)", call,
+            static_cast<unsigned long long>(address));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (it->second.freed) {
     finding("%s(%#llx): freed twice", call, static_cast<unsigned long long>(address));
     return CUDA_ERROR_INVALID_VALUE;
@@ -942,10 +1003,30 @@ CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuEventCreate(CUevent* event, unsigned int) {
+CUresult cuEventCreate(CUevent* event, unsigned int flags) {
   FAKE_NEED_CONTEXT();
-  *event = new CUevent_st;
+  if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
+  auto made = std::make_unique<CUevent_st>();
+  if (flags & CU_EVENT_INTERPROCESS) {
+    uint64_t mapped = 0;
+    char* page = shared_memory(sizeof(SharedEventCounts), &made->state->fd, &mapped);
+    made->state->shared = reinterpret_cast<SharedEventCounts*>(page);
+    if (!made->state->shared) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *event = made.release();
   return CUDA_SUCCESS;
+}
+
+// Whether an interprocess event's record `target` has completed; an event whose
+// exporting process has exited counts as complete (its work is gone).
+static bool shared_event_done(const EventState& state, uint64_t target) {
+  if (state.shared->completed.load() >= target) return true;
+  return state.remote_pid && kill(state.remote_pid, 0) != 0 && errno == ESRCH;
+}
+
+static void wait_shared_event(const EventState& state, uint64_t target) {
+  while (!shared_event_done(state, target) && g_sticky.load() == CUDA_SUCCESS)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 CUresult cuEventRecord(CUevent event, CUstream stream) {
@@ -955,12 +1036,17 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(state->mutex);
-    generation = ++state->recorded;
+    generation = state->shared ? (state->recorded = state->shared->recorded.fetch_add(1) + 1) : ++state->recorded;
     state->clock = s->clock();
   }
   s->submit([state, generation] {
     std::lock_guard<std::mutex> lock(state->mutex);
     if (state->completed < generation) state->completed = generation;
+    if (state->shared) {
+      uint64_t seen = state->shared->completed.load();
+      while (seen < generation && !state->shared->completed.compare_exchange_weak(seen, generation)) {
+      }
+    }
     state->done.notify_all();
   });
   return CUDA_SUCCESS;
@@ -969,6 +1055,7 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
 CUresult cuEventQuery(CUevent event) {
   FAKE_GUARD();
   EventState& state = *event->state;
+  if (state.shared) return shared_event_done(state, state.shared->recorded.load()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.completed >= state.recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -976,6 +1063,10 @@ CUresult cuEventQuery(CUevent event) {
 CUresult cuEventSynchronize(CUevent event) {
   FAKE_GUARD();
   EventState& state = *event->state;
+  if (state.shared) {
+    wait_shared_event(state, state.shared->recorded.load());
+    return g_sticky.load();
+  }
   std::unique_lock<std::mutex> lock(state.mutex);
   const uint64_t target = state.recorded;
   state.done.wait(lock, [&] { return state.completed >= target || g_sticky.load() != CUDA_SUCCESS; });
@@ -990,6 +1081,11 @@ CUresult cuEventDestroy(CUevent event) {
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
   FAKE_NEED_CONTEXT();
   std::shared_ptr<EventState> state = event->state;
+  if (state->shared && state->remote_pid) {  // another process's event: only its counts are shared
+    const uint64_t target = state->shared->recorded.load();
+    stream_of(stream)->submit([state, target] { wait_shared_event(*state, target); });
+    return CUDA_SUCCESS;
+  }
   uint64_t target;
   Clock clock;
   {
@@ -1003,6 +1099,157 @@ CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
     std::unique_lock<std::mutex> lock(state->mutex);
     state->done.wait(lock, [&] { return state->completed >= target || g_sticky.load() != CUDA_SUCCESS; });
   });
+  return CUDA_SUCCESS;
+}
+
+// ---------------------------------------------------------------- IPC
+
+// What a fake IPC handle holds (CU_IPC_HANDLE_SIZE bytes): the exporting process,
+// the memfd behind the memory or event there, and its inode (so a closed fd whose
+// number was reused is never mistaken for it).
+struct FakeIpcHandle {
+  char magic[8];
+  int32_t pid;
+  int32_t fd;
+  uint64_t inode;
+  uint64_t bytes;
+};
+static_assert(sizeof(FakeIpcHandle) <= CU_IPC_HANDLE_SIZE, "a fake IPC handle must fit the driver's");
+constexpr char kIpcMagic[8] = "fakeipc";
+
+static bool fill_ipc_handle(char* out, int fd, uint64_t bytes) {
+  struct stat facts {};
+  if (fstat(fd, &facts) != 0) return false;
+  FakeIpcHandle handle{};
+  std::memcpy(handle.magic, kIpcMagic, sizeof kIpcMagic);
+  handle.pid = getpid();
+  handle.fd = fd;
+  handle.inode = facts.st_ino;
+  handle.bytes = bytes;
+  std::memset(out, 0, CU_IPC_HANDLE_SIZE);
+  std::memcpy(out, &handle, sizeof handle);
+  return true;
+}
+
+// The exporter's memfd opened here: CUDA_ERROR_INVALID_VALUE for bytes that are no
+// handle, CUDA_ERROR_INVALID_CONTEXT in the exporting process itself (a finding:
+// the driver refuses it), CUDA_ERROR_INVALID_HANDLE when the exporter has exited
+// or closed it.
+static CUresult open_ipc_handle(const char* bytes, const char* call, FakeIpcHandle* handle, int* fd) {
+  std::memcpy(handle, bytes, sizeof *handle);
+  if (std::memcmp(handle->magic, kIpcMagic, sizeof kIpcMagic) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handle->pid == getpid()) {
+    finding("%s of a handle exported by this same process (the driver refuses it: CUDA_ERROR_INVALID_CONTEXT)", call);
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  const std::string path = "/proc/" + std::to_string(handle->pid) + "/fd/" + std::to_string(handle->fd);
+  *fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  struct stat facts {};
+  if (*fd >= 0 && fstat(*fd, &facts) == 0 && facts.st_ino == handle->inode) return CUDA_SUCCESS;
+  if (*fd >= 0) close(*fd);
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
+  FAKE_NEED_CONTEXT();
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  auto it = g_ranges.find(ptr);
+  if (it == g_ranges.end()) {
+    if (find_locked(ptr, 1))
+      finding("cuIpcGetMemHandle(%#llx): not the base of an allocation (the driver exports whole allocations)",
+              static_cast<unsigned long long>(ptr));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const Range& range = it->second;
+  // Pool memory (cuMemAllocAsync), imported mappings and host memory cannot be exported.
+  if (range.device < 0 || range.freed || range.fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  return fill_ipc_handle(handle->reserved, range.fd, range.size) ? CUDA_SUCCESS : CUDA_ERROR_MAP_FAILED;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int flags) {
+  FAKE_NEED_CONTEXT();
+  if (flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) return CUDA_ERROR_INVALID_VALUE;
+  FakeIpcHandle handle;
+  int fd = -1;
+  if (const CUresult status = open_ipc_handle(bytes.reserved, "cuIpcOpenMemHandle", &handle, &fd)) return status;
+  const std::string key =
+      std::to_string(handle.pid) + ":" + std::to_string(handle.fd) + ":" + std::to_string(handle.inode);
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  for (auto& entry : g_ranges)  // opened before in this context: one more reference, the same pointer
+    if (entry.second.imported_refs && entry.second.ipc_key == key && entry.second.context == current_device()) {
+      close(fd);
+      ++entry.second.imported_refs;
+      *ptr = entry.first;
+      return CUDA_SUCCESS;
+    }
+  const uint64_t mapped = (std::max<uint64_t>(handle.bytes, 1) + 4095) / 4096 * 4096;
+  void* real = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);  // the mapping keeps the memory
+  if (real == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
+  *ptr = reinterpret_cast<CUdeviceptr>(real) ^ kDeviceTag;
+  Range range{handle.bytes, current_device(), current_device(), static_cast<char*>(real)};
+  range.mapped = mapped;
+  range.imported_refs = 1;
+  range.ipc_key = key;
+  g_released.erase(g_released.lower_bound(*ptr), g_released.lower_bound(*ptr + handle.bytes));
+  g_ranges[*ptr] = range;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) {
+  FAKE_NEED_CONTEXT();
+  std::vector<Use> uses;
+  {
+    std::lock_guard<std::mutex> lock(g_memory_mutex);
+    auto it = g_ranges.find(ptr);
+    if (it == g_ranges.end() || it->second.imported_refs == 0) {
+      finding("cuIpcCloseMemHandle(%#llx) of memory cuIpcOpenMemHandle did not return (or closed more often than "
+              "opened)", static_cast<unsigned long long>(ptr));
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (--it->second.imported_refs > 0) return CUDA_SUCCESS;
+    uses = it->second.uses;
+  }
+  for (const Use& use : uses)
+    if (!use_finished(use))
+      finding("use-after-close: cuIpcCloseMemHandle(%#llx) while operation %llu of stream %d, which uses it, is "
+              "still queued",
+              static_cast<unsigned long long>(ptr), static_cast<unsigned long long>(use.seq), use.stream);
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  release_locked(g_ranges.find(ptr));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) {
+  FAKE_GUARD();
+  const EventState& state = *event->state;
+  if (!state.shared || state.remote_pid) return CUDA_ERROR_INVALID_VALUE;  // not CU_EVENT_INTERPROCESS
+  return fill_ipc_handle(handle->reserved, state.fd, sizeof(SharedEventCounts)) ? CUDA_SUCCESS : CUDA_ERROR_MAP_FAILED;
+}
+
+CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle bytes) {
+  FAKE_NEED_CONTEXT();
+  FakeIpcHandle handle;
+  int fd = -1;
+  if (const CUresult status = open_ipc_handle(bytes.reserved, "cuIpcOpenEventHandle", &handle, &fd)) return status;
+  void* counts = mmap(nullptr, sizeof(SharedEventCounts), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (counts == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_MAP_FAILED;
+  }
+  auto opened = std::make_unique<CUevent_st>();
+  opened->state->shared = static_cast<SharedEventCounts*>(counts);
+  opened->state->fd = fd;
+  opened->state->remote_pid = handle.pid;
+  *event = opened.release();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
+  if (device < 0 || device >= g_device_count) return CUDA_ERROR_INVALID_DEVICE;
+  std::memset(uuid->bytes, 0, sizeof uuid->bytes);
+  std::memcpy(uuid->bytes, "fake-gpu-", 9);
+  uuid->bytes[9] = static_cast<char>('0' + device % kMaxDevices);  // one digit: kMaxDevices is 8
   return CUDA_SUCCESS;
 }
 

@@ -14,6 +14,7 @@
 #include "tests/cuda/cuda_helpers.hpp"
 
 int sticky_child_main();  // test_sticky_child.cpp: the child's side of that test
+int ipc_child_main(int argc, char** argv);  // test_ipc.cpp: the importing process
 
 int main(int argc, char** argv) {
   if (!std::getenv("ARRAYBRIDGE_CUDA_LIBRARY")) {
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
     setenv("ARRAYBRIDGE_CUDA_LIBRARY", ABR_FAKE_CUDA_PATH, /*overwrite=*/1);
   }
   if (argc == 2 && std::strcmp(argv[1], "--sticky-child") == 0) return sticky_child_main();
+  if (argc >= 2 && std::strcmp(argv[1], "--ipc-child") == 0) return ipc_child_main(argc, argv);
   doctest::Context context(argc, argv);
   const int failed = context.run();
   // Each test's fixture fails it for its own findings; this line sums them up for the log.

@@ -193,3 +193,28 @@ TEST_CASE("fake driver: cuMemHostRegister as on the H100; unregistering under a 
   CHECK(cu.host_unregister(host.data()) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
   CHECK(cu.take_findings(before).find("after the primary context") != std::string::npos);
 }
+
+TEST_CASE("fake driver: CUDA IPC exports whole cuMemAlloc allocations only, and never opens in the exporting process") {
+  if (!fake_loaded()) return;
+  RawDriver cu;
+  CUstream stream = cu.stream();
+  CUdeviceptr plain = 0, pooled = 0;
+  REQUIRE(cu.alloc(&plain, 256) == CUDA_SUCCESS);
+  REQUIRE(cu.alloc_async(&pooled, 256, stream) == CUDA_SUCCESS);
+  cu.stream_sync(stream);
+  CUipcMemHandle handle;
+  const long long before = cu.fake.stat("findings");
+  CHECK(cu.ipc_get(&handle, plain) == CUDA_SUCCESS);
+  CHECK(cu.ipc_get(&handle, pooled) == CUDA_ERROR_INVALID_VALUE);  // a stream-ordered pool's memory
+  CHECK(cu.take_findings(before).empty());
+  CUipcMemHandle inner;
+  CHECK(cu.ipc_get(&inner, plain + 64) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cu.take_findings(before).find("not the base of an allocation") != std::string::npos);
+  CUdeviceptr opened = 0;
+  CHECK(cu.ipc_open(&opened, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_ERROR_INVALID_CONTEXT);
+  CHECK(cu.take_findings(before).find("exported by this same process") != std::string::npos);
+  REQUIRE(cu.free(plain) == CUDA_SUCCESS);
+  REQUIRE(cu.free_async(pooled, stream) == CUDA_SUCCESS);
+  cu.stream_sync(stream);
+  cu.stream_destroy(stream);
+}

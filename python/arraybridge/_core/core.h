@@ -8,7 +8,7 @@
  * vocabulary (names, constants), which needs no runtime.
  *
  * Files depend only downwards: release, capsules, args <- tensor; hooks <-
- * runtime <- exchange <- transfer <- module.
+ * runtime <- exchange <- transfer <- ipc <- module.
  */
 #ifndef ARRAYBRIDGE_CORE_H
 #define ARRAYBRIDGE_CORE_H
@@ -143,6 +143,13 @@ PyObject* core_handover_ns(PyObject* module, PyObject* const* args, Py_ssize_t n
 
 /* ---------------------------------------------------------- transfer.c */
 
+/* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
+ * capsule, what its type's exchange API exports, or what __dlpack__ returns. */
+int import_source(PyObject* x, Imported* out);
+/* A stream argument (None, a DLPack stream value or a framework's stream object)
+ * as a CUDA stream handle, 0 for none; -1 with an exception. */
+int parse_stream(PyObject* stream, uintptr_t* out);
+
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
@@ -150,5 +157,10 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
 extern const char core_to_device_doc[];
 extern const char core_from_dlpack_doc[];
 extern const char core_copy_doc[];
+
+/* ---------------------------------------------------------- ipc.c */
+
+PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+PyObject* core_ipc_import(PyObject* module, PyObject* data);
 
 #endif

@@ -44,6 +44,9 @@ static PyMethodDef methods[] = {
      "pool_trim(only_if_running) -> bytes released; with only_if_running, 0 without creating a runtime"},
     {"set_staging", (PyCFunction)(void (*)(void))core_set_staging, METH_FASTCALL,
      "set_staging(threads, chunk_bytes) -> None"},
+    {"ipc_export", (PyCFunction)(void (*)(void))core_ipc_export, METH_FASTCALL,
+     "ipc_export(x, stream) -> the bytes of a CUDA IPC handle for x's memory, after the work queued on stream"},
+    {"ipc_import", core_ipc_import, METH_O, "ipc_import(handle_bytes) -> the Tensor it names, opened in this process"},
     {NULL, NULL, 0, NULL},
 };
 

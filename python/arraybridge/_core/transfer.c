@@ -109,7 +109,7 @@ static int parse_dtype(PyObject* dtype, DLDataType* out) {
   return 0;
 }
 
-static int parse_stream(PyObject* stream, uintptr_t* out) {
+int parse_stream(PyObject* stream, uintptr_t* out) {
   if (!stream || stream == Py_None) return 0;
   PyObject* handle = PyObject_CallOneArg(hooks.stream_handle, stream);
   if (!handle) return -1;
@@ -161,7 +161,7 @@ static int repair_producer_strides(PyObject* producer, DLTensor* t) {
  * capsule, what its type's DLPack C exchange API exports, or what __dlpack__
  * returns (versioned when the producer takes max_version, legacy from one that
  * predates DLPack 1.0). */
-static int import_source(PyObject* x, Imported* out) {
+int import_source(PyObject* x, Imported* out) {
   if (tensor_check(x)) {
     out->tensor = new_owner_view(((TensorObject*)x)->tensor, x, 0);
     out->versioned = 1;

@@ -1,0 +1,180 @@
+// CUDA IPC: a tensor's allocation (cuIpcGetMemHandle) and an interprocess event
+// recorded after the exporter's queued work (cuIpcGetEventHandle), packed with
+// the view's layout and the GPU's UUID into abr_ipc_handle's bytes. The importer
+// finds the same GPU by UUID, opens the memory (cuIpcOpenMemHandle, closed by the
+// tensor's deleter after this process's queued work) and orders itself after the
+// event. The header's comment on abr_ipc_export states the lifetime rule.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lib/device_kinds.hpp"
+#include "lib/export.hpp"
+#include "lib/log.hpp"
+#include "cuda/backend.hpp"
+#include "cuda/stream.hpp"
+
+namespace abr::cuda {
+namespace {
+
+constexpr char kMagic[8] = {'a', 'b', 'r', '-', 'i', 'p', 'c', 1};  // the last byte is the format's version
+
+// The handle's fixed part; shape then strides (ndim each) follow it.
+struct IpcBody {
+  char magic[8];
+  int32_t exporter_pid;
+  int32_t exporter_ordinal;  // for messages: the GPU's number in the exporting process
+  CUipcMemHandle memory;     // the whole allocation holding the view
+  CUipcEventHandle event;    // after the work queued before the export
+  CUuuid gpu;
+  DLDataType dtype;
+  int32_t ndim;
+  uint64_t offset;           // the first element's byte offset in the allocation
+  uint64_t allocation_bytes;
+  uint64_t address;          // the first element's address in the exporting process
+  uint64_t flags;            // DLPack flags kept (READ_ONLY)
+};
+
+bool same_gpu(const CUuuid& a, const CUuuid& b) { return std::memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0; }
+
+bool process_exited(int32_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+// Memory opened with cuIpcOpenMemHandle, closed in its device's context.
+class IpcMapping final : public Storage {
+ public:
+  IpcMapping(std::shared_ptr<Device> device, CUdeviceptr base) : device_(std::move(device)), base_(base) {}
+  ~IpcMapping() override {
+    if (device_->lost()) return;  // the context is unusable: the mapping goes with the process
+    Scope scope(*device_);
+    const CUresult closed = device_->cu().cuIpcCloseMemHandle(base_);
+    if (closed != CUDA_SUCCESS)
+      log::warn("cuIpcCloseMemHandle on {} failed: {}", device_string(device_->dl_device()),
+                error_text(device_->cu(), closed));
+  }
+
+ private:
+  std::shared_ptr<Device> device_;
+  CUdeviceptr base_;
+};
+
+CUstream native_stream(Stream* stream) {
+  return stream ? static_cast<CudaStream*>(stream)->get() : CU_STREAM_LEGACY;
+}
+
+}  // namespace
+
+uint32_t Backend::ipc_export(const Layout& tensor, uint64_t flags, Stream* stream, unsigned char* out,
+                             std::size_t capacity) {
+  if (tensor.device.device_type != kDLCUDA)
+    fail(ABR_ERR_UNSUPPORTED, "{} memory cannot be shared with another process: CUDA IPC shares device memory "
+         "(cuda:N) only", device_string(tensor.device));
+  const std::size_t dims_bytes = 2 * static_cast<std::size_t>(tensor.ndim()) * sizeof(int64_t);
+  if (sizeof(IpcBody) + dims_bytes > capacity) fail(ABR_ERR_INTERNAL, "an IPC handle outgrew abr_ipc_handle");
+  memory_context(tensor);  // the memory is this device's, and the whole view lies in one allocation
+  std::shared_ptr<Device> owner = device(tensor.device);
+  Scope scope(*owner);
+  const CUdeviceptr first = reinterpret_cast<CUdeviceptr>(tensor.data) + tensor.byte_offset;
+  const PointerFacts facts = pointer_facts(*owner, first + static_cast<uint64_t>(tensor.min_byte));
+
+  IpcBody body{};
+  std::memcpy(body.magic, kMagic, sizeof kMagic);
+  const CUresult shared = cu_->cuIpcGetMemHandle(&body.memory, facts.start);
+  if (shared == CUDA_ERROR_INVALID_VALUE)
+    fail_backend(ABR_ERR_UNSUPPORTED, shared,
+                 "the memory of this {} tensor cannot be shared with another process: cuIpcGetMemHandle refused its "
+                 "allocation ({}). Memory from a stream-ordered pool (cuMemAllocAsync, as asynchronous allocators "
+                 "use) has no IPC handle; copy the tensor into one of arraybridge's (to_device(x, \"{}\", "
+                 "copy=True)) and export that",
+                 device_string(tensor.device), error_text(*cu_, shared), device_string(tensor.device));
+  owner->check(shared, "cuIpcGetMemHandle");
+  CUevent event = owner->ipc_event();
+  owner->check(cu_->cuEventRecord(event, native_stream(stream)), "cuEventRecord (interprocess)");
+  owner->check(cu_->cuIpcGetEventHandle(&body.event, event), "cuIpcGetEventHandle");
+  body.exporter_pid = static_cast<int32_t>(getpid());
+  body.exporter_ordinal = tensor.device.device_id;
+  body.gpu = owner->uuid();
+  body.dtype = tensor.dtype;
+  body.ndim = tensor.ndim();
+  body.offset = first - facts.start;
+  body.allocation_bytes = facts.size;
+  body.address = first;
+  body.flags = flags & DLPACK_FLAG_BITMASK_READ_ONLY;
+  std::memcpy(out, &body, sizeof body);
+  std::memcpy(out + sizeof body, tensor.shape.data(), dims_bytes / 2);
+  std::memcpy(out + sizeof body + dims_bytes / 2, tensor.strides.data(), dims_bytes / 2);
+  return static_cast<uint32_t>(sizeof body + dims_bytes);
+}
+
+DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::size_t size, Stream* stream) {
+  IpcBody body{};
+  if (size >= sizeof body) std::memcpy(&body, handle, sizeof body);
+  if (size < sizeof body || std::memcmp(body.magic, kMagic, sizeof kMagic) != 0)
+    fail(ABR_ERR_INVALID_ARGUMENT, "these {} bytes are not an IPC handle from abr_ipc_export (or come from an "
+         "arraybridge with another handle format)", size);
+  if (body.ndim < 0 || body.ndim > ABR_MAX_NDIM ||
+      size != sizeof body + 2 * static_cast<std::size_t>(body.ndim) * sizeof(int64_t))
+    fail(ABR_ERR_INVALID_ARGUMENT, "the IPC handle is damaged: {} bytes for {} dimensions", size, body.ndim);
+  Dims shape(static_cast<std::size_t>(body.ndim)), strides(static_cast<std::size_t>(body.ndim));
+  std::memcpy(shape.data(), handle + sizeof body, shape.size() * sizeof(int64_t));
+  std::memcpy(strides.data(), handle + sizeof body + shape.size() * sizeof(int64_t), strides.size() * sizeof(int64_t));
+  // The view must lie inside the allocation, as it did when exported: checked
+  // with the offset standing in for the address.
+  DLTensor probe{reinterpret_cast<void*>(static_cast<uintptr_t>(body.offset) | 1), {kDLCUDA, 0}, body.ndim, body.dtype,
+                 shape.data(), strides.data(), 0};
+  const Layout layout = validate_tensor(probe, Role::Source, "the IPC handle's tensor");
+  if (layout.numel > 0 && (static_cast<uint64_t>(-layout.min_byte) > body.offset ||
+                           body.offset + static_cast<uint64_t>(layout.max_byte_end) > body.allocation_bytes))
+    fail(ABR_ERR_INVALID_ARGUMENT, "the IPC handle is damaged: its view reaches outside its {}-byte allocation",
+         body.allocation_bytes);
+
+  std::shared_ptr<Device> here;
+  for (const auto& candidate : devices_)
+    if (same_gpu(candidate->uuid(), body.gpu)) here = candidate;
+  if (!here)
+    fail(ABR_ERR_NO_DEVICE, "the IPC handle's memory is on a GPU this process does not see (cuda:{} in process {}; "
+         "CUDA_VISIBLE_DEVICES may hide it here)", body.exporter_ordinal, body.exporter_pid);
+  if (stream && stream->device().device_id != here->dl_device().device_id)
+    fail(ABR_ERR_INVALID_ARGUMENT, "the stream belongs to {}, but the IPC handle's memory is on {}",
+         device_string(stream->device()), device_string(here->dl_device()));
+  Scope scope(*here);
+  const ExportSpec spec{nullptr, here->dl_device(), body.dtype, shape, strides, 0, body.flags};
+  PendingExport pending(spec);
+
+  if (body.exporter_pid == static_cast<int32_t>(getpid())) {
+    // CUDA opens no handle in its own process: the address is valid here as it is.
+    const PointerFacts facts = pointer_facts(*here, static_cast<CUdeviceptr>(body.address));
+    if (facts.type != CU_MEMORYTYPE_DEVICE || facts.start + body.offset != body.address)
+      fail(ABR_ERR_INVALID_ARGUMENT, "the IPC handle names memory this process has freed since exporting it");
+    here->check(cu_->cuCtxSynchronize(), "cuCtxSynchronize");  // the interprocess event cannot be opened here
+    pending.set_data(reinterpret_cast<void*>(body.address));
+    return pending.finish(std::unique_ptr<Storage>());
+  }
+
+  CUdeviceptr base = 0;
+  const CUresult opened = cu_->cuIpcOpenMemHandle(&base, body.memory, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  if (opened != CUDA_SUCCESS && process_exited(body.exporter_pid))
+    fail_backend(ABR_ERR_INVALID_ARGUMENT, opened, "the process that exported this IPC handle (pid {}) has exited, "
+                 "and its memory with it ({})", body.exporter_pid, error_text(*cu_, opened));
+  if (opened == CUDA_ERROR_INVALID_HANDLE || opened == CUDA_ERROR_MAP_FAILED)
+    fail_backend(ABR_ERR_INVALID_ARGUMENT, opened, "cannot open the IPC handle's memory ({}): process {} has freed "
+                 "it since exporting it", error_text(*cu_, opened), body.exporter_pid);
+  here->check(opened, "cuIpcOpenMemHandle");
+  auto mapping = std::make_unique<ReleasedAfterDeviceWork>(std::make_unique<IpcMapping>(here, base), reclaimer_);
+
+  CUevent event = nullptr;
+  const CUresult event_opened = cu_->cuIpcOpenEventHandle(&event, body.event);
+  if (event_opened != CUDA_SUCCESS && process_exited(body.exporter_pid))
+    fail_backend(ABR_ERR_INVALID_ARGUMENT, event_opened, "the process that exported this IPC handle (pid {}) has "
+                 "exited ({})", body.exporter_pid, error_text(*cu_, event_opened));
+  here->check(event_opened, "cuIpcOpenEventHandle");
+  const CUresult waited =
+      stream ? cu_->cuStreamWaitEvent(native_stream(stream), event, 0) : cu_->cuEventSynchronize(event);
+  cu_->cuEventDestroy(event);  // a queued wait keeps what it needs
+  here->check(waited, stream ? "cuStreamWaitEvent" : "cuEventSynchronize");
+  pending.set_data(reinterpret_cast<void*>(base + body.offset));
+  return pending.finish(std::move(mapping));
+}
+
+}  // namespace abr::cuda

@@ -1,0 +1,89 @@
+"""Tensors as MPI buffers (mpi4py). mpi4py takes any DLPack object as a buffer,
+arraybridge.Tensor included, so a compact tensor in host memory (`cpu`,
+`cuda_host`) goes to Send/Recv/Bcast/Allreduce as it is, with no copy. What MPI
+cannot take as it is, `mpi_buffer` turns into what it can, with one planned copy
+the report names: a strided tensor is packed, and a CUDA tensor goes through
+pinned host memory unless the MPI library is CUDA-aware (given such a pointer,
+an MPI library that is not crashes: never pass one straight to mpi4py then).
+mpi4py itself is not imported here: the caller's MPI is the caller's."""
+import contextlib
+import logging
+import os
+
+from ._errors import CopyRequiredError
+from ._lib import _core
+from ._tensor import Tensor
+
+log = logging.getLogger("arraybridge")
+
+_HOST_MEMORY = ("cpu", "cuda_host")
+_MODES = ("r", "w", "rw")
+
+
+def mpi_cuda_aware():
+    """Whether the MPI library under mpi4py takes CUDA device pointers:
+    $ARRAYBRIDGE_MPI_CUDA_AWARE (1 or 0) when set, else MPI's own answer
+    (MPIX_Query_cuda_support, through mpi4py where it offers it), else False."""
+    told = os.environ.get("ARRAYBRIDGE_MPI_CUDA_AWARE")
+    if told is not None:
+        if told not in ("0", "1"):
+            raise ValueError(f"ARRAYBRIDGE_MPI_CUDA_AWARE must be 0 or 1, not {told!r}")
+        return told == "1"
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return False
+    query = getattr(MPI, "Query_cuda_support", None)
+    return bool(query()) if query else False
+
+
+def _compact(tensor):
+    expected = 1
+    for extent, stride in zip(reversed(tensor.shape), reversed(tensor.strides)):
+        if extent > 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+@contextlib.contextmanager
+def mpi_buffer(x, mode="rw", *, cuda_aware=None, strict=False):
+    """A buffer for mpi4py holding `x`'s elements (any DLPack array), for the
+    duration of the `with` block:
+
+        with ab.mpi_buffer(t, "w") as buffer:
+            comm.Recv(buffer, source=0)      # t holds what arrived
+
+    `x` itself (taken zero-copy) when MPI can use its memory as it is: compact,
+    and in host memory or, with a CUDA-aware MPI, on a CUDA device. Otherwise a
+    compact copy: in pinned host memory (`cuda_host`) for a CUDA tensor, in `cpu`
+    memory for any other. mode "r" (MPI reads it: Send, Bcast's root) copies in
+    only; "w" and "rw" (MPI writes: Recv, Bcast, Allreduce's result) also copy the
+    buffer back into `x` when the block ends without an error. Keep the block open
+    until a non-blocking request (Isend, Irecv) has completed. The buffer's
+    `.report` says which: "zero_copy", or the copy made. strict=True refuses a copy
+    through host memory (CopyRequiredError) instead. cuda_aware: None asks
+    `mpi_cuda_aware()`."""
+    if mode not in _MODES:
+        raise ValueError(f"mpi_buffer mode must be one of {_MODES}, not {mode!r}")
+    tensor = x if isinstance(x, Tensor) else _core.from_dlpack(x)
+    kind = tensor.device.split(":")[0]
+    on_device = kind not in _HOST_MEMORY
+    if on_device and kind == "cuda" and (mpi_cuda_aware() if cuda_aware is None else cuda_aware):
+        on_device = False  # the MPI library moves CUDA memory itself
+        home = tensor.device
+    else:
+        home = "cuda_host" if kind == "cuda" else "cpu"
+    if not on_device and _compact(tensor):
+        yield tensor
+        return
+    if on_device and strict:
+        raise CopyRequiredError(f"arraybridge: mpi_buffer of a {tensor.device} tensor: the MPI library is not "
+                                f"CUDA-aware (or {kind} memory is beyond MPI), so the data would go through host "
+                                "memory, which strict=True refuses")
+    buffer = _core.to_device(tensor, tensor.device if not on_device else home, copy=True)
+    log.debug("mpi_buffer %s %s: %s (%s)", tensor.device, "packed" if not on_device else "staged",
+              buffer.report.path, buffer.report.detail)
+    yield buffer
+    if mode != "r":
+        _core.copy(buffer, tensor)

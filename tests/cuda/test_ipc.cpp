@@ -1,0 +1,229 @@
+// CUDA IPC through the C API: what can be exported and what is refused (host
+// memory, stream-ordered pool memory), handles that are no handles, an import in
+// the exporting process itself, and an import in a child process that must wait
+// for the exporter's lagging stream (this binary run with --ipc-child). The Python
+// tests add multiprocessing, double imports, exited exporters and other GPUs.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/cuda/cuda_helpers.hpp"
+
+extern char** environ;
+
+using namespace test;
+
+namespace {
+
+// A host tensor of 0, 1, 2, ... moved to `device`.
+DLManagedTensorVersioned* iota_on(abr_runtime* rt, DLDevice device, std::vector<int32_t>& host) {
+  Managed source(host.data(), i32, {static_cast<int64_t>(host.size())});
+  return move_to(rt, &source.managed, device);
+}
+
+std::vector<int32_t> read_back(abr_runtime* rt, const DLTensor& tensor) {
+  std::vector<int32_t> out(static_cast<std::size_t>(tensor.shape[0]));
+  Managed dst(out.data(), i32, {tensor.shape[0]});
+  REQUIRE(abr_copy(rt, &tensor, &dst.tensor(), nullptr, nullptr) == ABR_OK);
+  return out;
+}
+
+std::string hex(const unsigned char* data, std::size_t size) {
+  std::string out;
+  char pair[3];
+  for (std::size_t i = 0; i < size; ++i) {
+    std::snprintf(pair, sizeof pair, "%02x", data[i]);
+    out += pair;
+  }
+  return out;
+}
+
+// Exit codes of the child, each naming the step that went wrong.
+enum IpcChildResult : int { kIpcPassed = 0, kIpcBadArguments = 30, kIpcNoRuntime, kIpcNotImported, kIpcStale,
+                            kIpcFindings };
+
+}  // namespace
+
+// The child's side: imports the handle (argv[2], hex), reads the tensor without a
+// stream (so the import itself waits for the exporter's queued work) and expects
+// every element to be argv[3].
+int ipc_child_main(int argc, char** argv) {
+  if (argc != 4) return kIpcBadArguments;
+  abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
+  const std::string text = argv[2];
+  if (text.size() % 2 || text.size() / 2 > sizeof handle.data) return kIpcBadArguments;
+  handle.size = static_cast<uint32_t>(text.size() / 2);
+  for (std::size_t i = 0; i < handle.size; ++i)
+    handle.data[i] = static_cast<unsigned char>(std::stoi(text.substr(2 * i, 2), nullptr, 16));
+  const int32_t expected = std::atoi(argv[3]);
+  abr_runtime_options options = ABR_RUNTIME_OPTIONS_INIT;
+  options.flags = ABR_RUNTIME_DISABLE_OPENCL;  // starts in milliseconds: well inside the exporter's lag
+  abr_runtime* rt = nullptr;
+  if (abr_runtime_create(&options, &rt) != ABR_OK) return kIpcNoRuntime;
+  DLManagedTensorVersioned* imported = nullptr;
+  if (abr_ipc_import(rt, &handle, nullptr, &imported) != ABR_OK) {
+    std::fprintf(stderr, "ipc child: %s\n", abr_last_error());
+    return kIpcNotImported;
+  }
+  std::vector<int32_t> seen(static_cast<std::size_t>(imported->dl_tensor.shape[0]));
+  Managed dst(seen.data(), i32, {imported->dl_tensor.shape[0]});
+  const bool copied = abr_copy(rt, &imported->dl_tensor, &dst.tensor(), nullptr, nullptr) == ABR_OK;
+  imported->deleter(imported);
+  abr_runtime_destroy(rt);  // the mapping is closed by now
+  for (int32_t value : seen)
+    if (!copied || value != expected) return kIpcStale;
+  Fake fake;
+  return fake && fake.stat("findings") > 0 ? kIpcFindings : kIpcPassed;
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a child process imports after the exporter's lagging stream, not before") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  Fake fake;
+  if (!fake) return;  // the lag is the fake's
+  std::vector<int32_t> zeros(4096, 0), sevens(4096, 7);
+  Owned tensor(iota_on(rt, cuda0, zeros));
+  Owned source(iota_on(rt, cuda0, sevens));
+  Owned scratch(iota_on(rt, cuda0, zeros));
+  RawDriver cu;
+  CUstream lagging = cu.stream();
+  abr_stream* wrapped = nullptr;
+  REQUIRE(abr_stream_wrap(rt, cuda0, lagging, &wrapped) == ABR_OK);
+  abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
+  {
+    // 20 ms per operation: 49 copies into scratch memory, then the one writing the
+    // values the child must see, 1 s later: far longer than the child needs to start.
+    Lag lag(20000);
+    for (int i = 0; i < 50; ++i)
+      REQUIRE(cu.device_copy(reinterpret_cast<CUdeviceptr>((i < 49 ? scratch : tensor).t->dl_tensor.data),
+                             reinterpret_cast<CUdeviceptr>(source.t->dl_tensor.data), 4096 * sizeof(int32_t),
+                             lagging) == CUDA_SUCCESS);
+    const auto started = std::chrono::steady_clock::now();
+    REQUIRE(abr_ipc_export(rt, &tensor.t->dl_tensor, wrapped, &handle) == ABR_OK);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::milliseconds(700));  // no wait for the lag
+
+    char self[] = "/proc/self/exe";
+    char flag[] = "--ipc-child";
+    std::string handle_text = hex(handle.data, handle.size), expected = "7";
+    char* argv[] = {self, flag, handle_text.data(), expected.data(), nullptr};
+    pid_t child = 0;
+    REQUIRE(posix_spawn(&child, self, nullptr, nullptr, argv, environ) == 0);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    INFO("child exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status))
+                              << " (30 arguments, 31 runtime, 32 not imported, 33 read before the exporter's "
+                                 "stream finished, 34 fake driver findings; 23 is LeakSanitizer's)");
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kIpcPassed);
+  }
+  abr_stream_destroy(wrapped);
+  cu.stream_destroy(lagging);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a handle of our tensor, imported in the same process, views its memory") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  std::vector<int32_t> host = iota(1000);
+  Owned tensor(iota_on(rt, cuda0, host));
+  abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
+  REQUIRE(abr_ipc_export(rt, &tensor.t->dl_tensor, nullptr, &handle) == ABR_OK);
+  CHECK(handle.size > 0);
+  CHECK(handle.size <= ABR_IPC_HANDLE_BYTES);
+  DLManagedTensorVersioned* imported = nullptr;
+  REQUIRE(abr_ipc_import(rt, &handle, nullptr, &imported) == ABR_OK);
+  Owned view(imported);
+  CHECK(view->data == tensor->data);
+  CHECK(view->device.device_type == kDLCUDA);
+  CHECK(view->shape[0] == 1000);
+  CHECK(read_back(rt, view.t->dl_tensor) == host);
+  view.reset();  // the view owns nothing: the exporter's tensor is still whole
+  CHECK(read_back(rt, tensor.t->dl_tensor) == host);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a view inside an allocation exports the allocation and its offset") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  std::vector<int32_t> host = iota(64);
+  Owned tensor(iota_on(rt, cuda1, host));
+  // Elements 10, 12, ..., 40: a strided view starting inside the allocation.
+  DLTensor inner = tensor.t->dl_tensor;
+  int64_t shape[] = {16}, strides[] = {2};
+  inner.shape = shape;
+  inner.strides = strides;
+  inner.byte_offset = 10 * sizeof(int32_t);
+  abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
+  REQUIRE(abr_ipc_export(rt, &inner, nullptr, &handle) == ABR_OK);  // the fake refuses a non-base pointer
+  DLManagedTensorVersioned* imported = nullptr;
+  REQUIRE(abr_ipc_import(rt, &handle, nullptr, &imported) == ABR_OK);
+  Owned view(imported);
+  CHECK(view->device.device_id == 1);
+  CHECK(static_cast<char*>(view->data) + view->byte_offset ==
+        static_cast<char*>(tensor->data) + 10 * sizeof(int32_t));
+  REQUIRE(view->strides);
+  CHECK(view->strides[0] == 2);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: host memory, OpenCL and stream-ordered pool memory are refused by name") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  std::vector<int32_t> host = iota(16);
+  Managed on_host(host.data(), i32, {16});
+  abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
+  CHECK(abr_ipc_export(rt, &on_host.tensor(), nullptr, &handle) == ABR_ERR_UNSUPPORTED);
+  CHECK(std::string(abr_last_error()).find("cpu is host memory") != std::string::npos);
+  Owned pinned(iota_on(rt, cuda_host, host));
+  CHECK(abr_ipc_export(rt, &pinned.t->dl_tensor, nullptr, &handle) == ABR_ERR_UNSUPPORTED);
+  CHECK(std::string(abr_last_error()).find("cuda_host is host memory") != std::string::npos);
+
+  RawDriver cu;
+  CUstream stream = cu.stream();
+  CUdeviceptr pool = 0;
+  REQUIRE(cu.alloc_async(&pool, 64, stream) == CUDA_SUCCESS);
+  cu.stream_sync(stream);
+  Managed pooled(reinterpret_cast<void*>(pool), i32, {16}, {}, 0, cuda0);
+  CHECK(abr_ipc_export(rt, &pooled.tensor(), nullptr, &handle) == ABR_ERR_UNSUPPORTED);
+  CHECK(std::string(abr_last_error()).find("stream-ordered pool") != std::string::npos);
+  CHECK(abr_last_error_backend_code() == CUDA_ERROR_INVALID_VALUE);
+  CHECK(handle.size == 0);  // nothing written on failure
+  REQUIRE(cu.free_async(pool, stream) == CUDA_SUCCESS);
+  cu.stream_sync(stream);
+  cu.stream_destroy(stream);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: handles that are not handles, and bad arguments, are named") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  std::vector<int32_t> host = iota(8);
+  Owned tensor(iota_on(rt, cuda0, host));
+  abr_ipc_handle unset{};
+  CHECK(abr_ipc_export(rt, &tensor.t->dl_tensor, nullptr, &unset) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("abr_ipc_handle.version is 0") != std::string::npos);
+  CHECK(abr_ipc_export(rt, nullptr, nullptr, &unset) == ABR_ERR_INVALID_ARGUMENT);
+
+  abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
+  REQUIRE(abr_ipc_export(rt, &tensor.t->dl_tensor, nullptr, &handle) == ABR_OK);
+  DLManagedTensorVersioned* out = nullptr;
+  abr_ipc_handle garbage = handle;
+  garbage.data[0] ^= 0xff;
+  CHECK(abr_ipc_import(rt, &garbage, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("not an IPC handle") != std::string::npos);
+  abr_ipc_handle truncated = handle;
+  truncated.size -= 8;  // the strides' last element is cut off
+  CHECK(abr_ipc_import(rt, &truncated, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("damaged") != std::string::npos);
+  abr_ipc_handle oversized = handle;
+  oversized.size = ABR_IPC_HANDLE_BYTES + 1;
+  CHECK(abr_ipc_import(rt, &oversized, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(out == nullptr);
+  abr_ipc_handle init_me;
+  CHECK(abr_ipc_handle_init(&init_me, ABR_IPC_HANDLE_VERSION) == ABR_OK);
+  CHECK(init_me.version == ABR_IPC_HANDLE_VERSION);
+  CHECK(init_me.size == 0);
+}

@@ -1,0 +1,98 @@
+"""One rank of the MPI tests (tests/python/test_mpi.py), started by mpirun:
+`python mpi_worker.py SCENARIO`. Each rank prints "rank N ok" when every check
+of the scenario held; an AssertionError ends it with the reason."""
+import os
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import arraybridge as ab
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint8, np.complex128)
+
+
+def host_tensors():
+    """cpu tensors straight to mpi4py, zero-copy both ways: received values land in
+    the NumPy array the tensor views."""
+    for dtype in DTYPES:
+        mine = np.arange(12, dtype=dtype).reshape(3, 4) + rank
+        tensor = ab.to_device(mine, "cpu")
+        with ab.mpi_buffer(tensor) as buffer:
+            assert buffer is tensor and buffer.report.path == "zero_copy", buffer.report
+        if rank == 0:
+            for peer in range(1, size):
+                comm.Send(tensor, dest=peer, tag=1)
+        else:
+            landing = np.zeros_like(mine)
+            comm.Recv(ab.to_device(landing, "cpu"), source=0, tag=1)
+            np.testing.assert_array_equal(landing, np.arange(12, dtype=dtype).reshape(3, 4))
+        total = np.zeros_like(mine)
+        comm.Allreduce(tensor, ab.to_device(total, "cpu"), op=MPI.SUM)
+        expected = sum(np.arange(12, dtype=dtype).reshape(3, 4) + r for r in range(size))
+        np.testing.assert_array_equal(total, expected)
+        shared = np.arange(5, dtype=dtype) if rank == 0 else np.zeros(5, dtype=dtype)
+        comm.Bcast(ab.to_device(shared, "cpu"), root=0)
+        np.testing.assert_array_equal(shared, np.arange(5, dtype=dtype))
+    # Non-blocking, around the ring.
+    outgoing = ab.to_device(np.full(1000, rank, np.int64), "cpu")
+    incoming = np.full(1000, -1, np.int64)
+    requests = [comm.Isend(outgoing, dest=(rank + 1) % size, tag=2),
+                comm.Irecv(ab.to_device(incoming, "cpu"), source=(rank - 1) % size, tag=2)]
+    MPI.Request.Waitall(requests)
+    assert (incoming == (rank - 1) % size).all(), incoming[:4]
+
+
+def strided_tensors():
+    """A strided tensor is packed for MPI and what arrives is scattered back."""
+    base = np.zeros((4, 6), np.float64)
+    view = base[:, ::2]  # strided: MPI takes only compact buffers
+    with ab.mpi_buffer(view, "w") as buffer:
+        assert buffer.report.path == "host_copy", buffer.report
+        comm.Bcast(buffer, root=0) if rank else comm.Bcast(ab.to_device(np.arange(12.0).reshape(4, 3), "cpu"), root=0)
+    if rank:
+        np.testing.assert_array_equal(base[:, ::2], np.arange(12.0).reshape(4, 3))
+        assert (base[:, 1::2] == 0).all(), "the write-back touched elements outside the view"
+
+
+def cuda_tensors():
+    """Under the fake CUDA driver (an MPI that is not CUDA-aware): cuda:0 tensors go
+    through pinned host memory, cuda_host tensors as they are, strict refuses."""
+    values = np.arange(64, dtype=np.float32) * (rank + 1)
+    on_device = ab.to_device(values, "cuda:0")
+    with ab.mpi_buffer(on_device, "r") as buffer:
+        assert buffer.device == "cuda_host" and buffer.report.path == "device_to_host", buffer.report
+        total = ab.to_device(np.zeros(64, np.float32), "cuda:0")
+        with ab.mpi_buffer(total, "w") as landing:
+            comm.Allreduce(buffer, landing, op=MPI.SUM)
+    expected = np.arange(64, dtype=np.float32) * sum(range(1, size + 1))
+    np.testing.assert_array_equal(np.from_dlpack(total.to("cpu")), expected)
+    pinned = ab.to_device(values, "cuda_host")
+    with ab.mpi_buffer(pinned) as buffer:
+        assert buffer is pinned
+    try:
+        with ab.mpi_buffer(on_device, strict=True):
+            raise AssertionError("strict let a CUDA tensor through host memory")
+    except ab.CopyRequiredError as error:
+        assert "not CUDA-aware" in str(error), error
+    with ab.mpi_buffer(on_device, cuda_aware=True) as buffer:  # as a CUDA-aware MPI would take it
+        assert buffer is on_device
+
+
+def rank_dies():
+    """Rank 1 exits in the middle of an exchange: the job must end with an error."""
+    payload = ab.to_device(np.ones(1 << 20, np.float64), "cpu")  # rendezvous size: Send blocks until received
+    if rank == 1:
+        os._exit(3)
+    if rank == 0:
+        comm.Send(payload, dest=1, tag=3)
+    time.sleep(60)
+
+
+if __name__ == "__main__":
+    {"host": host_tensors, "strided": strided_tensors, "cuda": cuda_tensors, "dies": rank_dies}[sys.argv[1]]()
+    comm.Barrier()
+    print(f"rank {rank} ok", flush=True)
