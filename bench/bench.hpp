@@ -137,6 +137,15 @@ void run_python_cases(const Options& options, const Report& report);
 // torch and CuPy doing the same on the same arrays, where they are installed.
 void run_python_staging_cases(const Options& options, const Report& report);
 
+// Cases across processes: CUDA IPC beside torch's own, MPI ping-pong beside mpi4py
+// on NumPy arrays (process_cases.cpp).
+void run_process_cases(const Options& options, const Report& report);
+
+// A script's output as lines; why a script measured nothing (its error, or its
+// "missing: ..." line, with the install advice when the package itself is missing).
+std::vector<std::string> lines_of(const std::string& text);
+std::string not_measured_reason(const std::string& output, const std::string& error);
+
 // NumPy's time for np.ascontiguousarray over the given view, or 0 with a note.
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols);
 

@@ -49,6 +49,9 @@ const CaseInfo kCases[] = {
     {"py D2H existing", Where::Cuda, true, "torch >= 2x (64 MiB+, 16+ cores)"},
     {"py H2D new buffer", Where::Cuda, true, ""},
     {"py D2H new buffer", Where::Cuda, true, "torch >= 4x (64 MiB+, 16+ cores)"},
+    {"ipc open+close", Where::Cuda, false, ""},
+    {"ipc first touch", Where::Cuda, false, ""},
+    {"mpi ping-pong", Where::Cpu, true, "np mpi >= 0.95x"},
 };
 
 const BaselineInfo kBaselines[] = {
@@ -75,6 +78,8 @@ const BaselineInfo kBaselines[] = {
     {"torch.dlp", "torch.from_dlpack alone on the same torch tensor"},
     {"capsule", "the same hand-over through __dlpack__: our capsule made and dropped, from Python"},
     {"torch", "torch doing the same (copy_, .cuda(), .cpu()) on the same arrays"},
+    {"torch ipc", "torch's CUDA IPC (torch.multiprocessing sharing) of the same tensors, over the same pipe"},
+    {"np mpi", "mpi4py ping-pong of a NumPy array of the same size, in the same ranks"},
     {"cupy", "CuPy doing the same (set, get, asarray, asnumpy) on the same arrays"},
 };
 

@@ -413,6 +413,7 @@ int main(int argc, char** argv) {
   bench::run_cuda_cases(rt, options, report);
   bench::run_python_cases(options, report);
   bench::run_python_staging_cases(options, report);
+  bench::run_process_cases(options, report);
   bench::progress_clear();
   print_legend(results);
   const std::string machine = bench::machine_json(rt);

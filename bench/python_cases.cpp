@@ -138,6 +138,8 @@ std::string install_hint() {
   return "; install it with `pip install ./python` from a libarraybridge checkout";
 }
 
+}  // namespace
+
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   for (std::size_t start = 0; start < text.size();) {
@@ -148,16 +150,12 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// Why a script measured nothing: its error, or its "missing: ..." line, with the
-// install advice when the package itself is missing.
 std::string not_measured_reason(const std::string& output, const std::string& error) {
   std::string why = error.empty() ? output.substr(0, output.find('\n')) : error;
   if (why.rfind("missing: ", 0) == 0) why = why.substr(9);
   if (why.find("arraybridge package") != std::string::npos) why += install_hint();
   return why;
 }
-
-}  // namespace
 
 void run_python_staging_cases(const Options& options, const Report& report) {
   const char* const names[] = {"py H2D existing", "py D2H existing", "py H2D new buffer", "py D2H new buffer"};

@@ -50,6 +50,11 @@ def strided_tensors():
     """A strided tensor is packed for MPI and what arrives is scattered back."""
     base = np.zeros((4, 6), np.float64)
     view = base[:, ::2]  # strided: MPI takes only compact buffers
+    try:
+        comm.Bcast(ab.from_dlpack(view), root=0)  # refused before anything is sent, on every rank
+        raise AssertionError("mpi4py took a strided tensor")
+    except BufferError:
+        pass
     with ab.mpi_buffer(view, "w") as buffer:
         assert buffer.report.path == "host_copy", buffer.report
         comm.Bcast(buffer, root=0) if rank else comm.Bcast(ab.to_device(np.arange(12.0).reshape(4, 3), "cpu"), root=0)

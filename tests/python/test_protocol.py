@@ -1,5 +1,7 @@
 """The DLPack protocol both ways: capsules, keywords, flags and errors."""
 import ctypes
+import hashlib
+import io
 import sys
 import types
 
@@ -21,6 +23,30 @@ def test_dlpack_device_and_description():
     assert repr(tensor).startswith("arraybridge.Tensor(shape=(2, 3), dtype=float32, device=opencl:0, path=")
     with pytest.raises(TypeError, match="to_device"):
         ab.Tensor()
+
+
+def test_host_tensors_have_the_buffer_protocol_in_place():
+    values = sample("float32", (3, 4))
+    tensor = ab.to_device(values, "cpu")  # a view of `values`
+    view = memoryview(tensor)
+    assert (view.format, view.shape, view.strides, view.readonly, view.nbytes) == ("f", (3, 4), (16, 4), False, 48)
+    view[1, 2] = 42.0
+    assert values[1, 2] == 42.0  # the same memory
+    for dtype, code in (("int8", "b"), ("uint16", "H"), ("int64", "q"), ("float64", "d"), ("complex128", "Zd"),
+                        ("bool", "?")):
+        assert memoryview(ab.to_device(sample(dtype, (2,)), "cpu")).format == code, dtype
+    strided = ab.from_dlpack(values[:, ::2])
+    assert memoryview(strided).strides == (16, 8)  # a strided consumer gets the strides
+    with pytest.raises(BufferError, match="strided, and the consumer asked for contiguous"):
+        hashlib.sha256(strided)  # a simple request: contiguous bytes
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    read_only = ab.from_dlpack(frozen)
+    assert memoryview(read_only).readonly
+    with pytest.raises(TypeError, match="must be read-write"):  # our BufferError, as the argument parser words it
+        io.BytesIO(bytes(24)).readinto(read_only)  # a writable request
+    with pytest.raises(BufferError, match="only a tensor in host memory"):
+        memoryview(ab.to_device(values, "opencl:0"))
 
 
 def test_legacy_capsule_without_max_version_and_versioned_with_it():

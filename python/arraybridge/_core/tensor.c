@@ -166,6 +166,101 @@ static PyObject* tensor_report(TensorObject* self, void* unused) {
                        PyUnicode_DecodeUTF8(r->detail, length, "replace"));
 }
 
+/* ------------------------------------------------------------ buffer protocol */
+
+/* The struct-module format of a dtype the buffer protocol can name, else NULL. */
+static const char* buffer_format(DLDataType dtype) {
+  if (dtype.lanes != 1) return NULL;
+  switch (dtype.code) {
+    case kDLInt: return dtype.bits == 8 ? "b" : dtype.bits == 16 ? "h" : dtype.bits == 32 ? "i" : dtype.bits == 64 ? "q" : NULL;
+    case kDLUInt: return dtype.bits == 8 ? "B" : dtype.bits == 16 ? "H" : dtype.bits == 32 ? "I" : dtype.bits == 64 ? "Q" : NULL;
+    case kDLFloat: return dtype.bits == 16 ? "e" : dtype.bits == 32 ? "f" : dtype.bits == 64 ? "d" : NULL;
+    case kDLComplex: return dtype.bits == 64 ? "Zf" : dtype.bits == 128 ? "Zd" : NULL;
+    case kDLBool: return dtype.bits == 8 ? "?" : NULL;
+    default: return NULL;
+  }
+}
+
+/* Whether byte strides walk the extents compactly, last dimension fastest (C) or
+ * first (Fortran); extents of 1 place nothing, and an empty tensor is compact. */
+static int compact_bytes(const DLTensor* t, const Py_ssize_t* strides, Py_ssize_t item, int fortran) {
+  Py_ssize_t expected = item;
+  for (int32_t k = 0; k < t->ndim; ++k) {
+    const int32_t i = fortran ? k : t->ndim - 1 - k;
+    if (t->shape[i] == 0) return 1;
+    if (t->shape[i] != 1 && strides[i] != expected) return 0;
+    expected *= (Py_ssize_t)t->shape[i];
+  }
+  return 1;
+}
+
+/* PEP 3118 for tensors in host memory (cpu, cuda_host): memoryview, NumPy and
+ * mpi4py read and write it in place, with the consumer's contiguity and
+ * writability asked for checked. Device memory is refused (BufferError), so
+ * consumers that fall back to DLPack (mpi4py with a CUDA-aware MPI) still can. */
+static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
+  const DLTensor* t = &self->tensor->dl_tensor;
+  if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost) {
+    PyErr_SetString(PyExc_BufferError, "arraybridge: only a tensor in host memory (cpu, cuda_host) has the buffer "
+                                       "protocol; take this one through DLPack");
+    return -1;
+  }
+  if ((flags & PyBUF_WRITABLE) && (self->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
+    PyErr_SetString(PyExc_BufferError, "arraybridge: the tensor is read-only");
+    return -1;
+  }
+  const char* format = buffer_format(t->dtype);
+  if (!format && (flags & PyBUF_FORMAT)) {
+    PyErr_Format(PyExc_BufferError, "arraybridge: the buffer protocol has no format for dtype (%d, %d, %d); take "
+                 "the tensor through DLPack", t->dtype.code, t->dtype.bits, t->dtype.lanes);
+    return -1;
+  }
+  const Py_ssize_t item = (Py_ssize_t)dtype_item_bytes(t->dtype);
+  Py_ssize_t* dims = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(2 * t->ndim + 1));
+  if (!dims) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  Py_ssize_t count = 1, step = item;
+  for (int32_t i = t->ndim - 1; i >= 0; --i) {
+    dims[i] = (Py_ssize_t)t->shape[i];
+    dims[t->ndim + i] = t->strides ? (Py_ssize_t)t->strides[i] * item : step;
+    step *= dims[i];
+    count *= dims[i];
+  }
+  const int c_order = compact_bytes(t, dims + t->ndim, item, 0), f_order = compact_bytes(t, dims + t->ndim, item, 1);
+  const int any = (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS;
+  const int refused = any ? !(c_order || f_order)
+                          : ((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS && !c_order) ||
+                                ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && !f_order) ||
+                                ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !c_order);
+  if (refused) {
+    PyMem_Free(dims);
+    PyErr_SetString(PyExc_BufferError, "arraybridge: the tensor is strided, and the consumer asked for contiguous "
+                                       "memory (arraybridge.mpi_buffer packs it for MPI)");
+    return -1;
+  }
+  view->buf = (char*)t->data + t->byte_offset;
+  view->obj = Py_NewRef((PyObject*)self);
+  view->len = count * item;
+  view->itemsize = item;
+  view->readonly = (self->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  view->format = (flags & PyBUF_FORMAT) ? (char*)format : NULL;
+  view->ndim = (flags & PyBUF_ND) == PyBUF_ND ? t->ndim : 1;
+  view->shape = (flags & PyBUF_ND) == PyBUF_ND ? dims : NULL;
+  view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? dims + t->ndim : NULL;
+  view->suboffsets = NULL;
+  view->internal = dims;
+  return 0;
+}
+
+static void tensor_releasebuffer(TensorObject* self, Py_buffer* view) {
+  (void)self;
+  PyMem_Free(view->internal);
+}
+
+static PyBufferProcs tensor_as_buffer = {(getbufferproc)tensor_getbuffer, (releasebufferproc)tensor_releasebuffer};
+
 static PyMethodDef tensor_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> a DLPack capsule viewing this "
@@ -235,5 +330,6 @@ PyTypeObject TensorBaseType = {
     .tp_weaklistoffset = offsetof(TensorObject, weakrefs),
     .tp_methods = tensor_methods,
     .tp_getset = tensor_getset,
+    .tp_as_buffer = &tensor_as_buffer,
     .tp_new = tensor_new,
 };
