@@ -59,6 +59,14 @@ class IpcMapping final : public Storage {
   CUdeviceptr base_;
 };
 
+// Whether memory came from a stream-ordered pool (cuMemAllocAsync), which has no IPC handle.
+bool from_memory_pool(Device& device, CUdeviceptr address) {
+  CUmemoryPool pool = nullptr;
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
+  void* values[] = {&pool};
+  return device.cu().cuPointerGetAttributes(1, which, values, address) == CUDA_SUCCESS && pool != nullptr;
+}
+
 CUstream native_stream(Stream* stream) {
   return stream ? static_cast<CudaStream*>(stream)->get() : CU_STREAM_LEGACY;
 }
@@ -81,7 +89,7 @@ uint32_t Backend::ipc_export(const Layout& tensor, uint64_t flags, Stream* strea
   IpcBody body{};
   std::memcpy(body.magic, kMagic, sizeof kMagic);
   const CUresult shared = cu_->cuIpcGetMemHandle(&body.memory, facts.start);
-  if (shared == CUDA_ERROR_INVALID_VALUE)
+  if (shared != CUDA_SUCCESS && from_memory_pool(*owner, facts.start))
     fail_backend(ABR_ERR_UNSUPPORTED, shared,
                  "the memory of this {} tensor cannot be shared with another process: cuIpcGetMemHandle refused its "
                  "allocation ({}). Memory from a stream-ordered pool (cuMemAllocAsync, as asynchronous allocators "

@@ -828,6 +828,10 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute attribute, con
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = range ? start : 0; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = range ? range->size : 0; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:  // the default pool's, for cuMemAllocAsync memory
+      *static_cast<CUmemoryPool*>(data) =
+          range && range->stream_ordered ? reinterpret_cast<CUmemoryPool>(&g_ranges) : nullptr;
+      return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
 }

@@ -190,7 +190,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: host memory, OpenCL and stream-or
   Managed pooled(reinterpret_cast<void*>(pool), i32, {16}, {}, 0, cuda0);
   CHECK(abr_ipc_export(rt, &pooled.tensor(), nullptr, &handle) == ABR_ERR_UNSUPPORTED);
   CHECK(std::string(abr_last_error()).find("stream-ordered pool") != std::string::npos);
-  CHECK(abr_last_error_backend_code() == CUDA_ERROR_INVALID_VALUE);
+  CHECK(abr_last_error_backend_code() != CUDA_SUCCESS);  // the driver's refusal, whatever its code
   CHECK(handle.size == 0);  // nothing written on failure
   REQUIRE(cu.free_async(pool, stream) == CUDA_SUCCESS);
   cu.stream_sync(stream);
