@@ -50,15 +50,15 @@ def export_and_exit(results):
 
 
 def open_in_framework(handle, framework, results):
-    """On a GPU: the handle opened, handed to `framework` zero-copy, read, and
-    incremented in place there."""
+    """On a GPU: the handle opened, handed to `framework` zero-copy, read, passed
+    through convert_memory (zero-copy on the same GPU) and incremented in place there."""
     import importlib
     import numpy as np
     import arraybridge as ab
     try:
         module = importlib.import_module(framework)
         tensor = ab.from_ipc(handle)
-        x = module.from_dlpack(tensor)
+        x = ab.convert_memory(module.from_dlpack(tensor), framework, framework, gpu_id=0)
         seen = x.cpu().numpy().copy() if framework == "torch" else module.asnumpy(x)
         x += 1
         (module.cuda.synchronize() if framework == "torch" else module.cuda.runtime.deviceSynchronize())

@@ -134,7 +134,8 @@ def test_host_memory_and_opencl_have_no_ipc():
 @pytest.mark.parametrize("framework", ["torch", "cupy"])
 def test_a_framework_tensor_crosses_processes_on_a_gpu(framework):
     """On a real GPU: a torch or CuPy tensor's handle, opened by another process and
-    handed to the same framework there zero-copy (the child writes, we read)."""
+    handed to the same framework there through convert_memory, zero-copy (the child
+    writes, we read)."""
     module = pytest.importorskip(framework)
     import multiprocessing
     import sys
