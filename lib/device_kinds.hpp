@@ -13,7 +13,7 @@ namespace abr {
 
 struct DeviceKind {
   DLDeviceType type;
-  const char* name;     // "cuda" (devices "cuda:0", "cuda:1") or one memory kind ("cuda_host")
+  std::string_view name;  // "cuda" (devices "cuda:0", "cuda:1") or one memory kind ("cuda_host")
   abr_backend backend;  // who serves it; ABR_BACKEND_HOST: plain host memory
   bool numbered;        // devices are told apart by id; otherwise the id is always 0
   bool host_memory;     // the host reads and writes it in place

@@ -46,6 +46,12 @@ class SourceTensor final : public Storage {
   const DLTensor& tensor() const { return versioned_ ? versioned_->dl_tensor : legacy_->dl_tensor; }
   uint64_t flags() const { return versioned_ ? versioned_->flags : 0; }
   const DLManagedTensorVersioned* versioned() const { return versioned_; }
+  // The versioned tensor, handed over: its deleter is now the taker's to call.
+  DLManagedTensorVersioned* take_versioned() noexcept {
+    DLManagedTensorVersioned* taken = versioned_;
+    relinquish();
+    return taken;
+  }
   void release() noexcept;
   void relinquish() noexcept { versioned_ = nullptr, legacy_ = nullptr; }
 

@@ -197,8 +197,24 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   return out;
 }
 
+namespace {
+
+bool reads_as_a_view(const DLManagedTensorVersioned& tensor) {
+  return (tensor.dl_tensor.ndim == 0 || tensor.dl_tensor.strides) && tensor.dl_tensor.byte_offset == 0 &&
+         !(tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED);
+}
+
+}  // namespace
+
 DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layout& src, DLDevice dst,
                                                const Plan& plan) {
+  // A view on the source's own device that already reads as our views do (strides
+  // given, no byte_offset, not IS_COPIED) is the source itself: handed back as it
+  // is, it costs no allocation (a third of a zero-copy to_device from Python), and
+  // its deleter still runs once, when the result is deleted.
+  if (plan.path == ABR_PATH_ZERO_COPY && source.versioned() && same_device(src.device, dst) &&
+      reads_as_a_view(*source.versioned()))
+    return source.take_versioned();
   const uint64_t read_only = source.flags() & DLPACK_FLAG_BITMASK_READ_ONLY;
   if (plan.path != ABR_PATH_HOST_WRAP) {
     // Host memory is handed on as a pointer to the first element, device memory as handle + byte_offset.

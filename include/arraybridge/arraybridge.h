@@ -275,8 +275,9 @@ ABR_API abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size);
  * longer needs it (after the copy completed, or when *out is deleted if *out is a
  * view of src). On any error `src` is untouched and still the caller's (for
  * ABR_ERR_DLPACK_VERSION, calling its deleter is the only safe thing left to do).
- * *out is a new versioned tensor on `dst`; the caller calls its deleter exactly
- * once. IS_COPIED is set when data was copied; READ_ONLY survives a view. A copy
+ * *out is a versioned tensor on `dst`; the caller calls its deleter exactly once.
+ * A view on src's own device of a src that already has strides, no byte_offset and
+ * no IS_COPIED is src itself (no allocation); any other result is a new tensor. IS_COPIED is set when data was copied; READ_ONLY survives a view. A copy
  * is compact row-major. options may be NULL (defaults). stream NULL: synchronous;
  * otherwise the result is valid in that stream's order. A transfer to the
  * source's own device with ABR_COPY_IF_NEEDED or _NEVER, no dtype and no

@@ -41,6 +41,32 @@ TEST_CASE("a view folds byte_offset into data and keeps READ_ONLY") {
   CHECK(m.deleted == 1);
 }
 
+TEST_CASE("a view of a source already in our form is the source itself; any other is a new tensor") {
+  Runtime rt;
+  float data[6] = {0, 1, 2, 3, 4, 5};
+  Managed plain(data, f32, {2, 3}, {3, 1});  // strides given, no byte_offset: as NumPy exports
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE(abr_to_device(rt, &plain.managed, cpu, nullptr, nullptr, &out) == ABR_OK);
+  CHECK(out == &plain.managed);  // no allocation
+  CHECK(plain.deleted == 0);
+  out->deleter(out);
+  CHECK(plain.deleted == 1);  // once, when the result is deleted
+
+  Managed no_strides(data, f32, {2, 3});
+  Managed copied_by_producer(data, f32, {2, 3}, {3, 1});
+  copied_by_producer.managed.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+  Managed offset(data, f32, {2}, {1}, 2 * sizeof(float));
+  for (Managed* source : {&no_strides, &copied_by_producer, &offset}) {
+    REQUIRE(abr_to_device(rt, &source->managed, cpu, nullptr, nullptr, &out) == ABR_OK);
+    CHECK(out != &source->managed);
+    CHECK(out->dl_tensor.strides != nullptr);
+    CHECK(out->dl_tensor.byte_offset == 0);
+    CHECK((out->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == 0);  // a view copies nothing
+    out->deleter(out);
+    CHECK(source->deleted == 1);
+  }
+}
+
 TEST_CASE("ABR_COPY_ALWAYS copies, sets IS_COPIED, drops READ_ONLY and frees the source at once") {
   Runtime rt;
   int32_t data[6] = {1, 2, 3, 4, 5, 6};
