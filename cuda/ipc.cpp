@@ -47,11 +47,15 @@ class IpcMapping final : public Storage {
   IpcMapping(std::shared_ptr<Device> device, CUdeviceptr base) : device_(std::move(device)), base_(base) {}
   ~IpcMapping() override {
     if (device_->lost()) return;  // the context is unusable: the mapping goes with the process
-    Scope scope(*device_);
-    const CUresult closed = device_->cu().cuIpcCloseMemHandle(base_);
-    if (closed != CUDA_SUCCESS)
-      log::warn("cuIpcCloseMemHandle on {} failed: {}", device_string(device_->dl_device()),
-                error_text(device_->cu(), closed));
+    try {
+      Scope scope(*device_);
+      const CUresult closed = device_->cu().cuIpcCloseMemHandle(base_);
+      if (closed != CUDA_SUCCESS)
+        log::warn("cuIpcCloseMemHandle on {} failed: {}", device_string(device_->dl_device()),
+                  error_text(device_->cu(), closed));
+    } catch (const std::exception& e) {
+      log::warn("closing CUDA IPC memory failed: {}", e.what());
+    }
   }
 
  private:
@@ -78,6 +82,9 @@ uint32_t Backend::ipc_export(const Layout& tensor, uint64_t flags, Stream* strea
   if (tensor.device.device_type != kDLCUDA)
     fail(ABR_ERR_UNSUPPORTED, "{} memory cannot be shared with another process: CUDA IPC shares device memory "
          "(cuda:N) only", device_string(tensor.device));
+  if (tensor.numel == 0)
+    fail(ABR_ERR_UNSUPPORTED, "an empty {} tensor has no memory to share with another process: send its shape "
+         "instead", device_string(tensor.device));
   const std::size_t dims_bytes = 2 * static_cast<std::size_t>(tensor.ndim()) * sizeof(int64_t);
   if (sizeof(IpcBody) + dims_bytes > capacity) fail(ABR_ERR_INTERNAL, "an IPC handle outgrew abr_ipc_handle");
   memory_context(tensor);  // the memory is this device's, and the whole view lies in one allocation

@@ -3,6 +3,7 @@ from collections import namedtuple
 
 from ._device import DLDeviceType
 from ._errors import CopyRequiredError, DLPackError
+from ._ipc import IpcHandle
 from ._lib import _core, lib
 from ._stream import stream_handle
 
@@ -68,7 +69,6 @@ class Tensor(_core.TensorBase):
     def ipc_handle(self):
         """An IpcHandle naming this CUDA tensor's memory for another process (see
         arraybridge.from_ipc); keep this tensor alive until the importers let go."""
-        from ._ipc import IpcHandle  # _ipc imports nothing of this module's: no cycle, but keep it lazy
         return IpcHandle(_core.ipc_export(self, None))
 
     # ---------------------------------------------------------- DLPack producer

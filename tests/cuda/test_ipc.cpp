@@ -222,6 +222,12 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: handles that are not handles, and
   oversized.size = ABR_IPC_HANDLE_BYTES + 1;
   CHECK(abr_ipc_import(rt, &oversized, nullptr, &out) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(out == nullptr);
+  DLTensor empty = tensor.t->dl_tensor;
+  int64_t none[] = {0};
+  empty.shape = none;
+  empty.strides = nullptr;
+  CHECK(abr_ipc_export(rt, &empty, nullptr, &handle) == ABR_ERR_UNSUPPORTED);
+  CHECK(std::string(abr_last_error()).find("no memory to share") != std::string::npos);
   abr_ipc_handle init_me;
   CHECK(abr_ipc_handle_init(&init_me, ABR_IPC_HANDLE_VERSION) == ABR_OK);
   CHECK(init_me.version == ABR_IPC_HANDLE_VERSION);

@@ -170,10 +170,12 @@ static PyObject* tensor_report(TensorObject* self, void* unused) {
 
 /* The struct-module format of a dtype the buffer protocol can name, else NULL. */
 static const char* buffer_format(DLDataType dtype) {
+  static const char* const kInts[] = {"b", "h", "i", "q"}, *const kUints[] = {"B", "H", "I", "Q"};
+  const int width = dtype.bits == 8 ? 0 : dtype.bits == 16 ? 1 : dtype.bits == 32 ? 2 : dtype.bits == 64 ? 3 : -1;
   if (dtype.lanes != 1) return NULL;
   switch (dtype.code) {
-    case kDLInt: return dtype.bits == 8 ? "b" : dtype.bits == 16 ? "h" : dtype.bits == 32 ? "i" : dtype.bits == 64 ? "q" : NULL;
-    case kDLUInt: return dtype.bits == 8 ? "B" : dtype.bits == 16 ? "H" : dtype.bits == 32 ? "I" : dtype.bits == 64 ? "Q" : NULL;
+    case kDLInt: return width < 0 ? NULL : kInts[width];
+    case kDLUInt: return width < 0 ? NULL : kUints[width];
     case kDLFloat: return dtype.bits == 16 ? "e" : dtype.bits == 32 ? "f" : dtype.bits == 64 ? "d" : NULL;
     case kDLComplex: return dtype.bits == 64 ? "Zf" : dtype.bits == 128 ? "Zd" : NULL;
     case kDLBool: return dtype.bits == 8 ? "?" : NULL;
@@ -241,7 +243,8 @@ static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
     return -1;
   }
   view->buf = (char*)t->data + t->byte_offset;
-  view->obj = Py_NewRef((PyObject*)self);
+  Py_INCREF(self); /* Py_NewRef is 3.10+; the package supports 3.9 */
+  view->obj = (PyObject*)self;
   view->len = count * item;
   view->itemsize = item;
   view->readonly = (self->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
