@@ -20,7 +20,7 @@ abr_status abr_ipc_export(abr_runtime* runtime, const DLTensor* tensor, abr_stre
     abr::capi::caller_size(handle->version, kIpcHandle);  // refused before anything is asked of the driver
     abr::Runtime& rt = runtime_of(runtime);
     abr_ipc_handle made = ABR_IPC_HANDLE_INIT;
-    made.size = rt.ipc_export(*require_pointer(tensor, "tensor"), 0, stream_of(stream), made.data, sizeof made.data);
+    made.size = rt.ipc_export(*require_pointer(tensor, "tensor"), stream_of(stream), made.data, sizeof made.data);
     abr::capi::write_versioned(handle, made, kIpcHandle);
   });
 }

@@ -35,8 +35,8 @@ class Backend final : public DeviceBackend {
   bool host_pinned(const void* begin, uint64_t bytes) override;
   bool device_lost(DLDevice device) override;
   void finish_deferred_releases() override;
-  uint32_t ipc_export(const Layout& tensor, uint64_t flags, Stream* stream, unsigned char* out,
-                      std::size_t capacity) override;  // cuda/ipc.cpp
+  uint32_t ipc_export(const Layout& tensor, Stream* stream, unsigned char* out,
+                      std::size_t capacity) override;  // cuda/ipc.cpp, as is ipc_import
   DLManagedTensorVersioned* ipc_import(const unsigned char* handle, std::size_t size, Stream* stream) override;
 
  private:

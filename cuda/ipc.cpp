@@ -34,7 +34,6 @@ struct IpcBody {
   uint64_t offset;           // the first element's byte offset in the allocation
   uint64_t allocation_bytes;
   uint64_t address;          // the first element's address in the exporting process
-  uint64_t flags;            // DLPack flags kept (READ_ONLY)
 };
 
 bool same_gpu(const CUuuid& a, const CUuuid& b) { return std::memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0; }
@@ -77,8 +76,7 @@ CUstream native_stream(Stream* stream) {
 
 }  // namespace
 
-uint32_t Backend::ipc_export(const Layout& tensor, uint64_t flags, Stream* stream, unsigned char* out,
-                             std::size_t capacity) {
+uint32_t Backend::ipc_export(const Layout& tensor, Stream* stream, unsigned char* out, std::size_t capacity) {
   if (tensor.device.device_type != kDLCUDA)
     fail(ABR_ERR_UNSUPPORTED, "{} memory cannot be shared with another process: CUDA IPC shares device memory "
          "(cuda:N) only", device_string(tensor.device));
@@ -115,7 +113,6 @@ uint32_t Backend::ipc_export(const Layout& tensor, uint64_t flags, Stream* strea
   body.offset = first - facts.start;
   body.allocation_bytes = facts.size;
   body.address = first;
-  body.flags = flags & DLPACK_FLAG_BITMASK_READ_ONLY;
   std::memcpy(out, &body, sizeof body);
   std::memcpy(out + sizeof body, tensor.shape.data(), dims_bytes / 2);
   std::memcpy(out + sizeof body + dims_bytes / 2, tensor.strides.data(), dims_bytes / 2);
@@ -154,7 +151,7 @@ DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::
     fail(ABR_ERR_INVALID_ARGUMENT, "the stream belongs to {}, but the IPC handle's memory is on {}",
          device_string(stream->device()), device_string(here->dl_device()));
   Scope scope(*here);
-  const ExportSpec spec{nullptr, here->dl_device(), body.dtype, shape, strides, 0, body.flags};
+  const ExportSpec spec{nullptr, here->dl_device(), body.dtype, shape, strides, 0, 0};
   PendingExport pending(spec);
 
   if (body.exporter_pid == static_cast<int32_t>(getpid())) {

@@ -101,11 +101,10 @@ class DeviceBackend {
   virtual void finish_deferred_releases() {}
 
   // Sharing device memory with another process (abr_ipc_export / abr_ipc_import):
-  // writes a handle for `tensor` (flags: its DLPack flags, kept) into `out` and
-  // returns its size; the importer's work follows the work queued on `stream`.
-  // Only a backend whose driver has interprocess handles overrides these.
-  virtual uint32_t ipc_export(const Layout& tensor, uint64_t flags, Stream* stream, unsigned char* out,
-                              std::size_t capacity);
+  // writes a handle for `tensor` into `out` and returns its size; the importer's
+  // work follows the work queued on `stream`. Only a backend whose driver has
+  // interprocess handles overrides these.
+  virtual uint32_t ipc_export(const Layout& tensor, Stream* stream, unsigned char* out, std::size_t capacity);
   // The tensor a handle from ipc_export names, opened in this process.
   virtual DLManagedTensorVersioned* ipc_import(const unsigned char* handle, std::size_t size, Stream* stream);
 };

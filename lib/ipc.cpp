@@ -7,7 +7,7 @@
 
 namespace abr {
 
-uint32_t DeviceBackend::ipc_export(const Layout& tensor, uint64_t, Stream*, unsigned char*, std::size_t) {
+uint32_t DeviceBackend::ipc_export(const Layout& tensor, Stream*, unsigned char*, std::size_t) {
   fail(ABR_ERR_UNSUPPORTED,
        "{} memory cannot be shared with another process: {} has no interprocess memory handles (CUDA IPC is the "
        "only kind; copy the tensor to a CUDA device, or to the host and share that with shared memory or MPI)",
@@ -18,8 +18,7 @@ DLManagedTensorVersioned* DeviceBackend::ipc_import(const unsigned char*, std::s
   fail(ABR_ERR_UNSUPPORTED, "{} has no interprocess memory handles", backend_name(report().info.backend));
 }
 
-uint32_t Runtime::ipc_export(const DLTensor& tensor, uint64_t flags, Stream* stream, unsigned char* out,
-                             std::size_t capacity) {
+uint32_t Runtime::ipc_export(const DLTensor& tensor, Stream* stream, unsigned char* out, std::size_t capacity) {
   const Layout layout = validate_tensor(tensor, Role::Source, "tensor");
   if (is_host_accessible(layout.device.device_type))
     fail(ABR_ERR_UNSUPPORTED,
@@ -27,7 +26,7 @@ uint32_t Runtime::ipc_export(const DLTensor& tensor, uint64_t flags, Stream* str
          "memory or MPI, or copy it to a CUDA device first)", device_string(layout.device));
   devices_.require(layout.device, "tensor");
   check_stream(stream, layout.device, layout.device);
-  return backend_of(layout.device.device_type)->ipc_export(layout, flags, stream, out, capacity);
+  return backend_of(layout.device.device_type)->ipc_export(layout, stream, out, capacity);
 }
 
 DLManagedTensorVersioned* Runtime::ipc_import(const unsigned char* handle, std::size_t size, Stream* stream) {

@@ -55,8 +55,7 @@ class Runtime {
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native);
 
   // abr_ipc_export: a handle for `tensor` written into `out`; returns its size.
-  uint32_t ipc_export(const DLTensor& tensor, uint64_t flags, Stream* stream, unsigned char* out,
-                      std::size_t capacity);
+  uint32_t ipc_export(const DLTensor& tensor, Stream* stream, unsigned char* out, std::size_t capacity);
   // abr_ipc_import: the tensor a handle names, opened in this process (lib/ipc.cpp).
   DLManagedTensorVersioned* ipc_import(const unsigned char* handle, std::size_t size, Stream* stream);
 

@@ -392,7 +392,8 @@ ABR_API abr_status abr_runtime_set_staging(abr_runtime* runtime, uint32_t thread
  * mapping once the work this process queued is done. With `stream`, work queued on
  * it runs after the exporter's; with NULL the call waits for that work. Importing
  * a handle twice gives two tensors on one mapping. In the exporting process itself
- * the result is a view of the memory after the device's queued work.
+ * the result is a view of the memory after the device's queued work. The result is
+ * writable: a DLTensor carries no READ_ONLY flag to pass on.
  *
  * Lifetime: the exporter keeps the tensor, and the runtime that exported it, alive
  * until every importer has deleted its tensor. CUDA does not count importers, and
