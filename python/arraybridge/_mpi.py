@@ -68,21 +68,18 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, strict=False):
         raise ValueError(f"mpi_buffer mode must be one of {_MODES}, not {mode!r}")
     tensor = x if isinstance(x, Tensor) else _core.from_dlpack(x)
     kind = tensor.device.split(":")[0]
-    on_device = kind not in _HOST_MEMORY
-    if on_device and kind == "cuda" and (mpi_cuda_aware() if cuda_aware is None else cuda_aware):
-        on_device = False  # the MPI library moves CUDA memory itself
-        home = tensor.device
-    else:
-        home = "cuda_host" if kind == "cuda" else "cpu"
-    if not on_device and _compact(tensor):
+    reachable = kind in _HOST_MEMORY or (  # memory the MPI library reads and writes itself
+        kind == "cuda" and (mpi_cuda_aware() if cuda_aware is None else cuda_aware))
+    if reachable and _compact(tensor):
         yield tensor
         return
-    if on_device and strict:
+    if not reachable and strict:
         raise CopyRequiredError(f"arraybridge: mpi_buffer of a {tensor.device} tensor: the MPI library is not "
                                 f"CUDA-aware (or {kind} memory is beyond MPI), so the data would go through host "
                                 "memory, which strict=True refuses")
-    buffer = _core.to_device(tensor, tensor.device if not on_device else home, copy=True)
-    log.debug("mpi_buffer %s %s: %s (%s)", tensor.device, "packed" if not on_device else "staged",
+    target = tensor.device if reachable else "cuda_host" if kind == "cuda" else "cpu"
+    buffer = _core.to_device(tensor, target, copy=True)
+    log.debug("mpi_buffer %s %s: %s (%s)", tensor.device, "packed" if reachable else "staged",
               buffer.report.path, buffer.report.detail)
     yield buffer
     if mode != "r":
