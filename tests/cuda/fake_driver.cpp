@@ -1165,6 +1165,12 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   const Range& range = it->second;
+  // On the H100 (driver 580) this returns CUDA_ERROR_INVALID_VALUE, and compute-sanitizer
+  // counts the failed call as an error: callers ask CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE first.
+  if (range.stream_ordered)
+    finding("cuIpcGetMemHandle(%#llx): memory from a stream-ordered pool has no IPC handle (the driver refuses it "
+            "and compute-sanitizer reports the call); check CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE first",
+            static_cast<unsigned long long>(ptr));
   // Pool memory (cuMemAllocAsync), imported mappings and host memory cannot be exported.
   if (range.device < 0 || range.freed || range.fd < 0) return CUDA_ERROR_INVALID_VALUE;
   return fill_ipc_handle(handle->reserved, range.fd, range.size) ? CUDA_SUCCESS : CUDA_ERROR_MAP_FAILED;

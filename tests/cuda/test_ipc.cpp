@@ -150,8 +150,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a handle of our tensor, imported 
 TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a view inside an allocation exports the allocation and its offset") {
   Runtime rt;
   if (cuda_devices(rt) == 0) return;
+  const DLDevice last = cuda_devices(rt) > 1 ? cuda1 : cuda0;  // the fake has two GPUs, an H100 machine one
   std::vector<int32_t> host = iota(64);
-  Owned tensor(iota_on(rt, cuda1, host));
+  Owned tensor(iota_on(rt, last, host));
   // Elements 10, 12, ..., 40: a strided view starting inside the allocation.
   DLTensor inner = tensor.t->dl_tensor;
   int64_t shape[] = {16}, strides[] = {2};
@@ -163,7 +164,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a view inside an allocation expor
   DLManagedTensorVersioned* imported = nullptr;
   REQUIRE(abr_ipc_import(rt, &handle, nullptr, &imported) == ABR_OK);
   Owned view(imported);
-  CHECK(view->device.device_id == 1);
+  CHECK(view->device.device_id == last.device_id);
   CHECK(static_cast<char*>(view->data) + view->byte_offset ==
         static_cast<char*>(tensor->data) + 10 * sizeof(int32_t));
   REQUIRE(view->strides);
@@ -190,7 +191,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: host memory, OpenCL and stream-or
   Managed pooled(reinterpret_cast<void*>(pool), i32, {16}, {}, 0, cuda0);
   CHECK(abr_ipc_export(rt, &pooled.tensor(), nullptr, &handle) == ABR_ERR_UNSUPPORTED);
   CHECK(std::string(abr_last_error()).find("stream-ordered pool") != std::string::npos);
-  CHECK(abr_last_error_backend_code() != CUDA_SUCCESS);  // the driver's refusal, whatever its code
+  CHECK(abr_last_error_backend_code() == 0);  // refused before asking the driver (sanitizers report its refusal)
   CHECK(handle.size == 0);  // nothing written on failure
   REQUIRE(cu.free_async(pool, stream) == CUDA_SUCCESS);
   cu.stream_sync(stream);
