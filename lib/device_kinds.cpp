@@ -11,33 +11,6 @@
 #include "lib/text.hpp"
 
 namespace abr {
-namespace {
-
-//                 type            name            backend             numbered host   address locked new
-constexpr DeviceKind kKinds[] = {
-    {kDLCPU,         "cpu",          ABR_BACKEND_HOST,   false,   true,  true,   false, true},
-    {kDLCUDA,        "cuda",         ABR_BACKEND_CUDA,   true,    false, true,   false, true},
-    {kDLCUDAHost,    "cuda_host",    ABR_BACKEND_CUDA,   false,   true,  true,   true,  true},
-    {kDLCUDAManaged, "cuda_managed", ABR_BACKEND_CUDA,   false,   true,  true,   false, false},
-    {kDLOpenCL,      "opencl",       ABR_BACKEND_OPENCL, true,    false, false,  false, true},
-};
-
-// The rows by device type (DLPack's types are small numbers): every transfer asks
-// a dozen times, so the answer is one load.
-struct KindsByType {
-  const DeviceKind* row[32] = {};
-  constexpr KindsByType() {
-    for (const DeviceKind& kind : kKinds) row[kind.type] = &kind;
-  }
-};
-constexpr KindsByType kKindsByType;
-
-}  // namespace
-
-const DeviceKind* find_kind(DLDeviceType type) {
-  const auto index = static_cast<uint32_t>(type);
-  return index < std::size(kKindsByType.row) ? kKindsByType.row[index] : nullptr;
-}
 
 const char* backend_name(abr_backend backend) {
   switch (backend) {

@@ -4,6 +4,7 @@
 // backend is a folder plus rows here.
 #pragma once
 
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -22,8 +23,31 @@ struct DeviceKind {
   bool new_tensors;     // abr_to_device can put a new tensor there
 };
 
+//                 type            name            backend             numbered host   address locked new
+inline constexpr DeviceKind kKinds[] = {
+    {kDLCPU,         "cpu",          ABR_BACKEND_HOST,   false,   true,  true,   false, true},
+    {kDLCUDA,        "cuda",         ABR_BACKEND_CUDA,   true,    false, true,   false, true},
+    {kDLCUDAHost,    "cuda_host",    ABR_BACKEND_CUDA,   false,   true,  true,   true,  true},
+    {kDLCUDAManaged, "cuda_managed", ABR_BACKEND_CUDA,   false,   true,  true,   false, false},
+    {kDLOpenCL,      "opencl",       ABR_BACKEND_OPENCL, true,    false, false,  false, true},
+};
+
+// The rows by device type (DLPack's types are small numbers). Every transfer asks a
+// dozen times, so the answer is one load, inlined: a call per question was about a
+// tenth of a zero-copy transfer.
+struct KindsByType {
+  const DeviceKind* row[32] = {};
+  constexpr KindsByType() {
+    for (const DeviceKind& kind : kKinds) row[kind.type] = &kind;
+  }
+};
+inline constexpr KindsByType kKindsByType;
+
 // The row for a device type; nullptr for one libarraybridge does not serve.
-const DeviceKind* find_kind(DLDeviceType type);
+inline const DeviceKind* find_kind(DLDeviceType type) {
+  const auto index = static_cast<uint32_t>(type);
+  return index < std::size(kKindsByType.row) ? kKindsByType.row[index] : nullptr;
+}
 
 // "host", "CUDA", "OpenCL": for messages.
 const char* backend_name(abr_backend backend);

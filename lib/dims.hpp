@@ -39,7 +39,10 @@ class Dims {
 
   void assign(const int64_t* first, const int64_t* last) {
     resize(static_cast<std::size_t>(last - first));
-    std::copy(first, last, begin());
+    int64_t* out = begin();
+    // Element by element: a tensor has a few dims, and a call to memcpy (what
+    // std::copy becomes) cost more than the copy itself.
+    for (std::size_t i = 0; i < size_; ++i) out[i] = first[i];
   }
   void resize(std::size_t n) {  // new elements are unspecified
     if (n > kInline) heap_.resize(n);

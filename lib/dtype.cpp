@@ -58,7 +58,7 @@ bool named_by_bits(uint8_t code) {
 
 }  // namespace
 
-void validate_dtype(DLDataType dtype, const char* what) {
+void check_dtype(DLDataType dtype, const char* what) {
   const char* name = code_name(dtype.code);
   if (!name) fail(ABR_ERR_DLPACK_DTYPE, "{}: unknown dtype code {}", what, dtype.code);
   if (dtype.lanes != 1)

@@ -11,8 +11,17 @@ namespace abr {
 
 // Throws ABR_ERR_DLPACK_DTYPE for a malformed dtype and ABR_ERR_UNSUPPORTED for a
 // valid one this library cannot move (sub-byte floats, opaque handles). `what`
-// names the tensor in the message.
-void validate_dtype(DLDataType dtype, const char* what);
+// names the tensor in the message. check_dtype is the whole check, which
+// validate_dtype skips for the usual dtypes.
+void check_dtype(DLDataType dtype, const char* what);
+inline void validate_dtype(DLDataType dtype, const char* what) {
+  // Scalar ints of 8-64 bits and floats of 16-64, nearly every tensor, pass inline.
+  const unsigned bits = dtype.bits;
+  const bool power = (bits & (bits - 1)) == 0 && bits <= 64;
+  const bool usual = dtype.lanes == 1 && power &&
+                     ((dtype.code == kDLInt || dtype.code == kDLUInt) ? bits >= 8 : dtype.code == kDLFloat && bits >= 16);
+  if (!usual) check_dtype(dtype, what);
+}
 
 // Bytes per element of a validated dtype.
 inline std::size_t itemsize(DLDataType dtype) { return static_cast<std::size_t>(dtype.bits / 8) * dtype.lanes; }

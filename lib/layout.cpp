@@ -26,16 +26,6 @@ bool known_device_type(int32_t type) {
 
 }  // namespace
 
-bool is_direct_address(DLDeviceType type) {
-  const DeviceKind* kind = find_kind(type);
-  return kind && kind->address;
-}
-
-bool is_host_accessible(DLDeviceType type) {
-  const DeviceKind* kind = find_kind(type);
-  return kind && kind->host_memory;
-}
-
 Dims compact_strides(const Dims& shape) {
   Dims strides;
   strides.resize(shape.size());  // each is written below

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "arraybridge/arraybridge.h"
+#include "lib/device_kinds.hpp"
 #include "lib/dims.hpp"
 
 namespace abr {
@@ -34,10 +35,16 @@ struct Layout {
 // True when pointers into this device's memory may be offset and dereferenced on
 // the host side of the arithmetic (CPU, CUDA, pinned, managed), false for opaque
 // handles such as an OpenCL cl_mem.
-bool is_direct_address(DLDeviceType type);
+inline bool is_direct_address(DLDeviceType type) {
+  const DeviceKind* kind = find_kind(type);
+  return kind && kind->address;
+}
 
 // True when the host can read and write the memory directly.
-bool is_host_accessible(DLDeviceType type);
+inline bool is_host_accessible(DLDeviceType type) {
+  const DeviceKind* kind = find_kind(type);
+  return kind && kind->host_memory;
+}
 
 // Validates `tensor` (RELIABILITY.md items 1 and 2). `what` names it in messages.
 // A destination must not have zero strides on extents > 1.
