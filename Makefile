@@ -145,8 +145,17 @@ $(BENCH): $(BENCH_OBJS) $(STATIC)
 
 # ---------------------------------------------------------------- tests
 
+# A stand-in for another LLVM in the process (TensorFlow's), for the OpenCL namespace tests.
+FAKE_LLVM := $(BUILD)/fake-llvm/libfake-llvm.so
+$(FAKE_LLVM): tests/opencl/fake_llvm/llvm_option.cpp
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CXX) $(CXXSTD) -O1 -fPIC -shared -o $@ $<
+$(BUILD)/obj/tests/opencl/test_opencl_namespace.o $(ASAN_DIR)/obj/tests/opencl/test_opencl_namespace.o: \
+  CPPFLAGS_ALL += -DABR_FAKE_LLVM_PATH='"$(abspath $(FAKE_LLVM))"'
+
 UNIT_OBJS := $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o)
-$(BUILD)/bin/unit-tests: $(UNIT_OBJS) $(STATIC)
+$(BUILD)/bin/unit-tests: $(UNIT_OBJS) $(STATIC) | $(FAKE_LLVM)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread -o $@ $(UNIT_OBJS) $(STATIC) -ldl -lOpenCL
@@ -161,7 +170,7 @@ $(ASAN_DIR)/obj/%.o: %.cpp
 
 ASAN_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(UNIT_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o)
 ASAN_CORE_OBJS := $(CORE_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(FATBIN_OBJ)
-$(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS) $(FATBIN_OBJ)
+$(ASAN_DIR)/bin/unit-tests: $(ASAN_OBJS) $(FATBIN_OBJ) | $(FAKE_LLVM)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
@@ -277,7 +286,7 @@ test-tsan: $(TSAN_DIR)/bin/thread-tests $(TSAN_DIR)/bin/cuda-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/thread-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/cuda-tests
 
-TEST_PROGRAMS := $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
+TEST_PROGRAMS := $(FAKE_LLVM) $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
   $(FUZZ_DIR)/fuzz-transfer
 
 # Both run the suites of tests/suites.txt: `make test` all of them (what CI runs),
@@ -288,7 +297,7 @@ test: bootstrap
 	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD) full
 
-QUICK_TEST_PROGRAMS := $(BUILD)/bin/unit-tests $(BUILD)/bin/cuda-tests $(FAKE_CUDA) $(BUILD)/bin/c-abi-test \
+QUICK_TEST_PROGRAMS := $(FAKE_LLVM) $(BUILD)/bin/unit-tests $(BUILD)/bin/cuda-tests $(FAKE_CUDA) $(BUILD)/bin/c-abi-test \
   $(BUILD)/bin/concurrent-create
 check: bootstrap
 	@bash dev/setup_python.sh test

@@ -6,18 +6,18 @@
 #include <mutex>
 
 #include "lib/error.hpp"
+#include "opencl/loader.hpp"
 
 namespace abr::opencl {
 
-std::unique_ptr<Api> load_api(const char* path, std::string* reason) {
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = dlerror();
-    *reason = fmt::format("cannot load the OpenCL ICD loader {} ({})", path, why ? why : "unknown error");
-    return nullptr;
-  }
+std::unique_ptr<Api> load_api(const char* path, NamespacePolicy policy, std::string* reason) {
+  OpenedLoader opened = open_loader(path, policy, reason);
+  if (!opened.handle) return nullptr;
+  void* handle = opened.handle;
   auto api = std::make_unique<Api>();
   api->library = path;
+  api->private_namespace = opened.private_namespace;
+  api->where = std::move(opened.where);
   bool complete = true;
   auto resolve = [&](auto& entry, const char* name) {
     entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(dlsym(handle, name));
@@ -41,8 +41,10 @@ const Api* api(std::string* reason) {
   static std::unique_ptr<Api> loaded;
   static std::string failure;
   std::call_once(once, [] {
+    NamespacePolicy policy = NamespacePolicy::Auto;
+    if (!namespace_policy(&policy, &failure)) return;
     const char* path = std::getenv("ARRAYBRIDGE_OPENCL_LIBRARY");
-    loaded = load_api(path && *path ? path : "libOpenCL.so.1", &failure);
+    loaded = load_api(path && *path ? path : "libOpenCL.so.1", policy, &failure);
   });
   if (!loaded && reason) *reason = failure;
   return loaded.get();

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "opencl/loader.hpp"
+
 // X-macro of every entry point the backend uses (OpenCL 2.0 names: the ICD
 // loader exports them even when a platform is older).
 #define ABR_OPENCL_ENTRY_POINTS(X) \
@@ -27,14 +29,17 @@ struct Api {
 #define ABR_OPENCL_MEMBER(name) decltype(&::cl##name) name;
   ABR_OPENCL_ENTRY_POINTS(ABR_OPENCL_MEMBER)
 #undef ABR_OPENCL_MEMBER
-  std::string library;  // what was opened, for messages
+  std::string library;             // what was opened, for messages
+  bool private_namespace = false;  // in a link-map namespace of its own (opencl/loader.hpp)
+  std::string where;               // which namespace and why, for the backend's detail
 };
 
-// Opens `path` and resolves every entry point; nullptr with `reason` on failure.
-std::unique_ptr<Api> load_api(const char* path, std::string* reason);
+// Opens `path` where `policy` says (opencl/loader.hpp) and resolves every entry
+// point; nullptr with `reason` on failure.
+std::unique_ptr<Api> load_api(const char* path, NamespacePolicy policy, std::string* reason);
 
 // The process-wide API from $ARRAYBRIDGE_OPENCL_LIBRARY or libOpenCL.so.1, opened
-// once and kept for the life of the process (deleters may run at exit).
+// where $ARRAYBRIDGE_OPENCL_NAMESPACE says, once and kept for the life of the process (deleters may run at exit).
 const Api* api(std::string* reason);
 
 // "CL_INVALID_MEM_OBJECT" for -38; "CL_UNKNOWN_ERROR" otherwise.

@@ -45,6 +45,18 @@ cl_device_id Backend::device_id(DLDevice device) const {
   return found_.devices[static_cast<std::size_t>(device.device_id)];
 }
 
+cl_device_id Backend::match_device(const std::vector<cl_device_id>& candidates, DLDevice device) const {
+  const cl_device_id id = device_id(device);
+  if (std::find(candidates.begin(), candidates.end(), id) != candidates.end()) return id;
+  // Another library's objects come from another copy of the driver when ours is in a
+  // namespace of its own: the same device, another pointer.
+  const std::string& key = found_.keys[static_cast<std::size_t>(device.device_id)];
+  if (!cl_->private_namespace || key.empty()) return nullptr;
+  for (cl_device_id candidate : candidates)
+    if (device_key(*cl_, candidate) == key) return candidate;
+  return nullptr;
+}
+
 std::shared_ptr<Context> Backend::own_context(DLDevice device) {
   cl_device_id id = device_id(device);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -76,11 +88,12 @@ std::shared_ptr<Context> Backend::context_for(cl_context handle, DLDevice device
   std::vector<cl_device_id> members(count);
   check(cl_->GetContextInfo(handle, CL_CONTEXT_DEVICES, count * sizeof(cl_device_id), members.data(), nullptr),
         "clGetContextInfo");
-  if (std::find(members.begin(), members.end(), id) == members.end()) {
+  const cl_device_id member = match_device(members, device);
+  if (!member) {
     adopted_.erase({handle, device.device_id});
     fail(ABR_ERR_DLPACK_DEVICE, "the caller's cl_context does not include {}", device_string(device));
   }
-  adopted = std::make_shared<Context>(*cl_, handle, id, device);
+  adopted = std::make_shared<Context>(*cl_, handle, member, device);
   log::debug("adopted a caller's OpenCL context for {}", device_string(device));
   return adopted;
 }
@@ -160,12 +173,11 @@ std::unique_ptr<Stream> Backend::create_stream(DLDevice device) {
 }
 
 std::unique_ptr<Stream> Backend::wrap_stream(DLDevice device, void* native) {
-  const cl_device_id id = device_id(device);
   cl_command_queue queue = static_cast<cl_command_queue>(native);
   cl_device_id queue_device = nullptr;
   check(cl_->GetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof queue_device, &queue_device, nullptr),
         "clGetCommandQueueInfo(CL_QUEUE_DEVICE)");
-  if (queue_device != id)
+  if (!match_device({queue_device}, device))
     fail(ABR_ERR_INVALID_ARGUMENT, "the cl_command_queue belongs to another device than {}", device_string(device));
   cl_command_queue_properties properties = 0;
   check(cl_->GetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof properties, &properties, nullptr),

@@ -39,6 +39,9 @@ class Backend final : public DeviceBackend {
 
  private:
   cl_device_id device_id(DLDevice device) const;  // throws for a device this backend lacks
+  // The one of `candidates` that is opencl:N (ours, or another driver copy's pointer
+  // to it); null when none is.
+  cl_device_id match_device(const std::vector<cl_device_id>& candidates, DLDevice device) const;
 
   const Api* cl_ = nullptr;
   std::shared_ptr<PinnedPool> pool_;

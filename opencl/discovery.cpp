@@ -41,6 +41,23 @@ T device_value(const Api& cl, cl_device_id device, cl_device_info what, T fallba
 
 }  // namespace
 
+std::string device_key(const Api& cl, cl_device_id device) {
+  cl_platform_id platform = nullptr;
+  if (cl.GetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform, &platform, nullptr) != CL_SUCCESS) return "";
+  cl_uint count = 0;
+  if (cl.GetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &count) != CL_SUCCESS) return "";
+  std::vector<cl_device_id> ids(count);
+  if (cl.GetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, count, ids.data(), nullptr) != CL_SUCCESS) return "";
+  const std::size_t place = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), device) - ids.begin());
+  if (place == ids.size()) return "";
+  constexpr cl_device_info kDeviceUuid = 0x106A;  // CL_DEVICE_UUID_KHR (cl_khr_device_uuid): not every driver has it
+  unsigned char uuid[16] = {};
+  const bool has_uuid = cl.GetDeviceInfo(device, kDeviceUuid, sizeof uuid, uuid, nullptr) == CL_SUCCESS;
+  return fmt::format("{}\n{}\n{}\n{}\n{:02x}", platform_text(cl, platform, CL_PLATFORM_NAME),
+                     platform_text(cl, platform, CL_PLATFORM_VERSION), place, device_text(cl, device, CL_DEVICE_NAME),
+                     fmt::join(has_uuid ? uuid : uuid + 16, uuid + 16, ""));
+}
+
 Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
   Discovery found;
   BackendReport& report = found.report;
@@ -50,6 +67,7 @@ Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
     log::info("{}", report.info.detail);
     found.devices.clear();
     found.wrap_alignment.clear();
+    found.keys.clear();
     report.devices.clear();
     return found;
   };
@@ -86,14 +104,15 @@ Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
       copy_text(info.platform, version.empty() ? name : name + " (" + version + ")");
       report.devices.push_back(info);
       found.devices.push_back(id);
+      found.keys.push_back(device_key(*cl, id));
       found.wrap_alignment.push_back(std::max<uint64_t>(device_value<cl_uint>(*cl, id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 8) / 8, 1));
     }
   }
   if (report.devices.empty()) return unavailable(fmt::format("{} platform(s) but no devices", platform_count));
   report.info.available = 1;
   report.info.device_count = static_cast<int32_t>(report.devices.size());
-  copy_text(report.info.detail, fmt::format("{}: {} device(s) on {}", cl->library, report.devices.size(),
-                                            fmt::join(platform_names, ", ")));
+  copy_text(report.info.detail, fmt::format("{} ({}): {} device(s) on {}", cl->library, cl->where,
+                                            report.devices.size(), fmt::join(platform_names, ", ")));
   return found;
 }
 

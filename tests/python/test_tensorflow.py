@@ -1,11 +1,13 @@
-"""TensorFlow (CPU) as a real peer, in fresh interpreters.
+"""TensorFlow (CPU) as a real peer, in fresh interpreters, in every import order.
 
-TensorFlow carries its own LLVM, and so does PoCL: when TensorFlow is imported
-first, PoCL crashes while the OpenCL ICD loader loads it (inside
-clGetPlatformIDs). So these run in subprocesses: one creates the runtime before
-importing TensorFlow, one imports TensorFlow first with ARRAYBRIDGE_DISABLE_OPENCL."""
+TensorFlow carries its own LLVM, exported into the process's global scope, and PoCL
+is built on LLVM: a PoCL loaded beside it crashes (TensorFlow first: SIGSEGV inside
+clGetPlatformIDs) or fails its kernel builds (TensorFlow after: "unknown target CPU").
+The runtime opens the OpenCL loader in a link-map namespace of its own
+(opencl/loader.hpp), so each order below works, with a kernel built on the device."""
 import importlib.util
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -14,6 +16,8 @@ import pytest
 
 if importlib.util.find_spec("tensorflow") is None:
     pytest.skip("TensorFlow is installed by `make test`; run it through make", allow_module_level=True)
+
+BUILD = pathlib.Path(os.environ.get("ARRAYBRIDGE_BUILD", pathlib.Path(__file__).resolve().parents[2] / "build"))
 
 CONVERSIONS = textwrap.dedent("""
     import numpy as np
@@ -46,14 +50,45 @@ def run(script, **env):
     return result.stdout
 
 
-def test_tensorflow_after_the_runtime_with_opencl():
-    out = run("import arraybridge as ab\nnames = [d.name for d in ab.devices()]\n" + CONVERSIONS + textwrap.dedent("""
-        assert "opencl:0" in names
-        o = ab.to_device(x, "opencl:0")
-        np.testing.assert_array_equal(np.from_dlpack(o.to("cpu")), x.numpy())
-        print("ok")
-    """))
+# OpenCL on PoCL with TensorFlow in the process: a cast kernel built and run on the
+# device, a TensorFlow tensor there and back, and the loader in its own namespace.
+OPENCL = textwrap.dedent("""
+    opencl = {b.name: b for b in ab.backends()}["opencl"]
+    assert opencl.available and "(in a link-map namespace of its own)" in opencl.detail, opencl.detail
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    o = ab.to_device(a.T, "opencl:0")
+    cast = ab.to_device(o, "opencl:0", dtype="float64", copy=True)
+    assert cast.report.path == "device_copy" and cast.report.cast, cast.report
+    np.testing.assert_array_equal(np.from_dlpack(cast.to("cpu")), a.T.astype(np.float64))
+    o = ab.to_device(x, "opencl:0")
+    np.testing.assert_array_equal(np.from_dlpack(o.to("cpu")), x.numpy())
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("order", [
+    "import tensorflow\nimport arraybridge as ab\n",                  # TensorFlow first (crashed: SIGSEGV)
+    "import arraybridge as ab\nimport tensorflow\n",                  # the runtime made at the first call, after it
+    "import arraybridge as ab\nab.devices()\nimport tensorflow\n",   # the runtime made before it (kernels failed)
+], ids=["tensorflow-first", "arraybridge-imported-first", "runtime-made-first"])
+def test_every_import_order_keeps_opencl(order):
+    out = run(order + CONVERSIONS + OPENCL)
     assert out.strip().endswith("ok")
+
+
+def test_the_shared_namespace_beside_tensorflow_is_refused_by_name():
+    out = run("import tensorflow\nimport arraybridge as ab\n" + CONVERSIONS + textwrap.dedent("""
+        opencl = {b.name: b for b in ab.backends()}["opencl"]
+        assert not opencl.available, opencl.detail
+        print(opencl.detail)
+        try:
+            ab.to_device(x, "opencl:0")
+        except ab.ArrayBridgeError as error:
+            print(error)
+    """), ARRAYBRIDGE_OPENCL_NAMESPACE="global")
+    assert ("OpenCL unavailable: not opened: libtensorflow_framework.so.2's LLVM would crash PoCL beside it in the "
+            "shared namespace, which ARRAYBRIDGE_OPENCL_NAMESPACE=global asks for; unset it") in out, out
+    assert "opencl:0" in out.splitlines()[-1], out
 
 
 def test_tensorflow_first_with_opencl_left_out():
@@ -61,4 +96,59 @@ def test_tensorflow_first_with_opencl_left_out():
         assert [d.name for d in ab.devices()] == ["cpu"]
         print("ok")
     """), ARRAYBRIDGE_DISABLE_OPENCL="1")
+    assert out.strip().endswith("ok")
+
+
+# pyclesperanto's own OpenCL is in the shared namespace: its PoCL must start before
+# TensorFlow is loaded (after it, pyclesperanto crashes by itself, without us). Its
+# arrays are then another copy of the driver's objects, matched to ours by device.
+PYCLESPERANTO = textwrap.dedent("""
+    import numpy as np
+    src = np.arange(35, dtype=np.uint16).reshape(5, 7)
+    array = cle.push(src)
+    on_cpu = ab.to_device(array, "cpu")
+    assert on_cpu.report.path == "device_to_host", on_cpu.report
+    np.testing.assert_array_equal(np.from_dlpack(on_cpu), src)
+    view = ab.to_device(array, "opencl:0")  # its buffer, in its context, from its copy of PoCL
+    assert view.report.path == "zero_copy", view.report
+    np.testing.assert_array_equal(np.from_dlpack(view.to("cpu")), src)
+    cast = ab.to_device(view, "opencl:0", dtype="float32", copy=True)  # our kernel, built in its context
+    np.testing.assert_array_equal(np.from_dlpack(cast.to("cpu")), src.astype(np.float32))
+    given = ab.convert_memory(src.T.astype(np.float32), "numpy", "pyclesperanto", gpu_id=0)
+    np.testing.assert_array_equal(cle.pull(cle.add_image_and_scalar(given, scalar=1)), src.T + 1)
+    target = cle.create((5, 7), dtype=np.float32)
+    ab.copy(ab.to_device(src, "opencl:0"), target)  # from our context into its own
+    np.testing.assert_array_equal(cle.pull(target), src.astype(np.float32))
+    x = tf.constant(src)
+    np.testing.assert_array_equal(cle.pull(ab.convert_memory(x, "tensorflow", "pyclesperanto", gpu_id=0)), src)
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("order", [
+    "import pyclesperanto as cle\ncle.push(np.zeros(1, np.float32))\nimport tensorflow as tf\nimport arraybridge as ab\n",
+    "import arraybridge as ab\nab.devices()\nimport pyclesperanto as cle\ncle.push(np.zeros(1, np.float32))\n"
+    "import tensorflow as tf\n",
+], ids=["pyclesperanto-tensorflow-arraybridge", "arraybridge-pyclesperanto-tensorflow"])
+def test_pyclesperanto_arrays_with_tensorflow_loaded(order):
+    if importlib.util.find_spec("pyclesperanto") is None:
+        pytest.skip("pyclesperanto is installed by `make test`; run it through make")
+    out = run("import numpy as np\n" + order + PYCLESPERANTO)
+    assert out.strip().endswith("ok")
+
+
+def test_cuda_is_unaffected_by_tensorflow_and_the_namespace():
+    fake = BUILD / "fake-cuda" / "libcuda.so.1"
+    if not fake.exists():
+        pytest.skip(f"the fake CUDA driver is not built ({fake}): run make test")
+    out = run("import tensorflow as tf\nimport arraybridge as ab\nimport numpy as np\n" + textwrap.dedent("""
+        backends = {b.name: b for b in ab.backends()}
+        assert backends["cuda"].available and backends["opencl"].available, [b.detail for b in backends.values()]
+        x = tf.reshape(tf.range(12, dtype=tf.float32), (3, 4))
+        c = ab.to_device(x, "cuda:0")
+        o = ab.to_device(c, "opencl:0")  # CUDA -> OpenCL, the loader in its namespace, the driver not
+        back = ab.to_device(ab.to_device(o, "cuda:0", dtype="float64"), "cpu")
+        np.testing.assert_array_equal(np.from_dlpack(back), x.numpy().astype(np.float64))
+        print("ok")
+    """), ARRAYBRIDGE_CUDA_LIBRARY=str(fake), FAKE_CUDA_DELAY_US="0")
     assert out.strip().endswith("ok")
