@@ -83,12 +83,43 @@ def _target_device(target, gpu_id):
     return (DLDeviceType.CUDA, gpu_id)
 
 
+# TensorFlow dtypes that hold no numbers: TensorFlow's own DLPack export aborts the
+# process on them (rc 134), so they are refused before it is asked.
+_TENSORFLOW_NOT_NUMBERS = frozenset({"string", "resource", "variant"})
+
+
 def _source(data, source):
-    """What to_device can import: the array itself, or TensorFlow's capsule."""
-    if source is MemoryType.TENSORFLOW and not hasattr(data, "__dlpack__"):
-        tf = importlib.import_module("tensorflow")
+    """What to_device can import: the array itself, or TensorFlow's capsule. A
+    TensorFlow variable gives its value; what DLPack cannot carry raises ValueError."""
+    if source is not MemoryType.TENSORFLOW:
+        return data
+    tf = importlib.import_module("tensorflow")
+    if isinstance(data, (tf.RaggedTensor, tf.SparseTensor)):
+        raise ValueError(f"a tf.{type(data).__name__} has no one dense buffer for DLPack; "
+                         "convert its .to_tensor() (or tf.sparse.to_dense) instead")
+    if isinstance(data, tf.Variable):
+        data = data.read_value()  # a tensor of the variable's current value
+    if getattr(data, "dtype", None) is not None and data.dtype.name in _TENSORFLOW_NOT_NUMBERS:
+        raise ValueError(f"TensorFlow {data.dtype.name} tensors hold no numbers that DLPack can carry")
+    if not hasattr(data, "__dlpack__"):
         return tf.experimental.dlpack.to_dlpack(data)
     return data
+
+
+# With jax_enable_x64 off (JAX's default) JAX keeps these 32-bit: jnp.from_dlpack,
+# jnp.asarray and device_put all change int64 2**40 into 0 and float64 1e300 into inf
+# without a word, so a conversion into JAX refuses them instead.
+_JAX_X64_DTYPES = frozenset({"int64", "uint64", "float64", "complex128"})
+
+
+def _check_target_holds(dtype, target):
+    """Raises ValueError when `target` would narrow data of `dtype` on import."""
+    if target is MemoryType.JAX and dtype in _JAX_X64_DTYPES:
+        jax = importlib.import_module("jax")
+        if not jax.config.jax_enable_x64:
+            raise ValueError(f"JAX keeps no {dtype} while jax_enable_x64 is off: it would make these values "
+                             "32-bit without a word. Turn it on (jax.config.update('jax_enable_x64', True)), "
+                             "or ask for the cast with dtype=, having checked the values fit")
 
 
 # Targets whose tensor type has a DLPack C exchange API (PyTorch >= 2.10): the
@@ -122,15 +153,17 @@ def _framework_array(tensor, target):
 _PYCLESPERANTO_DTYPES = frozenset({"int8", "int16", "int32", "uint8", "uint16", "uint32", "float32"})
 
 
-def _into_pyclesperanto(data, gpu_id, strict):
+def _into_pyclesperanto(data, gpu_id, strict, dtype):
     """A new pyclesperanto array on its OpenCL device gpu_id holding `data`: one
     planned copy into memory pyclesperanto allocated, because a buffer of another
     OpenCL context (ours) is unusable in its context (CL_INVALID_CONTEXT)."""
     cle = importlib.import_module("pyclesperanto")
     source = from_dlpack(data)  # a view: its shape, dtype and device, nothing copied
+    if dtype is not None:
+        source = to_device(source, source.device, dtype=dtype)  # the cast asked for, where the data is
     if source.dtype not in _PYCLESPERANTO_DTYPES:
         raise ValueError(f"pyclesperanto has no {source.dtype} arrays (it takes "
-                         f"{', '.join(sorted(_PYCLESPERANTO_DTYPES))}); convert the dtype first")
+                         f"{', '.join(sorted(_PYCLESPERANTO_DTYPES))}); ask for a cast with dtype=")
     if not 1 <= source.ndim <= 3:
         raise ValueError(f"pyclesperanto arrays have 1 to 3 dimensions, not {source.ndim}")
     names = cle.list_available_devices()
@@ -148,11 +181,14 @@ def _into_pyclesperanto(data, gpu_id, strict):
     return target
 
 
-def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False):
+def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dtype=None):
     """Convert `data` from one framework to another, on GPU `gpu_id` (None = CPU).
 
     The data must really be a `source_type` array. The move is one runtime transfer
     (see to_device); strict=True refuses any path that stages through host memory.
+    The result has the source's values and dtype: a target that cannot hold that
+    dtype (JAX with jax_enable_x64 off: no 64-bit types) is refused, never narrowed;
+    dtype= asks for a cast on the way (the runtime's exact casts, as to_device's).
     Any failure raises MemoryConversionError with the source, target and reason.
     """
     source = _memory_type(source_type, "source_type")
@@ -167,10 +203,12 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False):
     try:
         device = _target_device(target, gpu_id)
         if target is MemoryType.PYCLESPERANTO:
-            result = _into_pyclesperanto(_source(data, source), device[1], strict)
+            result = _into_pyclesperanto(_source(data, source), device[1], strict, dtype)
             log.debug("convert_memory %s -> pyclesperanto: one copy into its context", source.value)
             return result
-        tensor = to_device(_source(data, source), device, strict=strict, contiguous=target.value in _NEEDS_COMPACT)
+        tensor = to_device(_source(data, source), device, strict=strict, contiguous=target.value in _NEEDS_COMPACT,
+                           dtype=dtype)
+        _check_target_holds(tensor.dtype, target)
         result = _framework_array(tensor, target)
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
