@@ -127,6 +127,23 @@ def _check_target_holds(dtype, target):
 _EXCHANGE_TYPES = {MemoryType.TORCH: ("torch", "Tensor")}
 
 
+class _ToImmutable:
+    """A tensor as a producer for a framework that never writes into what it imports
+    (JAX, TensorFlow): exported as the capsule it asks for, a legacy one included,
+    when the tensor is read-only; a legacy capsule cannot say so, and they need not know."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor
+
+    def __dlpack_device__(self):
+        return self._tensor.__dlpack_device__()
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if stream not in (None, -1) or dl_device is not None or copy:
+            return self._tensor.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        return _core.export(self._tensor, max_version is not None and max_version[0] >= 1, False)
+
+
 def _framework_array(tensor, target):
     """Hand the Tensor to the target framework (zero-copy): through its type's C
     exchange API when it has one, else its DLPack importer."""
@@ -142,9 +159,9 @@ def _framework_array(tensor, target):
     if target is MemoryType.TORCH:
         return importlib.import_module("torch").from_dlpack(tensor)
     if target is MemoryType.JAX:
-        return importlib.import_module("jax.numpy").from_dlpack(tensor)
+        return importlib.import_module("jax.numpy").from_dlpack(_ToImmutable(tensor))
     if target is MemoryType.TENSORFLOW:  # TensorFlow takes legacy capsules only
-        return importlib.import_module("tensorflow").experimental.dlpack.from_dlpack(tensor.__dlpack__())
+        return importlib.import_module("tensorflow").experimental.dlpack.from_dlpack(_core.export(tensor, False, False))
     raise AssertionError(f"no importer for {target}")  # pyclesperanto: _into_pyclesperanto
 
 

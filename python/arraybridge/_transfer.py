@@ -8,7 +8,7 @@ import sys
 from . import _runtime
 from ._device import device_string, parse_device
 from ._dtype import parse_dtype
-from ._lib import _core
+from ._lib import _core, lib
 from ._stream import stream_handle
 from ._tensor import Tensor
 
@@ -38,8 +38,25 @@ def producer_strides(producer, itemsize):
     return [s // itemsize for s in strides]
 
 
+# Frameworks whose arrays are immutable: what comes from them is read-only here.
+_IMMUTABLE_ROOTS = frozenset({"jax", "jaxlib", "tensorflow"})
+
+
+def immutable_producer(cls):
+    """Whether arrays of `cls` (or a subclass of theirs) are immutable to their framework."""
+    return any(base.__module__.partition(".")[0] in _IMMUTABLE_ROOTS for base in cls.__mro__)
+
+
+# Why a destination is read-only, said where a copy into one is refused.
+_READ_ONLY_WHY = ("; JAX and TensorFlow arrays are immutable, a legacy DLPack capsule cannot say it may be written, "
+                  "and a read-only NumPy array says so: copy into a writable array")
+
+
 def _error(status, context, dst):
-    return _runtime.error(status, context if dst is None else f"{context}({device_string(*dst)})")
+    error = _runtime.error(status, context if dst is None else f"{context}({device_string(*dst)})")
+    if status == lib.ABR_ERR_READ_ONLY and context == "copy":
+        return type(error)(str(error) + _READ_ONLY_WHY, error.status, error.status_name)
+    return error
 
 
 def _log_transfer(tensor, context):
@@ -50,4 +67,5 @@ def _log_transfer(tensor, context):
 
 _core.setup(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
             producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
+            immutable_producer=immutable_producer,
             runtime_flags=_runtime.runtime_flags())

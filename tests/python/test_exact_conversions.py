@@ -15,12 +15,20 @@ import arraybridge as ab
 
 jax = pytest.importorskip("jax", reason="JAX is installed by `make test`; run it through make")
 
+@pytest.fixture
+def x64_off():
+    """JAX's default (other tests of the suite turn x64 on for the whole process)."""
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    yield
+    jax.config.update("jax_enable_x64", before)
+
+
 WIDE = {"int64": [2**40, -1], "uint64": [2**63 + 5, 1], "float64": [1e300, 0.1], "complex128": [1e300 + 1j, 0.1j]}
 
 
 @pytest.mark.parametrize("dtype", sorted(WIDE))
-def test_jax_without_x64_refuses_what_it_would_narrow(dtype):
-    assert not jax.config.jax_enable_x64  # JAX's default, and this suite's
+def test_jax_without_x64_refuses_what_it_would_narrow(dtype, x64_off):
     source = np.array(WIDE[dtype], dtype=dtype)
     with pytest.raises(ab.MemoryConversionError) as error:
         ab.convert_memory(source, "numpy", "jax", gpu_id=None)
@@ -31,7 +39,7 @@ def test_jax_without_x64_refuses_what_it_would_narrow(dtype):
     np.testing.assert_array_equal(source, np.array(WIDE[dtype], dtype=dtype))  # the source is untouched
 
 
-def test_a_cast_asked_for_is_made_exactly():
+def test_a_cast_asked_for_is_made_exactly(x64_off):
     source = np.array([2**20, -7, 0], dtype=np.int64)
     result = ab.convert_memory(source, "numpy", "jax", gpu_id=None, dtype="int32")
     assert result.dtype == np.int32
@@ -95,8 +103,64 @@ def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_t
         v = tf.Variable([1.0, 2.5])
         n = ab.convert_memory(v, "tensorflow", "numpy", gpu_id=None)
         np.testing.assert_array_equal(n, [1.0, 2.5])
+        # What TensorFlow holds stays read-only here, and read-only NumPy data goes into it.
+        t = tf.constant([1.0, 2.0])
+        n = ab.convert_memory(t, "tensorflow", "numpy", gpu_id=None)
+        assert not n.flags.writeable
+        try:
+            ab.copy(np.ones(2, np.float32), t)
+            raise AssertionError("a copy into a TensorFlow tensor was accepted")
+        except ab.DLPackError as error:
+            assert "JAX and TensorFlow arrays are immutable" in str(error), str(error)
+        np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
+        ro = np.arange(6.0).reshape(2, 3)[:, ::-1]
+        ro.flags.writeable = False
+        y = ab.convert_memory(ro, "numpy", "tensorflow", gpu_id=None)
+        np.testing.assert_array_equal(y.numpy(), ro)
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+# ---------------------------------------------------------------- read-only, both ways
+
+def test_what_jax_holds_stays_read_only_here():
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.arange(4.0)
+    n = ab.convert_memory(x, "jax", "numpy", gpu_id=None)
+    assert not n.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        n[0] = 99
+    np.testing.assert_array_equal(np.asarray(x), [0.0, 1.0, 2.0, 3.0])
+    view = ab.to_device(x, "cpu")
+    assert view.read_only and view.report.path == "zero_copy"
+    copied = ab.to_device(x, "cpu", copy=True)  # a copy is the caller's to write
+    assert not copied.read_only
+    target = jnp.zeros(3, dtype=jnp.float32)
+    with pytest.raises(ab.DLPackError, match="destination is marked READ_ONLY; JAX and TensorFlow arrays are immutable") as error:
+        ab.copy(np.ones(3, np.float32), target)
+    assert isinstance(error.value, BufferError) and error.value.status_name == "ABR_ERR_READ_ONLY"
+    np.testing.assert_array_equal(np.asarray(target), [0.0, 0.0, 0.0])
+
+
+def test_a_legacy_capsule_cannot_say_it_may_be_written_so_it_is_read_only():
+    a = np.arange(3.0)
+    assert ab.to_device(a.__dlpack__(), "cpu").read_only
+    assert not ab.to_device(a.__dlpack__(max_version=(1, 0)), "cpu").read_only  # a versioned one says so
+    with pytest.raises(ab.DLPackError, match="legacy DLPack capsule cannot say it may be written"):
+        ab.copy(np.ones(3), a.__dlpack__())
+    np.testing.assert_array_equal(a, [0.0, 1.0, 2.0])
+    ab.copy(np.ones(3), a)  # NumPy's own array is writable, and says so
+    np.testing.assert_array_equal(a, [1.0, 1.0, 1.0])
+
+
+def test_a_read_only_source_goes_into_jax_without_asking_for_a_version():
+    ro = np.arange(4.0, dtype=np.float32)
+    ro.flags.writeable = False
+    result = ab.convert_memory(ro, "numpy", "jax", gpu_id=None)
+    np.testing.assert_array_equal(np.asarray(result), ro)
+    strided = np.arange(8, dtype=np.int32)[::2]
+    strided.flags.writeable = False
+    np.testing.assert_array_equal(np.asarray(ab.convert_memory(strided, "numpy", "jax", gpu_id=None)), strided)

@@ -137,6 +137,18 @@ DLManagedTensorVersioned* imported_for_any_thread(Imported* imported) {
   return self;
 }
 
+int imported_mark_read_only(Imported* imported) {
+  if (!imported->versioned) {
+    DLManagedTensorVersioned* wrapped = imported_for_any_thread(imported);
+    if (!wrapped) return -1;
+    imported->tensor = wrapped;
+    imported->versioned = 1;
+    imported->any_thread = 1;
+  }
+  ((DLManagedTensorVersioned*)imported->tensor)->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  return 0;
+}
+
 /* ---------------------------------------------------------------- capsules */
 
 /* Runs when a capsule is garbage-collected: only one still carrying the name we

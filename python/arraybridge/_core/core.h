@@ -50,6 +50,9 @@ void imported_delete(Imported* imported); /* with the GIL held */
  * runtime call that releases the GIL may be given. NULL with an exception (and
  * the tensor deleted) on failure. */
 DLManagedTensorVersioned* imported_for_any_thread(Imported* imported);
+/* Marks the import READ_ONLY (a legacy one is wrapped as versioned to carry the
+ * flag). -1 with an exception, and the tensor deleted, on failure. */
+int imported_mark_read_only(Imported* imported);
 
 /* A versioned view of `base` whose deleter releases `owner` (a new reference is
  * taken); IS_COPIED added when `copied`. NULL with an exception on failure. */
@@ -108,6 +111,7 @@ typedef struct {
   PyObject* producer_strides; /* (producer, itemsize) -> element strides it meant, or None */
   PyObject* error;         /* (status, context, dst or None) -> exception instance */
   PyObject* log_transfer;  /* (tensor, context) -> None, logs at DEBUG */
+  PyObject* immutable_producer; /* (type) -> whether its framework never lets its arrays be written */
   PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */
   uint32_t runtime_flags;  /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
 } Hooks;

@@ -157,6 +157,41 @@ static int repair_producer_strides(PyObject* producer, DLTensor* t) {
   return 0;
 }
 
+/* Whether arrays of `type` are immutable to their framework (JAX, TensorFlow): the
+ * hook's answer, asked once per type (the last type is remembered without a lookup). */
+static int immutable_producer(PyTypeObject* type) {
+  static PyObject* answers; /* type -> bool */
+  static PyTypeObject* last;
+  static int last_answer;
+  if (type == last) return last_answer;
+  if (!answers && !(answers = PyDict_New())) return -1;
+  PyObject* answer = PyDict_GetItemWithError(answers, (PyObject*)type);
+  if (!answer) {
+    if (PyErr_Occurred()) return -1;
+    PyObject* asked = PyObject_CallOneArg(hooks.immutable_producer, (PyObject*)type);
+    if (!asked) return -1;
+    const int truth = PyObject_IsTrue(asked);
+    Py_DECREF(asked);
+    if (truth < 0 || PyDict_SetItem(answers, (PyObject*)type, truth ? Py_True : Py_False) < 0) return -1;
+    answer = truth ? Py_True : Py_False;
+  }
+  last = type; /* the dict keeps the type alive */
+  last_answer = answer == Py_True;
+  return last_answer;
+}
+
+/* Read-only is kept both ways: what a framework treats as immutable, or what came
+ * as a legacy capsule (which cannot say whether it may be written), is imported
+ * READ_ONLY, so no writable alias of it is handed out and nothing writes into it. */
+static int keep_read_only(PyObject* producer, Imported* out) {
+  const int immutable = out->versioned ? immutable_producer(Py_TYPE(producer)) : 1;
+  if (immutable < 0) {
+    imported_delete(out);
+    return -1;
+  }
+  return immutable ? imported_mark_read_only(out) : 0;
+}
+
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
  * capsule, what its type's DLPack C exchange API exports, or what __dlpack__
  * returns (versioned when the producer takes max_version, legacy from one that
@@ -169,7 +204,7 @@ int import_source(PyObject* x, Imported* out) {
     out->work_stream = 0;
     return out->tensor ? 0 : -1;
   }
-  if (PyCapsule_CheckExact(x)) return consume_capsule(x, out);
+  if (PyCapsule_CheckExact(x)) return consume_capsule(x, out) < 0 ? -1 : keep_read_only(x, out);
   const int exchanged = exchange_import(x, out);
   if (exchanged != 0) return exchanged < 0 ? -1 : 0;
   PyObject* call[3] = {NULL, x, names.max_version}; /* call[0]: vectorcall's spare slot */
@@ -195,6 +230,7 @@ int import_source(PyObject* x, Imported* out) {
       imported_delete(out);
       status = -1;
     }
+    if (status == 0) status = keep_read_only(x, out);
   } else
     PyErr_Format(PyExc_TypeError, "arraybridge: %s.__dlpack__() returned %s, not a DLPack capsule",
                  Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
