@@ -54,9 +54,17 @@ uint64_t parse_size(const std::string& text) {
   else if (suffix == "K" || suffix == "k" || suffix == "KiB") scale = 1ull << 10;
   else if (suffix == "M" || suffix == "m" || suffix == "MiB") scale = 1ull << 20;
   else if (suffix == "G" || suffix == "g" || suffix == "GiB") scale = 1ull << 30;
-  if (digits == 0 || digits > 12 || scale == 0)
+  if (digits == 0 || scale == 0)
     usage_error("bad size '" + text + "': write a whole number of bytes with an optional K, M or G, e.g. 64K");
-  const uint64_t value = std::stoull(text.substr(0, digits)) * scale;
+  // Checked digit by digit: a size that does not fit in 64 bits once scaled must be
+  // refused, not wrapped (17179869185G wrapped to exactly 1 GiB and ran).
+  uint64_t count = 0;
+  for (std::size_t i = 0; i < digits; ++i) {
+    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
+    if (count > (UINT64_MAX - digit) / 10 || (count = count * 10 + digit) > UINT64_MAX / scale)
+      usage_error("bad size '" + text + "': more than 2^64 bytes (the largest is 18446744073709551615)");
+  }
+  const uint64_t value = count * scale;
   if (value < 4) usage_error("bad size '" + text + "': the smallest size is 4 bytes (one float32)");
   return value;
 }

@@ -62,6 +62,29 @@ def test_bad_values_are_refused_before_anything_runs(args, message):
     assert result.stdout == ""  # no table: nothing was measured
 
 
+@pytest.mark.parametrize("size", [
+    "17179869185G",  # (2**34 + 1) GiB: wrapped past 2**64 to exactly 1 GiB, which then ran
+    "17179869184G",  # 2**64 bytes: wrapped to 0
+    "999999999999G",
+    "18014398509481985K",
+    "18446744073709551616",  # 2**64
+    "20000000000000000000K",
+    "99999999999999999999999",
+])
+def test_a_size_past_2_to_the_64_bytes_is_refused_before_anything_runs(size):
+    result = run(BENCH, "--sizes", f"4K,{size}", "--device", "cpu", "--case", "transpose pack", "--reps", "1")
+    assert result.returncode == 2
+    assert f"bad size '{size}': more than 2^64 bytes" in result.stderr
+    assert result.stdout == ""  # no table: nothing was measured
+
+
+def test_the_largest_size_that_fits_in_64_bits_is_parsed_not_refused_as_too_large():
+    result = run(BENCH, "--sizes", "18446744073709551615", "--device", "cpu")
+    assert result.returncode == 2
+    assert "of host memory for its buffers" in result.stderr  # refused for memory, not as a bad size
+    assert "bad size" not in result.stderr
+
+
 def test_a_device_or_case_that_matches_nothing_names_what_exists():
     result = run(BENCH, "--device", "opencl:99")
     assert result.returncode == 2
