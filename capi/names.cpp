@@ -27,7 +27,10 @@ abr_status abr_device_parse(const char* text, DLDevice* out) {
 }
 
 abr_status abr_device_format(DLDevice device, char* out, size_t size) {
-  return abr::capi::guarded(__func__, [&] { write_name(abr::device_string(device), out, size, __func__); });
+  return abr::capi::guarded(__func__, [&] {
+    abr::check_nameable(device);  // only names abr_device_parse reads back: "opencl:-3" is no name
+    write_name(abr::device_string(device), out, size, __func__);
+  });
 }
 
 abr_status abr_dtype_parse(const char* text, DLDataType* out) {

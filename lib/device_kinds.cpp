@@ -61,24 +61,45 @@ DeviceText device_text(DLDevice device) {
 
 std::string device_string(DLDevice device) { return std::string(device_text(device).view()); }
 
+void check_nameable(DLDevice device) {
+  if (static_cast<int32_t>(device.device_type) < 0)
+    fail(ABR_ERR_INVALID_ARGUMENT, "device type {} is negative", static_cast<int32_t>(device.device_type));
+  if (device.device_id < 0)
+    fail(ABR_ERR_INVALID_ARGUMENT, "device id {} is negative; device ids are 0 to {}", device.device_id, INT32_MAX);
+  const DeviceKind* kind = find_kind(device.device_type);
+  if (kind && !kind->numbered && device.device_id != 0)
+    fail(ABR_ERR_INVALID_ARGUMENT, "{} is one memory kind, its only index is 0; got device id {}", kind->name,
+         device.device_id);
+}
+
 DLDevice parse_device(std::string_view text) {
+  constexpr std::string_view kByNumber = "dlpack_device_";  // device_string's name for a type without a row
   const std::string clean = normalized_name(text);
   const std::size_t colon = clean.find(':');
   const std::string name = clean.substr(0, colon);
   const DeviceKind* kind = nullptr;
-  for (const DeviceKind& row : kKinds)
-    if (name == row.name) kind = &row;
-  if (!kind)
-    fail(ABR_ERR_INVALID_ARGUMENT, "unknown device '{}'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed' or "
-         "'opencl:N'", text);
-  if (colon == std::string::npos) return {kind->type, 0};
+  DLDeviceType type{};
+  uint64_t number = 0;
+  if (name.compare(0, kByNumber.size(), kByNumber) == 0 &&
+      parse_decimal(std::string_view(name).substr(kByNumber.size()), INT32_MAX, &number)) {
+    type = static_cast<DLDeviceType>(number);
+    kind = find_kind(type);
+  } else {
+    for (const DeviceKind& row : kKinds)
+      if (name == row.name) kind = &row;
+    if (!kind)
+      fail(ABR_ERR_INVALID_ARGUMENT, "unknown device '{}'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed', "
+           "'opencl:N' or 'dlpack_device_T:N'", text);
+    type = kind->type;
+  }
+  if (colon == std::string::npos) return {type, 0};
   uint64_t id = 0;
   if (!parse_decimal(std::string_view(clean).substr(colon + 1), INT32_MAX, &id))
     fail(ABR_ERR_INVALID_ARGUMENT, "bad device index in '{}'; expected a number from 0 to {} after ':'", text,
          INT32_MAX);
-  if (!kind->numbered && id != 0)
+  if (kind && !kind->numbered && id != 0)
     fail(ABR_ERR_INVALID_ARGUMENT, "device '{}': {} is one memory kind, its only index is 0", text, kind->name);
-  return {kind->type, static_cast<int32_t>(id)};
+  return {type, static_cast<int32_t>(id)};
 }
 
 }  // namespace abr

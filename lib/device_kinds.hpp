@@ -64,9 +64,15 @@ struct DeviceText {
 };
 DeviceText device_text(DLDevice device);
 
-// The inverse of device_string for the kinds in the table: "cuda" means "cuda:0";
-// case and surrounding blanks are ignored. Throws ABR_ERR_INVALID_ARGUMENT naming
-// what was wrong.
+// Whether device_string's text for a device is a name parse_device reads back to it
+// (abr_device_format writes only those): a type and an id from 0 up, and only id 0
+// for a kind that is one memory kind. Throws ABR_ERR_INVALID_ARGUMENT naming what
+// is wrong. device_string itself names anything, for messages about bad tensors.
+void check_nameable(DLDevice device);
+
+// The inverse of device_string for the devices check_nameable accepts: "cuda" means
+// "cuda:0", "dlpack_device_T:N" a type without a row by number; case and surrounding
+// blanks are ignored. Throws ABR_ERR_INVALID_ARGUMENT naming what was wrong.
 DLDevice parse_device(std::string_view text);
 
 inline bool same_device(DLDevice a, DLDevice b) {

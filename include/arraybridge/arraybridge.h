@@ -258,7 +258,10 @@ ABR_API const char* abr_path_string(abr_path path);
  * Formatting writes a NUL-terminated name into out[size] (ABR_NAME_MAX always
  * fits) and fails with ABR_ERR_INVALID_ARGUMENT, writing nothing, when it does not fit.
  *   devices: "cpu", "cuda:N", "cuda_host", "cuda_managed", "opencl:N" ("cuda" = "cuda:0");
- *            types without a name format as "dlpack_device_T:N".
+ *            types without a name format (and parse) as "dlpack_device_T:N". One
+ *            grammar both ways: what format writes, parse reads back to the same
+ *            DLDevice, so format refuses (ABR_ERR_INVALID_ARGUMENT) a negative type
+ *            or id and an id other than 0 on cpu, cuda_host or cuda_managed.
  *   dtypes:  "float32", "int8", "uint64", "bool", "bfloat16", "complex64",
  *            "float8_e4m3fn", ..., with lanes "float32x4"; codes without a name
  *            format as "dlpack_dtype_C_B". Parsing checks only the spelling.

@@ -24,7 +24,20 @@ def parse_dtype(dtype):
     if name.startswith("torch."):
         name = name[len("torch."):]
     out = ffi.new("DLDataType*")
-    if lib.abr_dtype_parse(name.encode("utf-8", "replace"), out) != lib.ABR_OK:
-        raise ValueError(f"arraybridge: {last_error_message()} "
-                         f"(from {dtype!r}), or a NumPy dtype, or a DLPack (code, bits, lanes) triple")
-    return out.code, out.bits, out.lanes
+    if lib.abr_dtype_parse(name.encode("utf-8", "replace"), out) == lib.ABR_OK:
+        return out.code, out.bits, out.lanes
+    message = last_error_message()
+    numpy_name = _numpy_name(dtype)  # what NumPy accepts: float, int, "f8", "<i4", ...
+    if numpy_name is not None and lib.abr_dtype_parse(numpy_name.encode(), out) == lib.ABR_OK:
+        return out.code, out.bits, out.lanes
+    raise ValueError(f"arraybridge: {message} (from {dtype!r}), or what numpy.dtype() takes, "
+                     "or a DLPack (code, bits, lanes) triple")
+
+
+def _numpy_name(dtype):
+    """NumPy's name for what numpy.dtype() accepts (float is float64, "f8" too), or None."""
+    try:
+        import numpy
+        return numpy.dtype(dtype).name
+    except (ImportError, TypeError, ValueError):
+        return None

@@ -36,7 +36,7 @@ class DeviceError(ArrayBridgeError, RuntimeError):
     """The device is absent or lost, or its backend is unavailable or failed."""
 
 
-class MemoryConversionError(Exception):
+class MemoryConversionError(ArrayBridgeError, ValueError):
     """`convert_memory` failed. Carries `source_type`, `target_type`, `method` and `reason`."""
 
     def __init__(self, source_type, target_type, reason, method="convert_memory"):

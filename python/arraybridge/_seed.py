@@ -7,6 +7,7 @@ the target device), never a hidden host round trip.
 import enum
 import importlib
 import logging
+import operator
 
 from ._device import DLDeviceType
 from ._errors import ArrayBridgeError, MemoryConversionError
@@ -47,31 +48,62 @@ _MODULE_ROOTS = {
 }
 
 
+def _is_array(data, found):
+    """An array, not another object of its framework (np.dtype('f4') is NumPy's too):
+    it exports DLPack, or is a TensorFlow tensor, variable or composite (vetted later)."""
+    return hasattr(data, "__dlpack__") or (found is MemoryType.TENSORFLOW and hasattr(data, "dtype")
+                                           and hasattr(data, "shape"))
+
+
 def detect_memory_type(data):
     """The MemoryType of `data`, found from its class or any base class (so subclasses
-    defined elsewhere count). Raises ValueError for anything else."""
+    defined elsewhere count). Raises ValueError for anything else, other objects of
+    those frameworks (a dtype, a device) included."""
     for cls in type(data).__mro__:
         found = _MODULE_ROOTS.get(cls.__module__.partition(".")[0])
-        if found is not None:
+        if found is not None and _is_array(data, found):
             return found
     raise ValueError(f"arraybridge: {type(data).__module__}.{type(data).__qualname__} is not an array of "
                      f"{', '.join(m.value for m in MemoryType)}")
 
 
-def _memory_type(value, role):
+def _memory_type(value):
+    """The MemoryType named by `value`, or None."""
     try:
         return MemoryType(value.value if isinstance(value, MemoryType) else value)
-    except ValueError:
-        raise ValueError(f"arraybridge: unknown {role} {value!r}; expected one of "
-                         f"{', '.join(m.value for m in MemoryType)}") from None
+    except (ValueError, TypeError):
+        return None
+
+
+def _unknown_type(value, role):
+    return f"unknown {role} {value!r}; expected one of {', '.join(m.value for m in MemoryType)}"
+
+
+_MAX_DEVICE_ID = 2**31 - 1  # DLDevice.device_id is an int32
+
+
+def _gpu_index(gpu_id):
+    """gpu_id as an int (Python's, NumPy's or any integer with __index__), or None."""
+    if gpu_id is None:
+        return None
+    if isinstance(gpu_id, bool):
+        raise ValueError(f"gpu_id must be None (CPU) or an int >= 0, not {gpu_id!r}")
+    try:
+        index = operator.index(gpu_id)
+    except TypeError:
+        raise ValueError(f"gpu_id must be None (CPU) or an int >= 0, not {gpu_id!r}") from None
+    if not 0 <= index <= _MAX_DEVICE_ID:
+        raise ValueError(f"gpu_id must be None (CPU) or an int from 0 to {_MAX_DEVICE_ID}, not {index}")
+    return index
 
 
 def _target_device(target, gpu_id):
     """The device `target` arrays live on for this gpu_id (None = CPU)."""
-    if gpu_id is not None and (not isinstance(gpu_id, int) or isinstance(gpu_id, bool) or gpu_id < 0):
-        raise ValueError(f"gpu_id must be None (CPU) or an int >= 0, not {gpu_id!r}")
+    gpu_id = _gpu_index(gpu_id)
     if target is MemoryType.NUMPY:
-        return (DLDeviceType.CPU, 0)  # NumPy memory is host memory whatever gpu_id says
+        if gpu_id not in (None, 0):  # 0 is the default: NumPy memory is host memory
+            raise ValueError(f"numpy arrays live on the CPU; gpu_id={gpu_id} names a GPU (pass gpu_id=None)")
+        return (DLDeviceType.CPU, 0)
     if target is MemoryType.PYCLESPERANTO:
         if gpu_id is None:
             raise ValueError("pyclesperanto arrays live on an OpenCL device; gpu_id=None asks for the CPU")
@@ -81,29 +113,6 @@ def _target_device(target, gpu_id):
             raise ValueError("CuPy arrays live on a GPU; gpu_id=None asks for the CPU")
         return (DLDeviceType.CPU, 0)
     return (DLDeviceType.CUDA, gpu_id)
-
-
-# TensorFlow dtypes that hold no numbers: TensorFlow's own DLPack export aborts the
-# process on them (rc 134), so they are refused before it is asked.
-_TENSORFLOW_NOT_NUMBERS = frozenset({"string", "resource", "variant"})
-
-
-def _source(data, source):
-    """What to_device can import: the array itself, or TensorFlow's capsule. A
-    TensorFlow variable gives its value; what DLPack cannot carry raises ValueError."""
-    if source is not MemoryType.TENSORFLOW:
-        return data
-    tf = importlib.import_module("tensorflow")
-    if isinstance(data, (tf.RaggedTensor, tf.SparseTensor)):
-        raise ValueError(f"a tf.{type(data).__name__} has no one dense buffer for DLPack; "
-                         "convert its .to_tensor() (or tf.sparse.to_dense) instead")
-    if isinstance(data, tf.Variable):
-        data = data.read_value()  # a tensor of the variable's current value
-    if getattr(data, "dtype", None) is not None and data.dtype.name in _TENSORFLOW_NOT_NUMBERS:
-        raise ValueError(f"TensorFlow {data.dtype.name} tensors hold no numbers that DLPack can carry")
-    if not hasattr(data, "__dlpack__"):
-        return tf.experimental.dlpack.to_dlpack(data)
-    return data
 
 
 # With jax_enable_x64 off (JAX's default) JAX keeps these 32-bit: jnp.from_dlpack,
@@ -208,8 +217,12 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     dtype= asks for a cast on the way (the runtime's exact casts, as to_device's).
     Any failure raises MemoryConversionError with the source, target and reason.
     """
-    source = _memory_type(source_type, "source_type")
-    target = _memory_type(target_type, "target_type")
+    source = _memory_type(source_type)
+    target = _memory_type(target_type)
+    if source is None or target is None:
+        role, value = ("source_type", source_type) if source is None else ("target_type", target_type)
+        raise MemoryConversionError(str(getattr(source_type, "value", source_type)),
+                                    str(getattr(target_type, "value", target_type)), _unknown_type(value, role))
     try:
         actual = detect_memory_type(data)
     except ValueError as error:
@@ -220,11 +233,10 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     try:
         device = _target_device(target, gpu_id)
         if target is MemoryType.PYCLESPERANTO:
-            result = _into_pyclesperanto(_source(data, source), device[1], strict, dtype)
+            result = _into_pyclesperanto(data, device[1], strict, dtype)
             log.debug("convert_memory %s -> pyclesperanto: one copy into its context", source.value)
             return result
-        tensor = to_device(_source(data, source), device, strict=strict, contiguous=target.value in _NEEDS_COMPACT,
-                           dtype=dtype)
+        tensor = to_device(data, device, strict=strict, contiguous=target.value in _NEEDS_COMPACT, dtype=dtype)
         _check_target_holds(tensor.dtype, target)
         result = _framework_array(tensor, target)
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,

@@ -9,6 +9,7 @@ from . import _runtime
 from ._device import device_string, parse_device
 from ._dtype import parse_dtype
 from ._lib import _core, lib
+from ._producers import producer_traits, vet_producer
 from ._stream import stream_handle
 from ._tensor import Tensor
 
@@ -38,15 +39,6 @@ def producer_strides(producer, itemsize):
     return [s // itemsize for s in strides]
 
 
-# Frameworks whose arrays are immutable: what comes from them is read-only here.
-_IMMUTABLE_ROOTS = frozenset({"jax", "jaxlib", "tensorflow"})
-
-
-def immutable_producer(cls):
-    """Whether arrays of `cls` (or a subclass of theirs) are immutable to their framework."""
-    return any(base.__module__.partition(".")[0] in _IMMUTABLE_ROOTS for base in cls.__mro__)
-
-
 # Why a destination is read-only, said where a copy into one is refused.
 _READ_ONLY_WHY = ("; JAX and TensorFlow arrays are immutable, a legacy DLPack capsule cannot say it may be written, "
                   "and a read-only NumPy array says so: copy into a writable array")
@@ -67,5 +59,5 @@ def _log_transfer(tensor, context):
 
 _core.setup(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
             producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
-            immutable_producer=immutable_producer,
+            producer_traits=producer_traits, vet_producer=vet_producer,
             runtime_flags=_runtime.runtime_flags())

@@ -2,6 +2,7 @@
 // takes from the library instead of keeping its own copy.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -55,6 +56,68 @@ TEST_CASE("names: bad device text, NULL pointers and short buffers are refused b
   CHECK(abr_device_format({kDLCPU, 0}, small, sizeof small) == ABR_OK);
   CHECK(std::string(small) == "cpu");
   CHECK(abr_device_format({kDLCPU, 0}, nullptr, 8) == ABR_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("names: every device abr_device_format names parses back to the same DLDevice; the rest both refuse") {
+  const int32_t ids[] = {0, 1, 3, 255, INT32_MAX, -1, -3, INT32_MIN};
+  const int32_t types[] = {kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLROCM, kDLCUDAManaged, 31, 32,
+                           1000, INT32_MAX, -1};
+  int named = 0, refused = 0;
+  for (int32_t type : types)
+    for (int32_t id : ids) {
+      const DLDevice device{static_cast<DLDeviceType>(type), id};
+      CAPTURE(type);
+      CAPTURE(id);
+      char text[ABR_NAME_MAX] = "untouched";
+      if (abr_device_format(device, text, sizeof text) != ABR_OK) {
+        ++refused;
+        CHECK(std::string(text) == "untouched");  // nothing written
+        continue;
+      }
+      ++named;
+      CAPTURE(text);
+      DLDevice back{kDLCPU, 12345};
+      REQUIRE(abr_device_parse(text, &back) == ABR_OK);
+      CHECK((back.device_type == device.device_type && back.device_id == device.device_id));
+    }
+  CHECK(named > 20);
+  CHECK(refused > 20);
+
+  // A negative id is refused both ways, naming it.
+  char text[ABR_NAME_MAX] = "untouched";
+  CHECK(abr_device_format({kDLOpenCL, -3}, text, sizeof text) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()) ==
+        "abr_device_format: device id -3 is negative; device ids are 0 to 2147483647");
+  CHECK(abr_device_format({kDLCUDA, INT32_MIN}, text, sizeof text) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("device id -2147483648 is negative") != std::string::npos);
+  CHECK(std::string(text) == "untouched");
+  DLDevice device{kDLCPU, 7};
+  CHECK(abr_device_parse("opencl:-3", &device) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("bad device index in 'opencl:-3'") != std::string::npos);
+  CHECK(device.device_id == 7);
+
+  // One memory kind has only id 0, both ways.
+  CHECK(abr_device_format({kDLCUDAHost, 5}, text, sizeof text) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()) ==
+        "abr_device_format: cuda_host is one memory kind, its only index is 0; got device id 5");
+  CHECK(abr_device_format({kDLCPU, 1}, text, sizeof text) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(abr_device_parse("cpu:1", &device) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("its only index is 0") != std::string::npos);
+
+  // A negative device type has no name either.
+  CHECK(abr_device_format({static_cast<DLDeviceType>(-1), 0}, text, sizeof text) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()) == "abr_device_format: device type -1 is negative");
+
+  // The fallback name of a type without a row reads back.
+  REQUIRE(abr_device_parse(" DLPack_Device_10:3 ", &device) == ABR_OK);
+  CHECK((device.device_type == kDLROCM && device.device_id == 3));
+  REQUIRE(abr_device_parse("dlpack_device_4", &device) == ABR_OK);  // like "cuda", no index means 0
+  CHECK((device.device_type == kDLOpenCL && device.device_id == 0));
+  CHECK(abr_device_parse("dlpack_device_3:2", &device) == ABR_ERR_INVALID_ARGUMENT);  // cuda_host by number
+  CHECK(std::string(abr_last_error()).find("cuda_host is one memory kind, its only index is 0") != std::string::npos);
+  CHECK(abr_device_parse("dlpack_device_-1:0", &device) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("unknown device 'dlpack_device_-1:0'") != std::string::npos);
+  CHECK(abr_device_parse("dlpack_device_2147483648:0", &device) == ABR_ERR_INVALID_ARGUMENT);
 }
 
 TEST_CASE("names: dtypes format and parse back, lanes included") {

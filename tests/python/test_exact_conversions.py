@@ -100,6 +100,12 @@ def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_t
                 assert reason in str(error), str(error)
                 refused.append(reason)
         assert len(refused) == 3, refused
+        try:  # to_device too: vetted before TensorFlow's export is asked
+            ab.to_device(tf.constant(["a", "b"]), "cpu")
+            raise AssertionError("a string tensor was exported")
+        except ab.DLPackError as error:
+            assert isinstance(error, BufferError) and "string tensors hold no numbers" in str(error), str(error)
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(tf.Variable([3, 4]), "cpu")), [3, 4])
         v = tf.Variable([1.0, 2.5])
         n = ab.convert_memory(v, "tensorflow", "numpy", gpu_id=None)
         np.testing.assert_array_equal(n, [1.0, 2.5])

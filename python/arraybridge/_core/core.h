@@ -111,12 +111,15 @@ typedef struct {
   PyObject* producer_strides; /* (producer, itemsize) -> element strides it meant, or None */
   PyObject* error;         /* (status, context, dst or None) -> exception instance */
   PyObject* log_transfer;  /* (tensor, context) -> None, logs at DEBUG */
-  PyObject* immutable_producer; /* (type) -> whether its framework never lets its arrays be written */
+  PyObject* producer_traits; /* (type) -> PRODUCER_* bits of what its framework is known to do */
+  PyObject* vet_producer;    /* (producer) -> what to import in its place; raises for what must not be exported */
   PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */
   uint32_t runtime_flags;  /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
 } Hooks;
 
 extern Hooks hooks;
+#define PRODUCER_IMMUTABLE 1 /* its framework never lets its arrays be written (JAX, TensorFlow) */
+#define PRODUCER_VETTED 2    /* its own export can abort the process: vet_producer first (TensorFlow) */
 PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs);
 /* 0 when the package has registered its hooks, else -1 with an explanation. */
 int hooks_ready(void);
@@ -149,7 +152,7 @@ PyObject* core_handover_ns(PyObject* module, PyObject* const* args, Py_ssize_t n
 
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
  * capsule, what its type's exchange API exports, or what __dlpack__ returns. */
-int import_source(PyObject* x, Imported* out);
+int import_source(PyObject* x, const char* role, Imported* out); /* role: the argument's name, for errors */
 /* A stream argument (None, a DLPack stream value or a framework's stream object)
  * as a CUDA stream handle, 0 for none; -1 with an exception. */
 int parse_stream(PyObject* stream, uintptr_t* out);

@@ -157,56 +157,45 @@ static int repair_producer_strides(PyObject* producer, DLTensor* t) {
   return 0;
 }
 
-/* Whether arrays of `type` are immutable to their framework (JAX, TensorFlow): the
- * hook's answer, asked once per type (the last type is remembered without a lookup). */
-static int immutable_producer(PyTypeObject* type) {
-  static PyObject* answers; /* type -> bool */
+/* What the producer's framework is known to do (PRODUCER_* bits): the hook's
+ * answer, asked once per type (the last type is remembered without a lookup). */
+static int producer_traits(PyTypeObject* type) {
+  static PyObject* answers; /* type -> int */
   static PyTypeObject* last;
-  static int last_answer;
-  if (type == last) return last_answer;
+  static int last_traits;
+  if (type == last) return last_traits;
   if (!answers && !(answers = PyDict_New())) return -1;
   PyObject* answer = PyDict_GetItemWithError(answers, (PyObject*)type);
   if (!answer) {
     if (PyErr_Occurred()) return -1;
-    PyObject* asked = PyObject_CallOneArg(hooks.immutable_producer, (PyObject*)type);
+    PyObject* asked = PyObject_CallOneArg(hooks.producer_traits, (PyObject*)type);
     if (!asked) return -1;
-    const int truth = PyObject_IsTrue(asked);
-    Py_DECREF(asked);
-    if (truth < 0 || PyDict_SetItem(answers, (PyObject*)type, truth ? Py_True : Py_False) < 0) return -1;
-    answer = truth ? Py_True : Py_False;
+    const int stored = PyDict_SetItem(answers, (PyObject*)type, asked);
+    Py_DECREF(asked); /* the dict holds it */
+    if (stored < 0) return -1;
+    answer = asked;
   }
+  const long traits = PyLong_AsLong(answer);
+  if (traits == -1 && PyErr_Occurred()) return -1;
   last = type; /* the dict keeps the type alive */
-  last_answer = answer == Py_True;
-  return last_answer;
+  last_traits = (int)traits;
+  return last_traits;
 }
 
 /* Read-only is kept both ways: what a framework treats as immutable, or what came
  * as a legacy capsule (which cannot say whether it may be written), is imported
  * READ_ONLY, so no writable alias of it is handed out and nothing writes into it. */
-static int keep_read_only(PyObject* producer, Imported* out) {
-  const int immutable = out->versioned ? immutable_producer(Py_TYPE(producer)) : 1;
-  if (immutable < 0) {
-    imported_delete(out);
-    return -1;
-  }
-  return immutable ? imported_mark_read_only(out) : 0;
+static int keep_read_only(int immutable, Imported* out) {
+  return immutable || !out->versioned ? imported_mark_read_only(out) : 0;
 }
 
-/* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
- * capsule, what its type's DLPack C exchange API exports, or what __dlpack__
- * returns (versioned when the producer takes max_version, legacy from one that
- * predates DLPack 1.0). */
-int import_source(PyObject* x, Imported* out) {
-  if (tensor_check(x)) {
-    out->tensor = new_owner_view(((TensorObject*)x)->tensor, x, 0);
-    out->versioned = 1;
-    out->any_thread = 1;
-    out->work_stream = 0;
-    return out->tensor ? 0 : -1;
-  }
-  if (PyCapsule_CheckExact(x)) return consume_capsule(x, out) < 0 ? -1 : keep_read_only(x, out);
-  const int exchanged = exchange_import(x, out);
-  if (exchanged != 0) return exchanged < 0 ? -1 : 0;
+static int import_capsule(PyObject* capsule, int immutable, Imported* out) {
+  return consume_capsule(capsule, out) < 0 ? -1 : keep_read_only(immutable, out);
+}
+
+/* What __dlpack__ returns (versioned when the producer takes max_version, legacy
+ * from one that predates DLPack 1.0), imported. */
+static int import_exported(PyObject* x, const char* role, int immutable, Imported* out) {
   PyObject* call[3] = {NULL, x, names.max_version}; /* call[0]: vectorcall's spare slot */
   PyObject* capsule =
       PyObject_VectorcallMethod(names.dlpack, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, names.max_version_key);
@@ -217,8 +206,10 @@ int import_source(PyObject* x, Imported* out) {
   if (!capsule) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, names.dlpack)) {
       PyErr_Clear();
-      PyErr_Format(PyExc_AttributeError, "arraybridge: %s is neither a DLPack capsule nor an object with __dlpack__",
-                   Py_TYPE(x)->tp_name);
+      PyErr_Format(PyExc_TypeError,
+                   "arraybridge: %s (a %s) is neither a DLPack capsule nor an object with __dlpack__: pass an array "
+                   "(NumPy, CuPy, torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule",
+                   role, Py_TYPE(x)->tp_name);
     }
     return -1;
   }
@@ -230,12 +221,41 @@ int import_source(PyObject* x, Imported* out) {
       imported_delete(out);
       status = -1;
     }
-    if (status == 0) status = keep_read_only(x, out);
+    if (status == 0) status = keep_read_only(immutable, out);
   } else
     PyErr_Format(PyExc_TypeError, "arraybridge: %s.__dlpack__() returned %s, not a DLPack capsule",
                  Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
   Py_DECREF(capsule);
   return status;
+}
+
+/* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
+ * capsule, what its type's DLPack C exchange API exports, or what __dlpack__
+ * returns. A producer whose own export could abort the process is vetted first. */
+int import_source(PyObject* x, const char* role, Imported* out) {
+  if (tensor_check(x)) {
+    out->tensor = new_owner_view(((TensorObject*)x)->tensor, x, 0);
+    out->versioned = 1;
+    out->any_thread = 1;
+    out->work_stream = 0;
+    return out->tensor ? 0 : -1;
+  }
+  if (PyCapsule_CheckExact(x)) return import_capsule(x, 0, out);
+  const int traits = producer_traits(Py_TYPE(x));
+  if (traits < 0) return -1;
+  const int immutable = traits & PRODUCER_IMMUTABLE;
+  if (traits & PRODUCER_VETTED) {
+    PyObject* vetted = PyObject_CallOneArg(hooks.vet_producer, x);
+    if (!vetted) return -1;
+    const int status =
+        PyCapsule_CheckExact(vetted) ? import_capsule(vetted, immutable, out)
+                                      : import_exported(vetted, role, immutable, out);
+    Py_DECREF(vetted);
+    return status;
+  }
+  const int exchanged = exchange_import(x, out);
+  if (exchanged != 0) return exchanged < 0 ? -1 : keep_read_only(immutable, out);
+  return import_exported(x, role, immutable, out);
 }
 
 /* ---------------------------------------------------------------- transfer */
@@ -275,7 +295,7 @@ static PyObject* run(PyObject* x, Request* request) {
   TensorObject* result = (TensorObject*)type->tp_alloc(type, 0);
   if (!result) return NULL;
   Imported src;
-  if (import_source(x, &src) < 0) {
+  if (import_source(x, "x", &src) < 0) {
     Py_DECREF(result);
     return NULL;
   }
@@ -429,10 +449,10 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   Imported dst_source, src_source;
-  if (import_source(a[1], &dst_source) < 0) return NULL;
+  if (import_source(a[1], "dst", &dst_source) < 0) return NULL;
   DLManagedTensorVersioned* dst = imported_for_any_thread(&dst_source);
   if (!dst) return NULL;
-  DLManagedTensorVersioned* src = import_source(a[0], &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
+  DLManagedTensorVersioned* src = import_source(a[0], "src", &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
   if (src) {
     const uintptr_t src_stream = src_source.work_stream, dst_stream = dst_source.work_stream;

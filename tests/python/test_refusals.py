@@ -1,0 +1,74 @@
+"""Bad input to convert_memory, detect_memory_type and to_device: one exception family,
+with the argument's own name in the message; what NumPy accepts as a dtype is
+accepted; nothing changes the data on the way to a refusal."""
+import numpy as np
+import pytest
+
+import arraybridge as ab
+
+
+@pytest.mark.parametrize("source_type, target_type, reason", [
+    ("mxnet", "numpy", "unknown source_type 'mxnet'; expected one of numpy, cupy, torch"),
+    ("numpy", "paddle", "unknown target_type 'paddle'; expected one of numpy, cupy, torch"),
+    ("numpy", 7, "unknown target_type 7"),
+])
+def test_unknown_type_names_are_conversion_errors(source_type, target_type, reason):
+    with pytest.raises(ab.MemoryConversionError) as caught:
+        ab.convert_memory(np.ones(2), source_type, target_type, gpu_id=None)
+    assert reason in caught.value.reason
+    assert isinstance(caught.value, ab.ArrayBridgeError) and isinstance(caught.value, ValueError)
+    assert (caught.value.source_type, caught.value.target_type) == (str(source_type), str(target_type))
+
+
+@pytest.mark.parametrize("gpu_id, reason", [
+    (-1, "gpu_id must be None (CPU) or an int from 0 to 2147483647, not -1"),
+    (10**30, "not 1000000000000000000000000000000"),
+    (True, "not True"),
+    (1.0, "not 1.0"),
+    ("0", "not '0'"),
+])
+def test_bad_gpu_ids_are_named(gpu_id, reason):
+    with pytest.raises(ab.MemoryConversionError, match="gpu_id") as caught:
+        ab.convert_memory(np.ones(2), "numpy", "jax", gpu_id=gpu_id)
+    assert reason in caught.value.reason
+
+
+def test_numpy_integers_are_gpu_ids_and_a_gpu_for_a_cpu_target_is_refused():
+    source = np.arange(3, dtype=np.int32)
+    out = ab.convert_memory(source, "numpy", "numpy", gpu_id=np.int64(0))
+    np.testing.assert_array_equal(out, source)
+    with pytest.raises(ab.MemoryConversionError, match=r"numpy arrays live on the CPU; gpu_id=2 names a GPU"):
+        ab.convert_memory(source, "numpy", "numpy", gpu_id=np.uint8(2))
+    np.testing.assert_array_equal(ab.convert_memory(source, "numpy", "numpy", gpu_id=None), source)
+
+
+def test_other_objects_of_a_framework_are_not_arrays():
+    for thing in [np.dtype("f4"), np.float32, "text", [1, 2]]:
+        with pytest.raises(ValueError, match="is not an array of numpy, cupy"):
+            ab.detect_memory_type(thing)
+    with pytest.raises(ab.MemoryConversionError, match="not an array"):
+        ab.convert_memory(np.dtype("f4"), "numpy", "numpy", gpu_id=None)
+
+
+def test_non_arrays_name_the_argument():
+    with pytest.raises(TypeError, match=r"x \(a list\) is neither a DLPack capsule"):
+        ab.to_device([1, 2], "cpu")
+    with pytest.raises(TypeError, match=r"src \(a str\) is neither"):
+        ab.copy("abc", np.zeros(3))
+
+
+@pytest.mark.parametrize("spelling", [float, "f8", "float64", np.float64, np.dtype("<f8"), "double"])
+def test_what_numpy_accepts_as_a_dtype_is_accepted(spelling):
+    source = np.arange(4, dtype=np.int16)
+    out = np.from_dlpack(ab.to_device(source, "cpu", dtype=spelling))
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, source)
+    moved = ab.convert_memory(source, "numpy", "numpy", gpu_id=None, dtype=spelling)
+    assert moved.dtype == np.float64
+
+
+def test_a_dtype_neither_names_is_refused_naming_both():
+    with pytest.raises(ValueError, match=r"unknown dtype 'real32'.*numpy.dtype\(\)"):
+        ab.to_device(np.ones(2), "cpu", dtype="real32")
+    with pytest.raises(ValueError, match="object"):
+        ab.to_device(np.ones(2), "cpu", dtype=object)
