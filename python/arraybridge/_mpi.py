@@ -4,7 +4,9 @@ arraybridge.Tensor included, so a compact tensor in host memory (`cpu`,
 cannot take as it is, `mpi_buffer` turns into what it can, with one planned copy
 the report names: a strided tensor is packed, and a CUDA tensor goes through
 pinned host memory unless the MPI library is CUDA-aware (given such a pointer,
-an MPI library that is not crashes: never pass one straight to mpi4py then).
+an MPI library that is not crashes: never pass one straight to mpi4py then), and
+an OpenCL tensor, whose data is a cl_mem no MPI can read, through host memory
+(passed straight, mpi4py's request for it is refused).
 mpi4py itself is not imported here: the caller's MPI is the caller's."""
 import contextlib
 import logging

@@ -192,6 +192,9 @@ def _into_pyclesperanto(data, gpu_id, strict, dtype):
                          f"{', '.join(sorted(_PYCLESPERANTO_DTYPES))}); ask for a cast with dtype=")
     if not 1 <= source.ndim <= 3:
         raise ValueError(f"pyclesperanto arrays have 1 to 3 dimensions, not {source.ndim}")
+    if 0 in source.shape:  # cle.create((0, 3)) makes (1, 3), and cle.push refuses empty data
+        raise ValueError(f"pyclesperanto has no empty arrays (it would make shape {source.shape} into "
+                         f"{tuple(max(n, 1) for n in source.shape)})")
     names = cle.list_available_devices()
     if gpu_id >= len(names):  # select_device would quietly pick another one
         raise ValueError(f"pyclesperanto has no device {gpu_id}; it has {len(names)}: {names}")

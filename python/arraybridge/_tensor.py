@@ -81,6 +81,11 @@ class Tensor(_core.TensorBase):
     # for a stream, another device, a copy or a request it must refuse.
     def _dlpack_slow(self, stream, max_version, dl_device, copy):
         source, copied = self, False
+        if stream == -1 and self._device[0] == DLDeviceType.OPENCL:
+            # mpi4py asks so of any device but the CPU, then reads data as an address.
+            raise DLPackError(f"arraybridge: a {self.device} tensor was asked for with stream=-1, as a consumer of "
+                              "device pointers asks (mpi4py does), but its data is a cl_mem, not an address; stage "
+                              "it through host memory: arraybridge.mpi_buffer(t) for MPI, or t.to('cpu')")
         if stream is not None and stream != -1 or dl_device is not None or copy:
             own = self.__dlpack_device__()
             target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))

@@ -87,6 +87,29 @@ def cuda_tensors():
         assert buffer is on_device
 
 
+def opencl_tensors():
+    """An OpenCL tensor's data is a cl_mem, not an address: handed straight to mpi4py
+    it is refused (mpi4py asks for it with stream=-1), and mpi_buffer stages it
+    through host memory both ways."""
+    values = np.arange(8, dtype=np.float32) * (rank + 1)
+    tensor = ab.to_device(values, "opencl:0")
+    try:
+        comm.Sendrecv(tensor, dest=rank, recvbuf=np.zeros(8, np.float32), source=rank)
+        raise AssertionError("mpi4py took an OpenCL tensor's cl_mem as an address")
+    except BufferError as error:
+        assert "its data is a cl_mem, not an address" in str(error) and "mpi_buffer" in str(error), error
+    with ab.mpi_buffer(tensor, "r") as buffer:
+        assert buffer.device == "cpu" and buffer.report.path == "device_to_host", buffer.report
+        if rank == 0:
+            for peer in range(1, size):
+                comm.Send(buffer, dest=peer, tag=4)
+    landing = ab.to_device(np.zeros(8, np.float32), "opencl:0")
+    if rank:
+        with ab.mpi_buffer(landing, "w") as buffer:
+            comm.Recv(buffer, source=0, tag=4)
+        np.testing.assert_array_equal(np.from_dlpack(landing.to("cpu")), np.arange(8, dtype=np.float32))
+
+
 def rank_dies():
     """Rank 1 exits in the middle of an exchange: the job must end with an error."""
     payload = ab.to_device(np.ones(1 << 20, np.float64), "cpu")  # rendezvous size: Send blocks until received
@@ -98,6 +121,7 @@ def rank_dies():
 
 
 if __name__ == "__main__":
-    {"host": host_tensors, "strided": strided_tensors, "cuda": cuda_tensors, "dies": rank_dies}[sys.argv[1]]()
+    {"host": host_tensors, "strided": strided_tensors, "cuda": cuda_tensors, "opencl": opencl_tensors,
+     "dies": rank_dies}[sys.argv[1]]()
     comm.Barrier()
     print(f"rank {rank} ok", flush=True)

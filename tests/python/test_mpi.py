@@ -1,7 +1,8 @@
 """arraybridge tensors over MPI (mpi4py on Open MPI), 2 and 4 ranks on this machine
 under mpirun: values and dtypes through Send/Recv, Isend/Irecv, Bcast and Allreduce
 with no copy on our side, strided tensors packed and scattered back, CUDA tensors
-(the fake driver) staged through pinned memory or refused with strict, and a rank
+(the fake driver) staged through pinned memory or refused with strict, OpenCL
+tensors refused as they are (a cl_mem is not an address) and staged, and a rank
 that dies mid-exchange ending the job with an error instead of a hang."""
 import os
 import re
@@ -22,7 +23,8 @@ WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
 def mpirun(ranks, scenario, timeout=120, **env):
     # Root may run MPI here (CI containers); every rank skips OpenCL discovery it does not need.
     environment = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       ARRAYBRIDGE_DISABLE_OPENCL="1", OMPI_MCA_btl="self,vader", **env)
+                       ARRAYBRIDGE_DISABLE_OPENCL="1", OMPI_MCA_btl="self,vader")
+    environment.update(env)
     return subprocess.run([MPIRUN, "--oversubscribe", "-n", str(ranks), sys.executable, WORKER, scenario],
                           env=environment, capture_output=True, text=True, timeout=timeout)
 
@@ -50,6 +52,11 @@ def test_cuda_tensors_are_staged_for_an_mpi_that_is_not_cuda_aware(ranks):
         pytest.skip(f"the fake CUDA driver is not built ({FAKE}): run make test")
     done = mpirun(ranks, "cuda", ARRAYBRIDGE_CUDA_LIBRARY=str(FAKE), ARRAYBRIDGE_MPI_CUDA_AWARE="0")
     assert done.returncode == 0 and ranks_ok(done) == list(range(ranks)), done.stdout + done.stderr
+
+
+def test_opencl_tensors_are_refused_as_they_are_and_staged_by_mpi_buffer():
+    done = mpirun(2, "opencl", ARRAYBRIDGE_DISABLE_OPENCL="0")
+    assert done.returncode == 0 and ranks_ok(done) == [0, 1], done.stdout + done.stderr
 
 
 def test_a_rank_that_dies_mid_exchange_ends_the_job_with_an_error():

@@ -64,6 +64,8 @@ def test_what_pyclesperanto_cannot_hold_is_refused_clearly():
     for data, gpu_id, reason in [(sample("float64"), 0, "no float64"), (sample("int64"), 0, "no int64"),
                                  (sample("complex64"), 0, "no complex64"), (sample("float32"), 5, "no device 5"),
                                  (np.zeros((2, 2, 2, 2), np.float32), 0, "1 to 3 dimensions"),
+                                 (np.zeros((0, 3), np.float32), 0, r"no empty arrays \(it would make shape "
+                                                                   r"\(0, 3\) into \(1, 3\)\)"),
                                  (sample("float32"), None, "gpu_id=None")]:
         with pytest.raises(ab.MemoryConversionError, match=reason) as error:
             ab.convert_memory(data, "numpy", "pyclesperanto", gpu_id=gpu_id)
