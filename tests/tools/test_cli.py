@@ -4,6 +4,7 @@ bench's table fits 100 columns and shows progress only on a terminal; bench/plot
 says in one line what is wrong with its input.
 
 Run by `make test` (tests/run_all.sh) with BUILD set to the build directory."""
+import ctypes
 import json
 import os
 import pathlib
@@ -18,6 +19,7 @@ BUILD = (ROOT / os.environ.get("BUILD", "build")).resolve()  # relative to the c
 BENCH = str(BUILD / "bin" / "arraybridge-bench")
 INFO = str(BUILD / "bin" / "arraybridge-info")
 PLOT = str(ROOT / "bench" / "plot.py")
+LIBRARY = str(BUILD / "lib" / "libarraybridge.so")
 
 
 def run(*args, **kwargs):
@@ -208,3 +210,62 @@ def test_the_python_case_says_once_what_is_missing_and_the_advice_fits_where_it_
     numpy_missing = notes(no_numpy, tmp_path)
     assert "python round trip not measured: NumPy is not installed for" in numpy_missing
     assert "make python" not in numpy_missing and numpy_missing.count("not measured") == 1
+
+
+class _DeviceInfo(ctypes.Structure):  # struct abr_device_info, version 1
+    _fields_ = [("version", ctypes.c_uint32), ("backend", ctypes.c_int), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("flags", ctypes.c_uint32), ("reserved_", ctypes.c_uint32),
+                ("memory_bytes", ctypes.c_uint64), ("name", ctypes.c_char * 128), ("platform", ctypes.c_char * 128)]
+
+
+def _c_api_platforms():
+    """Each device's platform text as abr_device_info gives it, in device order."""
+    lib = ctypes.CDLL(LIBRARY)
+    runtime, count = ctypes.c_void_p(), ctypes.c_int32()
+    assert lib.abr_runtime_create(None, ctypes.byref(runtime)) == 0
+    try:
+        assert lib.abr_device_count(runtime, ctypes.byref(count)) == 0
+        platforms = []
+        for index in range(count.value):
+            info = _DeviceInfo(version=1)
+            assert lib.abr_device_info(runtime, index, ctypes.byref(info)) == 0
+            platforms.append(info.platform.decode())
+        return platforms
+    finally:
+        lib.abr_runtime_destroy(runtime)
+
+
+def test_info_json_gives_each_platform_as_the_c_api_does_and_the_pool_s_bytes_waiting():
+    result = run(INFO, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    platforms = [d["platform"] for d in data["devices"]]
+    assert platforms == _c_api_platforms()
+    text = run(INFO).stdout
+    for device in data["devices"]:
+        assert f"{device['name']} / {device['platform']}" in text  # the same text both ways
+    opencl = [d["platform"] for d in data["devices"] if d["backend"] == "opencl"]
+    if any(p.startswith("Portable Computing Language") for p in opencl):
+        # PoCL's name and version are longer than the field: the library's own cut, whole words and
+        # an ellipsis, comes through, and nothing shorter.
+        pocl = next(p for p in opencl if p.startswith("Portable Computing Language"))
+        assert pocl.endswith("\u2026") and len(pocl.encode()) > 100
+    pool = data["pinned_pool"]
+    assert list(pool) == ["bytes_pinned", "bytes_in_use", "bytes_cached", "bytes_waiting", "peak_bytes_pinned",
+                          "limit_bytes", "blocks_pinned", "hits", "misses"]
+    assert all(type(value) is int and value >= 0 for value in pool.values())
+    assert pool["bytes_waiting"] <= pool["bytes_cached"]
+    assert "GiB of it waiting on streams" in text  # the text says it too
+
+
+def test_info_json_is_valid_utf8_json_whatever_bytes_a_driver_or_path_gives():
+    # The CUDA backend's detail names the library it tried: a path with a quote, a backslash,
+    # control characters, a byte that is not UTF-8 and a real accented letter.
+    path = b'/nonexistent/cu\xff "da"\\\x01\x7f\xc3\xa9.so'
+    env = dict(os.environ, ARRAYBRIDGE_CUDA_LIBRARY=os.fsdecode(path))
+    result = subprocess.run([INFO, "--json"], capture_output=True, cwd=ROOT, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout.decode("utf-8"))  # strict: every byte is UTF-8
+    cuda = next(b for b in data["backends"] if b["backend"] == "cuda")
+    assert cuda["available"] is False
+    assert '/nonexistent/cu\ufffd "da"\\\x01\x7f\u00e9.so' in cuda["detail"]

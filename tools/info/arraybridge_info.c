@@ -14,14 +14,46 @@ static const char* backend_name(abr_backend b) {
   }
 }
 
-/* Writes s as a JSON string (quotes, backslashes and control characters escaped). */
-static void json_string(const char* s) {
+/* The length of the well-formed UTF-8 character at s (1 to 4), or 0 if s does not
+ * start one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF,
+ * or cut short). */
+static int utf8_length(const unsigned char* s) {
+  int length, i;
+  unsigned long code;
+  if (s[0] < 0x80) return 1;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf) length = 2, code = s[0] & 0x1fu;
+  else if (s[0] >= 0xe0 && s[0] <= 0xef) length = 3, code = s[0] & 0x0fu;
+  else if (s[0] >= 0xf0 && s[0] <= 0xf4) length = 4, code = s[0] & 0x07u;
+  else return 0;
+  for (i = 1; i < length; ++i) {
+    if ((s[i] & 0xc0u) != 0x80u) return 0; /* the NUL ends it too */
+    code = (code << 6) | (s[i] & 0x3fu);
+  }
+  if (length == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) return 0;
+  if (length == 4 && (code < 0x10000 || code > 0x10ffff)) return 0;
+  return length;
+}
+
+/* Writes s, all of it, as a JSON string: quotes, backslashes and control characters
+ * escaped, UTF-8 as it is, and each byte that is not UTF-8 (a driver's Latin-1, a
+ * path) as U+FFFD, so the output is always valid UTF-8 JSON. */
+static void json_string(const char* text) {
+  const unsigned char* s = (const unsigned char*)text;
   putchar('"');
-  for (; *s; ++s) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') printf("\\%c", c);
-    else if (c < 0x20) printf("\\u%04x", c);
-    else putchar(c);
+  while (*s) {
+    const int length = utf8_length(s);
+    if (length == 0) {
+      fputs("\\ufffd", stdout);
+      ++s;
+    } else if (length > 1) {
+      fwrite(s, 1, (size_t)length, stdout);
+      s += length;
+    } else {
+      if (*s == '"' || *s == '\\') printf("\\%c", *s);
+      else if (*s < 0x20 || *s == 0x7f) printf("\\u%04x", *s);
+      else putchar(*s);
+      ++s;
+    }
   }
   putchar('"');
 }
@@ -44,16 +76,18 @@ static void print_pool(abr_runtime* rt, int json) {
   }
   if (json) {
     printf(", \"pinned_pool\": {\"bytes_pinned\": %llu, \"bytes_in_use\": %llu, \"bytes_cached\": %llu, "
-           "\"peak_bytes_pinned\": %llu, \"limit_bytes\": %llu, \"blocks_pinned\": %llu, \"hits\": %llu, "
-           "\"misses\": %llu}",
+           "\"bytes_waiting\": %llu, \"peak_bytes_pinned\": %llu, \"limit_bytes\": %llu, \"blocks_pinned\": %llu, "
+           "\"hits\": %llu, \"misses\": %llu}",
            (unsigned long long)s.bytes_pinned, (unsigned long long)s.bytes_in_use,
-           (unsigned long long)s.bytes_cached, (unsigned long long)s.peak_bytes_pinned,
+           (unsigned long long)s.bytes_cached, (unsigned long long)s.bytes_waiting,
+           (unsigned long long)s.peak_bytes_pinned,
            (unsigned long long)s.limit_bytes, (unsigned long long)s.blocks_pinned, (unsigned long long)s.hits,
            (unsigned long long)s.misses);
   } else {
     printf("\nPinned host pool (this process's runtime):\n  %.2f GiB pinned in %llu blocks (%.2f GiB in use, "
-           "%.2f GiB cached), peak %.2f GiB, limit %.2f GiB; %llu hits, %llu misses\n",
+           "%.2f GiB cached, %.2f GiB of it waiting on streams), peak %.2f GiB, limit %.2f GiB; %llu hits, %llu misses\n",
            gib(s.bytes_pinned), (unsigned long long)s.blocks_pinned, gib(s.bytes_in_use), gib(s.bytes_cached),
+           gib(s.bytes_waiting),
            gib(s.peak_bytes_pinned), gib(s.limit_bytes), (unsigned long long)s.hits, (unsigned long long)s.misses);
   }
 }
