@@ -73,7 +73,7 @@ typedef int32_t abr_status;
 #define ABR_ERR_DLPACK_SHAPE (-92)      /* shape NULL with ndim > 0, or a negative extent */
 #define ABR_ERR_DLPACK_STRIDES (-93)    /* strides that cannot be honoured (e.g. a zero-stride destination) */
 #define ABR_ERR_DLPACK_OVERFLOW (-94)   /* element, byte or address arithmetic overflows 64 bits */
-#define ABR_ERR_DLPACK_DATA (-95)       /* NULL data with elements */
+#define ABR_ERR_DLPACK_DATA (-95)       /* NULL data with elements; an OpenCL cl_mem not a buffer or too small */
 #define ABR_ERR_DLPACK_DTYPE (-96)      /* unknown code, or bits/lanes that do not fit the code */
 #define ABR_ERR_DLPACK_DEVICE (-97)     /* unknown device type, or a bad device id */
 #define ABR_ERR_DLPACK_FLAGS (-98)      /* flag bits this library does not understand */
@@ -271,6 +271,17 @@ ABR_API abr_status abr_device_parse(const char* text, DLDevice* out);
 ABR_API abr_status abr_device_format(DLDevice device, char* out, size_t size);
 ABR_API abr_status abr_dtype_parse(const char* text, DLDataType* out);
 ABR_API abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size);
+
+/*
+ * OpenCL tensors (kDLOpenCL), here as in what the library returns: DLTensor.data is
+ * a cl_mem, not an address, and must be a buffer (CL_MEM_OBJECT_BUFFER) of the
+ * device's platform; byte_offset counts bytes into that buffer, and the view must
+ * lie inside it. An image or pipe, or a view past the buffer's end, is refused with
+ * ABR_ERR_DLPACK_DATA before anything moves; a handle the driver rejects is
+ * ABR_ERR_BACKEND. A pointer that is not a cl_mem at all cannot be told apart: it
+ * is handed to the driver's clGetMemObjectInfo, and what happens then (a crash,
+ * garbage, an error) is undefined behaviour of the driver.
+ */
 
 /*
  * Move `src` to device `dst`.

@@ -9,7 +9,7 @@ Every transfer goes through libarraybridge's planner; nothing falls back silentl
 """
 from ._device import Device, BackendInfo, DLDeviceType, backends, devices
 from ._errors import (ArrayBridgeError, CopyRequiredError, DeviceError, DLPackError, InvalidArgumentError,
-                      MemoryConversionError, OutOfMemoryError)
+                      MemoryConversionError, OutOfMemoryError, StreamError)
 from ._ipc import IpcHandle, from_ipc, ipc_handle
 from ._lib import ffi as _ffi, lib as _lib
 from ._mpi import mpi_buffer, mpi_cuda_aware
@@ -24,7 +24,7 @@ __version__ = _ffi.string(_lib.abr_version_string()).decode()
 __all__ = [
     "ArrayBridgeError", "BackendInfo", "CPU_MEMORY_TYPES", "CopyRequiredError", "DLDeviceType", "DLPackError",
     "Device", "DeviceError", "GPU_MEMORY_TYPES", "InvalidArgumentError", "IpcHandle", "MemoryConversionError",
-    "MemoryType", "OutOfMemoryError", "SUPPORTED_MEMORY_TYPES", "Tensor", "TransferReport", "backends",
+    "MemoryType", "OutOfMemoryError", "SUPPORTED_MEMORY_TYPES", "StreamError", "Tensor", "TransferReport", "backends",
     "convert_memory", "copy", "detect_memory_type", "devices", "from_dlpack", "from_ipc", "ipc_handle",
     "mpi_buffer", "mpi_cuda_aware", "pool_stats", "pool_trim", "set_staging", "to_device",
 ]

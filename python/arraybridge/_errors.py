@@ -36,6 +36,13 @@ class DeviceError(ArrayBridgeError, RuntimeError):
     """The device is absent or lost, or its backend is unavailable or failed."""
 
 
+class StreamError(ArrayBridgeError, RuntimeError):
+    """__dlpack__ was given a stream its tensor's device cannot have (a CPU or OpenCL
+    tensor takes stream=None). RuntimeError, as NumPy raises: the array API standard
+    keeps BufferError for data that cannot be exported and names no type for a wrong
+    argument."""
+
+
 class MemoryConversionError(ArrayBridgeError, ValueError):
     """`convert_memory` failed. Carries `source_type`, `target_type`, `method` and `reason`."""
 

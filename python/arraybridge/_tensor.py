@@ -2,7 +2,7 @@
 from collections import namedtuple
 
 from ._device import DLDeviceType
-from ._errors import CopyRequiredError, DLPackError
+from ._errors import CopyRequiredError, DeviceError, DLPackError, StreamError
 from ._ipc import IpcHandle
 from ._lib import _core, lib
 from ._stream import stream_handle
@@ -14,6 +14,8 @@ the bytes written to the destination, whether a strided source was packed or the
 dtype cast, and the runtime's one-line explanation."""
 
 _STREAMLESS = (DLDeviceType.CPU, DLDeviceType.OPENCL, DLDeviceType.CUDA_HOST)
+# A device __dlpack__(dl_device=) names that is not here: BufferError, as the standard says.
+_NOT_THERE = (lib.ABR_ERR_NO_DEVICE, lib.ABR_ERR_BACKEND_UNAVAILABLE, lib.ABR_ERR_UNSUPPORTED)
 _PACKED, _CAST = lib.ABR_REPORT_PACKED, lib.ABR_REPORT_CAST
 _DEVICE_TYPES = {int(t): t for t in DLDeviceType}
 
@@ -90,7 +92,7 @@ class Tensor(_core.TensorBase):
             own = self.__dlpack_device__()
             target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
             if stream is not None and stream != -1 and own[0] in _STREAMLESS:
-                raise DLPackError(f"arraybridge: stream={stream!r} given for a {self.device} tensor; "
+                raise StreamError(f"arraybridge: stream={stream!r} given for a {self.device} tensor; "
                                   "DLPack devices without streams take stream=None")
             if stream is not None:
                 # Our CUDA work is complete before a Tensor is returned, so the data is
@@ -103,6 +105,10 @@ class Tensor(_core.TensorBase):
                 try:
                     source = _core.transfer(self, target, copy, "__dlpack__")
                 except CopyRequiredError as error:  # the producer side of DLPack says BufferError
+                    raise DLPackError(str(error), error.status, error.status_name) from error
+                except DeviceError as error:  # so does it for a device it cannot export to
+                    if error.status not in _NOT_THERE:
+                        raise
                     raise DLPackError(str(error), error.status, error.status_name) from error
                 copied = source.report.path != "zero_copy"
         versioned = max_version is not None and max_version[0] >= 1
