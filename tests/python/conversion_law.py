@@ -1,0 +1,102 @@
+"""The one law of conversions, for the property test (test_conversion_law.py): the
+result has exactly the source's values and dtype, or a MemoryConversionError is
+raised; never a changed value, a narrower dtype, a writable alias of an immutable or
+read-only source, a write into the source, or a crash. Shared by the in-process test
+and the TensorFlow one, which runs in a subprocess (TensorFlow aborts on some input)."""
+import importlib
+
+import numpy as np
+from hypothesis import assume, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import arraybridge as ab
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+          "float64", "complex64", "complex128"]
+PYCLESPERANTO_DTYPES = {"int8", "int16", "int32", "uint8", "uint16", "uint32", "float32"}
+IMMUTABLE = {"jax", "tensorflow"}
+
+
+@st.composite
+def arrays(draw):
+    """A NumPy array of any dtype, with its extremes, NaN and inf among the values;
+    0-d, empty or up to 3-d; a view with steps of +-1 or +-2 per axis; maybe read-only."""
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    shape = tuple(draw(st.lists(st.integers(0, 4), max_size=3)))
+    steps = [draw(st.sampled_from([1, -1, 2, -2])) for _ in shape]
+    base = draw(hnp.arrays(dtype, tuple(n * abs(step) for n, step in zip(shape, steps))))
+    view = base[tuple(slice(None, None, step) for step in steps)] if shape else base[...]  # 0-d stays an array
+    view.flags.writeable = not draw(st.booleans())
+    return view
+
+
+def make_source(framework, array):
+    """`array` as an array of `framework`, or None where that framework cannot hold it."""
+    if framework == "numpy":
+        return array
+    if framework == "jax":
+        return importlib.import_module("jax.numpy").asarray(array)
+    if framework == "tensorflow":
+        return importlib.import_module("tensorflow").constant(array)
+    if framework == "pyclesperanto":
+        if array.dtype.name not in PYCLESPERANTO_DTYPES or not 1 <= array.ndim <= 3 or 0 in array.shape:
+            return None
+        return importlib.import_module("pyclesperanto").push(np.ascontiguousarray(array))
+    raise AssertionError(framework)
+
+
+def values_of(framework, data):
+    """A NumPy array with what `data` holds, read without arraybridge."""
+    if framework == "tensorflow":
+        return np.array(data.numpy(), copy=True)
+    if framework == "pyclesperanto":
+        return np.array(importlib.import_module("pyclesperanto").pull(data), copy=True)
+    return np.array(np.asarray(data), copy=True)
+
+
+def memory_of(framework, data):
+    """A read-only NumPy view of the memory `data` lives in, where it is host memory."""
+    if framework == "pyclesperanto":
+        return None
+    return np.from_dlpack(ab.from_dlpack(data))
+
+
+def check(source_type, target_type, array):
+    """Converts `array` made a `source_type` array into `target_type`; asserts the law.
+    Returns "converted" or "refused"."""
+    source = make_source(source_type, array)
+    assume(source is not None)
+    expected = values_of(source_type, source)
+    try:
+        result = ab.convert_memory(source, source_type, target_type,
+                                   gpu_id=0 if target_type == "pyclesperanto" else None)
+    except ab.MemoryConversionError:
+        outcome = "refused"
+    else:
+        outcome = "converted"
+        got = values_of(target_type, result)
+        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+        assert got.shape == expected.shape, (got.shape, expected.shape)
+        np.testing.assert_array_equal(got, expected, strict=True)
+        immutable = source_type in IMMUTABLE or (source_type == "numpy" and not array.flags.writeable)
+        if target_type == "numpy" and immutable and result.flags.writeable:
+            memory = memory_of(source_type, source)
+            assert memory is None or not np.shares_memory(result, memory), "a writable alias of an immutable source"
+    np.testing.assert_array_equal(values_of(source_type, source), expected, strict=True)  # the source is untouched
+    return outcome
+
+
+def check_device_round_trip(source_type, array, device):
+    """to_device(source, device) and back to the CPU gives the source's values and
+    dtype, or an ArrayBridgeError (never another exception)."""
+    source = make_source(source_type, array)
+    assume(source is not None)
+    expected = values_of(source_type, source)
+    try:
+        there = ab.to_device(source, device)
+    except ab.ArrayBridgeError:
+        return "refused"
+    back = np.from_dlpack(ab.to_device(there, "cpu", copy=True))
+    assert back.dtype == expected.dtype and back.shape == expected.shape
+    np.testing.assert_array_equal(back, expected, strict=True)
+    return "converted"
