@@ -218,6 +218,8 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     The result has the source's values and dtype: a target that cannot hold that
     dtype (JAX with jax_enable_x64 off: no 64-bit types) is refused, never narrowed;
     dtype= asks for a cast on the way (the runtime's exact casts, as to_device's).
+    What the source's owner treats as immutable (JAX, TensorFlow, read-only NumPy)
+    never comes back as a writable alias: a NumPy result is then read-only.
     Any failure raises MemoryConversionError with the source, target and reason.
     """
     source = _memory_type(source_type)

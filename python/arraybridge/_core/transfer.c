@@ -369,6 +369,9 @@ const char core_to_device_doc[] =
     "or a CuPy/PyTorch stream object); the result is ready when the call returns.\n"
     "When x's type has a DLPack C exchange API (PyTorch, tvm-ffi), x is taken through\n"
     "it and, with stream=None, a copy follows that framework's current stream.\n"
+    "A view is read-only when x is: read-only data, JAX and TensorFlow arrays (immutable\n"
+    "to their frameworks) and legacy capsules (which cannot say otherwise); a copy is\n"
+    "the caller's to write. The value and dtype never change unless dtype= asks.\n"
     "The path taken is in `.report` and logged at DEBUG on the \"arraybridge\" logger.";
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
