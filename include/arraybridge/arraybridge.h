@@ -277,9 +277,9 @@ ABR_API abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size);
  * a cl_mem, not an address, and must be a buffer (CL_MEM_OBJECT_BUFFER) in a
  * cl_context (the library's or the caller's) that holds the tensor's device;
  * byte_offset counts bytes into that buffer, and the view must lie inside it. A
- * context without that device is ABR_ERR_DLPACK_DEVICE. An image or pipe, or a view past the buffer's end, is refused with
- * ABR_ERR_DLPACK_DATA before anything moves; a handle the driver rejects is
- * ABR_ERR_BACKEND. A pointer that is not a cl_mem at all cannot be told apart: it
+ * context without that device is ABR_ERR_DLPACK_DEVICE. An image or pipe, or a
+ * view past the buffer's end, is refused with ABR_ERR_DLPACK_DATA before anything
+ * moves; a handle the driver rejects is ABR_ERR_BACKEND. A pointer that is not a cl_mem at all cannot be told apart: it
  * is handed to the driver's clGetMemObjectInfo, and what happens then (a crash,
  * garbage, an error) is undefined behaviour of the driver.
  */
