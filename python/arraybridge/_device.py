@@ -6,6 +6,7 @@ from collections import namedtuple
 
 from ._errors import last_error_message
 from ._lib import _core, ffi, lib
+from ._runtime import user_words
 
 
 class DLDeviceType(enum.IntEnum):
@@ -77,4 +78,5 @@ def devices():
 
 def backends():
     """Each backend's availability and, when it is unusable, why ("CUDA unavailable: ...")."""
-    return [BackendInfo(name, *_core.backend_info(code)) for code, name in _BACKENDS.items()]
+    return [info._replace(detail=user_words(info.detail))
+            for info in (BackendInfo(name, *_core.backend_info(code)) for code, name in _BACKENDS.items())]

@@ -6,21 +6,34 @@ from ._errors import class_for_status, last_error_message, status_name
 from ._lib import _core, lib
 
 
+# The variable that sets each runtime flag, and the flag's name in the library's messages.
+_DISABLING = {"ARRAYBRIDGE_DISABLE_OPENCL": "ABR_RUNTIME_DISABLE_OPENCL",
+              "ARRAYBRIDGE_DISABLE_CUDA": "ABR_RUNTIME_DISABLE_CUDA"}
+
+
 def _disabled(name):
     return os.environ.get(name, "") not in ("", "0")
 
 
 def runtime_flags():
-    """abr_runtime_options.flags from the environment. ARRAYBRIDGE_DISABLE_OPENCL=1 or
-    ARRAYBRIDGE_DISABLE_CUDA=1 leave a backend out (for instance OpenCL in a process
-    where TensorFlow was imported before PoCL loaded: their two LLVMs crash PoCL's loading)."""
-    return ((lib.ABR_RUNTIME_DISABLE_OPENCL if _disabled("ARRAYBRIDGE_DISABLE_OPENCL") else 0) |
-            (lib.ABR_RUNTIME_DISABLE_CUDA if _disabled("ARRAYBRIDGE_DISABLE_CUDA") else 0))
+    """abr_runtime_options.flags from the environment: ARRAYBRIDGE_DISABLE_OPENCL=1 or
+    ARRAYBRIDGE_DISABLE_CUDA=1 leave a backend out."""
+    return sum(getattr(lib, flag) for variable, flag in _DISABLING.items() if _disabled(variable))
+
+
+def user_words(message):
+    """The library's message with a flag the package set named as the variable the user
+    set ("disabled by ARRAYBRIDGE_DISABLE_OPENCL=1 in the environment ...")."""
+    for variable, flag in _DISABLING.items():
+        if flag in message and _disabled(variable):
+            message = message.replace(f"disabled by {flag}", f"disabled by {variable}={os.environ[variable]} in the "
+                                      "environment (unset it or set it to 0 to use it)")
+    return message
 
 
 def error(status, context):
     """The exception for a failed call, carrying the runtime's message for this thread."""
-    message = last_error_message()
+    message = user_words(last_error_message())
     name = status_name(status)
     return class_for_status(status)(f"{context}: {message}" if message else f"{context}: {name}", status, name)
 

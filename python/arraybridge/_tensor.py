@@ -113,6 +113,11 @@ class Tensor(_core.TensorBase):
                 copied = source.report.path != "zero_copy"
         versioned = max_version is not None and max_version[0] >= 1
         if not versioned and source.read_only:
-            raise DLPackError("arraybridge: a read-only tensor cannot be exported as a legacy DLPack capsule, "
-                              "which cannot say it is read-only; ask for max_version=(1, 0) or later")
+            # A legacy capsule cannot say read-only, and its consumer may write: it gets a
+            # copy of its own, which copy=None allows (JAX asks so), or a refusal.
+            if copy is False:
+                raise DLPackError("arraybridge: a read-only tensor cannot be exported as a legacy DLPack capsule, "
+                                  "which cannot say it is read-only, and copy=False forbids a copy; ask for "
+                                  "max_version=(1, 0) or later")
+            source, copied = _core.transfer(source, source.__dlpack_device__(), True, "__dlpack__"), True
         return _core.export(source, versioned, copied)

@@ -126,9 +126,15 @@ def test_read_only_is_kept_and_a_legacy_capsule_cannot_carry_it():
     x.flags.writeable = False
     ours = ab.from_dlpack(x)
     assert ours.read_only
-    with pytest.raises(BufferError):
-        ours.__dlpack__()  # legacy: cannot say read-only
     assert not np.from_dlpack(ours).flags.writeable
+    # A legacy capsule cannot say read-only. NumPy refuses to export one; the standard
+    # lets a producer copy when copy=None, so we hand a copy of its own to a legacy
+    # consumer (JAX asks so), and refuse only when copy=False forbids the copy.
+    legacy = ab.from_dlpack(ours.__dlpack__())
+    np.testing.assert_array_equal(np.from_dlpack(legacy), x)
+    assert not np.shares_memory(np.from_dlpack(legacy), x)
+    with pytest.raises(BufferError, match="copy=False forbids a copy"):
+        ours.__dlpack__(copy=False)
 
 
 def test_writable_only_when_the_producer_says_so():

@@ -73,13 +73,16 @@ class _Holder:
         return self.device
 
 
-def test_read_only_versioned_export_and_legacy_refusal():
+def test_read_only_versioned_export_and_a_legacy_copy_or_refusal():
     source = sample("uint16")
     source.flags.writeable = False
     tensor = ab.from_dlpack(source)
     assert capsule_flags(tensor.__dlpack__(max_version=(1, 0))) == READ_ONLY
+    copied = np.from_dlpack(ab.from_dlpack(tensor.__dlpack__()))  # legacy: a copy of its own
+    np.testing.assert_array_equal(copied, source)
+    assert data_pointer(copied) != data_pointer(source)
     with pytest.raises(BufferError, match="read-only"):
-        tensor.__dlpack__()
+        tensor.__dlpack__(copy=False)
 
 
 def test_copy_true_sets_is_copied_and_copy_false_on_a_device_move_is_a_buffer_error():

@@ -72,3 +72,19 @@ def test_a_dtype_neither_names_is_refused_naming_both():
         ab.to_device(np.ones(2), "cpu", dtype="real32")
     with pytest.raises(ValueError, match="object"):
         ab.to_device(np.ones(2), "cpu", dtype=object)
+
+
+def test_a_backend_left_out_by_the_environment_names_the_variable():
+    import subprocess
+    import sys
+    script = ("import arraybridge as ab, numpy as np\n"
+              "print({b.name: b for b in ab.backends()}['opencl'].detail)\n"
+              "try:\n    ab.to_device(np.ones(2), 'opencl:0')\nexcept ab.DeviceError as error:\n    print(error)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env=dict(__import__("os").environ, ARRAYBRIDGE_DISABLE_OPENCL="yes"))
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and len(lines) == 2, done.stdout + done.stderr
+    said = "disabled by ARRAYBRIDGE_DISABLE_OPENCL=yes in the environment (unset it or set it to 0 to use it)"
+    assert lines[0] == "OpenCL unavailable: " + said
+    assert lines[1].endswith("no device opencl:0: OpenCL unavailable: " + said), lines[1]
+    assert "ABR_RUNTIME_DISABLE_OPENCL" not in done.stdout

@@ -1,0 +1,67 @@
+"""JAX's own DLPack interoperability tests (tests/array_interoperability_test.py),
+restated in our words with an arraybridge Tensor between JAX and itself: every
+dtype JAX's test names (with bool and complex added) times every shape it names
+(scalars, size-1 dims, empty) goes JAX -> us -> JAX zero-copy with its values, a
+capsule is consumed once, and x64 decides what JAX may hold, as there."""
+import numpy as np
+import pytest
+
+import arraybridge as ab
+
+jax = pytest.importorskip("jax", reason="JAX is installed by `make test`; run it through make")
+jnp = pytest.importorskip("jax.numpy")
+
+DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
+          "bool", "complex64", "complex128"]
+SHAPES = [(), (4,), (3, 4), (2, 3, 4), (3, 1), (1, 4), (2, 1, 4), (0,), (0, 4), (3, 0)]
+
+
+@pytest.fixture
+def x64():
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", before)
+
+
+def values(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    raw = rng.standard_normal(shape) * 50
+    if np.dtype(dtype).kind == "c":
+        raw = raw + 1j * rng.standard_normal(shape)
+    if np.dtype(dtype).kind in "iub":
+        info = np.iinfo(dtype) if dtype != "bool" else None
+        raw = raw > 0 if dtype == "bool" else np.clip(raw, info.min, info.max)
+    return raw.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_jax_round_trip_through_a_tensor(shape, dtype, x64):
+    expected = values(shape, dtype)
+    x = jnp.asarray(expected)
+    ours = ab.to_device(x, "cpu")
+    assert ours.report.path == "zero_copy" and ours.read_only  # JAX's memory, and JAX's arrays are immutable
+    assert ours.shape == shape and ours.dtype == dtype
+    back = jnp.from_dlpack(ours)  # JAX asks for a legacy capsule: a copy of its own, since ours is read-only
+    assert back.dtype == x.dtype and back.shape == shape
+    np.testing.assert_array_equal(np.asarray(back), expected)
+    np.testing.assert_array_equal(np.asarray(ab.convert_memory(x, "jax", "jax", gpu_id=None)), expected)
+
+
+def test_a_capsule_is_consumed_at_most_once():
+    capsule = jnp.arange(4.0).__dlpack__()
+    ab.from_dlpack(capsule)
+    with pytest.raises(BufferError, match="already consumed"):
+        ab.from_dlpack(capsule)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "uint64", "float64", "complex128"])
+def test_without_x64_jax_gets_no_wide_dtype_from_us(dtype):
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ab.MemoryConversionError, match=f"JAX keeps no {dtype} while jax_enable_x64 is off"):
+            ab.convert_memory(values((3,), dtype), "numpy", "jax", gpu_id=None)
+    finally:
+        jax.config.update("jax_enable_x64", before)
