@@ -41,7 +41,7 @@ bool bits_fit_code(uint8_t code, uint8_t bits) {
     case kDLUInt: return bits == 8 || bits == 16 || bits == 32 || bits == 64;
     case kDLFloat: return bits == 16 || bits == 32 || bits == 64;
     case kDLBfloat: return bits == 16;
-    case kDLComplex: return bits == 64 || bits == 128;
+    case kDLComplex: return bits == 32 || bits == 64 || bits == 128;  // 32: two float16 (torch.complex32)
     case kDLBool: return bits == 8;
     case kDLOpaqueHandle: return bits == 64;
     case kDLFloat6_e2m3fn:
@@ -61,13 +61,17 @@ bool named_by_bits(uint8_t code) {
 void check_dtype(DLDataType dtype, const char* what) {
   const char* name = code_name(dtype.code);
   if (!name) fail(ABR_ERR_DLPACK_DTYPE, "{}: unknown dtype code {}", what, dtype.code);
-  if (dtype.lanes != 1)
-    fail(ABR_ERR_DLPACK_DTYPE, "{}: dtype {} has lanes = {}; only scalar elements (lanes = 1) are supported", what,
-         name, dtype.lanes);
   if (!bits_fit_code(dtype.code, dtype.bits))
     fail(ABR_ERR_DLPACK_DTYPE, "{}: dtype {} cannot have bits = {}", what, name, dtype.bits);
-  if (dtype.bits < 8)
-    fail(ABR_ERR_UNSUPPORTED, "{}: sub-byte dtype {} ({} bits) is not supported yet", what, name, dtype.bits);
+  // Sub-byte types move as whole bytes of packed lanes (torch's float4_e2m1fn_x2 is
+  // float4_e2m1fn with lanes = 2); other vector types are not supported.
+  const bool packed = dtype.bits < 8 && dtype.lanes > 1 && dtype.bits * dtype.lanes % 8 == 0;
+  if (dtype.lanes != 1 && !packed)
+    fail(ABR_ERR_DLPACK_DTYPE, "{}: dtype {} has lanes = {}; only scalar elements (lanes = 1) and sub-byte lanes "
+         "packed into whole bytes are supported", what, name, dtype.lanes);
+  if (dtype.bits * dtype.lanes % 8 != 0)
+    fail(ABR_ERR_UNSUPPORTED, "{}: sub-byte dtype {} ({} bits) moves only as lanes packed into whole bytes "
+         "(as float4_e2m1fnx2)", what, name, dtype.bits);
   if (dtype.code == kDLOpaqueHandle)
     fail(ABR_ERR_UNSUPPORTED, "{}: opaque-handle dtypes hold pointers and cannot be moved", what);
 }

@@ -10,7 +10,8 @@
 namespace abr {
 
 // Throws ABR_ERR_DLPACK_DTYPE for a malformed dtype and ABR_ERR_UNSUPPORTED for a
-// valid one this library cannot move (sub-byte floats, opaque handles). `what`
+// valid one this library cannot move (sub-byte floats not packed into whole bytes,
+// opaque handles). `what`
 // names the tensor in the message. check_dtype is the whole check, which
 // validate_dtype skips for the usual dtypes.
 void check_dtype(DLDataType dtype, const char* what);
@@ -24,7 +25,7 @@ inline void validate_dtype(DLDataType dtype, const char* what) {
 }
 
 // Bytes per element of a validated dtype.
-inline std::size_t itemsize(DLDataType dtype) { return static_cast<std::size_t>(dtype.bits / 8) * dtype.lanes; }
+inline std::size_t itemsize(DLDataType dtype) { return static_cast<std::size_t>(dtype.bits) * dtype.lanes / 8; }
 
 inline bool same_dtype(DLDataType a, DLDataType b) {
   return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;

@@ -226,3 +226,39 @@ TEST_CASE("empty tensors with huge extents or strides are viewed, copied and cop
     CHECK(m.deleted == 1);
   }
 }
+
+TEST_CASE("packed sub-byte lanes and complex32 move as whole bytes, strided and to OpenCL; casts refuse them") {
+  Runtime rt;
+  // torch's float4_e2m1fn_x2 (two 4-bit floats a byte) and complex32 (two float16 an element).
+  const DLDataType packed_types[] = {{kDLFloat4_e2m1fn, 4, 2}, {kDLComplex, 32, 1}};
+  for (DLDataType dtype : packed_types) {
+    const std::size_t item = dtype.bits * dtype.lanes / 8;
+    CAPTURE(item);
+    std::vector<uint8_t> bytes(6 * item);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 1);
+    Managed m(bytes.data(), dtype, {3}, {-2}, 4 * item);  // elements 4, 2, 0, read backwards
+    for (DLDevice device : {DLDevice{kDLCPU, 0}, DLDevice{kDLOpenCL, 0}}) {
+      abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+      options.copy = ABR_COPY_ALWAYS;
+      DLManagedTensorVersioned* there = nullptr;
+      REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, device, &options, nullptr, &there) == ABR_OK, abr_last_error());
+      DLManagedTensorVersioned* back = nullptr;
+      REQUIRE(abr_to_device(rt, there, {kDLCPU, 0}, &options, nullptr, &back) == ABR_OK);
+      const uint8_t* got = static_cast<const uint8_t*>(back->dl_tensor.data);
+      for (std::size_t e = 0; e < 3; ++e)
+        for (std::size_t b = 0; b < item; ++b) CHECK(got[e * item + b] == bytes[(4 - 2 * e) * item + b]);
+      CHECK(back->dl_tensor.dtype.lanes == dtype.lanes);
+      back->deleter(back);  // `there` was the runtime's to delete once the copy back was done
+    }
+    abr_transfer_options cast = ABR_TRANSFER_OPTIONS_INIT;
+    cast.dtype = {kDLFloat, 32, 1};
+    DLManagedTensorVersioned* out = nullptr;
+    CHECK(abr_to_device(rt, &m.managed, {kDLCPU, 0}, &cast, nullptr, &out) == ABR_ERR_UNSUPPORTED);
+    CHECK(error_mentions("no conversion from"));
+  }
+  float data[4] = {};
+  Managed odd(data, {kDLFloat4_e2m1fn, 4, 3}, {2});  // 12 bits an element: not whole bytes
+  DLManagedTensorVersioned* out = nullptr;
+  CHECK(abr_to_device(rt, &odd.managed, {kDLCPU, 0}, nullptr, nullptr, &out) == ABR_ERR_DLPACK_DTYPE);
+  CHECK(error_mentions("sub-byte lanes packed into whole bytes"));
+}
