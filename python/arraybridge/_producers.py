@@ -1,12 +1,14 @@
 """What other frameworks' producers are known to do, asked once per type by the C
 import (_core): whose arrays are immutable (what we import from them is read-only),
-and whose own DLPack export can abort the process (vetted before it is asked)."""
+whose own DLPack export can abort the process (vetted before it is asked), and
+PyTorch's lazy bits and autograd (checked in _core/torch.c, refused in words here)."""
 import importlib
 
 from ._errors import DLPackError
 
 IMMUTABLE = 1  # _core's PRODUCER_IMMUTABLE
 VETTED = 2     # _core's PRODUCER_VETTED
+TORCH = 4      # _core's PRODUCER_TORCH
 
 _IMMUTABLE_ROOTS = frozenset({"jax", "jaxlib", "tensorflow"})
 
@@ -18,7 +20,8 @@ _TENSORFLOW_NOT_NUMBERS = frozenset({"string", "resource", "variant"})
 def producer_traits(cls):
     """IMMUTABLE and VETTED bits for arrays of `cls` (or of a subclass of theirs)."""
     roots = {base.__module__.partition(".")[0] for base in cls.__mro__}
-    return (IMMUTABLE if roots & _IMMUTABLE_ROOTS else 0) | (VETTED if "tensorflow" in roots else 0)
+    return ((IMMUTABLE if roots & _IMMUTABLE_ROOTS else 0) | (VETTED if "tensorflow" in roots else 0) |
+            (TORCH if "torch" in roots else 0))
 
 
 def vet_producer(data):
@@ -37,3 +40,40 @@ def vet_producer(data):
     if not hasattr(data, "__dlpack__"):
         return tf.experimental.dlpack.to_dlpack(data)
     return data
+
+
+_BITS = {"conj": ("a conjugate view (its conj bit is set)", "the conjugates of its values", "resolve_conj"),
+         "neg": ("a negative view (its neg bit is set)", "the negatives of its values", "resolve_neg")}
+
+
+def torch_refusal(tensor, role, problem, detail):
+    """The DLPackError (a BufferError, one line) refusing a torch tensor in `role`:
+    problem "conj" or "neg" (detail "destination" or "no copy"), "grad" (as a
+    destination), or "export" (torch's export failed; detail is its first line)."""
+    if problem in _BITS:
+        what, holds, resolve = _BITS[problem]
+        if detail == "destination":
+            return DLPackError(f"arraybridge: {role} is {what}: its memory holds {holds}, so a write there would "
+                               f"store other values than those given; let torch write it ({role}.copy_(torch."
+                               f"from_dlpack(src))), which resolves the bit")
+        return DLPackError(f"arraybridge: {role} is {what}: its memory holds {holds}, so it cannot be shared as it "
+                           f"is, and copy=False forbids the copy that resolves it ({role}.{resolve}())")
+    if problem == "grad":
+        return DLPackError(f"arraybridge: {role} requires grad: a write into it would go behind autograd's back; "
+                           f"write into {role}.detach() (torch refuses in-place writes into a leaf that requires "
+                           "grad too)")
+    return DLPackError(f"arraybridge: {role} cannot go through DLPack: {_torch_problem(tensor) or detail}")
+
+
+def _torch_problem(tensor):
+    """What DLPack cannot describe about a torch tensor, in words, or None."""
+    torch = importlib.import_module("torch")
+    if tensor.layout != torch.strided:
+        return f"its layout is {tensor.layout}, and DLPack describes strided tensors only (use .to_dense())"
+    if tensor.is_quantized:
+        return f"it is quantized ({tensor.dtype}), and DLPack has no quantized types (use .dequantize())"
+    if tensor.is_meta:
+        return "it is on the meta device, which holds no data"
+    if tensor.is_nested:
+        return "it is a nested tensor, which has no one strided buffer (use .to_padded_tensor(0))"
+    return None

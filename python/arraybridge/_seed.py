@@ -153,9 +153,16 @@ class _ToImmutable:
         return _core.export(self._tensor, max_version is not None and max_version[0] >= 1, False)
 
 
+# Frameworks whose arrays cannot be read-only: read-only data reaches them as a copy.
+_ALWAYS_WRITABLE = frozenset({MemoryType.TORCH, MemoryType.CUPY})
+
+
 def _framework_array(tensor, target):
     """Hand the Tensor to the target framework (zero-copy): through its type's C
-    exchange API when it has one, else its DLPack importer."""
+    exchange API when it has one, else its DLPack importer. A framework that would
+    make read-only data writable gets a copy of it."""
+    if tensor.read_only and target in _ALWAYS_WRITABLE:
+        tensor = to_device(tensor, tensor.device, copy=True)
     if target in _EXCHANGE_TYPES:
         module, name = _EXCHANGE_TYPES[target]
         made = _core.hand_over(tensor, getattr(importlib.import_module(module), name))

@@ -9,7 +9,7 @@ from . import _runtime
 from ._device import device_string, parse_device
 from ._dtype import parse_dtype
 from ._lib import _core, lib
-from ._producers import producer_traits, vet_producer
+from ._producers import producer_traits, torch_refusal, vet_producer
 from ._stream import stream_handle
 from ._tensor import Tensor
 
@@ -59,5 +59,5 @@ def _log_transfer(tensor, context):
 
 _core.setup(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
             producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
-            producer_traits=producer_traits, vet_producer=vet_producer,
+            producer_traits=producer_traits, vet_producer=vet_producer, torch_refusal=torch_refusal,
             runtime_flags=_runtime.runtime_flags())

@@ -14,7 +14,7 @@ import arraybridge as ab
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
           "float64", "complex64", "complex128"]
 PYCLESPERANTO_DTYPES = {"int8", "int16", "int32", "uint8", "uint16", "uint32", "float32"}
-IMMUTABLE = {"jax", "tensorflow"}
+IMMUTABLE = {"jax", "tensorflow", "torch_grad"}  # immutable to their owners (autograd's, for torch_grad)
 
 
 @st.composite
@@ -42,7 +42,22 @@ def make_source(framework, array):
         if array.dtype.name not in PYCLESPERANTO_DTYPES or not 1 <= array.ndim <= 3 or 0 in array.shape:
             return None
         return importlib.import_module("pyclesperanto").push(np.ascontiguousarray(array))
+    if framework.startswith("torch"):
+        torch = importlib.import_module("torch")
+        array = np.array(array, order="C")  # a fresh copy: torch.tensor takes no negative strides, even of size 1
+        if framework == "torch_conj":  # memory holding the conjugates, shown as the values
+            return torch.tensor(np.conj(array)).conj() if array.dtype.kind == "c" else None
+        if framework == "torch_neg":  # memory holding the negatives, shown as the values
+            return torch.tensor(-array)._neg_view() if array.dtype.kind in "fc" else None
+        if framework == "torch_grad":  # a leaf autograd owns
+            return torch.tensor(array).requires_grad_() if array.dtype.kind in "fc" else None
+        return torch.tensor(array)
     raise AssertionError(framework)
+
+
+def type_name(framework):
+    """The convert_memory type of a source kind ("torch_conj" is a torch tensor)."""
+    return framework.partition("_")[0]
 
 
 def values_of(framework, data):
@@ -51,6 +66,8 @@ def values_of(framework, data):
         return np.array(data.numpy(), copy=True)
     if framework == "pyclesperanto":
         return np.array(importlib.import_module("pyclesperanto").pull(data), copy=True)
+    if framework.startswith("torch"):
+        return np.array(data.detach().resolve_conj().resolve_neg().numpy(), copy=True)
     return np.array(np.asarray(data), copy=True)
 
 
@@ -58,6 +75,8 @@ def memory_of(framework, data):
     """A read-only NumPy view of the memory `data` lives in, where it is host memory."""
     if framework == "pyclesperanto":
         return None
+    if framework.startswith("torch"):
+        return data.detach().numpy()
     return np.from_dlpack(ab.from_dlpack(data))
 
 
@@ -68,7 +87,7 @@ def check(source_type, target_type, array):
     assume(source is not None)
     expected = values_of(source_type, source)
     try:
-        result = ab.convert_memory(source, source_type, target_type,
+        result = ab.convert_memory(source, type_name(source_type), target_type,
                                    gpu_id=0 if target_type == "pyclesperanto" else None)
     except ab.MemoryConversionError:
         outcome = "refused"

@@ -113,6 +113,7 @@ typedef struct {
   PyObject* log_transfer;  /* (tensor, context) -> None, logs at DEBUG */
   PyObject* producer_traits; /* (type) -> PRODUCER_* bits of what its framework is known to do */
   PyObject* vet_producer;    /* (producer) -> what to import in its place; raises for what must not be exported */
+  PyObject* torch_refusal;   /* (tensor, role, problem, detail) -> the exception refusing a torch tensor */
   PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */
   uint32_t runtime_flags;  /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
 } Hooks;
@@ -120,6 +121,7 @@ typedef struct {
 extern Hooks hooks;
 #define PRODUCER_IMMUTABLE 1 /* its framework never lets its arrays be written (JAX, TensorFlow) */
 #define PRODUCER_VETTED 2    /* its own export can abort the process: vet_producer first (TensorFlow) */
+#define PRODUCER_TORCH 4     /* PyTorch: lazy conj/neg bits and autograd, checked by torch_vet */
 PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs);
 /* 0 when the package has registered its hooks, else -1 with an explanation. */
 int hooks_ready(void);
@@ -152,7 +154,21 @@ PyObject* core_handover_ns(PyObject* module, PyObject* const* args, Py_ssize_t n
 
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
  * capsule, what its type's exchange API exports, or what __dlpack__ returns. */
-int import_source(PyObject* x, const char* role, Imported* out); /* role: the argument's name, for errors */
+/* What an import is for: a transfer that may copy, one that must not, or a write into it. */
+typedef enum { IMPORT_MAY_COPY, IMPORT_NO_COPY, IMPORT_DESTINATION } ImportPurpose;
+/* role: the argument's name, for errors. */
+int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out);
+
+/* ---------------------------------------------------------- torch.c */
+
+/* Vets a PyTorch tensor before its export. 0 with *replacement NULL: import x as it
+ * is; with *replacement set: import that new reference instead (x's conj/neg bits
+ * resolved into a copy). *autograd: x requires grad (imported read-only). -1 with
+ * the package's exception when x cannot serve `purpose`. */
+int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, PyObject** replacement, int* autograd);
+/* Replaces the pending exception of a failed PyTorch export with the package's one
+ * line naming what was wrong (a MemoryError or a non-Exception is left alone). */
+void torch_refusal(PyObject* x, const char* role);
 /* A stream argument (None, a DLPack stream value or a framework's stream object)
  * as a CUDA stream handle, 0 for none; -1 with an exception. */
 int parse_stream(PyObject* stream, uintptr_t* out);

@@ -28,7 +28,8 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
       take_hook(kwargs, "producer_strides", &hooks.producer_strides) < 0 || take_hook(kwargs, "error", &hooks.error) < 0 ||
       take_hook(kwargs, "log_transfer", &hooks.log_transfer) < 0 ||
       take_hook(kwargs, "producer_traits", &hooks.producer_traits) < 0 ||
-      take_hook(kwargs, "vet_producer", &hooks.vet_producer) < 0)
+      take_hook(kwargs, "vet_producer", &hooks.vet_producer) < 0 ||
+      take_hook(kwargs, "torch_refusal", &hooks.torch_refusal) < 0)
     return NULL;
   PyObject* flags = PyDict_GetItemString(kwargs, "runtime_flags");
   hooks.runtime_flags = flags ? (uint32_t)PyLong_AsUnsignedLong(flags) : 0;

@@ -17,7 +17,7 @@ PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t na
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   Imported source;
-  if (import_source(args[0], "tensor", &source) < 0) return NULL;
+  if (import_source(args[0], "tensor", IMPORT_NO_COPY, &source) < 0) return NULL;
   if (!stream) stream = source.work_stream; /* the producer's current stream, from its exchange API */
   const DLTensor* tensor = imported_tensor(&source);
   const DLDevice device = tensor->device;

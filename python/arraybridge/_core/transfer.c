@@ -231,8 +231,9 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
 
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
  * capsule, what its type's DLPack C exchange API exports, or what __dlpack__
- * returns. A producer whose own export could abort the process is vetted first. */
-int import_source(PyObject* x, const char* role, Imported* out) {
+ * returns. A producer whose own export could abort the process is vetted first, and
+ * a PyTorch tensor's lazy bits and autograd are checked (torch.c). */
+int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out) {
   if (tensor_check(x)) {
     out->tensor = new_owner_view(((TensorObject*)x)->tensor, x, 0);
     out->versioned = 1;
@@ -243,19 +244,28 @@ int import_source(PyObject* x, const char* role, Imported* out) {
   if (PyCapsule_CheckExact(x)) return import_capsule(x, 0, out);
   const int traits = producer_traits(Py_TYPE(x));
   if (traits < 0) return -1;
-  const int immutable = traits & PRODUCER_IMMUTABLE;
+  int immutable = traits & PRODUCER_IMMUTABLE;
   if (traits & PRODUCER_VETTED) {
     PyObject* vetted = PyObject_CallOneArg(hooks.vet_producer, x);
     if (!vetted) return -1;
-    const int status =
-        PyCapsule_CheckExact(vetted) ? import_capsule(vetted, immutable, out)
-                                      : import_exported(vetted, role, immutable, out);
+    const int status = PyCapsule_CheckExact(vetted) ? import_capsule(vetted, immutable, out)
+                                                    : import_exported(vetted, role, immutable, out);
     Py_DECREF(vetted);
     return status;
   }
-  const int exchanged = exchange_import(x, out);
-  if (exchanged != 0) return exchanged < 0 ? -1 : keep_read_only(immutable, out);
-  return import_exported(x, role, immutable, out);
+  PyObject* resolved = NULL;
+  if (traits & PRODUCER_TORCH) {
+    int autograd = 0;
+    if (torch_vet(x, role, purpose, &resolved, &autograd) < 0) return -1;
+    immutable |= autograd;
+  }
+  PyObject* source = resolved ? resolved : x;
+  int status = exchange_import(source, out);
+  if (status != 0) status = status < 0 ? -1 : keep_read_only(immutable, out);
+  else status = import_exported(source, role, immutable, out);
+  if (status < 0 && (traits & PRODUCER_TORCH)) torch_refusal(x, role);
+  Py_XDECREF(resolved);
+  return status;
 }
 
 /* ---------------------------------------------------------------- transfer */
@@ -295,7 +305,7 @@ static PyObject* run(PyObject* x, Request* request) {
   TensorObject* result = (TensorObject*)type->tp_alloc(type, 0);
   if (!result) return NULL;
   Imported src;
-  if (import_source(x, "x", &src) < 0) {
+  if (import_source(x, "x", request->options.copy == ABR_COPY_NEVER ? IMPORT_NO_COPY : IMPORT_MAY_COPY, &src) < 0) {
     Py_DECREF(result);
     return NULL;
   }
@@ -452,10 +462,10 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   Imported dst_source, src_source;
-  if (import_source(a[1], "dst", &dst_source) < 0) return NULL;
+  if (import_source(a[1], "dst", IMPORT_DESTINATION, &dst_source) < 0) return NULL;
   DLManagedTensorVersioned* dst = imported_for_any_thread(&dst_source);
   if (!dst) return NULL;
-  DLManagedTensorVersioned* src = import_source(a[0], "src", &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
+  DLManagedTensorVersioned* src = import_source(a[0], "src", IMPORT_MAY_COPY, &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
   if (src) {
     const uintptr_t src_stream = src_source.work_stream, dst_stream = dst_source.work_stream;
