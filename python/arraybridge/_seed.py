@@ -250,9 +250,14 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
             return result
         tensor = to_device(data, device, strict=strict, contiguous=target.value in _NEEDS_COMPACT, dtype=dtype)
         _check_target_holds(tensor.dtype, target)
-        result = _framework_array(tensor, target)
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
+    try:
+        result = _framework_array(tensor, target)
+    except Exception as error:  # the target's importer: its first line, never its C++ backtrace
+        said = str(error).strip()
+        raise MemoryConversionError(source.value, target.value, f"{target.value} cannot take this {tensor.dtype} "
+                                    f"tensor: {said.splitlines()[0] if said else type(error).__name__}") from None
     log.debug("convert_memory %s -> %s: %s", source.value, target.value, tensor.report.path)
     return result

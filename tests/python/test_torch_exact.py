@@ -123,3 +123,12 @@ def test_every_whole_byte_dtype_goes_there_and_back(dtype):
         back = torch.from_dlpack(ab.to_device(there, "cpu"))
         assert back.dtype == dtype and back.shape == source.t().shape
         assert torch.equal(back.view(torch.uint8), source.t().contiguous().view(torch.uint8))
+
+
+def test_a_dtype_torch_does_not_take_is_one_line():
+    jnp = pytest.importorskip("jax.numpy")
+    with pytest.raises(ab.MemoryConversionError) as error:
+        ab.convert_memory(jnp.zeros(4, jnp.float8_e3m4), "jax", "torch", gpu_id=None)
+    message = str(error.value)
+    assert "torch cannot take this float8_e3m4 tensor: Unsupported code 7" in message, message
+    assert "\n" not in message and error.value.__cause__ is None and error.value.__suppress_context__
