@@ -49,7 +49,8 @@ TEST_CASE("a private copy of the ICD loader and its driver works, and its device
                                                                          &reason);
   REQUIRE_MESSAGE(shared, reason);
   CHECK_FALSE(shared->private_namespace);
-  CHECK(reinterpret_cast<void*>(own->GetPlatformIDs) != reinterpret_cast<void*>(shared->GetPlatformIDs));  // two loaders
+  // Two loaders, not one.
+  CHECK(reinterpret_cast<void*>(own->GetPlatformIDs) != reinterpret_cast<void*>(shared->GetPlatformIDs));
 
   const abr::opencl::Discovery mine = abr::opencl::discover_with(own.get(), "");
   const abr::opencl::Discovery theirs = abr::opencl::discover_with(shared.get(), "");

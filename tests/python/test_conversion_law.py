@@ -20,7 +20,7 @@ import conversion_law as law  # noqa: E402
 
 pytest.importorskip("jax", reason="JAX is installed by `make test`; run it through make")
 HAVE = importlib.util.find_spec
-IN_PROCESS = ["numpy", "jax"] + (["pyclesperanto"] if HAVE("pyclesperanto") else []) + (["torch"] if HAVE("torch") else [])
+IN_PROCESS = ["numpy", "jax"] + [name for name in ("pyclesperanto", "torch") if HAVE(name)]
 # Sources only: torch tensors whose lazy bits or autograd DLPack cannot say.
 TORCH_KINDS = ["torch_conj", "torch_neg", "torch_grad"] if HAVE("torch") else []
 EXAMPLES = int(os.environ.get("ARRAYBRIDGE_LAW_EXAMPLES", "300"))

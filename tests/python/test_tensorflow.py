@@ -126,7 +126,8 @@ PYCLESPERANTO = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("order", [
-    "import pyclesperanto as cle\ncle.push(np.zeros(1, np.float32))\nimport tensorflow as tf\nimport arraybridge as ab\n",
+    "import pyclesperanto as cle\ncle.push(np.zeros(1, np.float32))\nimport tensorflow as tf\n"
+    "import arraybridge as ab\n",
     "import arraybridge as ab\nab.devices()\nimport pyclesperanto as cle\ncle.push(np.zeros(1, np.float32))\n"
     "import tensorflow as tf\n",
 ], ids=["pyclesperanto-tensorflow-arraybridge", "arraybridge-pyclesperanto-tensorflow"])

@@ -465,7 +465,8 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   if (import_source(a[1], "dst", IMPORT_DESTINATION, &dst_source) < 0) return NULL;
   DLManagedTensorVersioned* dst = imported_for_any_thread(&dst_source);
   if (!dst) return NULL;
-  DLManagedTensorVersioned* src = import_source(a[0], "src", IMPORT_MAY_COPY, &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
+  DLManagedTensorVersioned* src =
+      import_source(a[0], "src", IMPORT_MAY_COPY, &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
   if (src) {
     const uintptr_t src_stream = src_source.work_stream, dst_stream = dst_source.work_stream;
