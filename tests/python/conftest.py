@@ -1,4 +1,6 @@
+import contextlib
 import ctypes
+import importlib
 
 import numpy as np
 import pytest
@@ -95,3 +97,15 @@ def cuda_reason():
 
 
 requires_cuda = pytest.mark.skipif(cuda_reason() is not None, reason=f"needs a CUDA device: {cuda_reason()}")
+
+
+@contextlib.contextmanager
+def jax_x64(enabled):
+    """jax_enable_x64 set for a block, then put back (other tests turn it on for the process)."""
+    jax = importlib.import_module("jax")
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", enabled)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", before)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import arraybridge as ab
+from conftest import jax_x64
 
 jax = pytest.importorskip("jax", reason="JAX is installed by `make test`; run it through make")
 jnp = pytest.importorskip("jax.numpy")
@@ -18,10 +19,8 @@ SHAPES = [(), (4,), (3, 4), (2, 3, 4), (3, 1), (1, 4), (2, 1, 4), (0,), (0, 4), 
 
 @pytest.fixture
 def x64():
-    before = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", before)
+    with jax_x64(True):
+        yield
 
 
 def values(shape, dtype, seed=0):
@@ -58,10 +57,5 @@ def test_a_capsule_is_consumed_at_most_once():
 
 @pytest.mark.parametrize("dtype", ["int64", "uint64", "float64", "complex128"])
 def test_without_x64_jax_gets_no_wide_dtype_from_us(dtype):
-    before = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", False)
-    try:
-        with pytest.raises(ab.MemoryConversionError, match=f"JAX keeps no {dtype} while jax_enable_x64 is off"):
-            ab.convert_memory(values((3,), dtype), "numpy", "jax", gpu_id=None)
-    finally:
-        jax.config.update("jax_enable_x64", before)
+    with jax_x64(False), pytest.raises(ab.MemoryConversionError, match=f"JAX keeps no {dtype} while jax_enable_x64"):
+        ab.convert_memory(values((3,), dtype), "numpy", "jax", gpu_id=None)

@@ -12,16 +12,15 @@ import numpy as np
 import pytest
 
 import arraybridge as ab
+from conftest import jax_x64
 
 jax = pytest.importorskip("jax", reason="JAX is installed by `make test`; run it through make")
 
 @pytest.fixture
 def x64_off():
-    """JAX's default (other tests of the suite turn x64 on for the whole process)."""
-    before = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", False)
-    yield
-    jax.config.update("jax_enable_x64", before)
+    """JAX's default."""
+    with jax_x64(False):
+        yield
 
 
 WIDE = {"int64": [2**40, -1], "uint64": [2**63 + 5, 1], "float64": [1e300, 0.1], "complex128": [1e300 + 1j, 0.1j]}
