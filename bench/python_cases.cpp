@@ -73,6 +73,10 @@ if torch is not None and hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
     t = torch.from_dlpack(a)
     rows.append(("torch exchange trip", median(lambda: ab._core.hand_over(ab.from_dlpack(t), torch.Tensor)),
                  median(lambda: torch.from_dlpack(t)), math.nan))
+if torch is not None:  # torch's own CPU ops on the same tensor: .numpy() beside our view, .clone() beside our copy
+    t = torch.from_numpy(a)
+    rows.append(("torch to numpy", median(lambda: np.from_dlpack(ab.to_device(t, "cpu"))), median(t.numpy), math.nan))
+    rows.append(("torch copy", median(lambda: ab.to_device(t, "cpu", copy=True)), median(t.clone), math.nan))
 owned, view = ab._core.handover_ns(tensor, 1000000)
 rows.append(("exchange hand-over", owned * 1e-9, median(tensor.__dlpack__), math.nan))
 for row in rows:
@@ -203,6 +207,8 @@ void run_python_cases(const Options& options, const Report& report) {
       {"round trip vs torch", "torch rt", nullptr, "torch is not installed"},
       {"exchange round trip", "tvm.dlpack", nullptr, "apache-tvm-ffi is not installed"},
       {"torch exchange trip", "torch.dlp", nullptr, "torch >= 2.10 is not installed"},
+      {"torch to numpy", "t.numpy", nullptr, "torch is not installed"},
+      {"torch copy", "t.clone", nullptr, "torch is not installed"},
       {"exchange hand-over", "capsule", nullptr, ""},
   };
   bool any = false;

@@ -99,8 +99,8 @@ class Tensor(_core.TensorBase):
                 # ready for any consumer stream; only the value itself is checked.
                 try:
                     stream_handle(stream)
-                except (ValueError, TypeError) as error:
-                    raise DLPackError(str(error)) from error
+                except (ValueError, TypeError) as error:  # a wrong argument, as on a stream-less device
+                    raise StreamError(str(error)) from error
             if copy or target != own:
                 try:
                     source = _core.transfer(self, target, copy, "__dlpack__")

@@ -41,6 +41,7 @@ typedef struct {
   int versioned;
   int any_thread; /* its deleter may run on any thread without the GIL (one of our own views) */
   uintptr_t work_stream; /* the producer's current CUDA stream (DLPack value) from its exchange API, else 0 */
+  int resolved;   /* the producer's lazy bits were resolved into a copy first (torch's conj/neg views) */
 } Imported;
 
 const DLTensor* imported_tensor(const Imported* imported);

@@ -239,8 +239,10 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     out->versioned = 1;
     out->any_thread = 1;
     out->work_stream = 0;
+    out->resolved = 0;
     return out->tensor ? 0 : -1;
   }
+  out->resolved = 0;
   if (PyCapsule_CheckExact(x)) return import_capsule(x, 0, out);
   const int traits = producer_traits(Py_TYPE(x));
   if (traits < 0) return -1;
@@ -260,6 +262,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     immutable |= autograd;
   }
   PyObject* source = resolved ? resolved : x;
+  out->resolved = resolved != NULL;
   int status = exchange_import(source, out);
   if (status != 0) status = status < 0 ? -1 : keep_read_only(immutable, out);
   else status = import_exported(source, role, immutable, out);
@@ -298,6 +301,18 @@ static int is_view_by_contract(const Request* request, DLDevice src, DLDevice ds
          !(o->flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !request->stream;
 }
 
+/* A view of what the producer copied to resolve its lazy bits is no zero-copy view
+ * of the producer's memory: the report says the copy. */
+static void say_resolved(abr_transfer_report* report, const DLManagedTensorVersioned* out) {
+  const DLTensor* t = &out->dl_tensor;
+  uint64_t bytes = (uint64_t)dtype_item_bytes(t->dtype);
+  for (int32_t i = 0; i < t->ndim; ++i) bytes *= (uint64_t)t->shape[i];
+  report->path = t->device.device_type == kDLCPU ? ABR_PATH_HOST_COPY : ABR_PATH_DEVICE_COPY;
+  report->bytes_moved = bytes;
+  snprintf(report->detail, sizeof report->detail, "%s",
+           "copied by the producer to resolve its conj/neg bits (torch's resolve_conj/resolve_neg), then viewed");
+}
+
 static PyObject* run(PyObject* x, Request* request) {
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
@@ -310,6 +325,7 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   const DLDevice src_device = imported_tensor(&src)->device;
+  const int resolved = src.resolved;
   const DLDevice dst = request->has_dst ? request->dst : src_device;
   if (request->stream && dst.device_type != kDLCUDA && src_device.device_type != kDLCUDA) {
     imported_delete(&src);
@@ -356,6 +372,7 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   result->tensor = out;
+  if (resolved && result->report.path == ABR_PATH_ZERO_COPY) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
   return (PyObject*)result;
 }
