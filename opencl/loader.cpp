@@ -42,6 +42,15 @@ std::string ways_out(std::string_view why) {
              : "other libraries hold glibc's 16 namespaces";
 }
 
+// The loader in the process's own namespace; `why` is said in the backend's detail.
+OpenedLoader open_shared(const char* path, const std::string& why, std::string* reason) {
+  OpenedLoader opened;
+  opened.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!opened.handle) *reason = fmt::format("cannot load the OpenCL ICD loader {} ({})", path, dl_error());
+  opened.where = fmt::format("in the shared namespace: {}", why);
+  return opened;
+}
+
 }  // namespace
 
 bool namespace_policy(NamespacePolicy* policy, std::string* reason) {
@@ -76,11 +85,10 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
                             base_name(llvm), path);
       return opened;
     }
-    opened.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!opened.handle) *reason = fmt::format("cannot load the OpenCL ICD loader {} ({})", path, dl_error());
-    opened.where = "in the shared namespace, as ARRAYBRIDGE_OPENCL_NAMESPACE=global asks";
-    return opened;
+    return open_shared(path, "as ARRAYBRIDGE_OPENCL_NAMESPACE=global asks", reason);
   }
+  if (policy == NamespacePolicy::Auto && llvm.empty() && dlsym(RTLD_DEFAULT, "__tsan_init"))
+    return open_shared(path, "ThreadSanitizer cannot follow the threads a namespace's own libc starts", reason);
   opened.handle = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
   if (opened.handle) {
     opened.private_namespace = true;
@@ -99,10 +107,7 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
     return opened;
   }
   // No namespace left, and nothing known to conflict: shared, as a plain dlopen would be.
-  opened.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!opened.handle) *reason = fmt::format("cannot load the OpenCL ICD loader {} ({})", path, dl_error());
-  else opened.where = fmt::format("in the shared namespace: none of its own ({})", why);
-  return opened;
+  return open_shared(path, fmt::format("none of its own ({})", why), reason);
 }
 
 }  // namespace abr::opencl

@@ -16,9 +16,11 @@
 namespace abr::opencl {
 
 // Where the loader is opened, from $ARRAYBRIDGE_OPENCL_NAMESPACE: auto (the default)
-// a namespace of its own, or the shared one when none can be had and no other LLVM
-// is loaded; private a namespace of its own or nothing; global the shared one,
-// unless another LLVM is loaded there.
+// a namespace of its own, or the shared one when none can be had, or under
+// ThreadSanitizer (whose allocator crashes on the threads the namespace's own libc
+// starts, PoCL's among them), as long as no other LLVM is loaded; private a
+// namespace of its own or nothing; global the shared one, unless another LLVM is
+// loaded there.
 enum class NamespacePolicy { Auto, Private, Global };
 
 struct OpenedLoader {

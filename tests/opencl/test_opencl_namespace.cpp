@@ -58,7 +58,7 @@ TEST_CASE("a private copy of the ICD loader and its driver works, and its device
   REQUIRE(!mine.devices.empty());
   CHECK(std::string(mine.report.info.detail).find("libOpenCL.so.1 (in a link-map namespace of its own): ") == 0);
   CHECK(std::string(theirs.report.info.detail)
-            .find("libOpenCL.so.1 (in the shared namespace, as ARRAYBRIDGE_OPENCL_NAMESPACE=global asks): ") == 0);
+            .find("libOpenCL.so.1 (in the shared namespace: as ARRAYBRIDGE_OPENCL_NAMESPACE=global asks): ") == 0);
   for (std::size_t k = 0; k < mine.devices.size(); ++k) {
     INFO("opencl:" << k);
     CHECK(mine.devices[k] != theirs.devices[k]);  // another copy of the driver: other pointers

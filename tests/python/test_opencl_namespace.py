@@ -87,7 +87,7 @@ def test_another_llvm_alone_changes_nothing():
 
 
 @pytest.mark.parametrize("value, expected", [
-    ("global", "True libOpenCL.so.1 (in the shared namespace, as ARRAYBRIDGE_OPENCL_NAMESPACE=global asks): "),
+    ("global", "True libOpenCL.so.1 (in the shared namespace: as ARRAYBRIDGE_OPENCL_NAMESPACE=global asks): "),
     ("private", "True libOpenCL.so.1 (in a link-map namespace of its own): "),
     ("nowhere", "False OpenCL unavailable: ARRAYBRIDGE_OPENCL_NAMESPACE=nowhere is not one of auto, private, global"),
 ])
