@@ -22,6 +22,32 @@ static int names_ready(void) {
   return is_conj && is_neg && resolve_conj && resolve_neg && requires_grad ? 0 : -1;
 }
 
+/* The three checks as the last torch type defines them (its methods and the
+ * requires_grad descriptor), looked up once: called through the type they cost a
+ * third of a lookup on each tensor. */
+static PyTypeObject* checked_type;
+static PyObject *type_is_conj, *type_is_neg, *type_requires_grad;
+
+static int checks_for(PyTypeObject* type) {
+  if (type == checked_type) return 0;
+  PyObject* conj = PyObject_GetAttr((PyObject*)type, is_conj);
+  PyObject* neg = conj ? PyObject_GetAttr((PyObject*)type, is_neg) : NULL;
+  PyObject* grad = neg ? PyObject_GetAttr((PyObject*)type, requires_grad) : NULL;
+  if (!grad || !Py_TYPE(grad)->tp_descr_get) {
+    Py_XDECREF(conj);
+    Py_XDECREF(neg);
+    Py_XDECREF(grad);
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "arraybridge: %s.requires_grad is no descriptor", type->tp_name);
+    return -1;
+  }
+  Py_XSETREF(type_is_conj, conj);
+  Py_XSETREF(type_is_neg, neg);
+  Py_XSETREF(type_requires_grad, grad);
+  Py_INCREF(type);
+  Py_XSETREF(checked_type, type);
+  return 0;
+}
+
 static int truth(PyObject* value) {
   if (!value) return -1;
   const int result = PyObject_IsTrue(value);
@@ -42,10 +68,11 @@ static int refuse(PyObject* x, const char* role, const char* problem, const char
 int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, PyObject** replacement, int* autograd) {
   *replacement = NULL;
   *autograd = 0;
-  if (names_ready() < 0) return -1;
-  const int conj = truth(PyObject_CallMethodNoArgs(x, is_conj));
-  const int neg = conj < 0 ? -1 : truth(PyObject_CallMethodNoArgs(x, is_neg));
-  const int grad = neg < 0 ? -1 : truth(PyObject_GetAttr(x, requires_grad));
+  if (names_ready() < 0 || checks_for(Py_TYPE(x)) < 0) return -1;
+  const int conj = truth(PyObject_CallOneArg(type_is_conj, x));
+  const int neg = conj < 0 ? -1 : truth(PyObject_CallOneArg(type_is_neg, x));
+  const int grad =
+      neg < 0 ? -1 : truth(Py_TYPE(type_requires_grad)->tp_descr_get(type_requires_grad, x, (PyObject*)Py_TYPE(x)));
   if (grad < 0) return -1;
   const char* bit = conj ? "conj" : neg ? "neg" : NULL;
   if (purpose == IMPORT_DESTINATION && (bit || grad)) return refuse(x, role, bit ? bit : "grad", "destination");
