@@ -63,14 +63,15 @@ void check_dtype(DLDataType dtype, const char* what) {
   if (!name) fail(ABR_ERR_DLPACK_DTYPE, "{}: unknown dtype code {}", what, dtype.code);
   if (!bits_fit_code(dtype.code, dtype.bits))
     fail(ABR_ERR_DLPACK_DTYPE, "{}: dtype {} cannot have bits = {}", what, name, dtype.bits);
-  // Sub-byte types move as whole bytes of packed lanes (torch's float4_e2m1fn_x2 is
-  // float4_e2m1fn with lanes = 2); other vector types are not supported.
-  const bool packed = dtype.bits < 8 && dtype.lanes > 1 && dtype.bits * dtype.lanes % 8 == 0;
+  // Sub-byte types move as one byte of packed lanes (torch's float4_e2m1fn_x2 is
+  // float4_e2m1fn with lanes = 2); other vector types are not supported (the host
+  // engine moves elements of 1, 2, 4, 8 and 16 bytes).
+  const bool packed = dtype.bits < 8 && dtype.lanes > 1 && dtype.bits * dtype.lanes == 8;
   if (dtype.lanes != 1 && !packed)
     fail(ABR_ERR_DLPACK_DTYPE, "{}: dtype {} has lanes = {}; only scalar elements (lanes = 1) and sub-byte lanes "
-         "packed into whole bytes are supported", what, name, dtype.lanes);
+         "packed into one byte are supported", what, name, dtype.lanes);
   if (dtype.bits * dtype.lanes % 8 != 0)
-    fail(ABR_ERR_UNSUPPORTED, "{}: sub-byte dtype {} ({} bits) moves only as lanes packed into whole bytes "
+    fail(ABR_ERR_UNSUPPORTED, "{}: sub-byte dtype {} ({} bits) moves only as lanes packed into one byte "
          "(as float4_e2m1fnx2)", what, name, dtype.bits);
   if (dtype.code == kDLOpaqueHandle)
     fail(ABR_ERR_UNSUPPORTED, "{}: opaque-handle dtypes hold pointers and cannot be moved", what);
@@ -92,10 +93,13 @@ DLDataType parse_dtype(std::string_view text) {
     fail(ABR_ERR_INVALID_ARGUMENT, "unknown dtype '{}'; expected a name such as 'float32', 'uint8', 'bool', "
          "'bfloat16', 'complex64' or 'float8_e4m3fn', optionally with lanes ('float32x4')", text);
   };
-  // Lanes: a trailing "x<digits>" after the bits (not the x of "complex").
+  // Lanes: a trailing "x<digits>" after the bits, or after a name that says them
+  // ("float4_e2m1fnx2"); not the x of "complex".
   uint16_t lanes = 1;
   const std::size_t x = clean.rfind('x');
-  if (x != std::string::npos && x > 0 && std::isdigit(static_cast<unsigned char>(clean[x - 1])) && x + 1 < clean.size()) {
+  const bool after_bits = x != std::string::npos && x > 0 && std::isdigit(static_cast<unsigned char>(clean[x - 1]));
+  const bool after_name = x != std::string::npos && clean.compare(0, 5, "float") == 0 && clean.find('_') < x;
+  if ((after_bits || after_name) && x + 1 < clean.size()) {
     uint64_t value = 0;
     if (!parse_decimal(std::string_view(clean).substr(x + 1), 0xFFFF, &value) || value == 0) return refuse();
     lanes = static_cast<uint16_t>(value);

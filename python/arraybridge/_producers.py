@@ -48,20 +48,23 @@ _BITS = {"conj": ("a conjugate view (its conj bit is set)", "the conjugates of i
 
 def torch_refusal(tensor, role, problem, detail):
     """The DLPackError (a BufferError, one line) refusing a torch tensor in `role`:
-    problem "conj" or "neg" (detail "destination" or "no copy"), "grad" (as a
-    destination), or "export" (torch's export failed; detail is its first line)."""
+    problem "conj" or "neg" (detail "destination", "no copy" or "shared"), "grad" (as
+    a destination), or "export" (torch's export failed; detail is its first line)."""
     if problem in _BITS:
         what, holds, resolve = _BITS[problem]
         if detail == "destination":
             return DLPackError(f"arraybridge: {role} is {what}: its memory holds {holds}, so a write there would "
                                f"store other values than those given; let torch write it ({role}.copy_(torch."
                                f"from_dlpack(src))), which resolves the bit")
+        if detail == "shared":
+            return DLPackError(f"arraybridge: {role} is {what}: its memory holds {holds}, so it cannot be shared with "
+                               f"another process as it is; share the copy that resolves it ({role}.{resolve}())")
         return DLPackError(f"arraybridge: {role} is {what}: its memory holds {holds}, so it cannot be shared as it "
                            f"is, and copy=False forbids the copy that resolves it ({role}.{resolve}())")
     if problem == "grad":
         return DLPackError(f"arraybridge: {role} requires grad: a write into it would go behind autograd's back; "
-                           f"write into {role}.detach() (torch refuses in-place writes into a leaf that requires "
-                           "grad too)")
+                           f"write into {role}.detach(), or let torch write it under torch.no_grad() "
+                           f"({role}.copy_(torch.from_dlpack(src)))")
     return DLPackError(f"arraybridge: {role} cannot go through DLPack: {_torch_problem(tensor) or detail}")
 
 

@@ -122,9 +122,11 @@ TEST_CASE("names: every device abr_device_format names parses back to the same D
 
 TEST_CASE("names: dtypes format and parse back, lanes included") {
   const DLDataType cases[] = {{kDLFloat, 32, 1}, {kDLInt, 8, 1},     {kDLUInt, 64, 1},         {kDLBool, 8, 1},
-                              {kDLBfloat, 16, 1}, {kDLComplex, 128, 1}, {kDLFloat8_e4m3fn, 8, 1}, {kDLFloat, 32, 4}};
-  const char* names[] = {"float32", "int8", "uint64", "bool", "bfloat16", "complex128", "float8_e4m3fn", "float32x4"};
-  for (int i = 0; i < 8; ++i) {
+                              {kDLBfloat, 16, 1}, {kDLComplex, 128, 1}, {kDLFloat8_e4m3fn, 8, 1}, {kDLFloat, 32, 4},
+                              {kDLFloat4_e2m1fn, 4, 2}, {kDLComplex, 32, 1}};
+  const char* names[] = {"float32",    "int8",          "uint64",    "bool",           "bfloat16",
+                         "complex128", "float8_e4m3fn", "float32x4", "float4_e2m1fnx2", "complex32"};
+  for (int i = 0; i < 10; ++i) {
     CAPTURE(names[i]);
     CHECK(dtype_name(cases[i]) == names[i]);
     DLDataType back{};

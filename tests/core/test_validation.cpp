@@ -256,9 +256,13 @@ TEST_CASE("packed sub-byte lanes and complex32 move as whole bytes, strided and 
     CHECK(abr_to_device(rt, &m.managed, {kDLCPU, 0}, &cast, nullptr, &out) == ABR_ERR_UNSUPPORTED);
     CHECK(error_mentions("no conversion from"));
   }
-  float data[4] = {};
-  Managed odd(data, {kDLFloat4_e2m1fn, 4, 3}, {2});  // 12 bits an element: not whole bytes
-  DLManagedTensorVersioned* out = nullptr;
-  CHECK(abr_to_device(rt, &odd.managed, {kDLCPU, 0}, nullptr, nullptr, &out) == ABR_ERR_DLPACK_DTYPE);
-  CHECK(error_mentions("sub-byte lanes packed into whole bytes"));
+  float data[16] = {};
+  // 12 bits an element, and 3 whole bytes: neither is one byte of lanes (the host
+  // engine's strided rows move elements of 1, 2, 4, 8 or 16 bytes).
+  for (DLDataType odd_type : {DLDataType{kDLFloat4_e2m1fn, 4, 3}, DLDataType{kDLFloat4_e2m1fn, 4, 6}}) {
+    Managed odd(data, odd_type, {2});
+    DLManagedTensorVersioned* out = nullptr;
+    CHECK(abr_to_device(rt, &odd.managed, {kDLCPU, 0}, nullptr, nullptr, &out) == ABR_ERR_DLPACK_DTYPE);
+    CHECK(error_mentions("sub-byte lanes packed into one byte"));
+  }
 }

@@ -28,17 +28,29 @@ FIXED = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadlin
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
-@FIXED
-@given(source=st.sampled_from(IN_PROCESS + TORCH_KINDS), target=st.sampled_from(IN_PROCESS), array=law.arrays())
-def test_conversions_keep_values_dtypes_and_who_may_write(source, target, array):
-    law.check(source, target, array)
+def test_conversions_keep_values_dtypes_and_who_may_write():
+    outcomes = []
+
+    @FIXED
+    @given(source=st.sampled_from(IN_PROCESS + TORCH_KINDS), target=st.sampled_from(IN_PROCESS), array=law.arrays())
+    def draw(source, target, array):
+        outcomes.append(law.check(source, target, array))
+
+    draw()
+    assert outcomes.count("converted") >= len(outcomes) // 2, outcomes.count("converted")  # refusals are the rare way
 
 
-@FIXED
-@given(source=st.sampled_from(IN_PROCESS + TORCH_KINDS), device=st.sampled_from(["cpu", "opencl:0"]),
-       array=law.arrays())
-def test_device_round_trips_keep_values_and_dtypes(source, device, array):
-    law.check_device_round_trip(source, array, device)
+def test_device_round_trips_keep_values_and_dtypes():
+    outcomes = []
+
+    @FIXED
+    @given(source=st.sampled_from(IN_PROCESS + TORCH_KINDS), device=st.sampled_from(["cpu", "opencl:0"]),
+           array=law.arrays())
+    def draw(source, device, array):
+        outcomes.append(law.check_device_round_trip(source, array, device))
+
+    draw()
+    assert outcomes.count("converted") >= len(outcomes) // 2, outcomes.count("converted")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,

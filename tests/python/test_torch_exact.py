@@ -132,3 +132,12 @@ def test_a_dtype_torch_does_not_take_is_one_line():
     message = str(error.value)
     assert "torch cannot take this float8_e3m4 tensor: Unsupported code 7" in message, message
     assert "\n" not in message and error.value.__cause__ is None and error.value.__suppress_context__
+
+
+def test_ipc_shares_no_lazy_bits_and_no_read_only_memory():
+    with pytest.raises(ab.DLPackError, match="conjugate view .* cannot be shared with another process"):
+        ab.ipc_handle(torch.tensor([1 + 2j]).conj())
+    ro = np.arange(4.0)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError, match="an IPC handle opens its memory writable in the other process"):
+        ab.ipc_handle(ro)

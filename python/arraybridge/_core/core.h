@@ -155,8 +155,9 @@ PyObject* core_handover_ns(PyObject* module, PyObject* const* args, Py_ssize_t n
 
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
  * capsule, what its type's exchange API exports, or what __dlpack__ returns. */
-/* What an import is for: a transfer that may copy, one that must not, or a write into it. */
-typedef enum { IMPORT_MAY_COPY, IMPORT_NO_COPY, IMPORT_DESTINATION } ImportPurpose;
+/* What an import is for: a transfer that may copy, one that must not, a write into
+ * it, or its memory shared as it is with another process (IPC). */
+typedef enum { IMPORT_MAY_COPY, IMPORT_NO_COPY, IMPORT_DESTINATION, IMPORT_SHARED } ImportPurpose;
 /* role: the argument's name, for errors. */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out);
 

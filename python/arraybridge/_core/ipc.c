@@ -17,7 +17,15 @@ PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t na
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   Imported source;
-  if (import_source(args[0], "tensor", IMPORT_NO_COPY, &source) < 0) return NULL;
+  if (import_source(args[0], "x", IMPORT_SHARED, &source) < 0) return NULL;
+  if (source.versioned && ((const DLManagedTensorVersioned*)source.tensor)->flags & DLPACK_FLAG_BITMASK_READ_ONLY) {
+    /* the importer opens the memory writable: DLTensor, which the C API takes, has no flags */
+    imported_delete(&source);
+    PyErr_SetString(PyExc_BufferError, "arraybridge: x is read-only (its owner treats it as immutable), and an IPC "
+                                       "handle opens its memory writable in the other process; share a copy "
+                                       "(arraybridge.to_device(x, device, copy=True))");
+    return NULL;
+  }
   if (!stream) stream = source.work_stream; /* the producer's current stream, from its exchange API */
   const DLTensor* tensor = imported_tensor(&source);
   const DLDevice device = tensor->device;

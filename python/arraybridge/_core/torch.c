@@ -12,14 +12,16 @@
 
 static PyObject *is_conj, *is_neg, *resolve_conj, *resolve_neg, *requires_grad;
 
+static int intern(PyObject** slot, const char* text) {
+  if (!*slot) *slot = PyUnicode_InternFromString(text);
+  return *slot ? 0 : -1;
+}
+
 static int names_ready(void) {
-  if (requires_grad) return 0;
-  is_conj = PyUnicode_InternFromString("is_conj");
-  is_neg = PyUnicode_InternFromString("is_neg");
-  resolve_conj = PyUnicode_InternFromString("resolve_conj");
-  resolve_neg = PyUnicode_InternFromString("resolve_neg");
-  requires_grad = PyUnicode_InternFromString("requires_grad");
-  return is_conj && is_neg && resolve_conj && resolve_neg && requires_grad ? 0 : -1;
+  return intern(&is_conj, "is_conj") < 0 || intern(&is_neg, "is_neg") < 0 || intern(&resolve_conj, "resolve_conj") < 0 ||
+                 intern(&resolve_neg, "resolve_neg") < 0 || intern(&requires_grad, "requires_grad") < 0
+             ? -1
+             : 0;
 }
 
 /* The three checks as the last torch type defines them (its methods and the
@@ -69,15 +71,24 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, PyObject** r
   *replacement = NULL;
   *autograd = 0;
   if (names_ready() < 0 || checks_for(Py_TYPE(x)) < 0) return -1;
-  const int conj = truth(PyObject_CallOneArg(type_is_conj, x));
-  const int neg = conj < 0 ? -1 : truth(PyObject_CallOneArg(type_is_neg, x));
-  const int grad =
-      neg < 0 ? -1 : truth(Py_TYPE(type_requires_grad)->tp_descr_get(type_requires_grad, x, (PyObject*)Py_TYPE(x)));
+  /* Our own references: the calls below may run Python, and another thread may then
+   * cache another type's checks. */
+  PyObject *check_conj = type_is_conj, *check_neg = type_is_neg, *check_grad = type_requires_grad;
+  Py_INCREF(check_conj);
+  Py_INCREF(check_neg);
+  Py_INCREF(check_grad);
+  const int conj = truth(PyObject_CallOneArg(check_conj, x));
+  const int neg = conj < 0 ? -1 : truth(PyObject_CallOneArg(check_neg, x));
+  const int grad = neg < 0 ? -1 : truth(Py_TYPE(check_grad)->tp_descr_get(check_grad, x, (PyObject*)Py_TYPE(x)));
+  Py_DECREF(check_conj);
+  Py_DECREF(check_neg);
+  Py_DECREF(check_grad);
   if (grad < 0) return -1;
   const char* bit = conj ? "conj" : neg ? "neg" : NULL;
   if (purpose == IMPORT_DESTINATION && (bit || grad)) return refuse(x, role, bit ? bit : "grad", "destination");
   if (bit) {
-    if (purpose == IMPORT_NO_COPY) return refuse(x, role, bit, "no copy");
+    if (purpose == IMPORT_NO_COPY || purpose == IMPORT_SHARED)
+      return refuse(x, role, bit, purpose == IMPORT_SHARED ? "shared" : "no copy");
     PyObject* resolved = x;
     if (conj) resolved = PyObject_CallMethodNoArgs(x, resolve_conj);
     else Py_INCREF(x); /* Py_NewRef is 3.10+; the package supports 3.9 */
@@ -99,6 +110,11 @@ void torch_refusal(PyObject* x, const char* role) {
   if (!message) {
     Py_XDECREF(text);
     PyErr_Restore(type, value, traceback); /* nothing to shorten: keep what was raised */
+    return;
+  }
+  if (strncmp(message, "arraybridge: ", 13) == 0) { /* ours already says what it means */
+    Py_DECREF(text);
+    PyErr_Restore(type, value, traceback);
     return;
   }
   const char* end = strchr(message, '\n');

@@ -170,10 +170,13 @@ static int producer_traits(PyTypeObject* type) {
     if (PyErr_Occurred()) return -1;
     PyObject* asked = PyObject_CallOneArg(hooks.producer_traits, (PyObject*)type);
     if (!asked) return -1;
-    const int stored = PyDict_SetItem(answers, (PyObject*)type, asked);
-    Py_DECREF(asked); /* the dict holds it */
-    if (stored < 0) return -1;
-    answer = asked;
+    const long traits = PyLong_AsLong(asked);
+    /* Kept (and the type with it) for the first 256 types; past that, asked each time. */
+    const int stored = PyDict_GET_SIZE(answers) < 256 ? PyDict_SetItem(answers, (PyObject*)type, asked) : 1;
+    Py_DECREF(asked);
+    if (stored < 0 || (traits == -1 && PyErr_Occurred())) return -1;
+    if (stored == 1) return (int)traits;
+    answer = asked; /* the dict holds it */
   }
   const long traits = PyLong_AsLong(answer);
   if (traits == -1 && PyErr_Occurred()) return -1;
