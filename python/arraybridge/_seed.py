@@ -157,12 +157,27 @@ class _ToImmutable:
 _ALWAYS_WRITABLE = frozenset({MemoryType.TORCH, MemoryType.CUPY})
 
 
+_TORCH_DTYPES = []
+
+
+def _torch_dtypes():
+    """Our names of the dtypes torch has ("float4_e2m1fnx2" for torch.float4_e2m1fn_x2)."""
+    if not _TORCH_DTYPES:
+        torch = importlib.import_module("torch")
+        _TORCH_DTYPES.append(frozenset(str(d)[len("torch."):].replace("_x", "x") for d in vars(torch).values()
+                                       if isinstance(d, torch.dtype)))
+    return _TORCH_DTYPES[0]
+
+
 def _framework_array(tensor, target):
     """Hand the Tensor to the target framework (zero-copy): through its type's C
     exchange API when it has one, else its DLPack importer. A framework that would
     make read-only data writable gets a copy of it."""
     if tensor.read_only and target in _ALWAYS_WRITABLE:
         tensor = to_device(tensor, tensor.device, copy=True)
+    if target is MemoryType.TORCH and tensor.dtype not in _torch_dtypes():
+        # Asked anyway, torch's table fails without taking the tensor it was given.
+        raise ValueError(f"torch has no {tensor.dtype} tensors")
     if target in _EXCHANGE_TYPES:
         module, name = _EXCHANGE_TYPES[target]
         made = _core.hand_over(tensor, getattr(importlib.import_module(module), name))

@@ -130,7 +130,7 @@ def test_a_dtype_torch_does_not_take_is_one_line():
     with pytest.raises(ab.MemoryConversionError) as error:
         ab.convert_memory(jnp.zeros(4, jnp.float8_e3m4), "jax", "torch", gpu_id=None)
     message = str(error.value)
-    assert "torch cannot take this float8_e3m4 tensor: Unsupported code 7" in message, message
+    assert "torch has no float8_e3m4 tensors" in message, message
     assert "\n" not in message and error.value.__cause__ is None and error.value.__suppress_context__
 
 
