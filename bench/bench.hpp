@@ -27,7 +27,8 @@ struct Timing {
   double min_s = 0;
 };
 
-// Median (and minimum) wall time of fn over `repetitions` runs after `warmup` runs.
+// Median (and minimum) wall time of one call of fn over `repetitions` samples after
+// `warmup` calls; calls shorter than 1 ms are repeated within a sample and averaged.
 Timing time_it(const Options& options, const std::function<void()>& fn);
 
 // Where a case runs: on the CPU, on each OpenCL device (or only those that use

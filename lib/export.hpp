@@ -24,6 +24,7 @@ class HostBuffer final : public Storage {
   char* data() const { return data_; }
 
  private:
+  void* allocation_ = nullptr;  // what malloc returned; data_ is it rounded up to the alignment
   char* data_ = nullptr;
 };
 

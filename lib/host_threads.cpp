@@ -13,7 +13,6 @@
 namespace abr {
 namespace {
 
-constexpr std::size_t kMinPiece = std::size_t{512} << 10;
 
 // A positive whole number from the environment, or 0.
 unsigned long env_number(const char* name) {
@@ -24,7 +23,12 @@ unsigned long env_number(const char* name) {
   return *end ? 0 : value;
 }
 
-unsigned core_threads() { return std::min(std::max(1u, std::thread::hardware_concurrency()), 16u); }
+// Counted once: hardware_concurrency() reads /sys/devices/system/cpu/online on every
+// call (glibc), three syscalls that made every 4 KiB host copy cost 5 us.
+unsigned core_threads() {
+  static const unsigned cores = std::min(std::max(1u, std::thread::hardware_concurrency()), 16u);
+  return cores;
+}
 
 unsigned default_threads() {
   if (const unsigned long n = env_number("ARRAYBRIDGE_STAGING_THREADS")) return static_cast<unsigned>(std::min(n, 256ul));
@@ -105,7 +109,7 @@ void HostThreads::parallel_for(std::size_t n, unsigned threads, const std::funct
 
 void HostThreads::copy(void* dst, const void* src, std::size_t bytes, unsigned threads) {
   if (bytes == 0) return;  // memcpy's pointers must be valid even for 0 bytes (UBSan)
-  const std::size_t pieces = std::max<std::size_t>(1, std::min<std::size_t>(threads, bytes / kMinPiece));
+  const std::size_t pieces = std::max<std::size_t>(1, std::min<std::size_t>(threads, bytes / kParallelPiece));
   if (pieces == 1) {
     std::memcpy(dst, src, bytes);
     return;
@@ -130,6 +134,11 @@ HostThreads& host_threads() {
   return *pool;
 }
 
+void copy_in_parallel(void* dst, const void* src, std::size_t bytes, unsigned threads) {
+  if (threads > 1 && bytes >= 2 * kParallelPiece) return host_threads().copy(dst, src, bytes, threads);
+  if (bytes) std::memcpy(dst, src, bytes);  // memcpy's pointers must be valid even for 0 bytes (UBSan)
+}
+
 void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataType dst_dtype, char* dst_first,
                              const int64_t* dst_strides, unsigned threads) {
   const std::size_t bytes = static_cast<std::size_t>(src.numel * std::max(src.itemsize, itemsize(dst_dtype)));
@@ -137,7 +146,7 @@ void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataTyp
   for (int d = 1; d < src.ndim(); ++d)
     if (src.shape[d] > src.shape[longest]) longest = d;
   const int64_t extent = src.ndim() ? src.shape[longest] : 0;
-  const std::size_t parts = std::min<std::size_t>({threads, bytes / kMinPiece, static_cast<std::size_t>(std::max<int64_t>(extent, 0))});
+  const std::size_t parts = std::min<std::size_t>({threads, bytes / kParallelPiece, static_cast<std::size_t>(std::max<int64_t>(extent, 0))});
   if (parts <= 1) return host_copy_layout(src, src_first, dst_dtype, dst_first, dst_strides);
   const std::ptrdiff_t src_step = src.strides[longest] * static_cast<std::ptrdiff_t>(src.itemsize);  // may be negative
   const std::ptrdiff_t dst_step = dst_strides[longest] * static_cast<std::ptrdiff_t>(itemsize(dst_dtype));
@@ -160,7 +169,16 @@ void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataTyp
 
 StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice) {
   StagingShape shape;
-  shape.threads = choice.threads ? choice.threads : default_threads();
+  // Below two pieces no path runs anything in parallel, and no chunk the environment
+  // may set (1 MiB and up) makes two: one thread, one chunk, and the environment
+  // left unread (two getenv calls were a tenth of a 4 KiB copy).
+  if (bytes < 2 * kParallelPiece && !choice.chunk_bytes) {
+    shape.chunk = static_cast<std::size_t>(bytes);
+    return shape;
+  }
+  const unsigned wanted = choice.threads ? choice.threads : default_threads();
+  // A thread for every piece of at least kParallelPiece bytes: the plan names the threads that run.
+  shape.threads = static_cast<unsigned>(std::clamp<uint64_t>(bytes / kParallelPiece, 1, wanted));
   // 2 MiB per thread, but at least 8 chunks where the bytes allow (two chunks of a
   // 64 MiB copy barely overlap: 0.45x pinned on an H100), within 8 to 64 MiB.
   std::size_t chunk = std::min<uint64_t>((std::size_t{2} << 20) * shape.threads, bytes / 8);

@@ -19,6 +19,12 @@
 
 namespace abr {
 
+// The least bytes worth handing to another thread: below it the hand-off (a wake-up,
+// a cache line bounced between cores) costs more than the copy it saves. See
+// bench/results/2026-11-25-small-transfers-cpu-pocl for the sweep that puts it
+// at 1 MiB (two threads break even with one at 2 MiB on 2 cores).
+constexpr std::size_t kParallelPiece = std::size_t{1} << 20;
+
 class HostThreads {
  public:
   explicit HostThreads(unsigned threads);  // threads - 1 workers: the caller is the last
@@ -31,7 +37,7 @@ class HostThreads {
   // included) and returns when all have run. Tasks must not throw. Several
   // callers may run jobs at once; their tasks share the workers.
   void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& task);
-  // memcpy in pieces of at least 512 KiB on up to `threads` threads: the pages of
+  // memcpy in pieces of at least kParallelPiece on up to `threads` threads: the pages of
   // a new destination are first touched by several threads too.
   void copy(void* dst, const void* src, std::size_t bytes, unsigned threads);
 
@@ -52,14 +58,19 @@ class HostThreads {
 // planning). A child of fork() gets a pool of its own (the parent's threads are not in it).
 HostThreads& host_threads();
 
+// memcpy on up to `threads` threads (HostThreads::copy); a copy of one piece runs
+// here, without asking for the pool (a getpid() and a lock, 4 KiB's copy time).
+void copy_in_parallel(void* dst, const void* src, std::size_t bytes, unsigned threads);
+
 // The host engine's copy of a view (host_copy_layout: pack, scatter, cast) on up to
 // `threads` threads: the view is cut along its longest dimension into boxes of at
-// least 512 KiB, one task each. Smaller views run on the calling thread.
+// least kParallelPiece, one task each. Smaller views run on the calling thread.
 void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataType dst_dtype, char* dst_first,
                              const int64_t* dst_strides, unsigned threads);
 
-// How a staged transfer of `bytes` is cut: chunk size and host threads per chunk.
-// Defaults grow with the threads (2 MiB per thread, at least 8 chunks where the
+// How a staged transfer of `bytes` is cut: chunk size and host threads per chunk
+// (never more threads than pieces of kParallelPiece: one, never touching the pool,
+// below two pieces). Defaults grow with the threads (2 MiB per thread, at least 8 chunks where the
 // bytes allow, 8 to 64 MiB). A runtime's choice (abr_runtime_set_staging) wins;
 // else the environment's: ARRAYBRIDGE_STAGING_CHUNK_MIB and ARRAYBRIDGE_STAGING_THREADS.
 struct StagingShape {

@@ -10,12 +10,12 @@
 namespace abr {
 
 std::unique_ptr<Event> HostMemorySide::read(uint64_t offset, char* block, std::size_t n) {
-  host_threads().copy(block, base_ + offset, n, threads_);
+  copy_in_parallel(block, base_ + offset, n, threads_);
   return nullptr;
 }
 
 std::unique_ptr<Event> HostMemorySide::write(uint64_t offset, const char* block, std::size_t n) {
-  host_threads().copy(base_ + offset, block, n, threads_);
+  copy_in_parallel(base_ + offset, block, n, threads_);
   return nullptr;
 }
 

@@ -61,6 +61,20 @@ std::string staged_words(const Plan& plan, bool host_side) {
   return words;
 }
 
+// ", on N threads" where the host engine's walk is cut between threads; nothing for one.
+struct ThreadsWords {
+  char text[24] = "";
+  std::size_t size = 0;
+  std::string_view view() const { return {text, size}; }
+};
+ThreadsWords host_threads_words(unsigned threads) {
+  ThreadsWords words;
+  if (threads > 1)
+    words.size = std::min(sizeof words.text - 1,
+                          fmt::format_to_n(words.text, sizeof words.text - 1, ", on {} threads", threads).size);
+  return words;
+}
+
 // "<what> (<reason>): step, step, step".
 void describe(Plan& plan, std::string_view what, const std::string& reason, const char* move_words) {
   std::string how;
@@ -256,8 +270,8 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
-    plan.detail.format("host copy ({}){}{}", reason, plan.strided_source ? ", strided source packed" : "",
-                        plan.cast ? ", converted on the host" : "");
+    plan.detail.join({"host copy (", reason, ")", plan.strided_source ? ", strided source packed" : "",
+                      plan.cast ? ", converted on the host" : "", host_threads_words(plan.staging.threads).view()});
   } else if (src_host || dst_host) {
     // A new destination is compact; one in page-locked memory (cuda_host) is, well, page-locked.
     const bool pinned = src_host ? src_facts.pinned : kind_of(dst).page_locked;
@@ -302,8 +316,9 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
     plan.overlap = ranges_overlap(src, dst);
-    plan.detail.format("host copy into an existing tensor{}{}", plan.cast ? ", converted" : "",
-                        plan.overlap ? ", staged through a temporary because the two overlap" : "");
+    plan.detail.join({"host copy into an existing tensor", plan.cast ? ", converted" : "",
+                      plan.overlap ? ", staged through a temporary because the two overlap" : "",
+                      host_threads_words(plan.staging.threads).view()});
   } else if (src_host || dst_host) {
     plan_host_device(plan, src_host, src_host ? dst.device : src.device, src_host ? dst_facts.can : src_facts.can,
                      devices, src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,

@@ -243,36 +243,43 @@ DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layou
 
 DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layout& src, DLDevice dst,
                                                const Plan& plan, Stream* stream) {
-  auto keep = std::make_unique<SourceTensor>(std::move(source));
+  std::unique_ptr<SourceTensor> held_source;  // on a stream: the source, until the stream is done with it
   try {
     const std::size_t bytes = static_cast<std::size_t>(src.numel * itemsize(plan.dtype));
-    std::shared_ptr<Storage> memory;
+    std::unique_ptr<Storage> memory;
     void* data = nullptr;
     if (DeviceBackend* backend = backend_of(dst.device_type)) {  // device memory, or page-locked host memory
       DeviceMemory device_memory = backend->allocate(dst, bytes, stream);
       data = device_memory.handle;
       memory = std::move(device_memory.storage);
     } else {
-      auto buffer = std::make_shared<HostBuffer>(bytes);
+      auto buffer = std::make_unique<HostBuffer>(bytes);
       data = buffer->data();
       memory = std::move(buffer);
     }
-    // Everything that can run out of memory happens before the copy starts.
+    // Everything that can run out of memory happens before the copy starts: on a
+    // stream, the work may still run after the call, so the stream holds the source
+    // and a share of the memory until it is done (without one, neither is needed).
     PendingExport pending({data, dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
                            DLPACK_FLAG_BITMASK_IS_COPIED});
-    auto exported_memory = std::make_unique<SharedStorage>(memory);
-    auto stream_memory = std::make_unique<SharedStorage>(memory);
-
+    std::unique_ptr<Storage> stream_memory;
+    if (stream) {
+      std::shared_ptr<Storage> shared = std::move(memory);
+      memory = std::make_unique<SharedStorage>(shared);
+      stream_memory = std::make_unique<SharedStorage>(std::move(shared));
+      held_source = std::make_unique<SourceTensor>(std::move(source));
+    }
     execute(plan, src, compact_layout(dst, plan.dtype, src.shape, data), stream);
-    if (stream) {  // the work may still be running: the stream holds the source and the memory until it is done
-      stream->retain(std::move(keep));
+    if (stream) {
+      stream->retain(std::move(held_source));
       stream->retain(std::move(stream_memory));
     } else {
-      keep->release();  // the copy is complete: the source is no longer needed
+      source.release();  // the copy is complete: the source is no longer needed
     }
-    return pending.finish(std::move(exported_memory));
+    return pending.finish(std::move(memory));
   } catch (...) {
-    keep->relinquish();
+    if (held_source) held_source->relinquish();  // on any error the caller keeps the source
+    source.relinquish();
     throw;
   }
 }
@@ -284,6 +291,8 @@ void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, St
     return (backend ? backend : memory_backend_of(dst.device.device_type))->execute(plan, src, dst, stream);
   }
   char* target = const_cast<char*>(first_element(dst));
+  if (!plan.overlap && src.compact && dst.compact && !plan.cast)  // bytes for bytes: no layout to walk
+    return copy_in_parallel(target, first_element(src), static_cast<std::size_t>(src.nbytes), plan.staging.threads);
   if (!plan.overlap)
     return copy_layout_in_parallel(src, first_element(src), dst.dtype, target, dst.strides.data(),
                                    plan.staging.threads);
