@@ -85,9 +85,16 @@ Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool>
 
 Backend::~Backend() {
   if (!pinned_) return;
-  finish_deferred_releases();  // cuda_host tensors deleted so far: their blocks are back in the pool
+  finish_deferred_releases();  // tensors deleted so far: their blocks are back in the pool and the cache
   pool_->release_domain(pinned_->domain());
+  cache_->close();  // freed while the contexts live; blocks still lent are freed when they come back
 }
+
+PoolStats Backend::device_cache_stats() { return cache_->stats(); }
+
+uint64_t Backend::trim_device_cache() { return cache_->trim(); }
+
+void Backend::set_device_cache_limit(uint64_t limit_bytes) { cache_->set_limit(limit_bytes); }
 
 std::shared_ptr<Device> Backend::device(DLDevice device) const {
   if (device.device_type != kDLCUDA || device.device_id < 0 ||
@@ -174,16 +181,12 @@ DeviceMemory Backend::allocate(DLDevice dl, uint64_t bytes, Stream*) {
     return memory;
   }
   std::shared_ptr<Device> target = device(dl);
-  std::unique_ptr<DeviceAllocation> buffer;
-  try {
-    buffer = std::make_unique<DeviceAllocation>(target, bytes);
-  } catch (const Error& e) {
-    if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
-    reclaimer_->drain();  // memory of deleted tensors may still be on its way back: wait for it, then once more
-    buffer = std::make_unique<DeviceAllocation>(target, bytes);
-  }
-  memory.handle = reinterpret_cast<void*>(buffer->get());
-  memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(buffer), reclaimer_);
+  target->require_alive();
+  CUdeviceptr address = 0;
+  // Out of memory: deleted tensors' memory may still be on its way back, so wait for it and try again.
+  std::unique_ptr<Storage> block = cache_->acquire(target, bytes, &address, [this] { reclaimer_->drain(); });
+  memory.handle = reinterpret_cast<void*>(address);
+  memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(block), reclaimer_);
   return memory;
 }
 

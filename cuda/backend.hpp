@@ -8,6 +8,7 @@
 
 #include "lib/backend.hpp"
 #include "cuda/device.hpp"
+#include "cuda/device_cache.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/reclaimer.hpp"
 
@@ -35,6 +36,9 @@ class Backend final : public DeviceBackend {
   bool host_pinned(const void* begin, uint64_t bytes) override;
   bool device_lost(DLDevice device) override;
   void finish_deferred_releases() override;
+  PoolStats device_cache_stats() override;
+  uint64_t trim_device_cache() override;
+  void set_device_cache_limit(uint64_t limit_bytes) override;
   uint32_t ipc_export(const Layout& tensor, Stream* stream, unsigned char* out,
                       std::size_t capacity) override;  // cuda/ipc.cpp, as is ipc_import
   DLManagedTensorVersioned* ipc_import(const unsigned char* handle, std::size_t size, Stream* stream) override;
@@ -49,6 +53,7 @@ class Backend final : public DeviceBackend {
   std::vector<std::shared_ptr<Device>> devices_;
   std::unique_ptr<PinnedProvider> pinned_;
   std::shared_ptr<Reclaimer> reclaimer_;  // shared with the memory it hands out, which may outlive us
+  std::shared_ptr<DeviceCache> cache_ = DeviceCache::create();  // likewise
 };
 
 }  // namespace abr::cuda

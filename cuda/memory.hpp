@@ -56,6 +56,7 @@ class DeviceAllocation final : public Storage {
   DeviceAllocation(std::shared_ptr<Device> device, uint64_t bytes);
   ~DeviceAllocation() override;
   CUdeviceptr get() const { return ptr_; }
+  Device& device() const { return *device_; }
 
  private:
   std::shared_ptr<Device> device_;

@@ -99,6 +99,11 @@ class DeviceBackend {
   // Waits until memory of tensors deleted so far, whose release the backend
   // deferred (CUDA: until the devices' queued work is done), has been released.
   virtual void finish_deferred_releases() {}
+  // The cache of device memory the backend hands out (CUDA: cuda/device_cache.hpp);
+  // a backend without one reports zeros and frees nothing.
+  virtual PoolStats device_cache_stats() { return {}; }
+  virtual uint64_t trim_device_cache() { return 0; }
+  virtual void set_device_cache_limit(uint64_t) {}
 
   // Sharing device memory with another process (abr_ipc_export / abr_ipc_import):
   // writes a handle for `tensor` into `out` and returns its size; the importer's

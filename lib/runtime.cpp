@@ -143,8 +143,33 @@ void Runtime::set_staging(const StagingChoice& choice) {
 }
 
 uint64_t Runtime::trim_pool() {
-  for (const auto& backend : backends_) backend->finish_deferred_releases();
-  return pool_->trim();
+  uint64_t released = 0;
+  for (const auto& backend : backends_) {
+    backend->finish_deferred_releases();
+    released += backend->trim_device_cache();
+  }
+  return released + pool_->trim();
+}
+
+PoolStats Runtime::device_cache_stats() {
+  PoolStats total;
+  for (const auto& backend : backends_) {
+    const PoolStats s = backend->device_cache_stats();
+    total.bytes_pinned += s.bytes_pinned;
+    total.bytes_in_use += s.bytes_in_use;
+    total.bytes_cached += s.bytes_cached;
+    total.bytes_waiting += s.bytes_waiting;
+    total.peak_bytes_pinned += s.peak_bytes_pinned;
+    total.limit_bytes += s.limit_bytes;
+    total.blocks_pinned += s.blocks_pinned;
+    total.hits += s.hits;
+    total.misses += s.misses;
+  }
+  return total;
+}
+
+void Runtime::set_device_cache_limit(uint64_t limit_bytes) {
+  for (const auto& backend : backends_) backend->set_device_cache_limit(limit_bytes);
 }
 
 void Runtime::check_stream(const Stream* stream, DLDevice a, DLDevice b) const {

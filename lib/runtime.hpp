@@ -32,9 +32,14 @@ class Runtime {
   // Throws ABR_ERR_INVALID_ARGUMENT for a value out of range.
   void set_staging(const StagingChoice& choice);
   PinnedPool& pool() { return *pool_; }
-  // Frees every idle cached pinned block, after the backends' deferred releases
-  // (a deleted cuda_host tensor's block) have come back; returns the bytes freed.
+  // Frees every idle cached pinned block and every block of the backends' device
+  // caches, after the backends' deferred releases (deleted tensors' memory) have
+  // come back; returns the bytes freed.
   uint64_t trim_pool();
+  // The backends' device memory caches (abr_device_cache_*), summed over backends;
+  // the limit applies to each backend's cache.
+  PoolStats device_cache_stats();
+  void set_device_cache_limit(uint64_t limit_bytes);
 
   // abr_to_device and abr_to_device_legacy, with the whole ownership contract: on
   // success `src` has been consumed (its deleter ran, or belongs to the result

@@ -380,6 +380,22 @@ ABR_API abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes)
  * total fits. 0 restores the default. */
 ABR_API abr_status abr_pool_set_limit(abr_runtime* runtime, uint64_t limit_bytes);
 
+/* ------------------------------------------------------------- device cache */
+
+/* CUDA memory the runtime hands out (to_device results, exports) comes from a
+ * cache: a deleted tensor's memory, once every device has finished the work
+ * queued before the deletion, waits there for the next tensor of its size class
+ * (the pinned pool's classes) instead of going back with cuMemFree, so a tensor
+ * of a size seen before costs no cuMemAlloc. Its statistics reuse abr_pool_stats:
+ * bytes_pinned is the device memory held from the driver (lent + cached),
+ * bytes_waiting is 0 (a deleted tensor's memory counts as in use until it is
+ * back), limit_bytes the most kept cached (default 1 GiB). abr_pool_trim frees
+ * it too, and an allocation the driver refuses frees it and tries again. A
+ * backend without a cache (OpenCL) adds zeros. */
+ABR_API abr_status abr_device_cache_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
+/* A limit below what is cached frees cached blocks at once; 0 restores the default. */
+ABR_API abr_status abr_device_cache_set_limit(abr_runtime* runtime, uint64_t limit_bytes);
+
 /* How staged transfers (ABR_PATH_STAGED) planned from now on are cut: host threads
  * per chunk (1..256) and chunk size in bytes (64 KiB..1 GiB); 0 keeps the default
  * for either, which ARRAYBRIDGE_STAGING_THREADS and ARRAYBRIDGE_STAGING_CHUNK_MIB

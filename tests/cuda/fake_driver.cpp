@@ -503,6 +503,18 @@ struct ExitReport {
 
 }  // namespace
 
+// Every driver call by name, so a test can count what one transfer costs
+// (docs/ARCHITECTURE.md lists the counts per path).
+namespace {
+std::mutex g_calls_mutex;
+std::map<std::string, long long> g_calls;
+
+void count_call(const char* name) {
+  std::lock_guard<std::mutex> lock(g_calls_mutex);
+  ++g_calls[name];
+}
+}  // namespace
+
 extern "C" {
 
 // ---------------------------------------------------------------- test controls
@@ -542,7 +554,8 @@ __attribute__((visibility("default"))) const char* fake_cuda_finding(long long n
 
 // "device_allocations", "pinned_allocations", "registered_ranges" (live now),
 // "launches", "pageable_async_copies", "findings" (so far), "retained:N"
-// (references to cuda:N's primary context).
+// (references to cuda:N's primary context), "calls:NAME" (calls of the driver
+// function NAME so far, "calls:" all of them).
 __attribute__((visibility("default"))) long long fake_cuda_stat(const char* what) {
   const std::string name = what;
   if (name == "launches") return g_launches.load();
@@ -552,6 +565,13 @@ __attribute__((visibility("default"))) long long fake_cuda_stat(const char* what
     return static_cast<long long>(g_findings.size());
   }
   if (name.rfind("retained:", 0) == 0) return g_retained[std::atoi(name.c_str() + 9) % kMaxDevices].load();
+  if (name.rfind("calls:", 0) == 0) {
+    std::lock_guard<std::mutex> lock(g_calls_mutex);
+    if (name.size() > 6) return g_calls.count(name.substr(6)) ? g_calls[name.substr(6)] : 0;
+    long long all = 0;
+    for (const auto& entry : g_calls) all += entry.second;
+    return all;
+  }
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   if (name == "registered_ranges") return static_cast<long long>(g_registered.size());
   long long n = 0;
@@ -562,7 +582,7 @@ __attribute__((visibility("default"))) long long fake_cuda_stat(const char* what
 
 // ---------------------------------------------------------------- driver API
 
-CUresult cuInit(unsigned int) {
+CUresult cuInit(unsigned int) { count_call(__func__);
   if (const char* code = std::getenv("FAKE_CUDA_INIT_ERROR")) return static_cast<CUresult>(std::atoi(code));
   if (const char* count = std::getenv("FAKE_CUDA_DEVICES")) g_device_count = std::atoi(count);
   if (g_device_count > kMaxDevices) g_device_count = kMaxDevices;
@@ -571,7 +591,7 @@ CUresult cuInit(unsigned int) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuDriverGetVersion(int* version) {
+CUresult cuDriverGetVersion(int* version) { count_call(__func__);
   *version = 13000;
   return CUDA_SUCCESS;
 }
@@ -607,65 +627,65 @@ CUresult cuGetErrorString(CUresult error, const char** text) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetCount(int* count) {
+CUresult cuDeviceGetCount(int* count) { count_call(__func__);
   *count = g_device_count;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+CUresult cuDeviceGet(CUdevice* device, int ordinal) { count_call(__func__);
   if (ordinal < 0 || ordinal >= g_device_count) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetName(char* name, int len, CUdevice device) {
+CUresult cuDeviceGetName(char* name, int len, CUdevice device) { count_call(__func__);
   std::snprintf(name, static_cast<std::size_t>(len), "Fake CUDA device %d", device);
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceTotalMem(size_t* bytes, CUdevice) {
+CUresult cuDeviceTotalMem(size_t* bytes, CUdevice) { count_call(__func__);
   *bytes = std::size_t{1} << 30;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice) {
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice) { count_call(__func__);
   *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceCanAccessPeer(int* can, CUdevice, CUdevice) {
+CUresult cuDeviceCanAccessPeer(int* can, CUdevice, CUdevice) { count_call(__func__);
   *can = 1;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) { count_call(__func__);
   FAKE_GUARD();
   ++g_retained[device];
   *context = &g_contexts[device];
   return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
+CUresult cuDevicePrimaryCtxRelease(CUdevice device) { count_call(__func__);
   // The last reference destroys the context, and the driver frees its memory.
   if (--g_retained[device] == 0) destroy_context(device);
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPushCurrent(CUcontext context) {
+CUresult cuCtxPushCurrent(CUcontext context) { count_call(__func__);
   t_current.push_back(context);
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPopCurrent(CUcontext* context) {
+CUresult cuCtxPopCurrent(CUcontext* context) { count_call(__func__);
   if (t_current.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (context) *context = t_current.back();
   t_current.pop_back();
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int) { return CUDA_SUCCESS; }
+CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int) { count_call(__func__); return CUDA_SUCCESS; }
 
-CUresult cuCtxSynchronize() {
+CUresult cuCtxSynchronize() { count_call(__func__);
   FAKE_NEED_CONTEXT();
   const int device = current_device();
   std::vector<FakeStream*> streams;
@@ -721,9 +741,9 @@ static CUresult allocate(CUdeviceptr* ptr, size_t bytes, FakeStream* ordered_on)
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemAlloc(CUdeviceptr* ptr, size_t bytes) { return allocate(ptr, bytes, nullptr); }
+CUresult cuMemAlloc(CUdeviceptr* ptr, size_t bytes) { count_call(__func__); return allocate(ptr, bytes, nullptr); }
 
-CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream stream) {
+CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream stream) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   return allocate(ptr, bytes, stream_of(stream));
 }
@@ -756,7 +776,7 @@ static CUresult check_free(uint64_t address, bool device, const char* call) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemFree(CUdeviceptr ptr) {
+CUresult cuMemFree(CUdeviceptr ptr) { count_call(__func__);
   if (const CUresult status = check_free(ptr, true, "cuMemFree")) return status;
   std::vector<Use> uses;
   {
@@ -773,7 +793,7 @@ CUresult cuMemFree(CUdeviceptr ptr) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) { count_call(__func__);
   if (const CUresult status = check_free(ptr, true, "cuMemFreeAsync")) return status;
   FakeStream* s = stream_of(stream);
   {
@@ -797,7 +817,7 @@ CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemHostAlloc(void** pointer, size_t bytes, unsigned int) {
+CUresult cuMemHostAlloc(void** pointer, size_t bytes, unsigned int) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (fail_allocation()) return CUDA_ERROR_OUT_OF_MEMORY;
   char* real = static_cast<char*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
@@ -809,7 +829,7 @@ CUresult cuMemHostAlloc(void** pointer, size_t bytes, unsigned int) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemFreeHost(void* pointer) {
+CUresult cuMemFreeHost(void* pointer) { count_call(__func__);
   const auto address = reinterpret_cast<uint64_t>(pointer);
   if (const CUresult status = check_free(address, false, "cuMemFreeHost")) return status;
   std::lock_guard<std::mutex> lock(g_memory_mutex);
@@ -836,7 +856,7 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute attribute, con
   }
 }
 
-CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) { count_call(__func__);
   FAKE_GUARD();
   uint64_t start = 0;
   const Range* range = find_range(ptr, 1, &start);
@@ -850,7 +870,7 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
 }
 
 // Unknown memory is no error: every attribute reads as zero, as the driver documents.
-CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr) {
+CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr) { count_call(__func__);
   FAKE_GUARD();
   uint64_t start = 0;
   const Range* range = find_range(ptr, 1, &start);
@@ -885,7 +905,7 @@ static bool pinned_host(const void* pointer, size_t bytes, FakeStream* stream, u
   return false;
 }
 
-CUresult cuMemHostRegister(void* pointer, size_t bytes, unsigned int) {
+CUresult cuMemHostRegister(void* pointer, size_t bytes, unsigned int) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (!pointer || !bytes) return CUDA_ERROR_INVALID_VALUE;
   int64_t n = g_fail_register_in.load();
@@ -905,7 +925,7 @@ CUresult cuMemHostRegister(void* pointer, size_t bytes, unsigned int) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemHostUnregister(void* pointer) {
+CUresult cuMemHostUnregister(void* pointer) { count_call(__func__);
   FAKE_GUARD();
   const auto start = reinterpret_cast<uint64_t>(pointer);
   if (t_current.empty()) {
@@ -933,7 +953,7 @@ CUresult cuMemHostUnregister(void* pointer) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (used_after_free(dst, bytes, "cuMemcpyHtoDAsync") || !checked_device(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
@@ -946,7 +966,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstr
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (used_after_free(src, bytes, "cuMemcpyDtoHAsync") || !checked_device(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
@@ -959,7 +979,7 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream st
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (used_after_free(dst, bytes, "cuMemcpyDtoDAsync") || used_after_free(src, bytes, "cuMemcpyDtoDAsync") ||
       !checked_device(dst, bytes) || !checked_device(src, bytes))
@@ -976,30 +996,30 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstr
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t bytes, CUstream stream) {
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t bytes, CUstream stream) { count_call(__func__);
   return cuMemcpyDtoDAsync(dst, src, bytes, stream);
 }
 
-CUresult cuStreamCreate(CUstream* stream, unsigned int) {
+CUresult cuStreamCreate(CUstream* stream, unsigned int) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   *stream = reinterpret_cast<CUstream>(new FakeStream(current_device()));
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamDestroy(CUstream stream) {
+CUresult cuStreamDestroy(CUstream stream) { count_call(__func__);
   FakeStream* s = stream_of(stream);
   s->synchronize();
   if (s != default_stream(s->device())) delete s;
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamSynchronize(CUstream stream) {
+CUresult cuStreamSynchronize(CUstream stream) { count_call(__func__);
   FAKE_GUARD();
   stream_of(stream)->synchronize();
   return g_sticky.load();
 }
 
-CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
+CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) { count_call(__func__);
   FAKE_GUARD();
   // Anything the fake did not create is not a stream (the real driver may crash instead).
   if (reinterpret_cast<uintptr_t>(stream) < 4096) return CUDA_ERROR_INVALID_HANDLE;
@@ -1007,7 +1027,7 @@ CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuEventCreate(CUevent* event, unsigned int flags) {
+CUresult cuEventCreate(CUevent* event, unsigned int flags) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
   auto made = std::make_unique<CUevent_st>();
@@ -1033,7 +1053,7 @@ static void wait_shared_event(const EventState& state, uint64_t target) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
-CUresult cuEventRecord(CUevent event, CUstream stream) {
+CUresult cuEventRecord(CUevent event, CUstream stream) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   FakeStream* s = stream_of(stream);
   std::shared_ptr<EventState> state = event->state;
@@ -1056,7 +1076,7 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuEventQuery(CUevent event) {
+CUresult cuEventQuery(CUevent event) { count_call(__func__);
   FAKE_GUARD();
   EventState& state = *event->state;
   if (state.shared) return shared_event_done(state, state.shared->recorded.load()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -1064,7 +1084,7 @@ CUresult cuEventQuery(CUevent event) {
   return state.completed >= state.recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult cuEventSynchronize(CUevent event) {
+CUresult cuEventSynchronize(CUevent event) { count_call(__func__);
   FAKE_GUARD();
   EventState& state = *event->state;
   if (state.shared) {
@@ -1077,12 +1097,12 @@ CUresult cuEventSynchronize(CUevent event) {
   return g_sticky.load();
 }
 
-CUresult cuEventDestroy(CUevent event) {
+CUresult cuEventDestroy(CUevent event) { count_call(__func__);
   delete event;  // queued records and waits keep the state alive
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
+CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   std::shared_ptr<EventState> state = event->state;
   if (state->shared && state->remote_pid) {  // another process's event: only its counts are shared
@@ -1154,7 +1174,7 @@ static CUresult open_ipc_handle(const char* bytes, const char* call, FakeIpcHand
   return CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   auto it = g_ranges.find(ptr);
@@ -1176,7 +1196,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
   return fill_ipc_handle(handle->reserved, range.fd, range.size) ? CUDA_SUCCESS : CUDA_ERROR_MAP_FAILED;
 }
 
-CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int flags) {
+CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int flags) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) return CUDA_ERROR_INVALID_VALUE;
   FakeIpcHandle handle;
@@ -1206,7 +1226,7 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int
   return CUDA_SUCCESS;
 }
 
-CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) {
+CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   std::vector<Use> uses;
   {
@@ -1230,14 +1250,14 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) {
+CUresult cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) { count_call(__func__);
   FAKE_GUARD();
   const EventState& state = *event->state;
   if (!state.shared || state.remote_pid) return CUDA_ERROR_INVALID_VALUE;  // not CU_EVENT_INTERPROCESS
   return fill_ipc_handle(handle->reserved, state.fd, sizeof(SharedEventCounts)) ? CUDA_SUCCESS : CUDA_ERROR_MAP_FAILED;
 }
 
-CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle bytes) {
+CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle bytes) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   FakeIpcHandle handle;
   int fd = -1;
@@ -1255,7 +1275,7 @@ CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle bytes) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) { count_call(__func__);
   if (device < 0 || device >= g_device_count) return CUDA_ERROR_INVALID_DEVICE;
   std::memset(uuid->bytes, 0, sizeof uuid->bytes);
   std::memcpy(uuid->bytes, "fake-gpu-", 9);
@@ -1263,7 +1283,7 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+CUresult cuModuleLoadData(CUmodule* module, const void* image) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   uint32_t magic = 0;
   std::memcpy(&magic, image, sizeof magic);
@@ -1273,9 +1293,9 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+CUresult cuModuleUnload(CUmodule) { count_call(__func__); return CUDA_SUCCESS; }
 
-CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) { count_call(__func__);
   static CUfunc_st kernels[5] = {{0}, {1}, {2}, {3}, {4}};
   for (int k = 0; k < 4; ++k)
     if (std::strcmp(name, abr::cuda::kCopyKernelNames[k]) == 0) return *function = &kernels[k], CUDA_SUCCESS;
@@ -1284,7 +1304,7 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
 }
 
 CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigned int, unsigned int block_x,
-                        unsigned int, unsigned int, unsigned int, CUstream stream, void** params, void**) {
+                        unsigned int, unsigned int, unsigned int, CUstream stream, void** params, void**) { count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (block_x == 0 || block_x > 1024) return CUDA_ERROR_INVALID_VALUE;
   ++g_launches;
