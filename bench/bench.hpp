@@ -137,6 +137,8 @@ void run_python_cases(const Options& options, const Report& report);
 // Staged copies between NumPy and cuda:0 from Python (to_device, copy), beside
 // torch and CuPy doing the same on the same arrays, where they are installed.
 void run_python_staging_cases(const Options& options, const Report& report);
+// Host copies from Python (ab.copy, to_device(copy=True), many small arrays) beside NumPy's own.
+void run_python_host_copy_cases(const Options& options, const Report& report);
 
 // Cases across processes: CUDA IPC beside torch's own, MPI ping-pong beside mpi4py
 // on NumPy arrays (process_cases.cpp).

@@ -23,7 +23,7 @@ namespace {
 const char* kUsage =
     "usage: arraybridge-bench [--quick] [--sizes LIST] [--case TEXT] [--device TEXT] [--reps N]\n"
     "                         [--json FILE] [--python PATH]\n"
-    "  --quick        a short sweep (1M, 16M, 64M; 5 repetitions)\n"
+    "  --quick        a short sweep (4K, 64K, 1M, 16M, 64M; 5 repetitions)\n"
     "  --sizes LIST   comma-separated sizes: a whole number of bytes with an optional K, M or G\n"
     "                 (powers of 1024), e.g. 4K,1M,256M; at least 4 (default 4K..1G by powers of 4)\n"
     "  --case TEXT    only cases whose name contains TEXT (the table's first column)\n"
@@ -284,7 +284,7 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (arg == "--quick") {
-      options.sizes = {1ull << 20, 16ull << 20, 64ull << 20}, options.repetitions = 5;
+      options.sizes = {4ull << 10, 64ull << 10, 1ull << 20, 16ull << 20, 64ull << 20}, options.repetitions = 5;
     } else if (arg == "--sizes") {
       options.sizes.clear();
       const std::string list = value();
@@ -420,6 +420,7 @@ int main(int argc, char** argv) {
   bench::run_opencl_cases(rt, options, report);
   bench::run_cuda_cases(rt, options, report);
   bench::run_python_cases(options, report);
+  bench::run_python_host_copy_cases(options, report);
   bench::run_python_staging_cases(options, report);
   bench::run_process_cases(options, report);
   bench::progress_clear();

@@ -17,7 +17,8 @@ namespace {
 
 // Every script's start: NumPy and the package, or "missing: <what>" and exit.
 #define ABR_BENCH_PYTHON_IMPORTS \
-  "import math, sys, time\n" \
+  "import math, os, sys, time\n" \
+  "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')  # idle BLAS threads spin on a core the timings share\n" \
   "try:\n" \
   "    import numpy as np\n" \
   "except ImportError:\n" \
@@ -134,6 +135,37 @@ for n in (int(s) for s in sys.argv[3].split(",")):
     del td, cd, device
 )PY";
 
+// Prints "<case>|<bytes>|<ours>|<numpy>" per case and size, in seconds per call
+// (the median of batches of at least 1 ms).
+const char* kHostCopyScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+reps, warm = int(sys.argv[1]), int(sys.argv[2])
+def median(fn):
+    for _ in range(max(warm, 3)):
+        fn()
+    t = time.perf_counter(); fn(); once = time.perf_counter() - t
+    calls = max(1, min(10000, int(1e-3 / max(once, 1e-9))))
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t) / calls)
+    return sorted(times)[len(times) // 2]
+chosen = sys.argv[4].split(",")
+for n in (int(s) for s in sys.argv[3].split(",")):
+    a = np.ones(n // 4, dtype=np.float32)
+    b = np.empty_like(a)
+    if "py copy" in chosen:
+        print(f"py copy|{n}|{median(lambda: ab.copy(a, b))!r}|{median(lambda: np.copyto(b, a))!r}", flush=True)
+    if "py to_device copy" in chosen:
+        print(f"py to_device copy|{n}|{median(lambda: ab.to_device(a, 'cpu', copy=True))!r}|{median(a.copy)!r}",
+              flush=True)
+if "py many small" in chosen:
+    xs = [np.full(1024, i, dtype=np.float32) for i in range(256)]
+    ours = median(lambda: [ab.to_device(x, "cpu", copy=True) for x in xs])
+    print(f"py many small|{256 * 4096}|{ours!r}|{median(lambda: [x.copy() for x in xs])!r}", flush=True)
+)PY";
+
 // Inside a checkout (run from its root, as `make demo` does) `make python` builds the
 // package; elsewhere the advice is the package's own install.
 std::string install_hint() {
@@ -240,6 +272,39 @@ void run_python_cases(const Options& options, const Report& report) {
     note("python round trip not measured: " + why);
     progress_row_done(row_weight(0));
   }
+}
+
+void run_python_host_copy_cases(const Options& options, const Report& report) {
+  std::string chosen;
+  for (const char* name : {"py copy", "py to_device copy", "py many small"})
+    if (selected(options, name)) chosen += (chosen.empty() ? "" : ",") + std::string(name);
+  if (chosen.empty() || !device_selected(options, {kDLCPU, 0})) return;
+  progress("python host copies", 0);
+  // From 1 KiB (a Python call's floor) to 16 MiB: above that NumPy and we both run at memcpy's speed.
+  std::string sizes = "1024";
+  for (uint64_t size : options.sizes)
+    if (size > 1024 && size <= (16ull << 20)) sizes += "," + std::to_string(size);
+  std::string error;
+  const std::string output = run_python(options, kHostCopyScript,
+                                        std::to_string(options.repetitions) + " " + std::to_string(options.warmup) +
+                                            " " + sizes + " '" + chosen + "'",
+                                        &error);
+  int rows = 0;
+  for (const std::string& line : lines_of(output)) {
+    char name[32] = {};
+    unsigned long long bytes = 0;
+    double ours = 0, numpy = 0;
+    if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf", name, &bytes, &ours, &numpy) != 4) continue;
+    const std::string case_name = name;
+    Result r{case_name, "cpu", bytes};
+    if (case_name == "py many small") r.shape = "256x4KiB";
+    r.seconds = ours;
+    r.baselines.push_back(baseline(case_name == "py copy" ? "np.copyto" : case_name == "py many small" ? "np loop" : "a.copy",
+                                   numpy));
+    report(r);
+    ++rows;
+  }
+  if (rows == 0) note("Python host copies not measured: " + not_measured_reason(output, error));
 }
 
 }  // namespace bench

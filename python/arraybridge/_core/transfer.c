@@ -307,7 +307,7 @@ static int is_view_by_contract(const Request* request, DLDevice src, DLDevice ds
 /* Host copies this small keep the GIL: releasing and retaking it (and deferring
  * the producer's deleter to a pending call) cost 0.6 us, ten times the copy of
  * 1 KiB, and 64 KiB copy in about 2 us, no longer than a switch interval's tenth. */
-#define HOLD_GIL_HOST_BYTES (64u << 10)
+#define HOLD_GIL_HOST_BYTES (1u << 20)
 
 static int is_small_host_copy(const Request* request, const DLTensor* src, DLDevice dst) {
   if (src->device.device_type != kDLCPU || dst.device_type != kDLCPU || request->stream) return 0;
