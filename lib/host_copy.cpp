@@ -38,7 +38,7 @@ void for_each_index(const Dim* outer, int m, const char* src, char* dst, F&& f) 
     f(src, dst);
     return;
   }
-  std::vector<int64_t> idx(static_cast<std::size_t>(m), 0);
+  int64_t idx[ABR_MAX_NDIM] = {};  // m <= ndim <= ABR_MAX_NDIM (validated)
   int64_t so = 0, dof = 0;
   for (;;) {
     f(src + so, dst + dof);

@@ -146,7 +146,8 @@ void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataTyp
   for (int d = 1; d < src.ndim(); ++d)
     if (src.shape[d] > src.shape[longest]) longest = d;
   const int64_t extent = src.ndim() ? src.shape[longest] : 0;
-  const std::size_t parts = std::min<std::size_t>({threads, bytes / kParallelPiece, static_cast<std::size_t>(std::max<int64_t>(extent, 0))});
+  const std::size_t parts =
+      std::min<std::size_t>({threads, bytes / kWalkPiece, static_cast<std::size_t>(std::max<int64_t>(extent, 0))});
   if (parts <= 1) return host_copy_layout(src, src_first, dst_dtype, dst_first, dst_strides);
   const std::ptrdiff_t src_step = src.strides[longest] * static_cast<std::ptrdiff_t>(src.itemsize);  // may be negative
   const std::ptrdiff_t dst_step = dst_strides[longest] * static_cast<std::ptrdiff_t>(itemsize(dst_dtype));
@@ -167,18 +168,19 @@ void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataTyp
   if (failure) std::rethrow_exception(failure);
 }
 
-StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice) {
+StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice, bool walk) {
   StagingShape shape;
+  const std::size_t piece = walk ? kWalkPiece : kParallelPiece;
   // Below two pieces no path runs anything in parallel, and no chunk the environment
   // may set (1 MiB and up) makes two: one thread, one chunk, and the environment
   // left unread (two getenv calls were a tenth of a 4 KiB copy).
-  if (bytes < 2 * kParallelPiece && !choice.chunk_bytes) {
+  if (bytes < 2 * piece && !choice.chunk_bytes) {
     shape.chunk = static_cast<std::size_t>(bytes);
     return shape;
   }
   const unsigned wanted = choice.threads ? choice.threads : default_threads();
-  // A thread for every piece of at least kParallelPiece bytes: the plan names the threads that run.
-  shape.threads = static_cast<unsigned>(std::clamp<uint64_t>(bytes / kParallelPiece, 1, wanted));
+  // A thread for every piece: the plan names the threads that run.
+  shape.threads = static_cast<unsigned>(std::clamp<uint64_t>(bytes / piece, 1, wanted));
   // 2 MiB per thread, but at least 8 chunks where the bytes allow (two chunks of a
   // 64 MiB copy barely overlap: 0.45x pinned on an H100), within 8 to 64 MiB.
   std::size_t chunk = std::min<uint64_t>((std::size_t{2} << 20) * shape.threads, bytes / 8);

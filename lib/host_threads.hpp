@@ -20,10 +20,13 @@
 namespace abr {
 
 // The least bytes worth handing to another thread: below it the hand-off (a wake-up,
-// a cache line bounced between cores) costs more than the copy it saves. See
-// bench/results/2026-11-25-small-transfers-cpu-pocl for the sweep that puts it
-// at 1 MiB (two threads break even with one at 2 MiB on 2 cores).
-constexpr std::size_t kParallelPiece = std::size_t{1} << 20;
+// a cache line bounced between cores) costs more than the work it saves. A memcpy
+// runs at 30 GB/s and more, so its pieces are larger (two threads break even with
+// one at 2 MiB on 2 cores, bench/results/2026-11-25-small-transfers-cpu-pocl) than
+// those of the host engine's walks (pack, scatter, cast: a transpose of 1 MiB runs
+// at 2 GB/s on one thread, 4 on two).
+constexpr std::size_t kParallelPiece = std::size_t{1} << 20;  // memcpy
+constexpr std::size_t kWalkPiece = std::size_t{512} << 10;    // a walk of a view
 
 class HostThreads {
  public:
@@ -64,13 +67,13 @@ void copy_in_parallel(void* dst, const void* src, std::size_t bytes, unsigned th
 
 // The host engine's copy of a view (host_copy_layout: pack, scatter, cast) on up to
 // `threads` threads: the view is cut along its longest dimension into boxes of at
-// least kParallelPiece, one task each. Smaller views run on the calling thread.
+// least kWalkPiece, one task each. Smaller views run on the calling thread.
 void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataType dst_dtype, char* dst_first,
                              const int64_t* dst_strides, unsigned threads);
 
-// How a staged transfer of `bytes` is cut: chunk size and host threads per chunk
-// (never more threads than pieces of kParallelPiece: one, never touching the pool,
-// below two pieces). Defaults grow with the threads (2 MiB per thread, at least 8 chunks where the
+// How a transfer of `bytes` is cut: host threads (never more than pieces of
+// kWalkPiece when the host engine walks a view, `walk`, else of kParallelPiece: one,
+// never touching the pool, below two pieces) and, when staged, the chunk size. Defaults grow with the threads (2 MiB per thread, at least 8 chunks where the
 // bytes allow, 8 to 64 MiB). A runtime's choice (abr_runtime_set_staging) wins;
 // else the environment's: ARRAYBRIDGE_STAGING_CHUNK_MIB and ARRAYBRIDGE_STAGING_THREADS.
 struct StagingShape {
@@ -81,6 +84,6 @@ struct StagingChoice {  // 0: not chosen
   uint32_t threads = 0;
   uint64_t chunk_bytes = 0;
 };
-StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice = {});
+StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice = {}, bool walk = false);
 
 }  // namespace abr

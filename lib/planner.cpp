@@ -266,7 +266,8 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
   plan.strided_source = !src.compact;
   const bool reshape = plan.strided_source || plan.cast;
   const uint64_t bytes = src.numel * itemsize(plan.dtype);
-  plan.staging = staging_shape(bytes, options.staging);  // the host threads of every path, the chunks of a staged one
+  // The host threads of every path, the chunks of a staged one.
+  plan.staging = staging_shape(bytes, options.staging, reshape);
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
@@ -311,7 +312,7 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
   plan.strided_source = !src.compact;
   const bool src_reshape = plan.strided_source || plan.cast;
   const uint64_t bytes = src.numel * dst.itemsize;
-  plan.staging = staging_shape(bytes, options.staging);
+  plan.staging = staging_shape(bytes, options.staging, src_reshape || !dst.compact);
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
