@@ -1,4 +1,5 @@
-"""The runtime's pinned host pool: statistics and trim, and how staged transfers use it."""
+"""The runtime's pinned host pool and device memory cache: statistics, trim and limits, and how
+staged transfers use the pool."""
 from ._lib import _core
 
 _FIELDS = ("bytes_pinned", "bytes_in_use", "bytes_cached", "bytes_waiting", "peak_bytes_pinned", "limit_bytes",
@@ -11,8 +12,23 @@ def pool_stats():
 
 
 def pool_trim():
-    """Free every cached pinned block no stream is using; returns the bytes released."""
+    """Free every cached pinned block no stream is using, and the device cache; returns the bytes released."""
     return _core.pool_trim(False)
+
+
+def device_cache_stats():
+    """A dict of the device memory cache's statistics, with pool_stats()'s keys: bytes_pinned is the
+    device memory held from the driver (lent to tensors + cached), limit_bytes the most kept cached.
+    A deleted CUDA tensor's memory serves the next tensor of its size class without cuMemAlloc."""
+    return dict(zip(_FIELDS, _core.device_cache_stats()))
+
+
+def set_device_cache_limit(limit_bytes):
+    """The most device memory kept cached (all CUDA devices together); lower than what is cached
+    frees blocks at once; 0 restores the default (1 GiB)."""
+    if not isinstance(limit_bytes, int) or isinstance(limit_bytes, bool) or limit_bytes < 0:
+        raise TypeError(f"set_device_cache_limit takes a whole number of bytes >= 0, not {limit_bytes!r}")
+    _core.set_device_cache_limit(limit_bytes)
 
 
 def set_staging(threads=0, chunk_bytes=0):

@@ -147,3 +147,38 @@ def test_set_staging_cuts_staged_transfers_as_asked_and_refuses_bad_values():
         print("ok")
     """)
     assert out.strip().endswith("ok"), out
+
+
+def test_device_cache_reuses_a_deleted_tensors_memory_and_takes_a_limit():
+    out = run_with_fake_cuda("""
+        import time, numpy as np, arraybridge as ab
+        x = np.arange(1024, dtype=np.float32)
+        del_at = ab.to_device(x, "cuda:0").data_ptr
+        def back():  # the reclaimer returns a deleted tensor's block after its barrier, on its own thread
+            deadline = time.monotonic() + 5
+            while ab.device_cache_stats()["bytes_cached"] < 4096 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            return ab.device_cache_stats()
+        before = back()
+        t = ab.to_device(x + 1, "cuda:0")
+        assert t.data_ptr == del_at  # the same block, holding the new values
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(t, "cpu")), x + 1)
+        after = ab.device_cache_stats()
+        assert after["hits"] == before["hits"] + 1 and after["bytes_in_use"] == 4096, (before, after)
+        assert set(after) == set(ab.pool_stats())
+        del t
+        back()
+        ab.set_device_cache_limit(1)  # below what is cached: freed at once
+        assert ab.device_cache_stats()["bytes_cached"] == 0
+        ab.set_device_cache_limit(0)
+        assert ab.device_cache_stats()["limit_bytes"] == 1 << 30
+        for bad in (-1, 1.5, True, "1"):
+            try:
+                ab.set_device_cache_limit(bad)
+            except TypeError as e:
+                assert "whole number" in str(e)
+            else:
+                raise AssertionError(bad)
+        print("ok")
+    """, all_freed=True)
+    assert out.strip() == "ok"

@@ -137,6 +137,8 @@ PyObject* core_devices(PyObject* module, PyObject* unused);
 PyObject* core_backend_info(PyObject* module, PyObject* backend);
 PyObject* core_pool_stats(PyObject* module, PyObject* unused);
 PyObject* core_pool_trim(PyObject* module, PyObject* only_if_running);
+PyObject* core_device_cache_stats(PyObject* module, PyObject* unused);
+PyObject* core_set_device_cache_limit(PyObject* module, PyObject* limit);
 PyObject* core_set_staging(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
 
 /* ---------------------------------------------------------- exchange.c */

@@ -40,6 +40,8 @@ static PyMethodDef methods[] = {
      "devices() -> [(type, id, backend, name, platform, memory_bytes, flags)], the CPU first"},
     {"backend_info", core_backend_info, METH_O, "backend_info(abr_backend) -> (available, device_count, detail)"},
     {"pool_stats", core_pool_stats, METH_NOARGS, "pool_stats() -> abr_pool_stats's fields after version, in order"},
+    {"device_cache_stats", core_device_cache_stats, METH_NOARGS, "device_cache_stats() -> as pool_stats(), for the device cache"},
+    {"set_device_cache_limit", core_set_device_cache_limit, METH_O, "set_device_cache_limit(bytes) -> None"},
     {"pool_trim", core_pool_trim, METH_O,
      "pool_trim(only_if_running) -> bytes released; with only_if_running, 0 without creating a runtime"},
     {"set_staging", (PyCFunction)(void (*)(void))core_set_staging, METH_FASTCALL,

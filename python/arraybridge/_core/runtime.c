@@ -71,17 +71,36 @@ PyObject* core_backend_info(PyObject* module, PyObject* backend) {
                        text(info.detail, sizeof info.detail));
 }
 
-PyObject* core_pool_stats(PyObject* module, PyObject* unused) {
-  (void)module, (void)unused;
+static PyObject* stats_tuple(abr_status (*get)(abr_runtime*, abr_pool_stats*), const char* what) {
   abr_runtime* rt = core_runtime();
   if (!rt) return NULL;
   abr_pool_stats s = ABR_POOL_STATS_INIT;
-  const abr_status status = abr_pool_get_stats(rt, &s);
-  if (status != ABR_OK) return checked(status, "reading pool statistics", NULL);
+  const abr_status status = get(rt, &s);
+  if (status != ABR_OK) return checked(status, what, NULL);
   return Py_BuildValue("(KKKKKKKKK)", (unsigned long long)s.bytes_pinned, (unsigned long long)s.bytes_in_use,
                        (unsigned long long)s.bytes_cached, (unsigned long long)s.bytes_waiting,
                        (unsigned long long)s.peak_bytes_pinned, (unsigned long long)s.limit_bytes,
                        (unsigned long long)s.blocks_pinned, (unsigned long long)s.hits, (unsigned long long)s.misses);
+}
+
+PyObject* core_pool_stats(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  return stats_tuple(abr_pool_get_stats, "reading pool statistics");
+}
+
+PyObject* core_device_cache_stats(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  return stats_tuple(abr_device_cache_get_stats, "reading device cache statistics");
+}
+
+PyObject* core_set_device_cache_limit(PyObject* module, PyObject* limit) {
+  (void)module;
+  const unsigned long long bytes = PyLong_AsUnsignedLongLong(limit);
+  if (PyErr_Occurred()) return NULL;
+  abr_runtime* rt = core_runtime();
+  if (!rt) return NULL;
+  Py_INCREF(Py_None);
+  return checked(abr_device_cache_set_limit(rt, bytes), "setting the device cache limit", Py_None);
 }
 
 PyObject* core_pool_trim(PyObject* module, PyObject* only_if_running) {
