@@ -10,28 +10,35 @@
 
 namespace abr::capi {
 
+// "<entry point>: <problem>": the one place an entry point's name enters a message
+// (lib/ never writes one). Falls back to the bare problem when formatting fails.
+inline void record_error(const char* function, abr_status status, const char* problem,
+                         int64_t backend_code = 0) noexcept {
+  std::string message;
+  try {
+    message = fmt::format("{}: {}", function, problem);
+  } catch (...) {
+  }
+  set_last_error(status, message.empty() ? problem : message.c_str(), backend_code);
+  if (!message.empty()) log::debug("{}", message);
+}
+
 template <class Body>
 abr_status guarded(const char* function, Body&& body) noexcept {
   try {
     body();
     return ABR_OK;
   } catch (const Error& e) {
-    std::string message;
-    try {
-      message = fmt::format("{}: {}", function, e.what());
-    } catch (...) {
-    }
-    set_last_error(e.status(), message.empty() ? e.what() : message.c_str(), e.backend_code());
-    log::debug("{}", message);
+    record_error(function, e.status(), e.what(), e.backend_code());
     return e.status();
   } catch (const std::bad_alloc&) {
-    set_last_error(ABR_ERR_OUT_OF_MEMORY, "out of host memory");
+    record_error(function, ABR_ERR_OUT_OF_MEMORY, "out of host memory");
     return ABR_ERR_OUT_OF_MEMORY;
   } catch (const std::exception& e) {
-    set_last_error(ABR_ERR_INTERNAL, e.what());
+    record_error(function, ABR_ERR_INTERNAL, e.what());
     return ABR_ERR_INTERNAL;
   } catch (...) {
-    set_last_error(ABR_ERR_INTERNAL, "unknown C++ exception inside libarraybridge");
+    record_error(function, ABR_ERR_INTERNAL, "unknown C++ exception inside libarraybridge");
     return ABR_ERR_INTERNAL;
   }
 }

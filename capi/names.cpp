@@ -8,10 +8,10 @@
 
 namespace {
 
-void write_name(const std::string& name, char* out, size_t size, const char* function) {
+void write_name(const std::string& name, char* out, size_t size) {
   abr::capi::require_pointer(out, "out");
   if (name.size() + 1 > size)
-    abr::fail(ABR_ERR_INVALID_ARGUMENT, "{}: '{}' needs {} bytes, out has {}", function, name, name.size() + 1, size);
+    abr::fail(ABR_ERR_INVALID_ARGUMENT, "'{}' needs {} bytes, out has {}", name, name.size() + 1, size);
   std::memcpy(out, name.c_str(), name.size() + 1);
 }
 
@@ -29,7 +29,7 @@ abr_status abr_device_parse(const char* text, DLDevice* out) {
 abr_status abr_device_format(DLDevice device, char* out, size_t size) {
   return abr::capi::guarded(__func__, [&] {
     abr::check_nameable(device);  // only names abr_device_parse reads back: "opencl:-3" is no name
-    write_name(abr::device_string(device), out, size, __func__);
+    write_name(abr::device_string(device), out, size);
   });
 }
 
@@ -41,7 +41,7 @@ abr_status abr_dtype_parse(const char* text, DLDataType* out) {
 }
 
 abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size) {
-  return abr::capi::guarded(__func__, [&] { write_name(abr::dtype_name(dtype), out, size, __func__); });
+  return abr::capi::guarded(__func__, [&] { write_name(abr::dtype_name(dtype), out, size); });
 }
 
 }  // extern "C"

@@ -395,7 +395,7 @@ std::unique_ptr<Stream> Runtime::create_stream(DLDevice device) {
 
 std::unique_ptr<Stream> Runtime::wrap_stream(DLDevice device, void* native) {
   devices_.require(device, "stream device");
-  if (!native) fail(ABR_ERR_INVALID_ARGUMENT, "abr_stream_wrap: native stream is NULL");
+  if (!native) fail(ABR_ERR_INVALID_ARGUMENT, "native stream is NULL");
   if (device.device_type == kDLCPU)
     fail(ABR_ERR_INVALID_ARGUMENT, "the CPU has no native streams to wrap; use abr_stream_create");
   if (DeviceBackend* backend = memory_backend_of(device.device_type)) return backend->wrap_stream(device, native);

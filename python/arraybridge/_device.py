@@ -4,7 +4,7 @@ from the runtime, which _core holds."""
 import enum
 from collections import namedtuple
 
-from ._errors import last_error_message
+from ._errors import last_problem
 from ._lib import _core, ffi, lib
 from ._runtime import user_words
 
@@ -19,7 +19,7 @@ class DLDeviceType(enum.IntEnum):
 
 
 def _library_error(context):
-    return ValueError(f"arraybridge: {last_error_message()}{context}")
+    return ValueError(f"arraybridge: {last_problem()}{context}")
 
 
 def parse_device(device):

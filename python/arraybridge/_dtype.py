@@ -1,14 +1,14 @@
 """DLPack data types <-> names ("float32", "bool", "complex64"): the library's
 vocabulary (abr_dtype_parse/abr_dtype_format); only Python's own dtype objects
 are unwrapped here."""
-from ._errors import last_error_message
+from ._errors import last_problem
 from ._lib import ffi, lib
 
 
 def dtype_name(code, bits, lanes):
     name = ffi.new("char[]", lib.ABR_NAME_MAX)
     if lib.abr_dtype_format((code, bits, lanes), name, lib.ABR_NAME_MAX) != lib.ABR_OK:
-        raise ValueError(f"arraybridge: {last_error_message()}")
+        raise ValueError(f"arraybridge: {last_problem()}")
     return ffi.string(name).decode()
 
 
@@ -26,7 +26,7 @@ def parse_dtype(dtype):
     out = ffi.new("DLDataType*")
     if lib.abr_dtype_parse(name.encode("utf-8", "replace"), out) == lib.ABR_OK:
         return out.code, out.bits, out.lanes
-    message = last_error_message()
+    message = last_problem()
     numpy_name = _numpy_name(dtype)  # what NumPy accepts: float, int, "f8", "<i4", ...
     if numpy_name is not None and lib.abr_dtype_parse(numpy_name.encode(), out) == lib.ABR_OK:
         return out.code, out.bits, out.lanes

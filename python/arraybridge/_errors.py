@@ -4,6 +4,8 @@ Each class also derives from the builtin exception the Python array API asks for
 so `except BufferError` or `except ValueError` works as callers expect. The
 status values and names are the header's, through cffi.
 """
+import re
+
 from ._lib import ffi, lib
 
 
@@ -71,6 +73,16 @@ _BY_STATUS = {
 def last_error_message():
     """The library's message for this thread's last failed call ("" when none)."""
     return ffi.string(lib.abr_last_error()).decode("utf-8", "replace")
+
+
+_ENTRY_POINT = re.compile(r"abr_[a-z0-9_]+: ")
+
+
+def last_problem():
+    """The last failed call's problem in the package's words: the library's message
+    without the C entry point's name, which a Python caller never called."""
+    message = last_error_message()
+    return message[_ENTRY_POINT.match(message).end():] if _ENTRY_POINT.match(message) else message
 
 
 def status_name(status):

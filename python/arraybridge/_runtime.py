@@ -2,7 +2,7 @@
 import atexit
 import os
 
-from ._errors import class_for_status, last_error_message, status_name
+from ._errors import class_for_status, last_problem, status_name
 from ._lib import _core, lib
 
 
@@ -21,9 +21,18 @@ def runtime_flags():
     return sum(getattr(lib, flag) for variable, flag in _DISABLING.items() if _disabled(variable))
 
 
+# The C options' names, as a Python caller spells what it asked for.
+_OPTION_WORDS = {"ABR_COPY_NEVER": "copy=False", "ABR_COPY_ALWAYS": "copy=True",
+                 "ABR_TRANSFER_NO_HOST_STAGING": "strict=True", "ABR_TRANSFER_REQUIRE_CONTIGUOUS": "contiguous=True"}
+
+
 def user_words(message):
-    """The library's message with a flag the package set named as the variable the user
-    set ("disabled by ARRAYBRIDGE_DISABLE_OPENCL=1 in the environment ...")."""
+    """The library's message in the words of the Python call: the options as its
+    keywords (copy=False, not ABR_COPY_NEVER), and a flag the package set named as
+    the variable the user set ("disabled by ARRAYBRIDGE_DISABLE_OPENCL=1 in the
+    environment ...")."""
+    for option, words in _OPTION_WORDS.items():
+        message = message.replace(option, words)
     for variable, flag in _DISABLING.items():
         if flag in message and _disabled(variable):
             message = message.replace(f"disabled by {flag}", f"disabled by {variable}={os.environ[variable]} in the "
@@ -33,7 +42,7 @@ def user_words(message):
 
 def error(status, context):
     """The exception for a failed call, carrying the runtime's message for this thread."""
-    message = user_words(last_error_message())
+    message = user_words(last_problem())
     name = status_name(status)
     return class_for_status(status)(f"{context}: {message}" if message else f"{context}: {name}", status, name)
 

@@ -1,4 +1,5 @@
 // Status names, the per-thread error text, version and logging.
+#include <functional>
 #include <thread>
 
 #include "tests/support/helpers.hpp"
@@ -126,4 +127,64 @@ TEST_CASE("CPU streams: inline, synchronizable, checked against the transfer's d
   CHECK(abr_stream_create(rt, DLDevice{kDLOpenCL, 7}, &wrapped) == ABR_ERR_NO_DEVICE);
   CHECK(wrapped == nullptr);
   CHECK(abr_stream_synchronize(nullptr) == ABR_ERR_INVALID_ARGUMENT);
+}
+
+// One error rule: "<entry point>: <problem>", the entry point named once (by the
+// C boundary), no C++ function name, the bad value in the words the caller used.
+TEST_CASE("bad input: the whole message, entry point named once") {
+  Runtime rt;
+  std::vector<float> six(6), five(5);
+  Managed src(six.data(), f32, {6}), dst(five.data(), f32, {5});
+  Managed negative(six.data(), f32, {6});
+  negative.tensor().ndim = -1;
+  char out[3];
+  DLDevice device{};
+  DLDataType dtype{};
+  abr_stream* stream = nullptr;
+  abr_transfer_options bad_copy = ABR_TRANSFER_OPTIONS_INIT;
+  bad_copy.copy = static_cast<abr_copy_mode>(7);
+  abr_runtime_options bad_flags = ABR_RUNTIME_OPTIONS_INIT;
+  bad_flags.flags = 0x80;
+  abr_runtime* unused = nullptr;
+  DLManagedTensorVersioned* result = nullptr;
+  struct Row {
+    const char* what;
+    std::function<abr_status()> call;
+    abr_status status;
+    const char* message;  // nullptr: only the rule is checked
+  };
+  const Row rows[] = {
+      {"a name longer than its buffer", [&] { return abr_device_format({kDLOpenCL, 2}, out, sizeof out); },
+       ABR_ERR_INVALID_ARGUMENT, "abr_device_format: 'opencl:2' needs 9 bytes, out has 3"},
+      {"a dtype name longer than its buffer", [&] { return abr_dtype_format(f32, out, sizeof out); },
+       ABR_ERR_INVALID_ARGUMENT, "abr_dtype_format: 'float32' needs 8 bytes, out has 3"},
+      {"an unknown device", [&] { return abr_device_parse("gpu:0", &device); }, ABR_ERR_INVALID_ARGUMENT,
+       "abr_device_parse: unknown device 'gpu:0'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed', "
+       "'opencl:N' or 'dlpack_device_T:N'"},
+      {"an unknown dtype", [&] { return abr_dtype_parse("floaty", &dtype); }, ABR_ERR_INVALID_ARGUMENT, nullptr},
+      {"a NULL native stream", [&] { return abr_stream_wrap(rt, {kDLOpenCL, 0}, nullptr, &stream); },
+       ABR_ERR_INVALID_ARGUMENT, "abr_stream_wrap: native stream is NULL"},
+      {"a NULL source", [&] { return abr_to_device(rt, nullptr, cpu, nullptr, nullptr, &result); },
+       ABR_ERR_INVALID_ARGUMENT, "abr_to_device: src is NULL"},
+      {"shapes that differ", [&] { return abr_copy(rt, &src.tensor(), &dst.tensor(), nullptr, nullptr); },
+       ABR_ERR_SHAPE_MISMATCH, "abr_copy: source shape [6] differs from destination shape [5]"},
+      {"a negative ndim", [&] { return abr_copy(rt, &negative.tensor(), &src.tensor(), nullptr, nullptr); },
+       ABR_ERR_DLPACK_NDIM, "abr_copy: source: ndim = -1 is negative"},
+      {"an unknown copy mode", [&] { return abr_to_device(rt, &src.managed, cpu, &bad_copy, nullptr, &result); },
+       ABR_ERR_INVALID_ARGUMENT, "abr_to_device: abr_transfer_options.copy = 7 is not an abr_copy_mode"},
+      {"unknown runtime flags", [&] { return abr_runtime_create(&bad_flags, &unused); }, ABR_ERR_INVALID_ARGUMENT,
+       "abr_runtime_create: abr_runtime_options.flags has unknown bits 0x80"},
+  };
+  for (const Row& row : rows) {
+    const abr_status status = row.call();
+    const std::string message = abr_last_error();
+    INFO(row.what << ": " << message);
+    CHECK(status == row.status);
+    if (row.message) CHECK(message == row.message);
+    const std::string entry = message.substr(0, message.find(": "));
+    CHECK(entry.rfind("abr_", 0) == 0);
+    CHECK(message.find(entry + ":", entry.size()) == std::string::npos);  // named once
+    CHECK(message.find("operator()") == std::string::npos);
+  }
+  CHECK(src.deleted == 0);  // a refused source stays the caller's
 }

@@ -77,7 +77,7 @@ def test_with_no_namespace_left_and_another_llvm_opencl_is_left_out_with_the_way
     first = out.splitlines()[0]
     assert first.startswith("False OpenCL unavailable: no namespace of its own for libOpenCL.so.1 ("), out
     assert "and libfake-llvm.so's LLVM would crash PoCL in the shared one; try GLIBC_TUNABLES=" in first, out
-    assert ("refused: to_device(opencl:0): abr_to_device: destination: no device opencl:0: OpenCL unavailable: "
+    assert ("refused: to_device(opencl:0): destination: no device opencl:0: OpenCL unavailable: "
             "no namespace") in out, out
 
 

@@ -394,6 +394,37 @@ static PyObject* run(PyObject* x, Request* request) {
   return (PyObject*)result;
 }
 
+/* A plain ValueError or TypeError the package raised as "arraybridge: <problem>"
+ * while serving `call` is restated as "<call>: <problem>": the caller reads the
+ * call it made, not the package's name. Exceptions of our own classes already
+ * name the call; anything else passes unchanged. Always returns NULL. */
+static PyObject* restated(const char* call) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  if (!type) return NULL;
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if ((type == PyExc_ValueError || type == PyExc_TypeError) && value) {
+    PyObject* text = PyObject_Str(value);
+    const char* words = text ? PyUnicode_AsUTF8(text) : NULL;
+    static const char kPrefix[] = "arraybridge: ";
+    if (words && strncmp(words, kPrefix, sizeof kPrefix - 1) == 0) {
+      PyErr_Format(type, "%s: %s", call, words + sizeof kPrefix - 1);
+      Py_DECREF(text);
+      Py_DECREF(type);
+      Py_DECREF(value);
+      PyObject *new_type, *new_value, *unused;
+      PyErr_Fetch(&new_type, &new_value, &unused);
+      Py_XDECREF(unused);
+      PyErr_Restore(new_type, new_value, traceback); /* where it was raised, still */
+      return NULL;
+    }
+    Py_XDECREF(text);
+    PyErr_Clear(); /* str() itself failed: the original goes on */
+  }
+  PyErr_Restore(type, value, traceback);
+  return NULL;
+}
+
 static void init_request(Request* request, const char* context) {
   memset(request, 0, sizeof *request);
   request->options.version = ABR_TRANSFER_OPTIONS_VERSION;
@@ -432,8 +463,9 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
       parse_stream(a[3], &request.stream) < 0 || parse_dtype(a[4], &request.options.dtype) < 0 ||
       parse_flag(a[5], ABR_TRANSFER_NO_HOST_STAGING, &request.options.flags) < 0 ||
       parse_flag(a[6], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0)
-    return NULL;
-  return run(a[0], &request);
+    return restated("to_device");
+  PyObject* result = run(a[0], &request);
+  return result ? result : restated("to_device");
 }
 
 const char core_from_dlpack_doc[] =
@@ -452,10 +484,11 @@ PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t n
   init_request(&request, "from_dlpack");
   if (a[1] && a[1] != Py_None) {
     request.has_dst = 1;
-    if (parse_device(a[1], &request.dst) < 0) return NULL;
+    if (parse_device(a[1], &request.dst) < 0) return restated("from_dlpack");
   }
-  if (parse_copy(a[2], &request.options.copy) < 0) return NULL;
-  return run(a[0], &request);
+  if (parse_copy(a[2], &request.options.copy) < 0) return restated("from_dlpack");
+  PyObject* result = run(a[0], &request);
+  return result ? result : restated("from_dlpack");
 }
 
 /* abr_copy_versioned after the producers' current streams (from their exchange
@@ -496,9 +529,9 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   Imported dst_source, src_source;
-  if (import_source(a[1], "dst", IMPORT_DESTINATION, &dst_source) < 0) return NULL;
+  if (import_source(a[1], "dst", IMPORT_DESTINATION, &dst_source) < 0) return restated("copy");
   DLManagedTensorVersioned* dst = imported_for_any_thread(&dst_source);
-  if (!dst) return NULL;
+  if (!dst) return restated("copy");
   DLManagedTensorVersioned* src =
       import_source(a[0], "src", IMPORT_MAY_COPY, &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
@@ -520,7 +553,7 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   }
   if (dst->deleter) dst->deleter(dst); /* with the GIL held: finishes at once */
   core_drain();
-  if (!src) return NULL;
+  if (!src) return restated("copy");
   if (status != ABR_OK) {
     Request request;
     init_request(&request, "copy");

@@ -1,0 +1,53 @@
+"""One error rule, from Python: a failed call says which call failed and what was
+wrong, in the words of the call the user made: never the C entry point's name,
+never a C option's name where the Python call has a keyword for it."""
+import numpy as np
+import pytest
+
+import arraybridge as ab
+
+SIX = np.arange(6, dtype=np.float32)
+READ_ONLY = np.broadcast_to(np.float32(0), (6,))
+
+# (what, call, exception, whole message)
+ROWS = [
+    ("an unknown device", lambda: ab.to_device(SIX, "gpu:0"), ValueError,
+     "to_device: unknown device 'gpu:0'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed', 'opencl:N' or "
+     "'dlpack_device_T:N'"),
+    ("an unknown device type", lambda: ab.to_device(SIX, ("x", 0)), ValueError,
+     "to_device: unknown DLPack device type 'x' in ('x', 0)"),
+    ("an unknown device, from from_dlpack", lambda: ab.from_dlpack(SIX, device="gpu:0"), ValueError,
+     "from_dlpack: unknown device 'gpu:0'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed', 'opencl:N' or "
+     "'dlpack_device_T:N'"),
+    ("a copy mode that is no mode", lambda: ab.to_device(SIX, "cpu", copy=3), ValueError,
+     "to_device: copy must be None, True or False, not 3"),
+    ("no array at all", lambda: ab.from_dlpack([1, 2]), TypeError,
+     "from_dlpack: x (a list) is neither a DLPack capsule nor an object with __dlpack__: pass an array (NumPy, "
+     "CuPy, torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule"),
+    ("no array to copy into", lambda: ab.copy(SIX, "dst"), TypeError,
+     "copy: dst (a str) is neither a DLPack capsule nor an object with __dlpack__: pass an array (NumPy, CuPy, "
+     "torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule"),
+    ("a stream for a CPU transfer", lambda: ab.to_device(SIX, "cpu", stream=5), ValueError,
+     "to_device: stream= orders CUDA work, and neither side of this to_device is on CUDA (CPU and OpenCL transfers "
+     "here are synchronous: pass stream=None)"),
+    ("shapes that differ", lambda: ab.copy(SIX, np.zeros(5, np.float32)), ab.InvalidArgumentError,
+     "copy: source shape [6] differs from destination shape [5]"),
+    ("a read-only destination", lambda: ab.copy(SIX, READ_ONLY), ab.DLPackError,
+     "copy: destination is marked READ_ONLY; JAX and TensorFlow arrays are immutable, a legacy DLPack capsule "
+     "cannot say it may be written, and a read-only NumPy array says so: copy into a writable array"),
+    ("a device the runtime lacks", lambda: ab.to_device(SIX, "opencl:9"), ab.DeviceError,
+     "to_device(opencl:9): destination: no device opencl:9 (the OpenCL backend has 1 device(s))"),
+    ("a copy forbidden and needed", lambda: ab.to_device(SIX, "cpu", copy=False, dtype="float64"),
+     ab.CopyRequiredError, "to_device(cpu): copy=False, but a copy is required: converting float32 -> float64"),
+]
+
+
+@pytest.mark.parametrize("what, call, kind, message", ROWS, ids=[row[0] for row in ROWS])
+def test_a_bad_call_says_the_call_and_the_problem(what, call, kind, message):
+    if "opencl:9" in message and len([d for d in ab.devices() if d.name.startswith("opencl:")]) != 1:
+        pytest.skip("the message counts this machine's OpenCL devices (one here, PoCL)")
+    with pytest.raises(kind) as error:
+        call()
+    assert str(error.value) == message
+    assert "abr_" not in str(error.value).split(":")[0]  # the Python call, not the C entry point
+    assert not str(error.value).startswith("arraybridge: ")
