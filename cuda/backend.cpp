@@ -131,10 +131,7 @@ const Capabilities& Backend::capabilities() const {
 
 DeviceTraits Backend::traits(DLDevice dl) {
   DeviceTraits traits;
-  if (dl.device_type == kDLCUDAHost) {
-    traits.shares_host_memory = true;
-    return traits;
-  }
+  if (dl.device_type == kDLCUDAHost) return traits;  // page-locked host memory: no context of its own
   std::shared_ptr<Device> target = device(dl);
   target->require_alive();
   traits.context = target.get();

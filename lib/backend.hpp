@@ -37,11 +37,10 @@ struct Capabilities {
   const char* host_wrap_words = "uses the host memory in place";
 };
 
-// What the planner needs to know about a device.
+// What a backend says about one of its devices, beyond its registry entry (whose
+// ABR_DEVICE_SHARES_HOST_MEMORY flag says whether host memory can back its buffers).
 struct DeviceTraits {
-  Capabilities can;                  // its backend's
-  bool shares_host_memory = false;   // host memory can back device buffers in place (wrap_host)
-  uint64_t host_wrap_alignment = 0;  // what a host pointer must be aligned to for that
+  uint64_t host_wrap_alignment = 0;  // what a host pointer must be aligned to for wrap_host
   const void* context = nullptr;     // the runtime's own context on this device
 };
 
@@ -57,7 +56,7 @@ class DeviceBackend {
 
   virtual const BackendReport& report() const = 0;
   virtual const Capabilities& capabilities() const = 0;
-  // The device's own facts (DeviceTraits::can is left to the caller).
+  // The device's own facts, for a new tensor on it.
   virtual DeviceTraits traits(DLDevice device) = 0;
 
   // Checks the memory handle of a tensor on one of this backend's devices (its

@@ -23,6 +23,8 @@ class DeviceRegistry {
   int32_t count() const { return static_cast<int32_t>(devices_.size()); }
   const DeviceInfo& at(int32_t index) const;      // throws for a bad index
   const DeviceInfo* find(DLDevice device) const;  // nullptr when absent
+  // find() calls made on this thread so far: a test counts them per transfer.
+  static uint64_t lookups_on_this_thread();
   const BackendInfo& backend(abr_backend backend) const;
 
   // Throws ABR_ERR_NO_DEVICE (or ABR_ERR_DLPACK_DEVICE for a malformed id) naming

@@ -17,25 +17,15 @@ void require_cast(DLDataType from, DLDataType to) {
     fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
 }
 
-const DeviceKind& kind_of(DLDevice device) {
-  const DeviceKind* kind = find_kind(device.device_type);
-  if (!kind) fail(ABR_ERR_UNSUPPORTED, "{} is not served by libarraybridge", device_string(device));
-  return *kind;
-}
-
 // Every side is host memory the host engine reaches, or device memory a backend moves.
-void require_data_path(DLDevice src, bool src_host, DLDevice dst, bool dst_host) {
-  auto moves = [](DLDevice d) { return !kind_of(d).host_memory; };
-  if ((!src_host && !moves(src)) || (!dst_host && !moves(dst)))
-    fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src),
-         device_string(dst));
+void require_data_path(const Endpoint& src, bool src_host, const Endpoint& dst, bool dst_host) {
+  if ((!src_host && src.kind->host_memory) || (!dst_host && dst.kind->host_memory))
+    fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src.device),
+         device_string(dst.device));
 }
 
 // Host memory a new tensor can be made in: the CPU's, or page-locked memory (cuda_host).
-bool is_host_destination(DLDevice device) {
-  const DeviceKind& kind = kind_of(device);
-  return kind.host_memory && kind.new_tensors;
-}
+bool is_host_destination(const Endpoint& dst) { return dst.kind->host_memory && dst.kind->new_tensors; }
 
 // The words for each step, in the order the steps run.
 const char* pack_words(Step step) {
@@ -90,33 +80,37 @@ void plan_staged(Plan& plan, bool staging_at_source) {
   plan.staging_at_source = staging_at_source;
 }
 
-// One side on the host, the other in `device` memory, whose backend can `can`.
-// `reshape`: the source is packed or converted; `dst_reshape`: the destination is strided.
-void plan_host_device(Plan& plan, bool src_host, DLDevice device, const Capabilities& can,
-                      const DeviceRegistry& devices, bool host_pinned, bool reshape, bool dst_reshape, uint64_t bytes,
-                      uint64_t host_row_bytes, const std::string& reason) {
+// What a move between the host and a device reshapes, and how much.
+struct Reshaping {
+  bool src = false;  // the source is packed or converted
+  bool dst = false;  // the destination is strided
+  uint64_t bytes = 0;
+  uint64_t host_row_bytes = 0;  // a row of the host side's view (HostLayoutSide::row_bytes); 0: none
+};
+
+// One side on the host, the other in device memory.
+void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool host_pinned, const Reshaping& r,
+                      const std::string& reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   const char* direction = src_host ? "host to device" : "device to host";
-  const bool mapped = can.maps_to_host;
-  if (mapped && (reshape || dst_reshape)) {
+  const bool mapped = device.can.maps_to_host;
+  if (mapped && (r.src || r.dst)) {
     plan.move = Move::HostWalk;
     return describe(plan, direction, reason, "the host engine packs/converts through mapped memory");
   }
   // Reached by DMA only: the host engine reshapes on the host side (in pinned memory), a kernel on the device side.
-  const bool host_side_reshape = src_host ? reshape : dst_reshape;
-  const bool device_side_reshape = src_host ? dst_reshape : reshape;
+  const bool host_side_reshape = src_host ? r.src : r.dst;
+  const bool device_side_reshape = src_host ? r.dst : r.src;
   const Step host_step = host_side_reshape ? Step::Host : Step::None;
   const Step device_step = device_side_reshape ? Step::Device : Step::None;
   plan.pack = src_host ? host_step : device_step;
   plan.scatter = src_host ? device_step : host_step;
-  const DeviceInfo* info = devices.find(device);
-  const bool shares_host_memory = info && (info->flags & ABR_DEVICE_SHARES_HOST_MEMORY);
   plan.move = Move::Bytes;
   // The host engine packs or scatters whole rows of the view per chunk, on the host
   // threads, while earlier chunks are on the link: from two chunks up, where a row fits in one.
   const std::size_t chunk = plan.staging.chunk;
-  if (host_side_reshape && host_row_bytes && host_row_bytes <= chunk && bytes >= 2 * uint64_t{chunk}) {
-    plan.staging.chunk = static_cast<std::size_t>(chunk - chunk % host_row_bytes);
+  if (host_side_reshape && r.host_row_bytes && r.host_row_bytes <= chunk && r.bytes >= 2 * uint64_t{chunk}) {
+    plan.staging.chunk = static_cast<std::size_t>(chunk - chunk % r.host_row_bytes);
     plan_staged(plan, /*staging_at_source=*/!src_host);
     return describe(plan, direction, reason, staged_words(plan, /*host_side=*/true).c_str());
   }
@@ -126,7 +120,7 @@ void plan_host_device(Plan& plan, bool src_host, DLDevice device, const Capabili
   // Pageable memory. A device that works in host memory copies it best itself, and
   // so does every driver when the bytes make fewer than two chunks: a pipeline of
   // one chunk overlaps nothing (0.6-0.9x the driver's own copy up to 4 MiB on an H100).
-  if (shares_host_memory || bytes < 2 * uint64_t{chunk})
+  if (device.shares_host_memory || r.bytes < 2 * uint64_t{chunk})
     return describe(plan, direction, reason,
                     mapped ? "one direct copy of the bytes"
                     : src_host ? "one driver copy from pageable memory (under two chunks)"
@@ -137,9 +131,10 @@ void plan_host_device(Plan& plan, bool src_host, DLDevice device, const Capabili
 
 // Two device views: one device-side copy in a shared context, a peer copy
 // inside one peer domain, otherwise staged through host memory in chunks.
-void plan_between_devices(Plan& plan, DLDevice src, const Capabilities& src_can, DLDevice dst,
-                          const Capabilities& dst_can, const TransferOptions& options, bool pack, bool scatter,
-                          const std::string& reason) {
+void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, const TransferOptions& options,
+                          bool pack, bool scatter, const std::string& reason) {
+  const DLDevice src = from.device, dst = to.device;
+  const Capabilities &src_can = from.can, &dst_can = to.can;
   if (plan.src_context == plan.dst_context) {
     plan.path = ABR_PATH_DEVICE_COPY;
     plan.move = pack || scatter || plan.overlap ? Move::DeviceWalk : Move::Bytes;
@@ -157,7 +152,7 @@ void plan_between_devices(Plan& plan, DLDevice src, const Capabilities& src_can,
     return describe(plan, fmt::format("peer copy {} -> {}", device_string(src), device_string(dst)), reason,
                     src_can.peer_copy_words);
   }
-  const abr_backend src_backend = kind_of(src).backend, dst_backend = kind_of(dst).backend;
+  const abr_backend src_backend = from.kind->backend, dst_backend = to.kind->backend;
   const bool one_backend = src_backend == dst_backend;
   if (options.flags & ABR_TRANSFER_NO_HOST_STAGING)
     fail(ABR_ERR_UNSUPPORTED,
@@ -217,19 +212,17 @@ TransferOptions resolve_options(const abr_transfer_options* options) {
   return out;
 }
 
-Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, DLDevice dst,
-                   const DeviceTraits& dst_traits, const TransferOptions& options) {
+Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, const TransferOptions& options) {
+  const DLDevice dst = to.device;
   Plan plan;
   plan.dtype = is_zero_dtype(options.dtype) ? src.dtype : options.dtype;
   plan.cast = !same_dtype(plan.dtype, src.dtype);
-  plan.src_context = src_facts.context;
-  plan.dst_context = dst_traits.context;
+  plan.src_context = from.context;
+  plan.dst_context = to.context;
   require_cast(src.dtype, plan.dtype);
-  devices.require(dst, "destination");
-  const bool src_host = is_host_accessible(src.device.device_type);
-  if (!src_host) devices.require(src.device, "source");
-  const bool dst_host = is_host_destination(dst);
-  require_data_path(src.device, src_host, dst, dst_host);
+  const bool src_host = from.host;
+  const bool dst_host = is_host_destination(to);
+  require_data_path(from, src_host, to, dst_host);
 
   // Reasons that rule out sharing the source's memory.
   std::string reason;
@@ -237,15 +230,14 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
   else if (plan.cast) reason = fmt::format("converting {} -> {}", dtype_name(src.dtype), dtype_name(plan.dtype));
   else if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !src.compact)
     reason = "ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided";
-  else if (src_host && !dst_host && !dst_traits.shares_host_memory)
+  else if (src_host && !dst_host && !to.shares_host_memory)
     reason = fmt::format("{} does not share host memory", device_string(dst));
-  else if (src_host && !dst_host && dst_traits.host_wrap_alignment &&
-           (reinterpret_cast<uintptr_t>(src.data) + src.byte_offset + src.min_byte) % dst_traits.host_wrap_alignment)
-    reason = fmt::format("host data not aligned to the {} bytes {} needs",
-                         dst_traits.host_wrap_alignment, device_string(dst));
+  else if (src_host && !dst_host && to.host_wrap_alignment &&
+           (reinterpret_cast<uintptr_t>(src.data) + src.byte_offset + src.min_byte) % to.host_wrap_alignment)
+    reason = fmt::format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment, device_string(dst));
   else if (!src_host && dst_host)
     reason = fmt::format("{} memory is not addressable from the host", device_string(src.device));
-  else if (kind_of(dst).page_locked && !src_facts.pinned)
+  else if (to.kind->page_locked && !from.pinned)
     reason = fmt::format("the host memory is not page-locked, which {} promises", device_string(dst));
   else if (!src_host && !dst_host && !same_device(src.device, dst))
     reason = fmt::format("the data lives on {}", device_string(src.device));
@@ -254,7 +246,7 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
     plan.view = true;
     if (src_host && !dst_host) {
       plan.path = ABR_PATH_HOST_WRAP;
-      plan.detail.format("{} {}, no copy", device_string(dst), dst_traits.can.host_wrap_words);
+      plan.detail.format("{} {}, no copy", device_string(dst), to.can.host_wrap_words);
     } else {
       plan.path = ABR_PATH_ZERO_COPY;
       plan.detail.join({"view of ", device_text(src.device).view(), " memory, layout kept"});
@@ -275,18 +267,16 @@ Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const Memor
                       plan.cast ? ", converted on the host" : "", host_threads_words(plan.staging.threads).view()});
   } else if (src_host || dst_host) {
     // A new destination is compact; one in page-locked memory (cuda_host) is, well, page-locked.
-    const bool pinned = src_host ? src_facts.pinned : kind_of(dst).page_locked;
-    plan_host_device(plan, src_host, src_host ? dst : src.device, src_host ? dst_traits.can : src_facts.can, devices,
-                     pinned, reshape, false, bytes, src_host ? HostLayoutSide::row_bytes(src, plan.dtype) : 0,
-                     reason);
+    const Reshaping r{reshape, false, bytes, src_host ? HostLayoutSide::row_bytes(src, plan.dtype) : 0};
+    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : to.kind->page_locked, r, reason);
   } else {
-    plan_between_devices(plan, src.device, src_facts.can, dst, dst_traits.can, options, reshape, false, reason);
+    plan_between_devices(plan, from, to, options, reshape, false, reason);
   }
   return plan;
 }
 
-Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, const Layout& dst,
-               const MemoryFacts& dst_facts, const TransferOptions& options) {
+Plan plan_copy(const Layout& src, const Endpoint& from, const Layout& dst, const Endpoint& to,
+               const TransferOptions& options) {
   if (src.shape != dst.shape)
     fail(ABR_ERR_SHAPE_MISMATCH, "source shape {} differs from destination shape {}", shape_string(src.shape),
          shape_string(dst.shape));
@@ -300,14 +290,12 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
   Plan plan;
   plan.dtype = dst.dtype;
   plan.cast = !same_dtype(src.dtype, dst.dtype);
-  plan.src_context = src_facts.context;
-  plan.dst_context = dst_facts.context;
+  plan.src_context = from.context;
+  plan.dst_context = to.context;
   require_cast(src.dtype, dst.dtype);
-  const bool src_host = is_host_accessible(src.device.device_type);
-  const bool dst_host = is_host_accessible(dst.device.device_type);
-  if (!src_host) devices.require(src.device, "source");
-  if (!dst_host) devices.require(dst.device, "destination");
-  require_data_path(src.device, src_host, dst.device, dst_host);
+  const bool src_host = from.host;
+  const bool dst_host = to.host;
+  require_data_path(from, src_host, to, dst_host);
 
   plan.strided_source = !src.compact;
   const bool src_reshape = plan.strided_source || plan.cast;
@@ -321,15 +309,13 @@ Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFac
                       plan.overlap ? ", staged through a temporary because the two overlap" : "",
                       host_threads_words(plan.staging.threads).view()});
   } else if (src_host || dst_host) {
-    plan_host_device(plan, src_host, src_host ? dst.device : src.device, src_host ? dst_facts.can : src_facts.can,
-                     devices, src_host ? src_facts.pinned : dst_facts.pinned, src_reshape,
-                     !dst.compact, bytes,
-                     src_host ? HostLayoutSide::row_bytes(src, dst.dtype) : HostLayoutSide::row_bytes(dst, dst.dtype),
+    const Reshaping r{src_reshape, !dst.compact, bytes,
+                      src_host ? HostLayoutSide::row_bytes(src, dst.dtype) : HostLayoutSide::row_bytes(dst, dst.dtype)};
+    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : to.pinned, r,
                      "into an existing tensor");
   } else {
     plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
-    plan_between_devices(plan, src.device, src_facts.can, dst.device, dst_facts.can, options, src_reshape,
-                         !dst.compact, "into an existing tensor");
+    plan_between_devices(plan, from, to, options, src_reshape, !dst.compact, "into an existing tensor");
   }
   return plan;
 }

@@ -14,6 +14,7 @@
 #include "arraybridge/arraybridge.h"
 #include "lib/backend.hpp"
 #include "lib/devices.hpp"
+#include "lib/endpoint.hpp"
 #include "lib/host_threads.hpp"
 #include "lib/layout.hpp"
 #include "lib/text.hpp"
@@ -118,18 +119,9 @@ struct Plan {
   PlanDetail detail;
 };
 
-// What the runtime found out about one side's memory.
-struct MemoryFacts {
-  const void* context = nullptr;  // device memory: its backend context (DeviceBackend::memory_context)
-  Capabilities can;               // device memory: its backend's
-  bool pinned = false;            // host memory: page-locked for the other side's DMA (DeviceBackend::host_pinned)
-};
-
-// Plans abr_to_device. Throws ABR_ERR_COPY_REQUIRED, ABR_ERR_NO_DEVICE,
-// ABR_ERR_UNSUPPORTED with the reason.
-// `dst_traits` describes the target device (DeviceBackend::traits, default for the CPU).
-Plan plan_transfer(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, DLDevice dst,
-                   const DeviceTraits& dst_traits, const TransferOptions& options);
+// Plans abr_to_device of `src` (described by `from`) to a new tensor on `to`'s
+// device. Throws ABR_ERR_COPY_REQUIRED, ABR_ERR_UNSUPPORTED with the reason.
+Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, const TransferOptions& options);
 
 // Static name of a path ("zero_copy", ...).
 const char* path_name(abr_path path) noexcept;
@@ -137,7 +129,7 @@ const char* path_name(abr_path path) noexcept;
 // Plans abr_copy into an existing tensor of the same shape. Throws
 // ABR_ERR_INVALID_ARGUMENT for a copy mode or dtype in `options` (the destination
 // decides both), or a strided destination with ABR_TRANSFER_REQUIRE_CONTIGUOUS.
-Plan plan_copy(const DeviceRegistry& devices, const Layout& src, const MemoryFacts& src_facts, const Layout& dst,
-               const MemoryFacts& dst_facts, const TransferOptions& options = {});
+Plan plan_copy(const Layout& src, const Endpoint& from, const Layout& dst, const Endpoint& to,
+               const TransferOptions& options = {});
 
 }  // namespace abr

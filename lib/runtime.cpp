@@ -101,35 +101,31 @@ bool Runtime::device_lost(DLDevice device) {
   return backend && backend->device_lost(device);
 }
 
-MemoryFacts Runtime::facts_of(const Layout& tensor, DLDevice other, const char* what) {
-  MemoryFacts facts;
-  if (is_host_accessible(tensor.device.device_type)) {
-    facts.pinned = find_kind(tensor.device.device_type)->page_locked;
+Endpoint Runtime::endpoint_of(const Layout& tensor, DLDevice other, const char* what) {
+  Endpoint side = describe_endpoint(devices_, tensor.device, what, /*must_exist=*/false);
+  side.backend = backend_of(tensor.device.device_type);
+  if (side.host) {
+    side.pinned = side.kind->page_locked;
     DeviceBackend* other_backend = backend_of(other.device_type);
-    if (!facts.pinned && other_backend && tensor.numel > 0)
-      facts.pinned = other_backend->host_pinned(first_element(tensor) + tensor.min_byte,
-                                                static_cast<uint64_t>(tensor.max_byte_end - tensor.min_byte));
-    return facts;
+    if (!side.pinned && other_backend && tensor.numel > 0)
+      side.pinned = other_backend->host_pinned(first_element(tensor) + tensor.min_byte,
+                                               static_cast<uint64_t>(tensor.max_byte_end - tensor.min_byte));
+  } else if (side.backend) {
+    side.context = side.backend->memory_context(tensor);
+    side.can = side.backend->capabilities();
   }
-  devices_.require(tensor.device, what);
-  if (DeviceBackend* backend = memory_backend_of(tensor.device.device_type)) {
-    facts.context = backend->memory_context(tensor);
-    facts.can = backend->capabilities();
-  }
-  return facts;
+  return side;
 }
 
-DeviceTraits Runtime::traits_of(DLDevice device) {
-  devices_.require(device, "destination");
-  DeviceBackend* backend = backend_of(device.device_type);
-  if (!backend) {
-    DeviceTraits host;
-    host.shares_host_memory = true;  // the CPU
-    return host;
-  }
-  DeviceTraits traits = backend->traits(device);
-  traits.can = backend->capabilities();
-  return traits;
+Endpoint Runtime::endpoint_for(DLDevice device) {
+  Endpoint side = describe_endpoint(devices_, device, "destination", /*must_exist=*/true);
+  side.backend = backend_of(device.device_type);
+  if (!side.backend) return side;  // the CPU
+  const DeviceTraits traits = side.backend->traits(device);
+  side.context = traits.context;
+  side.host_wrap_alignment = traits.host_wrap_alignment;
+  side.can = side.backend->capabilities();
+  return side;
 }
 
 void Runtime::set_staging(const StagingChoice& choice) {
@@ -209,8 +205,9 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   TransferOptions opts = resolve_options(options);
   opts.staging = staging_choice();
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
-  const MemoryFacts src_facts = facts_of(src, dst, "source");
-  const Plan plan = plan_transfer(devices_, src, src_facts, dst, traits_of(dst), opts);
+  const Endpoint from = endpoint_of(src, dst, "source");
+  const Endpoint to = endpoint_for(dst);
+  const Plan plan = plan_transfer(src, from, to, opts);
   check_stream(stream, src.device, dst);
   if (log::enabled(ABR_LOG_DEBUG))  // the arguments cost more than a zero-copy transfer: format only when wanted
     log::debug("to_device {} {} {} -> {}: {} ({})", dtype_name(src.dtype), shape_string(src.shape),
@@ -366,9 +363,9 @@ void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, const
   opts.staging = staging_choice();
   const Layout src = validate_tensor(src_tensor, Role::Source, "source");
   const Layout dst = validate_tensor(dst_tensor, Role::Destination, "destination");
-  const MemoryFacts src_facts = facts_of(src, dst.device, "source");
-  const MemoryFacts dst_facts = facts_of(dst, src.device, "destination");
-  const Plan plan = plan_copy(devices_, src, src_facts, dst, dst_facts, opts);
+  const Endpoint from = endpoint_of(src, dst.device, "source");
+  const Endpoint to = endpoint_of(dst, src.device, "destination");
+  const Plan plan = plan_copy(src, from, dst, to, opts);
   check_stream(stream, src.device, dst.device);
   if (log::enabled(ABR_LOG_DEBUG))
     log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device),

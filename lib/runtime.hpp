@@ -83,11 +83,12 @@ class Runtime {
   DeviceBackend* find_backend(DLDeviceType type);  // backend_of without the table
   // The backend of a type's device memory; nullptr for any host memory.
   DeviceBackend* memory_backend_of(DLDeviceType type);
-  // What the planner needs about a tensor's memory: for device memory its
-  // backend context (checking the device exists and the handle is valid) and
-  // capabilities, for host memory whether it is page-locked for `other`'s backend.
-  MemoryFacts facts_of(const Layout& tensor, DLDevice other, const char* what);
-  DeviceTraits traits_of(DLDevice device);
+  // The endpoint of an existing tensor's memory: for device memory its backend
+  // context (checking the device exists and the handle is valid) and capabilities,
+  // for host memory whether it is page-locked for `other`'s backend.
+  Endpoint endpoint_of(const Layout& tensor, DLDevice other, const char* what);
+  // The endpoint of a new tensor's device (abr_to_device's destination).
+  Endpoint endpoint_for(DLDevice device);
   // Move::Staged, whatever the two sides: the pipeline between a side for each.
   void run_staged(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
   // Host memory's side, or the side the tensor's backend opens.

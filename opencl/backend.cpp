@@ -112,7 +112,6 @@ DeviceTraits Backend::traits(DLDevice device) {
   device_id(device);  // throws for a device this backend lacks
   const std::size_t index = static_cast<std::size_t>(device.device_id);
   DeviceTraits traits;
-  traits.shares_host_memory = found_.report.devices[index].flags & ABR_DEVICE_SHARES_HOST_MEMORY;
   traits.host_wrap_alignment = found_.wrap_alignment[index];
   traits.context = own_context(device).get();
   return traits;

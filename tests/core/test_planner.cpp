@@ -14,8 +14,7 @@
 namespace {
 
 using abr::Capabilities;
-using abr::DeviceTraits;
-using abr::MemoryFacts;
+using abr::Endpoint;
 using abr::Move;
 using abr::Plan;
 using abr::Step;
@@ -63,18 +62,25 @@ struct Tensor {
 
 const char c0 = 0, c1 = 0, domain = 0;  // contexts and a peer domain: only their addresses matter
 
-MemoryFacts device_memory(const void* context, const Capabilities& can) {
-  MemoryFacts facts;
-  facts.context = context;
-  facts.can = can;
-  return facts;
+// An existing tensor's side: host memory (page-locked or not), or device memory in `context`.
+Endpoint host_memory(const World& world, bool pinned = false, DLDevice device = {kDLCPU, 0}) {
+  Endpoint side = abr::describe_endpoint(world.devices, device, "source", /*must_exist=*/false);
+  side.pinned = pinned;
+  return side;
 }
-
-DeviceTraits device_traits(const void* context, const Capabilities& can) {
-  DeviceTraits traits;
-  traits.context = context;
-  traits.can = can;
-  return traits;
+Endpoint device_memory(const World& world, DLDevice device, const void* context, const Capabilities& can) {
+  Endpoint side = abr::describe_endpoint(world.devices, device, "source", /*must_exist=*/false);
+  side.context = context;
+  side.can = can;
+  return side;
+}
+// A new tensor's device.
+Endpoint new_tensor_on(const World& world, DLDevice device, const void* context = nullptr,
+                       const Capabilities& can = {}) {
+  Endpoint side = abr::describe_endpoint(world.devices, device, "destination", /*must_exist=*/true);
+  side.context = context;
+  side.can = can;
+  return side;
 }
 
 std::string detail(const Plan& plan) { return std::string(plan.detail.view()); }
@@ -88,12 +94,12 @@ TEST_CASE("planner: maps_to_host decides who reshapes a strided host source, wha
   mapped.maps_to_host = true;
   for (DLDevice device : {DLDevice{kDLCUDA, 0}, DLDevice{kDLOpenCL, 0}}) {
     CAPTURE(device.device_type);
-    const Plan walk = abr::plan_transfer(world.devices, strided.layout(), {}, device, device_traits(&c0, mapped), {});
+    const Plan walk = abr::plan_transfer(strided.layout(), host_memory(world), new_tensor_on(world, device, &c0, mapped), {});
     CHECK(walk.move == Move::HostWalk);
     CHECK(walk.pack == Step::None);
     CHECK(detail(walk).find("through mapped memory") != std::string::npos);
 
-    const Plan dma = abr::plan_transfer(world.devices, strided.layout(), {}, device, device_traits(&c0, dma_only), {});
+    const Plan dma = abr::plan_transfer(strided.layout(), host_memory(world), new_tensor_on(world, device, &c0, dma_only), {});
     CHECK(dma.move != Move::HostWalk);
     CHECK(dma.pack == Step::Host);  // packed on the host, into pinned memory
     CHECK(dma.path == ABR_PATH_HOST_TO_DEVICE);
@@ -108,14 +114,14 @@ TEST_CASE("planner: a peer copy exactly when both sides share a peer domain") {
   for (DLDeviceType type : {kDLCUDA, kDLOpenCL}) {
     CAPTURE(type);
     const Tensor src({type, 0}, {1024});
-    const Plan direct = abr::plan_transfer(world.devices, src.layout(), device_memory(&c0, peer), {type, 1},
-                                           device_traits(&c1, peer), {});
+    const Plan direct = abr::plan_transfer(src.layout(), device_memory(world, {type, 0}, &c0, peer),
+                                           new_tensor_on(world, {type, 1}, &c1, peer), {});
     CHECK(direct.path == ABR_PATH_PEER);
     CHECK(direct.move == Move::Peer);
     CHECK(detail(direct).find("one made-up peer copy") != std::string::npos);
 
-    const Plan staged = abr::plan_transfer(world.devices, src.layout(), device_memory(&c0, alone), {type, 1},
-                                           device_traits(&c1, alone), {});
+    const Plan staged = abr::plan_transfer(src.layout(), device_memory(world, {type, 0}, &c0, alone),
+                                           new_tensor_on(world, {type, 1}, &c1, alone), {});
     CHECK(staged.path == ABR_PATH_STAGED);
     CHECK_FALSE(staged.staging_at_source);  // the destination's blocks
     CHECK_FALSE(staged.staging_shared);     // one backend: its own blocks serve both sides
@@ -144,8 +150,8 @@ TEST_CASE("planner: between backends, blocks are shared with the side that page-
     CAPTURE(c.src->t.device.device_type);
     CAPTURE(c.src_can.page_locks_foreign_host);
     CAPTURE(c.dst_can.page_locks_foreign_host);
-    const Plan plan = abr::plan_transfer(world.devices, c.src->layout(), device_memory(&c0, c.src_can), c.dst,
-                                         device_traits(&c1, c.dst_can), {});
+    const Plan plan = abr::plan_transfer(c.src->layout(), device_memory(world, c.src->t.device, &c0, c.src_can),
+                                         new_tensor_on(world, c.dst, &c1, c.dst_can), {});
     CHECK(plan.move == Move::Staged);
     CHECK(plan.staging_at_source == c.at_source);
     CHECK(plan.staging_shared == c.shared);
@@ -158,50 +164,46 @@ TEST_CASE("planner: host memory used in place, in the backend's words, only when
   World world;
   Capabilities wraps;
   wraps.host_wrap_words = "borrows the host memory (made-up API)";
-  DeviceTraits traits = device_traits(&c0, wraps);
-  traits.shares_host_memory = true;
-  traits.host_wrap_alignment = 64;
+  Endpoint opencl = new_tensor_on(world, {kDLOpenCL, 0}, &c0, wraps);
+  opencl.shares_host_memory = true;  // a made-up device that works in host memory
+  opencl.host_wrap_alignment = 64;
   const Tensor aligned({kDLCPU, 0}, {64}, {}, 0x10000);
-  const Plan wrap = abr::plan_transfer(world.devices, aligned.layout(), {}, {kDLOpenCL, 0}, traits, {});
+  const Plan wrap = abr::plan_transfer(aligned.layout(), host_memory(world), opencl, {});
   CHECK(wrap.path == ABR_PATH_HOST_WRAP);
   CHECK(wrap.view);
   CHECK(detail(wrap) == "opencl:0 borrows the host memory (made-up API), no copy");
 
   const Tensor misaligned({kDLCPU, 0}, {64}, {}, 0x10004);
-  const Plan copy = abr::plan_transfer(world.devices, misaligned.layout(), {}, {kDLOpenCL, 0}, traits, {});
+  const Plan copy = abr::plan_transfer(misaligned.layout(), host_memory(world), opencl, {});
   CHECK_FALSE(copy.view);
   CHECK(detail(copy).find("not aligned to the 64 bytes opencl:0 needs") != std::string::npos);
 
-  traits.shares_host_memory = false;
-  CHECK_FALSE(abr::plan_transfer(world.devices, aligned.layout(), {}, {kDLOpenCL, 0}, traits, {}).view);
+  opencl.shares_host_memory = false;
+  CHECK_FALSE(abr::plan_transfer(aligned.layout(), host_memory(world), opencl, {}).view);
 }
 
 TEST_CASE("planner: page-locked host memory (the table's cuda_host row) is a view only of page-locked memory") {
   World world;
   const Tensor host({kDLCPU, 0}, {1024});
-  MemoryFacts pageable, pinned;
-  pinned.pinned = true;
-  DeviceTraits traits;
-  traits.shares_host_memory = true;
-  const Plan view = abr::plan_transfer(world.devices, host.layout(), pinned, {kDLCUDAHost, 0}, traits, {});
+  const Endpoint cuda_host = new_tensor_on(world, {kDLCUDAHost, 0});
+  const Plan view = abr::plan_transfer(host.layout(), host_memory(world, /*pinned=*/true), cuda_host, {});
   CHECK(view.path == ABR_PATH_ZERO_COPY);
-  const Plan copy = abr::plan_transfer(world.devices, host.layout(), pageable, {kDLCUDAHost, 0}, traits, {});
+  const Plan copy = abr::plan_transfer(host.layout(), host_memory(world), cuda_host, {});
   CHECK(copy.path == ABR_PATH_HOST_COPY);
   CHECK(detail(copy).find("not page-locked, which cuda_host promises") != std::string::npos);
 }
 
-TEST_CASE("planner: devices outside the registry or the kind table are refused by name") {
+TEST_CASE("endpoints: devices outside the registry or the kind table are refused by name") {
   World world;
-  const Tensor host({kDLCPU, 0}, {16});
   try {
-    abr::plan_transfer(world.devices, host.layout(), {}, {kDLOpenCL, 7}, {}, {});
+    new_tensor_on(world, {kDLOpenCL, 7});
     FAIL("planned onto a device the registry lacks");
   } catch (const abr::Error& e) {
     CHECK(e.status() == ABR_ERR_NO_DEVICE);
     CHECK(std::string(e.what()).find("no device opencl:7 (the OpenCL backend has 2 device(s))") != std::string::npos);
   }
   try {
-    abr::plan_transfer(world.devices, host.layout(), {}, {kDLVulkan, 0}, {}, {});
+    new_tensor_on(world, {kDLVulkan, 0});
     FAIL("planned onto a device type without a row");
   } catch (const abr::Error& e) {
     CHECK(e.status() == ABR_ERR_NO_DEVICE);
