@@ -40,7 +40,7 @@ struct CaseInfo {
   const char* name;    // short: the table's first column, matched by --case
   Where where;
   bool per_size;       // measured at every size (else once)
-  const char* target;  // PERFORMANCE.md's target, "" if none
+  const char* target;  // the case's target, "" if none
   bool sweep = false;  // measured at the largest size once per host thread count (sweep_threads)
 };
 

@@ -14,7 +14,7 @@
 namespace bench {
 namespace {
 
-// PERFORMANCE.md's targets, as ratios against the named baseline.
+// Each case's target, as a ratio against the named baseline (what the project holds itself to).
 const CaseInfo kCases[] = {
     {"host copy", Where::Cpu, true, "memcpy >= 0.9x from 64 KiB, >= 0.25x at 4 KiB"},
     {"to_device new buffer", Where::Cpu, true, "malloc+cp >= 0.9x from 64 KiB"},

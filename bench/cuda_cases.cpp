@@ -1,4 +1,4 @@
-// CUDA cases of PERFORMANCE.md, for every CUDA device, each beside the raw driver
+// CUDA cases of the catalog (catalog.cpp), for every CUDA device, each beside the raw driver
 // call on the same buffers (the driver is the one the runtime opened):
 //  - pinned host -> device (target >= 0.95x the raw copy);
 //  - pageable host -> device and device -> host, staged through the pool

@@ -1,4 +1,4 @@
-// Host-memory cases of PERFORMANCE.md: contiguous copy, strided packs
+// Host-memory cases of the catalog (catalog.cpp): contiguous copy, strided packs
 // (transpose, step-2 slice, negative stride), and the zero-copy round trip.
 #include <algorithm>
 #include <cmath>

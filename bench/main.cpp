@@ -186,7 +186,7 @@ void print_legend(const std::vector<bench::Result>& results) {
     for (const std::string& name : cases) {
       const char* target = bench::find_case(name)->target;
       if (!*target) continue;
-      if (!any_target) std::printf("targets (PERFORMANCE.md):\n");
+      if (!any_target) std::printf("targets:\n");
       any_target = true;
       std::printf("  %-20s %s\n", name.c_str(), target);
     }

@@ -1,4 +1,4 @@
-// OpenCL cases of PERFORMANCE.md, for every OpenCL device: host <-> device copies
+// OpenCL cases of the catalog (catalog.cpp), for every OpenCL device: host <-> device copies
 // beside memcpy and raw clEnqueueWriteBuffer/clEnqueueReadBuffer on the same
 // buffers, a new device buffer beside clCreateBuffer + write, the zero-copy wrap
 // of host memory (whose cost must not grow with the size), a transpose on the

@@ -1,4 +1,4 @@
-// The pinned pool's cases of PERFORMANCE.md, measured on the pool itself with
+// The pinned pool's cases of the catalog (catalog.cpp), measured on the pool itself with
 // the OpenCL provider of one device: a hit (a cached block lent and returned)
 // beside malloc + free of the same size, and a miss beside the provider's raw
 // cost (clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) + map, then unmap + release).

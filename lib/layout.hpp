@@ -46,7 +46,8 @@ inline bool is_host_accessible(DLDeviceType type) {
   return kind && kind->host_memory;
 }
 
-// Validates `tensor` (RELIABILITY.md items 1 and 2). `what` names it in messages.
+// Validates `tensor` (docs/ARCHITECTURE.md, "DLPack import: what validation checks").
+// `what` names it in messages.
 // A destination must not have zero strides on extents > 1.
 Layout validate_tensor(const DLTensor& tensor, Role role, const char* what);
 

@@ -6,7 +6,7 @@
 // Reuse is safe with asynchronous copies: whoever hands a block to a stream
 // records that use (PinnedBlock::used_by), and a returned block is given out
 // again only once every recorded event has completed (CuPy's watch list, with
-// PyTorch's per-stream events; reference/perf_anchors.md §3).
+// PyTorch's per-stream events).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Every legal layout (RELIABILITY.md item 2) copies correctly, compared element by
+// Every legal layout copies correctly, compared element by
 // element with a reference reader, through abr_copy and abr_to_device.
 #include <cmath>
 #include <complex>

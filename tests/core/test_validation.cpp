@@ -1,4 +1,4 @@
-// Every malformed descriptor (RELIABILITY.md item 1) gets its own status and a
+// Every malformed descriptor gets its own status and a
 // message naming the problem, and the caller keeps the tensor.
 #include <climits>
 #include <functional>

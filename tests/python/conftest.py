@@ -59,7 +59,7 @@ def sample(dtype, shape=(4, 6), seed=0):
 
 
 def views(base):
-    """The layouts DLPack consumers get wrong (reference/arraybridge_peers.md (c))."""
+    """The layouts DLPack consumers get wrong: negative, zero and non-compact strides, offsets, 0-d and empty."""
     cube = np.resize(base.reshape(-1), (2, 3, 4))
     return {
         "contiguous": base,
