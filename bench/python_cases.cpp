@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -193,20 +194,36 @@ std::string not_measured_reason(const std::string& output, const std::string& er
   return why;
 }
 
-void run_python_staging_cases(const Options& options, const Report& report) {
-  const char* const names[] = {"py H2D existing", "py D2H existing", "py H2D new buffer", "py D2H new buffer"};
+namespace {
+
+// The cases of `names` the options select, joined with commas ("" for none).
+std::string chosen_cases(const Options& options, std::initializer_list<const char*> names) {
   std::string chosen;
   for (const char* name : names)
     if (selected(options, name)) chosen += (chosen.empty() ? "" : ",") + std::string(name);
+  return chosen;
+}
+
+// Runs a script that takes "<reps> <warmup> <sizes> '<cases>'" and returns its output.
+std::string run_sized_script(const Options& options, const char* script, const std::string& sizes,
+                             const std::string& chosen, std::string* error) {
+  return run_python(options, script,
+                    std::to_string(options.repetitions) + " " + std::to_string(options.warmup) + " " + sizes + " '" +
+                        chosen + "'",
+                    error);
+}
+
+}  // namespace
+
+void run_python_staging_cases(const Options& options, const Report& report) {
+  const std::string chosen =
+      chosen_cases(options, {"py H2D existing", "py D2H existing", "py H2D new buffer", "py D2H new buffer"});
   const DLDevice cuda0{kDLCUDA, 0};
   if (chosen.empty() || !device_selected(options, cuda0)) return;
   progress("cuda:0 from Python", 0);
   std::string sizes, error;
   for (uint64_t size : options.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(size);
-  const std::string output = run_python(options, kStagingScript,
-                                        std::to_string(options.repetitions) + " " + std::to_string(options.warmup) +
-                                            " " + sizes + " '" + chosen + "'",
-                                        &error);
+  const std::string output = run_sized_script(options, kStagingScript, sizes, chosen, &error);
   int rows = 0;
   for (const std::string& line : lines_of(output)) {
     char name[32] = {};
@@ -275,9 +292,7 @@ void run_python_cases(const Options& options, const Report& report) {
 }
 
 void run_python_host_copy_cases(const Options& options, const Report& report) {
-  std::string chosen;
-  for (const char* name : {"py copy", "py to_device copy", "py many small"})
-    if (selected(options, name)) chosen += (chosen.empty() ? "" : ",") + std::string(name);
+  const std::string chosen = chosen_cases(options, {"py copy", "py to_device copy", "py many small"});
   if (chosen.empty() || !device_selected(options, {kDLCPU, 0})) return;
   progress("python host copies", 0);
   // From 1 KiB (a Python call's floor) to 16 MiB: above that NumPy and we both run at memcpy's speed.
@@ -285,10 +300,7 @@ void run_python_host_copy_cases(const Options& options, const Report& report) {
   for (uint64_t size : options.sizes)
     if (size > 1024 && size <= (16ull << 20)) sizes += "," + std::to_string(size);
   std::string error;
-  const std::string output = run_python(options, kHostCopyScript,
-                                        std::to_string(options.repetitions) + " " + std::to_string(options.warmup) +
-                                            " " + sizes + " '" + chosen + "'",
-                                        &error);
+  const std::string output = run_sized_script(options, kHostCopyScript, sizes, chosen, &error);
   int rows = 0;
   for (const std::string& line : lines_of(output)) {
     char name[32] = {};

@@ -192,6 +192,14 @@ inline DLManagedTensorVersioned* take(Owned& owned) {
   return t;
 }
 
+// The int32 elements of a 1-D tensor on any device, copied to the host.
+inline std::vector<int32_t> read_back(abr_runtime* rt, const DLTensor& tensor) {
+  std::vector<int32_t> out(static_cast<std::size_t>(tensor.shape[0]));
+  Managed dst(out.data(), i32, {tensor.shape[0]});
+  REQUIRE(abr_copy(rt, &tensor, &dst.tensor(), nullptr, nullptr) == ABR_OK);
+  return out;
+}
+
 // Transfers `src` (consumed on success) to `dst`, requiring success.
 inline DLManagedTensorVersioned* move_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice dst,
                                          abr_transfer_report* report = nullptr, abr_stream* stream = nullptr,

@@ -36,13 +36,6 @@ DLManagedTensorVersioned* to_cuda0(abr_runtime* rt, std::vector<int32_t>& host) 
   return move_to(rt, &source.managed, cuda0);
 }
 
-std::vector<int32_t> read_back(abr_runtime* rt, const DLTensor& tensor) {
-  std::vector<int32_t> out(static_cast<std::size_t>(tensor.shape[0]));
-  Managed dst(out.data(), i32, {tensor.shape[0]});
-  REQUIRE(abr_copy(rt, &tensor, &dst.tensor(), nullptr, nullptr) == ABR_OK);
-  return out;
-}
-
 long long calls(const Fake& fake, const char* name) { return fake.stat((std::string("calls:") + name).c_str()); }
 
 }  // namespace

@@ -28,13 +28,6 @@ DLManagedTensorVersioned* iota_on(abr_runtime* rt, DLDevice device, std::vector<
   return move_to(rt, &source.managed, device);
 }
 
-std::vector<int32_t> read_back(abr_runtime* rt, const DLTensor& tensor) {
-  std::vector<int32_t> out(static_cast<std::size_t>(tensor.shape[0]));
-  Managed dst(out.data(), i32, {tensor.shape[0]});
-  REQUIRE(abr_copy(rt, &tensor, &dst.tensor(), nullptr, nullptr) == ABR_OK);
-  return out;
-}
-
 std::string hex(const unsigned char* data, std::size_t size) {
   std::string out;
   char pair[3];

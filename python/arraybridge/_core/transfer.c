@@ -309,8 +309,8 @@ static int is_view_by_contract(const Request* request, DLDevice src, DLDevice ds
  * 1 KiB, and 64 KiB copy in about 2 us, no longer than a switch interval's tenth. */
 #define HOLD_GIL_HOST_BYTES (1u << 20)
 
-static int is_small_host_copy(const Request* request, const DLTensor* src, DLDevice dst) {
-  if (src->device.device_type != kDLCPU || dst.device_type != kDLCPU || request->stream) return 0;
+static int is_small_host_copy(const DLTensor* src, DLDevice dst, uintptr_t stream) {
+  if (src->device.device_type != kDLCPU || dst.device_type != kDLCPU || stream) return 0;
   uint64_t bytes = (uint64_t)dtype_item_bytes(src->dtype);
   for (int32_t i = 0; i < src->ndim && bytes <= HOLD_GIL_HOST_BYTES; ++i) bytes *= (uint64_t)src->shape[i];
   return bytes <= HOLD_GIL_HOST_BYTES;
@@ -354,7 +354,7 @@ static PyObject* run(PyObject* x, Request* request) {
   DLManagedTensorVersioned* out = NULL;
   abr_status status = ABR_OK;
   const int hold_gil = is_view_by_contract(request, src_device, dst) ||
-                       is_small_host_copy(request, imported_tensor(&src), dst);
+                       is_small_host_copy(imported_tensor(&src), dst, request->stream);
   /* Data that moves waits for the producer's current stream when its exchange API
    * named one and the caller did not (the C API does not synchronize). */
   if (!hold_gil && !request->stream) request->stream = src.work_stream;
@@ -538,9 +538,7 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   if (src) {
     const uintptr_t src_stream = src_source.work_stream, dst_stream = dst_source.work_stream;
     const DLDevice src_device = src->dl_tensor.device, dst_device = dst->dl_tensor.device;
-    Request small;
-    init_request(&small, "copy");
-    if (dst_device.device_type == kDLCPU && !src_stream && is_small_host_copy(&small, &src->dl_tensor, dst_device)) {
+    if (is_small_host_copy(&src->dl_tensor, dst_device, src_stream | dst_stream)) {
       status = abr_copy_versioned(runtime, src, dst, &options, NULL);
       if (src->deleter) src->deleter(src);
     } else {
