@@ -22,6 +22,13 @@ DEFS :=
 # which the library opens at run time (no CUDA library is linked).
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# Without the toolkit the CUDA backend is left out: cuda/descriptor.cpp alone is
+# built, and every CUDA device says why. CUDA=0 leaves it out on purpose.
+CUDA ?= $(if $(wildcard $(NVCC)),1,0)
+ifeq ($(CUDA),0)
+DEFS += -DABR_CUDA_LEFT_OUT='"nvcc was not found; install the CUDA Toolkit, or pass NVCC=/path/to/nvcc, and rebuild"'
+$(info CUDA left out of this build: nvcc was not found at $(NVCC) (the library, tools and bench build without it))
+endif
 CPPFLAGS_ALL := -I. -Iinclude -isystem $(CUDA_HOME)/include $(DEFS)
 OPT ?= -O2 -g
 CXXFLAGS_LIB := $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -pthread
@@ -29,7 +36,7 @@ CXXFLAGS_LIB := $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-
 LIB_SRCS := $(wildcard lib/*.cpp)
 CAPI_SRCS := $(wildcard capi/*.cpp)
 OPENCL_SRCS := $(wildcard opencl/*.cpp)
-CUDA_SRCS := $(wildcard cuda/*.cpp)
+CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cpp),cuda/descriptor.cpp)
 CORE_SRCS := $(LIB_SRCS) $(OPENCL_SRCS) $(CUDA_SRCS) $(CAPI_SRCS)
 # The doctest suites, one folder per layer they test: core (planner, pipeline, pool,
 # host copies, the runtime on the CPU), opencl (on PoCL) and abi (the C boundary);
@@ -79,7 +86,7 @@ $(BUILD)/obj/%.o: %.cpp
 # drivers), built on every `make` so a broken kernel fails CI without a GPU, and
 # embedded in the library by cuda/fatbin.S. Every build flavour links the same object.
 FATBIN := $(BUILD)/cuda/kernels.fatbin
-FATBIN_OBJ := $(BUILD)/obj/cuda/fatbin.o
+FATBIN_OBJ := $(if $(filter 1,$(CUDA)),$(BUILD)/obj/cuda/fatbin.o)
 NVCC_ARCHS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 $(FATBIN): cuda/kernels.cu cuda/kernel_params.hpp lib/half_bits.hpp
 	@mkdir -p $(dir $@)
@@ -87,12 +94,18 @@ $(FATBIN): cuda/kernels.cu cuda/kernel_params.hpp lib/half_bits.hpp
 	$(call say,NVCC,$<)
 	$(Q)$(NVCC) -std=c++17 -O3 -I. --fatbin $(NVCC_ARCHS) -Werror all-warnings -o $@ $<
 
-$(FATBIN_OBJ): cuda/fatbin.S $(FATBIN)
+$(BUILD)/obj/cuda/fatbin.o: cuda/fatbin.S $(FATBIN)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) -c -DABR_CUDA_FATBIN='"$(FATBIN)"' $< -o $@
 
 CORE_OBJS := $(CORE_SRCS:%.cpp=$(BUILD)/obj/%.o) $(FATBIN_OBJ)
+
+# What ABR_CUDA_LEFT_OUT changes is rebuilt when the choice changes.
+CUDA_CHOICE := $(BUILD)/obj/cuda-choice-$(CUDA)
+$(BUILD)/obj/cuda/descriptor.o $(BUILD)/obj/bench/cuda_cases.o: $(CUDA_CHOICE)
+$(CUDA_CHOICE):
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/obj/cuda-choice-* && touch $@
 
 $(SHLIB): $(CORE_OBJS) capi/arraybridge.map
 	@mkdir -p $(dir $@)

@@ -14,6 +14,9 @@ struct abr_runtime {
   uint32_t magic = kAlive;
   abr::Runtime impl;
   explicit abr_runtime(const abr_runtime_options* options) : impl(options) {}
+  // With the backends of a list instead of the built-in ones (a test's plug-in).
+  abr_runtime(const abr_runtime_options* options, const std::vector<const abr::BackendDescriptor*>& backends)
+      : impl(options, backends) {}
   ~abr_runtime() { magic = kDead; }
 };
 

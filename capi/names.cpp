@@ -1,8 +1,11 @@
-// Device and dtype names: the one vocabulary the bindings use instead of their own copies.
+// Device and dtype names, and the device kinds: the one vocabulary the bindings use
+// instead of their own copies.
 #include <cstring>
 #include <string>
 
 #include "capi/guard.hpp"
+#include "capi/struct_versions.hpp"
+#include "lib/text.hpp"
 #include "lib/device_kinds.hpp"
 #include "lib/dtype.hpp"
 
@@ -42,6 +45,38 @@ abr_status abr_dtype_parse(const char* text, DLDataType* out) {
 
 abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size) {
   return abr::capi::guarded(__func__, [&] { write_name(abr::dtype_name(dtype), out, size); });
+}
+
+abr_status abr_device_kind_init(abr_device_kind* kind, unsigned int version) {
+  return abr::capi::guarded(__func__, [&] { abr::capi::init_versioned(kind, version, abr::capi::kDeviceKind); });
+}
+
+abr_status abr_device_kind_count(int32_t* count) {
+  return abr::capi::guarded(__func__, [&] {
+    *abr::capi::require_pointer(count, "count") = static_cast<int32_t>(abr::known_kinds().size());
+  });
+}
+
+abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind) {
+  return abr::capi::guarded(__func__, [&] {
+    abr::capi::caller_size(abr::capi::require_pointer(kind, "kind")->version, abr::capi::kDeviceKind);
+    const std::vector<const abr::DeviceKind*> kinds = abr::known_kinds();
+    if (index < 0 || static_cast<std::size_t>(index) >= kinds.size())
+      abr::fail(ABR_ERR_INVALID_ARGUMENT, "kind index {} is out of range (this library knows {} device kinds)", index,
+                kinds.size());
+    const abr::DeviceKind& row = *kinds[static_cast<std::size_t>(index)];
+    const abr::BackendDescriptor* backend = abr::find_backend_descriptor(row.backend);
+    abr_device_kind out{};
+    out.type = row.type;
+    out.backend = row.backend;
+    out.flags = (row.numbered ? ABR_KIND_NUMBERED : 0u) | (row.host_memory ? ABR_KIND_HOST_MEMORY : 0u) |
+                (row.new_tensors ? ABR_KIND_NEW_TENSORS : 0u);
+    out.disable_flag = backend ? backend->disable_flag : 0;
+    abr::copy_text(out.name, row.name);
+    abr::copy_text(out.backend_name, backend ? backend->key : "host");
+    abr::copy_text(out.disable_env, backend && backend->disable_env ? backend->disable_env : "");
+    abr::capi::write_versioned(kind, out, abr::capi::kDeviceKind);
+  });
 }
 
 }  // extern "C"

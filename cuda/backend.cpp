@@ -30,12 +30,8 @@ class PooledHostMemory final : public Storage {
 
 }  // namespace
 
-Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool) : pool_(std::move(pool)) {
+Backend::Backend(const abr_runtime_options&, std::shared_ptr<PinnedPool> pool) : pool_(std::move(pool)) {
   report_.info.backend = ABR_BACKEND_CUDA;
-  if (options.flags & ABR_RUNTIME_DISABLE_CUDA) {
-    copy_text(report_.info.detail, "CUDA unavailable: disabled by ABR_RUNTIME_DISABLE_CUDA");
-    return;
-  }
   std::string reason;
   cu_ = driver(&reason);
   int count = 0;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "arraybridge/arraybridge.h"
+#include "lib/backend_descriptor.hpp"
 #include "lib/backend_report.hpp"
 #include "lib/pinned_pool.hpp"
 #include "lib/pipeline.hpp"
@@ -112,13 +113,5 @@ class DeviceBackend {
   // The tensor a handle from ipc_export names, opened in this process.
   virtual DLManagedTensorVersioned* ipc_import(const unsigned char* handle, std::size_t size, Stream* stream);
 };
-
-// Never throw: without a driver a backend reports why and has no devices.
-// Staged transfers take their host memory from `pool`.
-using BackendFactory = std::unique_ptr<DeviceBackend> (*)(const abr_runtime_options& options,
-                                                          std::shared_ptr<PinnedPool> pool);
-std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& options,
-                                                   std::shared_ptr<PinnedPool> pool);
-std::unique_ptr<DeviceBackend> make_cuda_backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool);
 
 }  // namespace abr

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -12,13 +13,84 @@
 
 namespace abr {
 
-const char* backend_name(abr_backend backend) {
-  switch (backend) {
-    case ABR_BACKEND_HOST: return "host";
-    case ABR_BACKEND_CUDA: return "CUDA";
-    case ABR_BACKEND_OPENCL: return "OpenCL";
-    default: return "unknown";
+std::atomic<const DeviceKind*> g_kind_by_type[kKindSlots];
+
+namespace {
+
+// Registration is rare (the library's load, a plug-in's first runtime) and
+// lookups are lock-free: the mutex orders writers only.
+struct Registered {
+  std::mutex mutex;
+  std::vector<const DeviceKind*> kinds{&kCpuKind};
+  std::vector<const BackendDescriptor*> backends;
+};
+
+Registered& registered() {
+  static Registered* table = new Registered;  // never destroyed: runtimes may outlive static destructors
+  return *table;
+}
+
+void add_backend(Registered& table, const BackendDescriptor& backend) {
+  for (const BackendDescriptor* known : table.backends) {
+    if (known == &backend) return;
+    if (known->id == backend.id)
+      fail(ABR_ERR_INVALID_ARGUMENT, "backend {} ({}) has the id {} of backend {}", backend.name, backend.key,
+           static_cast<int>(backend.id), known->name);
   }
+  for (std::size_t i = 0; i < backend.kind_count; ++i) {
+    const DeviceKind& kind = backend.kinds[i];
+    const auto type = static_cast<uint32_t>(kind.type);
+    if (type >= kKindSlots)
+      fail(ABR_ERR_INVALID_ARGUMENT, "backend {}: device type {} of kind {} is past the kind table ({} types)",
+           backend.name, type, kind.name, kKindSlots);
+    if (const DeviceKind* taken = g_kind_by_type[type].load(std::memory_order_relaxed))
+      fail(ABR_ERR_INVALID_ARGUMENT, "backend {}: device type {} is already served as {}", backend.name, type,
+           taken->name);
+    if (kind.backend != backend.id)
+      fail(ABR_ERR_INVALID_ARGUMENT, "backend {}: its kind {} names backend {}", backend.name, kind.name,
+           static_cast<int>(kind.backend));
+  }
+  for (std::size_t i = 0; i < backend.kind_count; ++i) {
+    g_kind_by_type[static_cast<uint32_t>(backend.kinds[i].type)].store(&backend.kinds[i], std::memory_order_release);
+    table.kinds.push_back(&backend.kinds[i]);
+  }
+  table.backends.push_back(&backend);
+}
+
+// The CPU and the built-in backends, before anything in the library runs.
+const bool kBuiltinsLoaded = [] {
+  Registered& table = registered();
+  g_kind_by_type[kDLCPU].store(&kCpuKind, std::memory_order_release);
+  for (const BackendDescriptor* backend : builtin_backends()) add_backend(table, *backend);
+  return true;
+}();
+
+}  // namespace
+
+void register_backend(const BackendDescriptor& backend) {
+  Registered& table = registered();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  add_backend(table, backend);
+}
+
+std::vector<const DeviceKind*> known_kinds() {
+  Registered& table = registered();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  return table.kinds;
+}
+
+const BackendDescriptor* find_backend_descriptor(abr_backend id) {
+  Registered& table = registered();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  for (const BackendDescriptor* backend : table.backends)
+    if (backend->id == id) return backend;
+  return nullptr;
+}
+
+const char* backend_name(abr_backend backend) {
+  if (backend == ABR_BACKEND_HOST) return "host";
+  const BackendDescriptor* descriptor = find_backend_descriptor(backend);
+  return descriptor ? descriptor->name : "unknown";
 }
 
 namespace {
@@ -85,11 +157,15 @@ DLDevice parse_device(std::string_view text) {
     type = static_cast<DLDeviceType>(number);
     kind = find_kind(type);
   } else {
-    for (const DeviceKind& row : kKinds)
-      if (name == row.name) kind = &row;
-    if (!kind)
-      fail(ABR_ERR_INVALID_ARGUMENT, "unknown device '{}'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed', "
-           "'opencl:N' or 'dlpack_device_T:N'", text);
+    const std::vector<const DeviceKind*> kinds = known_kinds();
+    for (const DeviceKind* row : kinds)
+      if (name == row->name) kind = row;
+    if (!kind) {
+      std::string expected;
+      for (const DeviceKind* row : kinds) expected += fmt::format("'{}{}', ", row->name, row->numbered ? ":N" : "");
+      expected.resize(expected.size() - 2);  // the last ", "
+      fail(ABR_ERR_INVALID_ARGUMENT, "unknown device '{}'; expected {} or 'dlpack_device_T:N'", text, expected);
+    }
     type = kind->type;
   }
   if (colon == std::string::npos) return {type, 0};

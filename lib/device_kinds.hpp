@@ -1,14 +1,17 @@
 // The device kinds libarraybridge serves: one row per DLPack device type, naming
 // the backend that serves it and what its memory is. Everything in lib/ that
-// depends on a device type asks this table (and the backend's Capabilities); a new
-// backend is a folder plus rows here.
+// depends on a device type asks this table (and the backend's Capabilities). The
+// CPU's row is here; each backend's rows are in its descriptor
+// (lib/backend_descriptor.hpp), and join the table when the backend is registered.
 #pragma once
 
-#include <iterator>
+#include <atomic>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "arraybridge/arraybridge.h"
+#include "lib/backend_descriptor.hpp"
 
 namespace abr {
 
@@ -23,33 +26,33 @@ struct DeviceKind {
   bool new_tensors;     // abr_to_device can put a new tensor there
 };
 
-//                 type            name            backend             numbered host   address locked new
-inline constexpr DeviceKind kKinds[] = {
-    {kDLCPU,         "cpu",          ABR_BACKEND_HOST,   false,   true,  true,   false, true},
-    {kDLCUDA,        "cuda",         ABR_BACKEND_CUDA,   true,    false, true,   false, true},
-    {kDLCUDAHost,    "cuda_host",    ABR_BACKEND_CUDA,   false,   true,  true,   true,  true},
-    {kDLCUDAManaged, "cuda_managed", ABR_BACKEND_CUDA,   false,   true,  true,   false, false},
-    {kDLOpenCL,      "opencl",       ABR_BACKEND_OPENCL, true,    false, false,  false, true},
-};
+//                                     type    name   backend           numbered host  address locked new
+inline constexpr DeviceKind kCpuKind{kDLCPU, "cpu", ABR_BACKEND_HOST, false,   true, true,   false, true};
 
-// The rows by device type (DLPack's types are small numbers). Every transfer asks a
-// dozen times, so the answer is one load, inlined: a call per question was about a
-// tenth of a zero-copy transfer.
-struct KindsByType {
-  const DeviceKind* row[32] = {};
-  constexpr KindsByType() {
-    for (const DeviceKind& kind : kKinds) row[kind.type] = &kind;
-  }
-};
-inline constexpr KindsByType kKindsByType;
+// The rows by device type (DLPack's types are small numbers). Every transfer asks
+// several times, so the answer is one load, inlined: a call per question was about
+// a tenth of a zero-copy transfer. Filled when the library loads (the CPU and the
+// built-in backends) and by register_backend; rows are never removed.
+inline constexpr std::size_t kKindSlots = 32;
+extern std::atomic<const DeviceKind*> g_kind_by_type[kKindSlots];
 
 // The row for a device type; nullptr for one libarraybridge does not serve.
 inline const DeviceKind* find_kind(DLDeviceType type) {
   const auto index = static_cast<uint32_t>(type);
-  return index < std::size(kKindsByType.row) ? kKindsByType.row[index] : nullptr;
+  return index < kKindSlots ? g_kind_by_type[index].load(std::memory_order_acquire) : nullptr;
 }
 
-// "host", "CUDA", "OpenCL": for messages.
+// Makes a backend's kinds and name known to the whole process (a plug-in that
+// is not built in: when a runtime first opens it). Registering the same
+// descriptor again does nothing; a kind another backend serves, a type past the
+// table or a second descriptor with the same id throws ABR_ERR_INVALID_ARGUMENT.
+void register_backend(const BackendDescriptor& backend);
+// Every known kind, the CPU first, then each backend's in the order registered.
+std::vector<const DeviceKind*> known_kinds();
+// The descriptor registered for an id; nullptr for the host and unknown ids.
+const BackendDescriptor* find_backend_descriptor(abr_backend id);
+
+// "host", "CUDA", "OpenCL": a backend's descriptor name, for messages.
 const char* backend_name(abr_backend backend);
 
 // "cpu", "cuda:1", "cuda_host", "opencl:0", or "dlpack_device_9:0" for a type without a row.

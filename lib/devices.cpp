@@ -89,10 +89,21 @@ const BackendInfo& DeviceRegistry::backend(abr_backend backend) const {
 const DeviceInfo& DeviceRegistry::require(DLDevice device, const char* what) const {
   if (const DeviceInfo* info = find(device)) return *info;
   const DeviceKind* kind = find_kind(device.device_type);
-  if (!kind)
-    fail(ABR_ERR_NO_DEVICE, "{}: {} is not supported by libarraybridge (host, CUDA and OpenCL are)", what,
-         device_string(device));
-  const BackendInfo& b = backend(kind->backend);
+  if (!kind) {
+    std::string served;  // "host, CUDA and OpenCL"
+    for (std::size_t i = 0; i < backends_.size(); ++i)
+      served += fmt::format("{}{}", i == 0 ? "" : i + 1 == backends_.size() ? " and " : ", ",
+                            backend_name(backends_[i].backend));
+    fail(ABR_ERR_NO_DEVICE, "{}: {} is not supported by libarraybridge ({} are)", what, device_string(device),
+         served);
+  }
+  const BackendInfo* found = nullptr;
+  for (const BackendInfo& info : backends_)
+    if (info.backend == kind->backend) found = &info;
+  if (!found)
+    fail(ABR_ERR_NO_DEVICE, "{}: no device {}: this runtime has no {} backend", what, device_string(device),
+         backend_name(kind->backend));
+  const BackendInfo& b = *found;
   if (!b.available) fail(ABR_ERR_NO_DEVICE, "{}: no device {}: {}", what, device_string(device), b.detail);
   fail(ABR_ERR_NO_DEVICE, "{}: no device {} (the {} backend has {} device(s))", what, device_string(device),
        backend_name(kind->backend), b.device_count);

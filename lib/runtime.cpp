@@ -12,26 +12,48 @@
 #include "lib/planner.hpp"
 #include "lib/pipeline.hpp"
 #include "lib/shared_staging.hpp"
+#include "lib/text.hpp"
 
 namespace abr {
 namespace {
 
-constexpr uint32_t kKnownRuntimeFlags = ABR_RUNTIME_DISABLE_CUDA | ABR_RUNTIME_DISABLE_OPENCL;
-
-// The backends a runtime opens, in the order their devices are listed. Each
-// serves the device kinds whose row in lib/device_kinds.cpp names it.
-constexpr BackendFactory kBackends[] = {make_cuda_backend, make_opencl_backend};
-
+// Each descriptor's backend, opened unless the build left it out or the options
+// disable it; those get a report saying why, in `unopened`.
 std::vector<std::unique_ptr<DeviceBackend>> open_backends(const abr_runtime_options& options,
-                                                          const std::shared_ptr<PinnedPool>& pool) {
+                                                          const std::shared_ptr<PinnedPool>& pool,
+                                                          const std::vector<const BackendDescriptor*>& descriptors,
+                                                          std::vector<BackendReport>& unopened) {
   std::vector<std::unique_ptr<DeviceBackend>> backends;
-  for (BackendFactory make : kBackends) backends.push_back(make(options, pool));
+  for (const BackendDescriptor* descriptor : descriptors) {
+    register_backend(*descriptor);
+    std::string why;
+    if (!descriptor->make)
+      why = fmt::format("left out of this build ({})", descriptor->left_out_because);
+    else if (descriptor->disable_flag & options.flags)
+      why = fmt::format("disabled by {}", descriptor->disable_flag_name);
+    if (why.empty()) {
+      backends.push_back(descriptor->make(options, pool));
+      continue;
+    }
+    BackendReport& report = unopened.emplace_back();
+    report.info.backend = descriptor->id;
+    copy_text(report.info.detail, fmt::format("{} unavailable: {}", descriptor->name, why));
+    log::debug("{}", report.info.detail);
+  }
   return backends;
 }
 
-std::vector<const BackendReport*> reports_of(const std::vector<std::unique_ptr<DeviceBackend>>& backends) {
+// The reports in the descriptors' order, which is the order devices are listed in.
+std::vector<const BackendReport*> reports_of(const std::vector<const BackendDescriptor*>& descriptors,
+                                             const std::vector<std::unique_ptr<DeviceBackend>>& backends,
+                                             const std::vector<BackendReport>& unopened) {
   std::vector<const BackendReport*> reports;
-  for (const auto& backend : backends) reports.push_back(&backend->report());
+  for (const BackendDescriptor* descriptor : descriptors) {
+    for (const auto& backend : backends)
+      if (backend->report().info.backend == descriptor->id) reports.push_back(&backend->report());
+    for (const BackendReport& report : unopened)
+      if (report.info.backend == descriptor->id) reports.push_back(&report);
+  }
   return reports;
 }
 
@@ -58,18 +80,26 @@ void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) 
 abr_runtime_options resolve_runtime_options(const abr_runtime_options* options) {
   abr_runtime_options out{};
   if (!options) return out;
-  if (options->flags & ~kKnownRuntimeFlags)
-    fail(ABR_ERR_INVALID_ARGUMENT, "abr_runtime_options.flags has unknown bits {:#x}",
-         options->flags & ~kKnownRuntimeFlags);
+  uint32_t known_flags = 0;
+  for (const BackendDescriptor* backend : builtin_backends()) known_flags |= backend->disable_flag;
+  if (options->flags & ~known_flags)
+    fail(ABR_ERR_INVALID_ARGUMENT, "abr_runtime_options.flags has unknown bits {:#x}", options->flags & ~known_flags);
   out = *options;
   out.version = ABR_RUNTIME_OPTIONS_VERSION;
   return out;
 }
 
-Runtime::Runtime(const abr_runtime_options* options) : Runtime(resolve_runtime_options(options)) {}
+Runtime::Runtime(const abr_runtime_options* options)
+    : Runtime(resolve_runtime_options(options), builtin_backends()) {}
 
-Runtime::Runtime(const abr_runtime_options& resolved)
-    : pool_(PinnedPool::create()), backends_(open_backends(resolved, pool_)), devices_(reports_of(backends_)) {
+Runtime::Runtime(const abr_runtime_options* options, const std::vector<const BackendDescriptor*>& backends)
+    : Runtime(resolve_runtime_options(options), backends) {}
+
+Runtime::Runtime(const abr_runtime_options& resolved, const std::vector<const BackendDescriptor*>& descriptors)
+    : pool_(PinnedPool::create()),
+      descriptors_(descriptors),
+      backends_(open_backends(resolved, pool_, descriptors_, unopened_)),
+      devices_(reports_of(descriptors_, backends_, unopened_)) {
   for (std::size_t type = 0; type < backend_by_type_.size(); ++type)
     backend_by_type_[type] = find_backend(static_cast<DLDeviceType>(type));
   log::debug("runtime created with {} device(s)", devices_.count());

@@ -23,7 +23,10 @@ namespace abr {
 
 class Runtime {
  public:
+  // With the built-in backends (lib/builtin_backends.cpp).
   explicit Runtime(const abr_runtime_options* options);
+  // With the backends of a list, in its order: a test's plug-in (tests/core/test_plugin_backend.cpp).
+  Runtime(const abr_runtime_options* options, const std::vector<const BackendDescriptor*>& backends);
   ~Runtime();  // frees the shared staging blocks while both backends' contexts live
 
   const DeviceRegistry& devices() const { return devices_; }
@@ -65,7 +68,7 @@ class Runtime {
   DLManagedTensorVersioned* ipc_import(const unsigned char* handle, std::size_t size, Stream* stream);
 
  private:
-  explicit Runtime(const abr_runtime_options& resolved);
+  Runtime(const abr_runtime_options& resolved, const std::vector<const BackendDescriptor*>& descriptors);
 
   template <class Managed>
   DLManagedTensorVersioned* take_and_transfer(Managed* src, DLDevice dst, const abr_transfer_options* options,
@@ -106,7 +109,9 @@ class Runtime {
   std::atomic<uint32_t> staging_threads_{0};  // abr_runtime_set_staging; 0: the default
   std::atomic<uint64_t> staging_chunk_{0};
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
-  std::vector<std::unique_ptr<DeviceBackend>> backends_;  // in kBackends order (runtime.cpp)
+  std::vector<const BackendDescriptor*> descriptors_;
+  std::vector<BackendReport> unopened_;  // left out of the build or disabled: only a report
+  std::vector<std::unique_ptr<DeviceBackend>> backends_;  // the opened ones, in descriptors_' order
   // backend_of's answers by device type (DLPack's types are small numbers), found
   // once: every transfer asks two or three times.
   std::array<DeviceBackend*, 32> backend_by_type_{};

@@ -31,8 +31,8 @@ const char* mem_type_name(cl_mem_object_type type) {
 
 }  // namespace
 
-Backend::Backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool)
-    : pool_(std::move(pool)), found_(discover(options)) {
+Backend::Backend(const abr_runtime_options&, std::shared_ptr<PinnedPool> pool)
+    : pool_(std::move(pool)), found_(discover()) {
   if (!found_.devices.empty()) cl_ = api(nullptr);
   own_.resize(found_.devices.size());
 }

@@ -116,9 +116,7 @@ Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
   return found;
 }
 
-Discovery discover(const abr_runtime_options& options) {
-  if (options.flags & ABR_RUNTIME_DISABLE_OPENCL)
-    return discover_with(nullptr, "disabled by ABR_RUNTIME_DISABLE_OPENCL");
+Discovery discover() {
   // Once per process: the devices do not change, and a driver's first-call
   // initialisation is not safe to race (PoCL 3.1 crashed in clGetDeviceInfo
   // when two threads created runtimes at once).

@@ -24,7 +24,7 @@ struct Discovery {
 std::string device_key(const Api& cl, cl_device_id device);
 
 // Never throws; an absent loader, platform or device is described in info.detail.
-Discovery discover(const abr_runtime_options& options);
+Discovery discover();
 
 // The same over a given API table (tests use it to simulate a missing loader).
 Discovery discover_with(const Api* api, const std::string& unavailable_reason);

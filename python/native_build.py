@@ -104,6 +104,17 @@ abr_status abr_device_parse(const char* text, DLDevice* out);
 abr_status abr_device_format(DLDevice device, char* out, size_t size);
 abr_status abr_dtype_parse(const char* text, DLDataType* out);
 abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size);
+#define ABR_DEVICE_KIND_VERSION ...
+#define ABR_KIND_NUMBERED ...
+#define ABR_KIND_HOST_MEMORY ...
+#define ABR_KIND_NEW_TENSORS ...
+typedef struct abr_device_kind {
+  uint32_t version; DLDeviceType type; int backend; uint32_t flags; uint32_t disable_flag; uint32_t reserved_;
+  char name[32]; char backend_name[32]; char disable_env[64];
+} abr_device_kind;
+abr_status abr_device_kind_init(abr_device_kind* kind, unsigned int version);
+abr_status abr_device_kind_count(int32_t* count);
+abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind);
 uint32_t abr_version_number(void);
 const char* abr_version_string(void);
 const char* abr_status_string(abr_status status);

@@ -273,6 +273,35 @@ ABR_API abr_status abr_dtype_parse(const char* text, DLDataType* out);
 ABR_API abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size);
 
 /*
+ * The device kinds this library knows, the CPU first, then each backend's, whether
+ * or not the backend is usable here (abr_backend_info says that): what a binding
+ * needs to name devices and backends without a list of its own. `index` runs from
+ * 0 to the count minus 1; another index is ABR_ERR_INVALID_ARGUMENT.
+ */
+#define ABR_DEVICE_KIND_VERSION 1u
+/* abr_device_kind.flags */
+#define ABR_KIND_NUMBERED (1u << 0)    /* devices are told apart by id: "cuda:1"; else the id is 0 */
+#define ABR_KIND_HOST_MEMORY (1u << 1) /* the host reads and writes its memory in place */
+#define ABR_KIND_NEW_TENSORS (1u << 2) /* abr_to_device can put a new tensor there */
+
+typedef struct abr_device_kind {
+  uint32_t version;       /* set by the caller: ABR_DEVICE_KIND_VERSION */
+  DLDeviceType type;
+  abr_backend backend;    /* who serves it; ABR_BACKEND_HOST for the CPU */
+  uint32_t flags;         /* ABR_KIND_* */
+  uint32_t disable_flag;  /* the abr_runtime_options.flags bit that leaves its backend out; 0: none */
+  uint32_t reserved_;
+  char name[32];          /* "cuda": devices are "cuda:N" when NUMBERED */
+  char backend_name[32];  /* "cuda"; "host" for the CPU */
+  char disable_env[64];   /* "ARRAYBRIDGE_DISABLE_CUDA": the variable the Python package reads; "" for none */
+} abr_device_kind;
+#define ABR_DEVICE_KIND_INIT {ABR_DEVICE_KIND_VERSION, (DLDeviceType)0, (abr_backend)0, 0, 0, 0, {0}, {0}, {0}}
+
+ABR_API abr_status abr_device_kind_init(abr_device_kind* kind, unsigned int version);
+ABR_API abr_status abr_device_kind_count(int32_t* count);
+ABR_API abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind);
+
+/*
  * OpenCL tensors (kDLOpenCL), here as in what the library returns: DLTensor.data is
  * a cl_mem, not an address, and must be a buffer (CL_MEM_OBJECT_BUFFER) in a
  * cl_context (the library's or the caller's) that holds the tensor's device;

@@ -5,17 +5,14 @@ import enum
 from collections import namedtuple
 
 from ._errors import last_problem
+from ._kinds import BACKENDS, KINDS
 from ._lib import _core, ffi, lib
 from ._runtime import user_words
 
 
-class DLDeviceType(enum.IntEnum):
-    """DLPack device types this package names (the values are dlpack.h's)."""
-    CPU = lib.kDLCPU
-    CUDA = lib.kDLCUDA
-    CUDA_HOST = lib.kDLCUDAHost
-    OPENCL = lib.kDLOpenCL
-    CUDA_MANAGED = lib.kDLCUDAManaged
+# DLPack device types this package names (the values are dlpack.h's): one per kind
+# of the library's table (CPU, CUDA, CUDA_HOST, CUDA_MANAGED, OPENCL).
+DLDeviceType = enum.IntEnum("DLDeviceType", [(kind.name.upper(), kind.type) for kind in KINDS], module=__name__)
 
 
 def _library_error(context):
@@ -57,11 +54,6 @@ Device.__doc__ = """One device of the runtime. `name` is what to_device takes ("
 
 BackendInfo = namedtuple("BackendInfo", "name available device_count detail")
 
-# The header's abr_backend values, named as Python spells them (ABR_BACKEND_CUDA -> "cuda").
-_BACKENDS = {value: name[len("ABR_BACKEND_"):].lower()
-             for value, name in sorted(ffi.typeof("abr_backend").elements.items())
-             if not name.endswith("_MAX_ENUM")}
-
 
 def devices():
     """Every usable device, the CPU first."""
@@ -69,7 +61,7 @@ def devices():
     for kind, index, backend, label, platform, memory_bytes, flags in _core.devices():
         kind = DLDeviceType(kind)
         found.append(Device(
-            name=device_string(kind, index), dlpack=(kind, index), backend=_BACKENDS.get(backend, "?"),
+            name=device_string(kind, index), dlpack=(kind, index), backend=BACKENDS.get(backend, "?"),
             label=label, platform=platform, memory_bytes=memory_bytes,
             shares_host_memory=bool(flags & lib.ABR_DEVICE_SHARES_HOST_MEMORY),
             lost=bool(flags & lib.ABR_DEVICE_LOST_FLAG)))
@@ -79,4 +71,4 @@ def devices():
 def backends():
     """Each backend's availability and, when it is unusable, why ("CUDA unavailable: ...")."""
     return [info._replace(detail=user_words(info.detail))
-            for info in (BackendInfo(name, *_core.backend_info(code)) for code, name in _BACKENDS.items())]
+            for info in (BackendInfo(name, *_core.backend_info(code)) for code, name in BACKENDS.items())]

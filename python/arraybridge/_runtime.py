@@ -3,12 +3,8 @@ import atexit
 import os
 
 from ._errors import class_for_status, last_problem, status_name
-from ._lib import _core, lib
-
-
-# The variable that sets each runtime flag, and the flag's name in the library's messages.
-_DISABLING = {"ARRAYBRIDGE_DISABLE_OPENCL": "ABR_RUNTIME_DISABLE_OPENCL",
-              "ARRAYBRIDGE_DISABLE_CUDA": "ABR_RUNTIME_DISABLE_CUDA"}
+from ._kinds import DISABLING
+from ._lib import _core
 
 
 def _disabled(name):
@@ -18,7 +14,11 @@ def _disabled(name):
 def runtime_flags():
     """abr_runtime_options.flags from the environment: ARRAYBRIDGE_DISABLE_OPENCL=1 or
     ARRAYBRIDGE_DISABLE_CUDA=1 leave a backend out."""
-    return sum(getattr(lib, flag) for variable, flag in _DISABLING.items() if _disabled(variable))
+    flags = 0
+    for variable, flag in DISABLING.items():
+        if _disabled(variable):
+            flags |= flag
+    return flags
 
 
 # The C options' names, as a Python caller spells what it asked for.
@@ -33,7 +33,8 @@ def user_words(message):
     environment ...")."""
     for option, words in _OPTION_WORDS.items():
         message = message.replace(option, words)
-    for variable, flag in _DISABLING.items():
+    for variable in DISABLING:
+        flag = "ABR_RUNTIME_DISABLE_" + variable[len("ARRAYBRIDGE_DISABLE_"):]  # the library's name for it
         if flag in message and _disabled(variable):
             message = message.replace(f"disabled by {flag}", f"disabled by {variable}={os.environ[variable]} in the "
                                       "environment (unset it or set it to 0 to use it)")

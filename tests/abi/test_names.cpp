@@ -143,3 +143,52 @@ TEST_CASE("names: dtypes format and parse back, lanes included") {
     CHECK(std::string(abr_last_error()).find("unknown dtype") != std::string::npos);
   }
 }
+
+TEST_CASE("names: the device kinds, the CPU first, then each built-in backend's, usable here or not") {
+  int32_t count = 0;
+  REQUIRE(abr_device_kind_count(&count) == ABR_OK);
+  REQUIRE(count >= 5);  // a plug-in registered by another test adds its own after these
+  struct Expected {
+    const char* name;
+    DLDeviceType type;
+    abr_backend backend;
+    uint32_t flags;
+    const char* backend_name;
+    uint32_t disable_flag;
+    const char* disable_env;
+  };
+  const uint32_t numbered = ABR_KIND_NUMBERED, host = ABR_KIND_HOST_MEMORY, fresh = ABR_KIND_NEW_TENSORS;
+  const Expected expected[] = {
+      {"cpu", kDLCPU, ABR_BACKEND_HOST, host | fresh, "host", 0, ""},
+      {"cuda", kDLCUDA, ABR_BACKEND_CUDA, numbered | fresh, "cuda", ABR_RUNTIME_DISABLE_CUDA, "ARRAYBRIDGE_DISABLE_CUDA"},
+      {"cuda_host", kDLCUDAHost, ABR_BACKEND_CUDA, host | fresh, "cuda", ABR_RUNTIME_DISABLE_CUDA,
+       "ARRAYBRIDGE_DISABLE_CUDA"},
+      {"cuda_managed", kDLCUDAManaged, ABR_BACKEND_CUDA, host, "cuda", ABR_RUNTIME_DISABLE_CUDA,
+       "ARRAYBRIDGE_DISABLE_CUDA"},
+      {"opencl", kDLOpenCL, ABR_BACKEND_OPENCL, numbered | fresh, "opencl", ABR_RUNTIME_DISABLE_OPENCL,
+       "ARRAYBRIDGE_DISABLE_OPENCL"},
+  };
+  for (int32_t i = 0; i < 5; ++i) {
+    const Expected& want = expected[i];
+    abr_device_kind kind = ABR_DEVICE_KIND_INIT;
+    REQUIRE(abr_device_kind_get(i, &kind) == ABR_OK);
+    CAPTURE(want.name);
+    CHECK(std::string(kind.name) == want.name);
+    CHECK(kind.type == want.type);
+    CHECK(kind.backend == want.backend);
+    CHECK(kind.flags == want.flags);
+    CHECK(std::string(kind.backend_name) == want.backend_name);
+    CHECK(kind.disable_flag == want.disable_flag);
+    CHECK(std::string(kind.disable_env) == want.disable_env);
+  }
+  abr_device_kind kind = ABR_DEVICE_KIND_INIT;
+  CHECK(abr_device_kind_get(count, &kind) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()) == "abr_device_kind_get: kind index " + std::to_string(count) +
+                                             " is out of range (this library knows " + std::to_string(count) +
+                                             " device kinds)");
+  CHECK(abr_device_kind_get(-1, &kind) == ABR_ERR_INVALID_ARGUMENT);
+  abr_device_kind unset{};
+  CHECK(abr_device_kind_get(0, &unset) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("abr_device_kind.version is 0") != std::string::npos);
+  CHECK(abr_device_kind_count(nullptr) == ABR_ERR_INVALID_ARGUMENT);
+}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import arraybridge as ab
-from arraybridge import _core, _device, _dtype, _errors, _runtime
+from arraybridge import _core, _device, _dtype, _errors, _kinds, _runtime
 from arraybridge._lib import ffi, lib
 
 
@@ -26,9 +26,25 @@ def test_device_names_are_the_librarys():
         _device.parse_device("cuda_host:1")
 
 
-def test_device_types_are_dlpack_h_values():
-    assert [int(t) for t in ab.DLDeviceType] == [lib.kDLCPU, lib.kDLCUDA, lib.kDLCUDAHost, lib.kDLOpenCL,
-                                                 lib.kDLCUDAManaged]
+def test_device_types_are_dlpack_h_values_from_the_librarys_kind_table():
+    assert [(t.name, int(t)) for t in ab.DLDeviceType] == [
+        ("CPU", lib.kDLCPU), ("CUDA", lib.kDLCUDA), ("CUDA_HOST", lib.kDLCUDAHost),
+        ("CUDA_MANAGED", lib.kDLCUDAManaged), ("OPENCL", lib.kDLOpenCL)]
+    count = ffi.new("int32_t*")
+    assert lib.abr_device_kind_count(count) == lib.ABR_OK and count[0] == len(ab.DLDeviceType)
+    # The backends and the variables that disable them come from the same table.
+    assert _kinds.BACKENDS == {lib.ABR_BACKEND_HOST: "host", lib.ABR_BACKEND_CUDA: "cuda",
+                               lib.ABR_BACKEND_OPENCL: "opencl"}
+    assert _kinds.DISABLING == {"ARRAYBRIDGE_DISABLE_CUDA": lib.ABR_RUNTIME_DISABLE_CUDA,
+                                "ARRAYBRIDGE_DISABLE_OPENCL": lib.ABR_RUNTIME_DISABLE_OPENCL}
+
+
+def test_runtime_flags_follow_the_disabling_variables(monkeypatch):
+    monkeypatch.setenv("ARRAYBRIDGE_DISABLE_OPENCL", "1")
+    monkeypatch.setenv("ARRAYBRIDGE_DISABLE_CUDA", "0")
+    assert _runtime.runtime_flags() == lib.ABR_RUNTIME_DISABLE_OPENCL
+    monkeypatch.setenv("ARRAYBRIDGE_DISABLE_CUDA", "yes")
+    assert _runtime.runtime_flags() == lib.ABR_RUNTIME_DISABLE_OPENCL | lib.ABR_RUNTIME_DISABLE_CUDA
 
 
 def test_dtype_names_are_the_librarys():

@@ -5,13 +5,31 @@
 
 #include <arraybridge/arraybridge.h>
 
-static const char* backend_name(abr_backend b) {
-  switch (b) {
-    case ABR_BACKEND_HOST: return "host";
-    case ABR_BACKEND_CUDA: return "cuda";
-    case ABR_BACKEND_OPENCL: return "opencl";
-    default: return "unknown";
+/* The backends, from the library's table of device kinds: each backend once, the host first. */
+#define MAX_BACKENDS 16
+static abr_backend backend_ids[MAX_BACKENDS];
+static char backend_names[MAX_BACKENDS][32];
+static int backend_count = 0;
+
+static void load_backends(void) {
+  int32_t kinds = 0, k, b;
+  abr_device_kind_count(&kinds);
+  for (k = 0; k < kinds && backend_count < MAX_BACKENDS; ++k) {
+    abr_device_kind kind = ABR_DEVICE_KIND_INIT;
+    if (abr_device_kind_get(k, &kind) != ABR_OK) continue;
+    for (b = 0; b < backend_count && backend_ids[b] != kind.backend; ++b) {}
+    if (b < backend_count) continue;
+    backend_ids[backend_count] = kind.backend;
+    memcpy(backend_names[backend_count], kind.backend_name, sizeof kind.backend_name);
+    ++backend_count;
   }
+}
+
+static const char* backend_name(abr_backend id) {
+  int b;
+  for (b = 0; b < backend_count; ++b)
+    if (backend_ids[b] == id) return backend_names[b];
+  return "unknown";
 }
 
 /* The length of the well-formed UTF-8 character at s (1 to 4), or 0 if s does not
@@ -96,7 +114,6 @@ int main(int argc, char** argv) {
   abr_runtime* rt = NULL;
   int json = 0, i;
   int32_t count = 0;
-  const abr_backend backends[3] = {ABR_BACKEND_HOST, ABR_BACKEND_CUDA, ABR_BACKEND_OPENCL};
 
   for (i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--json") == 0) {
@@ -118,9 +135,10 @@ int main(int argc, char** argv) {
 
   if (json) printf("{\"version\": \"%s\", \"backends\": [", abr_version_string());
   else printf("libarraybridge %s\n\nBackends:\n", abr_version_string());
-  for (i = 0; i < 3; ++i) {
+  load_backends();
+  for (i = 0; i < backend_count; ++i) {
     struct abr_backend_info b = ABR_BACKEND_INFO_INIT;
-    if (abr_backend_info(rt, backends[i], &b) != ABR_OK) continue;
+    if (abr_backend_info(rt, backend_ids[i], &b) != ABR_OK) continue;
     if (json) {
       printf("%s{\"backend\": \"%s\", \"available\": %s, \"devices\": %d, \"detail\": ", i ? ", " : "",
              backend_name(b.backend), b.available ? "true" : "false", b.device_count);

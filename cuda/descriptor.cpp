@@ -1,0 +1,36 @@
+// The CUDA backend as the rest of the library sees it. This file needs neither
+// cuda.h nor nvcc: a build without the toolkit compiles it alone, with
+// ABR_CUDA_LEFT_OUT saying why, so the kinds still parse and every CUDA device
+// says it was left out of this build.
+#include <iterator>
+
+#include "lib/backend_descriptor.hpp"
+#include "lib/device_kinds.hpp"
+
+namespace abr {
+
+#ifndef ABR_CUDA_LEFT_OUT
+std::unique_ptr<DeviceBackend> make_cuda_backend(const abr_runtime_options& options, std::shared_ptr<PinnedPool> pool);
+#endif
+
+namespace {
+
+//                                   type             name            backend           numbered host  address locked new
+constexpr DeviceKind kCudaKinds[] = {{kDLCUDA,        "cuda",         ABR_BACKEND_CUDA, true,    false, true,  false, true},
+                                     {kDLCUDAHost,    "cuda_host",    ABR_BACKEND_CUDA, false,   true,  true,  true,  true},
+                                     {kDLCUDAManaged, "cuda_managed", ABR_BACKEND_CUDA, false,   true,  true,  false, false}};
+
+}  // namespace
+
+extern const BackendDescriptor kCudaBackend;
+const BackendDescriptor kCudaBackend{
+    ABR_BACKEND_CUDA, "CUDA", "cuda", kCudaKinds, std::size(kCudaKinds), ABR_RUNTIME_DISABLE_CUDA,
+    "ABR_RUNTIME_DISABLE_CUDA", "ARRAYBRIDGE_DISABLE_CUDA",
+#ifdef ABR_CUDA_LEFT_OUT
+    nullptr, ABR_CUDA_LEFT_OUT,
+#else
+    make_cuda_backend, nullptr,
+#endif
+    /*ipc=*/true};
+
+}  // namespace abr

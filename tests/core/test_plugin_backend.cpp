@@ -1,0 +1,376 @@
+// A third backend that lives only here: a descriptor and the primitives, nothing
+// in lib/ names it. Its devices ("ext_dev:0", "ext_dev:1", DLPack's kDLExtDev) keep
+// their memory in host blocks behind opaque handles, as OpenCL keeps cl_mem: the
+// runtime must route every transfer through the backend, never dereference a handle.
+// The core transfers run through the C API on a runtime opened with this backend
+// alone: new tensors each way, strided, converted, views, copies into existing
+// tensors, staged between its two contexts, and the errors that name it.
+// Registering it makes "ext_dev" a known kind for the rest of the process.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "capi/handles.hpp"
+#include "lib/backend.hpp"
+#include "lib/device_kinds.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
+#include "lib/host_copy.hpp"
+#include "lib/host_threads.hpp"
+#include "lib/planner.hpp"
+#include "lib/text.hpp"
+#include "tests/support/helpers.hpp"
+
+using namespace test;
+
+namespace {
+
+constexpr auto kFakeId = static_cast<abr_backend>(77);
+constexpr int kFakeDevices = 2;
+
+// Device memory: bytes behind a handle, checked on every use.
+struct Buffer {
+  std::vector<char> bytes;
+  int device = 0;
+};
+
+class Buffers {
+ public:
+  Buffer* add(int device, uint64_t size) {
+    auto* buffer = new Buffer{std::vector<char>(size), device};
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.insert(buffer);
+    return buffer;
+  }
+  void remove(Buffer* buffer) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_.erase(buffer);
+    }
+    delete buffer;
+  }
+  Buffer& of(const abr::Layout& tensor) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto* buffer = static_cast<Buffer*>(tensor.data);
+    if (!live_.count(buffer)) abr::fail(ABR_ERR_DLPACK_DEVICE, "{} is not a live ext_dev buffer", tensor.data);
+    const int64_t begin = static_cast<int64_t>(tensor.byte_offset) + tensor.min_byte;
+    const int64_t end = static_cast<int64_t>(tensor.byte_offset) + tensor.max_byte_end;
+    if (tensor.numel > 0 && (begin < 0 || end > static_cast<int64_t>(buffer->bytes.size())))
+      abr::fail(ABR_ERR_DLPACK_DATA, "the view [{}, {}) lies outside its {} byte buffer", begin, end,
+                buffer->bytes.size());
+    return *buffer;
+  }
+  std::size_t live() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<Buffer*> live_;
+};
+
+Buffers buffers;
+
+class BufferStorage final : public abr::Storage {
+ public:
+  explicit BufferStorage(Buffer* buffer) : buffer_(buffer) {}
+  ~BufferStorage() override { buffers.remove(buffer_); }
+
+ private:
+  Buffer* buffer_;
+};
+
+// Staging blocks: plain host memory (a real driver page-locks its own).
+class Block final : public abr::StagingBlock {
+ public:
+  explicit Block(std::size_t size) : bytes_(size) {}
+  char* data() const override { return const_cast<char*>(bytes_.data()); }
+  std::size_t size() const override { return bytes_.size(); }
+
+ private:
+  std::vector<char> bytes_;
+};
+
+class Blocks final : public abr::StagingProvider {
+ public:
+  const char* name() const override { return "ext_dev blocks"; }
+  const void* domain() const override { return this; }
+  std::unique_ptr<abr::StagingBlock> allocate(std::size_t bytes) override { return std::make_unique<Block>(bytes); }
+};
+
+// The first element of a side: an ext_dev handle resolved, or host memory as it is.
+char* first_of(const abr::Layout& tensor) {
+  if (tensor.device.device_type == kDLExtDev) return buffers.of(tensor).bytes.data() + tensor.byte_offset;
+  return static_cast<char*>(tensor.data) + tensor.byte_offset;
+}
+
+// A staged side: compact bytes of the tensor, packed into (or landed in) a
+// temporary when the plan reshapes on this side.
+class Side final : public abr::ChunkSide {
+ public:
+  Side(const abr::Plan& plan, const abr::Layout& tensor, bool source, Blocks& blocks)
+      : tensor_(tensor), blocks_(blocks), bytes_(first_of(tensor)) {
+    if ((source ? plan.pack : plan.scatter) == abr::Step::None) return;
+    const DLDataType dtype = source ? plan.dtype : tensor.dtype;
+    temp_.resize(static_cast<std::size_t>(tensor.numel * abr::itemsize(dtype)));
+    temp_layout_ = abr::compact_layout(tensor.device, dtype, tensor.shape, temp_.data());
+    if (source) abr::host_copy_layout(tensor, bytes_, dtype, temp_.data(), temp_layout_.strides.data());
+    scatter_ = !source;
+    bytes_ = temp_.data();
+  }
+  bool asynchronous() const override { return false; }
+  std::unique_ptr<abr::Event> read(uint64_t offset, char* block, std::size_t n) override {
+    std::memcpy(block, bytes_ + offset, n);
+    return nullptr;
+  }
+  std::unique_ptr<abr::Event> write(uint64_t offset, const char* block, std::size_t n) override {
+    std::memcpy(bytes_ + offset, block, n);
+    return nullptr;
+  }
+  void finish() override {
+    if (scatter_) abr::host_copy_layout(temp_layout_, temp_.data(), tensor_.dtype, first_of(tensor_), tensor_.strides.data());
+  }
+  abr::StagingProvider* staging() override { return &blocks_; }
+
+ private:
+  abr::Layout tensor_;
+  Blocks& blocks_;
+  char* bytes_;
+  std::vector<char> temp_;
+  abr::Layout temp_layout_;
+  bool scatter_ = false;
+};
+
+class Stream final : public abr::Stream {
+ public:
+  explicit Stream(DLDevice device) : device_(device) {}
+  DLDevice device() const override { return device_; }
+  void synchronize() override {}
+  void retain(std::unique_ptr<abr::Storage>) noexcept override {}  // the work is complete on return
+  void wait_for(abr::Stream& other) override { other.synchronize(); }
+  std::unique_ptr<abr::Event> record() override { return nullptr; }
+
+ private:
+  DLDevice device_;
+};
+
+// Everything runs on the calling thread and is complete on return.
+class FakeBackend final : public abr::DeviceBackend {
+ public:
+  FakeBackend() {
+    report_.info.backend = kFakeId;
+    report_.info.available = 1;
+    report_.info.device_count = kFakeDevices;
+    abr::copy_text(report_.info.detail, "fake: 2 devices in host memory behind handles");
+    for (int id = 0; id < kFakeDevices; ++id) {
+      struct abr_device_info info {};
+      info.device = {kDLExtDev, id};
+      info.backend = kFakeId;
+      abr::copy_text(info.name, "fake device");
+      abr::copy_text(info.platform, "tests/core");
+      report_.devices.push_back(info);
+    }
+    can_.maps_to_host = true;  // the host engine walks its memory once a handle is resolved
+  }
+  const abr::BackendReport& report() const override { return report_; }
+  const abr::Capabilities& capabilities() const override { return can_; }
+  abr::DeviceTraits traits(DLDevice device) override { return {0, &contexts_[device.device_id]}; }
+  const void* memory_context(const abr::Layout& tensor) override {
+    return &contexts_[buffers.of(tensor).device];
+  }
+  abr::DeviceMemory allocate(DLDevice device, uint64_t bytes, abr::Stream*) override {
+    Buffer* buffer = buffers.add(device.device_id, bytes);
+    return {buffer, std::make_unique<BufferStorage>(buffer)};
+  }
+  abr::DeviceMemory wrap_host(DLDevice, void*, uint64_t, bool, std::unique_ptr<abr::Storage>&) override {
+    abr::fail(ABR_ERR_INTERNAL, "ext_dev does not share host memory");
+  }
+  void execute(const abr::Plan& plan, const abr::Layout& src, const abr::Layout& dst, abr::Stream*) override {
+    if (src.numel == 0) return;
+    if (!plan.overlap)
+      return abr::host_copy_layout(src, first_of(src), dst.dtype, first_of(dst), dst.strides.data());
+    std::vector<char> temp(static_cast<std::size_t>(src.nbytes));
+    const abr::Layout packed = abr::compact_layout(src.device, src.dtype, src.shape, temp.data());
+    abr::host_copy_layout(src, first_of(src), src.dtype, temp.data(), packed.strides.data());
+    abr::host_copy_layout(packed, temp.data(), dst.dtype, first_of(dst), dst.strides.data());
+  }
+  std::unique_ptr<abr::ChunkSide> staging_side(const abr::Plan& plan, const abr::Layout& tensor, bool source,
+                                               abr::Stream*) override {
+    return std::make_unique<Side>(plan, tensor, source, blocks_);
+  }
+  std::unique_ptr<abr::Stream> create_stream(DLDevice device) override { return std::make_unique<Stream>(device); }
+  std::unique_ptr<abr::Stream> wrap_stream(DLDevice, void*) override {
+    abr::fail(ABR_ERR_UNSUPPORTED, "ext_dev has no native streams");
+  }
+
+ private:
+  abr::BackendReport report_;
+  abr::Capabilities can_;
+  char contexts_[kFakeDevices] = {};  // one context per device: their addresses are the contexts
+  Blocks blocks_;
+};
+
+std::unique_ptr<abr::DeviceBackend> make_fake(const abr_runtime_options&, std::shared_ptr<abr::PinnedPool>) {
+  return std::make_unique<FakeBackend>();
+}
+
+//                                    type       name       backend  numbered host   address locked new
+constexpr abr::DeviceKind kFakeKinds[] = {{kDLExtDev, "ext_dev", kFakeId, true, false, false, false, true}};
+const abr::BackendDescriptor kFakeBackend{kFakeId, "Fake", "fake", kFakeKinds, 1, 0, nullptr, nullptr,
+                                          make_fake, nullptr, /*ipc=*/false};
+
+struct FakeRuntime {
+  abr_runtime* rt = new abr_runtime(nullptr, {&kFakeBackend});
+  ~FakeRuntime() { abr_runtime_destroy(rt); }
+  operator abr_runtime*() const { return rt; }
+};
+
+constexpr DLDevice fake0{kDLExtDev, 0}, fake1{kDLExtDev, 1};
+
+DLManagedTensorVersioned* move(abr_runtime* rt, Managed& src, DLDevice to, abr_copy_mode copy = ABR_COPY_IF_NEEDED,
+                               DLDataType dtype = {}, abr_transfer_report* report = nullptr) {
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.copy = copy;
+  options.dtype = dtype;
+  options.report = report;
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, to, &options, nullptr, &out) == ABR_OK, abr_last_error());
+  return out;
+}
+
+// A tensor's values, read back to the host through the runtime.
+template <class T>
+std::vector<T> values_of(abr_runtime* rt, const DLTensor& tensor) {
+  int64_t count = 1;
+  for (int32_t d = 0; d < tensor.ndim; ++d) count *= tensor.shape[d];
+  std::vector<T> out(static_cast<std::size_t>(count));
+  std::vector<int64_t> shape(tensor.shape, tensor.shape + tensor.ndim);
+  Managed landing(out.data(), tensor.dtype, shape);
+  REQUIRE_MESSAGE(abr_copy(rt, &tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK, abr_last_error());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("plug-in backend: its devices are listed, named and parsed from its descriptor alone") {
+  FakeRuntime rt;
+  int32_t count = 0;
+  REQUIRE(abr_device_count(rt, &count) == ABR_OK);
+  CHECK(count == 1 + kFakeDevices);  // the CPU, then its devices
+  struct abr_device_info info = ABR_DEVICE_INFO_INIT;
+  REQUIRE(abr_device_info(rt, 2, &info) == ABR_OK);
+  CHECK((info.device.device_type == kDLExtDev && info.device.device_id == 1 && info.backend == kFakeId));
+  struct abr_backend_info backend = ABR_BACKEND_INFO_INIT;
+  REQUIRE(abr_backend_info(rt, kFakeId, &backend) == ABR_OK);
+  CHECK(std::string(backend.detail) == "fake: 2 devices in host memory behind handles");
+  DLDevice parsed{};
+  REQUIRE(abr_device_parse("ext_dev:1", &parsed) == ABR_OK);
+  CHECK((parsed.device_type == kDLExtDev && parsed.device_id == 1));
+  char name[ABR_NAME_MAX];
+  REQUIRE(abr_device_format(fake0, name, sizeof name) == ABR_OK);
+  CHECK(std::string(name) == "ext_dev:0");
+  int32_t kinds = 0;
+  REQUIRE(abr_device_kind_count(&kinds) == ABR_OK);
+  abr_device_kind last = ABR_DEVICE_KIND_INIT;
+  REQUIRE(abr_device_kind_get(kinds - 1, &last) == ABR_OK);
+  CHECK(std::string(last.name) == "ext_dev");
+  CHECK(std::string(last.backend_name) == "fake");
+  CHECK(last.flags == (ABR_KIND_NUMBERED | ABR_KIND_NEW_TENSORS));
+
+  // The runtime has no CUDA or OpenCL: they are not in its list.
+  Managed src(nullptr, f32, {0});
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  DLManagedTensorVersioned* out = nullptr;
+  CHECK(abr_to_device(rt, &src.managed, {kDLExtDev, 5}, &options, nullptr, &out) == ABR_ERR_NO_DEVICE);
+  CHECK(std::string(abr_last_error()) ==
+        "abr_to_device: destination: no device ext_dev:5 (the Fake backend has 2 device(s))");
+  CHECK(abr_to_device(rt, &src.managed, {kDLOpenCL, 0}, &options, nullptr, &out) == ABR_ERR_NO_DEVICE);
+  CHECK(std::string(abr_last_error()) ==
+        "abr_to_device: destination: no device opencl:0: this runtime has no OpenCL backend");
+  CHECK(abr_to_device(rt, &src.managed, {kDLVulkan, 0}, &options, nullptr, &out) == ABR_ERR_NO_DEVICE);
+  CHECK(std::string(abr_last_error()) ==
+        "abr_to_device: destination: dlpack_device_7:0 is not supported by libarraybridge (host and Fake are)");
+  CHECK(src.deleted == 0);
+}
+
+TEST_CASE("plug-in backend: the core transfers, every value and ownership counted") {
+  FakeRuntime rt;
+  std::vector<float> host(6 * 5);
+  std::iota(host.begin(), host.end(), 1.0f);
+  const std::size_t before = buffers.live();
+  {
+    // Host -> ext_dev: a copy (the device does not share host memory), then back.
+    Managed src(host.data(), f32, {6, 5});
+    abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+    Owned on0(move(rt, src, fake0, ABR_COPY_IF_NEEDED, {}, &report));
+    CHECK(src.deleted == 1);
+    CHECK(report.path == ABR_PATH_HOST_TO_DEVICE);
+    CHECK(on0->data != host.data());
+    CHECK(buffers.live() == before + 1);
+    CHECK(values_of<float>(rt, on0.t->dl_tensor) == host);
+
+    // A view of it on its own device is the tensor itself; a forced copy is a new buffer.
+    Managed again(on0->data, f32, {6, 5}, {}, 0, fake0);
+    Owned view(move(rt, again, fake0, ABR_COPY_IF_NEEDED, {}, &report));
+    CHECK(report.path == ABR_PATH_ZERO_COPY);
+    CHECK(view->data == on0->data);
+    Managed forced(on0->data, f32, {6, 5}, {}, 0, fake0);
+    Owned copied(move(rt, forced, fake0, ABR_COPY_ALWAYS, {}, &report));
+    CHECK(report.path == ABR_PATH_DEVICE_COPY);
+    CHECK(copied->data != on0->data);
+    CHECK(values_of<float>(rt, copied.t->dl_tensor) == host);
+
+    // Strided and converted on the way down: the transposed view as float64.
+    Managed transposed(on0->data, f32, {5, 6}, {1, 5}, 0, fake0);
+    Owned down(move(rt, transposed, cpu, ABR_COPY_IF_NEEDED, f64, &report));
+    CHECK(report.path == ABR_PATH_DEVICE_TO_HOST);
+    CHECK((report.flags & ABR_REPORT_PACKED) != 0);
+    CHECK((report.flags & ABR_REPORT_CAST) != 0);
+    const auto* values = static_cast<const double*>(down->data);
+    for (int r = 0; r < 5; ++r)
+      for (int c = 0; c < 6; ++c) CHECK(values[r * 6 + c] == host[static_cast<std::size_t>(c * 5 + r)]);
+
+    // Across its two devices (two contexts): staged, strided source packed on its side.
+    Managed across(on0->data, f32, {5, 6}, {1, 5}, 0, fake0);
+    Owned on1(move(rt, across, fake1, ABR_COPY_IF_NEEDED, {}, &report));
+    CHECK(report.path == ABR_PATH_STAGED);
+    const std::vector<float> moved = values_of<float>(rt, on1.t->dl_tensor);
+    for (int r = 0; r < 5; ++r)
+      for (int c = 0; c < 6; ++c) CHECK(moved[static_cast<std::size_t>(r * 6 + c)] == host[static_cast<std::size_t>(c * 5 + r)]);
+
+    // Into an existing strided tensor on the device: every other element of a 6 x 10 buffer.
+    Managed wide_src(host.data(), f32, {6, 10 / 2});
+    std::vector<float> zeros(60, 0.0f);
+    Managed zero_src(zeros.data(), f32, {60});
+    Owned wide(move(rt, zero_src, fake1, ABR_COPY_ALWAYS));
+    Managed every_other(wide->data, f32, {6, 5}, {10, 2}, 0, fake1);
+    REQUIRE_MESSAGE(abr_copy(rt, &wide_src.tensor(), &every_other.tensor(), nullptr, nullptr) == ABR_OK,
+                    abr_last_error());
+    const std::vector<float> landed = values_of<float>(rt, *wide);
+    for (std::size_t i = 0; i < 60; ++i) CHECK(landed[i] == (i % 2 ? 0.0f : host[i / 2]));
+  }
+  CHECK(buffers.live() == before);  // every buffer freed with its tensor
+}
+
+TEST_CASE("plug-in backend: a bad handle or a view outside its buffer is refused, and the source kept") {
+  FakeRuntime rt;
+  int not_a_buffer = 0;
+  Managed bogus(&not_a_buffer, f32, {4}, {}, 0, fake0);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  DLManagedTensorVersioned* out = nullptr;
+  CHECK(abr_to_device(rt, &bogus.managed, cpu, &options, nullptr, &out) == ABR_ERR_DLPACK_DEVICE);
+  CHECK(error_mentions("is not a live ext_dev buffer"));
+  CHECK(bogus.deleted == 0);
+
+  std::vector<float> host(4, 2.0f);
+  Managed src(host.data(), f32, {4});
+  Owned on0(move(rt, src, fake0, ABR_COPY_ALWAYS));
+  Managed past_end(on0->data, f32, {4}, {}, 8, fake0);
+  CHECK(abr_to_device(rt, &past_end.managed, cpu, &options, nullptr, &out) == ABR_ERR_DLPACK_DATA);
+  CHECK(error_mentions("lies outside its 16 byte buffer"));
+  CHECK(past_end.deleted == 0);
+}
