@@ -134,7 +134,7 @@ DeviceTraits Backend::traits(DLDevice dl) {
   return traits;
 }
 
-const void* Backend::memory_context(const Layout& tensor) {
+void* Backend::memory_context(const Layout& tensor) {
   std::shared_ptr<Device> owner = device(tensor.device);
   owner->require_alive();
   if (tensor.numel == 0) return owner.get();  // nothing is read: any pointer will do

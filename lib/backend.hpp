@@ -42,7 +42,7 @@ struct Capabilities {
 // ABR_DEVICE_SHARES_HOST_MEMORY flag says whether host memory can back its buffers).
 struct DeviceTraits {
   uint64_t host_wrap_alignment = 0;  // what a host pointer must be aligned to for wrap_host
-  const void* context = nullptr;     // the runtime's own context on this device
+  void* context = nullptr;           // the runtime's own context on this device
 };
 
 // Device memory from a backend: the DLTensor::data value and what releases it.
@@ -63,7 +63,7 @@ class DeviceBackend {
   // Checks the memory handle of a tensor on one of this backend's devices (its
   // kind, and that the whole view lies inside it) and returns the context it
   // lives in. A handle from another library is accepted: its context is adopted.
-  virtual const void* memory_context(const Layout& tensor) = 0;
+  virtual void* memory_context(const Layout& tensor) = 0;
 
   // `bytes` of device memory in the runtime's own context (zero is allowed), ready
   // for work that `stream` (may be null) will order.

@@ -42,6 +42,20 @@ inline const DeviceKind* find_kind(DLDeviceType type) {
   return index < kKindSlots ? g_kind_by_type[index].load(std::memory_order_acquire) : nullptr;
 }
 
+// True when pointers into this device's memory may be offset and dereferenced on
+// the host side of the arithmetic (CPU, CUDA, pinned, managed), false for opaque
+// handles such as an OpenCL cl_mem.
+inline bool is_direct_address(DLDeviceType type) {
+  const DeviceKind* kind = find_kind(type);
+  return kind && kind->address;
+}
+
+// True when the host can read and write the memory directly.
+inline bool is_host_accessible(DLDeviceType type) {
+  const DeviceKind* kind = find_kind(type);
+  return kind && kind->host_memory;
+}
+
 // Makes a backend's kinds and name known to the whole process (a plug-in that
 // is not built in: when a runtime first opens it). Registering the same
 // descriptor again does nothing; a kind another backend serves, a type past the

@@ -20,7 +20,7 @@ struct Endpoint {
   bool pinned = false;               // host memory page-locked for the other side's DMA
   bool shares_host_memory = false;   // a device that uses host memory in place (wrap_host)
   uint64_t host_wrap_alignment = 0;  // what host memory must be aligned to for that
-  const void* context = nullptr;     // device memory: the backend context it lives in, or will
+  void* context = nullptr;           // device memory: the backend context it lives in, or will
   Capabilities can;                  // device memory: its backend's
 };
 

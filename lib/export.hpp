@@ -1,5 +1,4 @@
-// Building the DLManagedTensorVersioned that the runtime hands out, and holding
-// on to the managed tensor that was handed in.
+// Building the DLManagedTensorVersioned that the runtime hands out.
 #pragma once
 
 #include <cstdint>
@@ -7,59 +6,10 @@
 
 #include "arraybridge/arraybridge.h"
 #include "lib/dims.hpp"
+#include "lib/source_tensor.hpp"
 #include "lib/storage.hpp"
 
 namespace abr {
-
-// Host memory from the runtime, aligned to 256 bytes as DLPack recommends; from
-// kHugePageThreshold up, to 2 MiB and backed by huge pages where the kernel can.
-class HostBuffer final : public Storage {
- public:
-  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
-  static constexpr std::size_t kHugePageThreshold = std::size_t{4} << 20;
-  explicit HostBuffer(std::size_t bytes);  // throws ABR_ERR_OUT_OF_MEMORY
-  ~HostBuffer() override;
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
-  char* data() const { return data_; }
-
- private:
-  void* allocation_ = nullptr;  // what malloc returned; data_ is it rounded up to the alignment
-  char* data_ = nullptr;
-};
-
-// A managed tensor handed to the runtime, versioned or legacy. Its deleter runs
-// exactly once: when release() is called or when the holder is destroyed, and
-// never if the holder was given back with relinquish().
-class SourceTensor final : public Storage {
- public:
-  explicit SourceTensor(DLManagedTensorVersioned* tensor) : versioned_(tensor) {}
-  explicit SourceTensor(DLManagedTensor* tensor) : legacy_(tensor) {}
-  ~SourceTensor() override { release(); }
-  SourceTensor(const SourceTensor&) = delete;
-  SourceTensor& operator=(const SourceTensor&) = delete;
-  // Moving hands the obligation to call the deleter over; the moved-from is left empty.
-  SourceTensor(SourceTensor&& other) noexcept : versioned_(other.versioned_), legacy_(other.legacy_) {
-    other.relinquish();
-  }
-  SourceTensor& operator=(SourceTensor&&) = delete;
-
-  const DLTensor& tensor() const { return versioned_ ? versioned_->dl_tensor : legacy_->dl_tensor; }
-  uint64_t flags() const { return versioned_ ? versioned_->flags : 0; }
-  const DLManagedTensorVersioned* versioned() const { return versioned_; }
-  // The versioned tensor, handed over: its deleter is now the taker's to call.
-  DLManagedTensorVersioned* take_versioned() noexcept {
-    DLManagedTensorVersioned* taken = versioned_;
-    relinquish();
-    return taken;
-  }
-  void release() noexcept;
-  void relinquish() noexcept { versioned_ = nullptr, legacy_ = nullptr; }
-
- private:
-  DLManagedTensorVersioned* versioned_ = nullptr;
-  DLManagedTensor* legacy_ = nullptr;
-};
 
 struct ExportSpec {
   void* data;

@@ -8,18 +8,6 @@
 
 namespace abr {
 
-uint32_t DeviceBackend::ipc_export(const Layout& tensor, Stream*, unsigned char*, std::size_t) {
-  fail(ABR_ERR_UNSUPPORTED,
-       "{} memory cannot be shared with another process: {} has no interprocess memory handles (copy the "
-       "tensor to a device whose backend has them, such as CUDA, or to the host and share that with shared memory "
-       "or MPI)",
-       device_string(tensor.device), backend_name(report().info.backend));
-}
-
-DLManagedTensorVersioned* DeviceBackend::ipc_import(const unsigned char*, std::size_t, Stream*) {
-  fail(ABR_ERR_UNSUPPORTED, "{} has no interprocess memory handles", backend_name(report().info.backend));
-}
-
 uint32_t Runtime::ipc_export(const DLTensor& tensor, Stream* stream, unsigned char* out, std::size_t capacity) {
   const Layout layout = validate_tensor(tensor, Role::Source, "tensor");
   if (is_host_accessible(layout.device.device_type))

@@ -32,20 +32,6 @@ struct Layout {
   int ndim() const { return static_cast<int>(shape.size()); }
 };
 
-// True when pointers into this device's memory may be offset and dereferenced on
-// the host side of the arithmetic (CPU, CUDA, pinned, managed), false for opaque
-// handles such as an OpenCL cl_mem.
-inline bool is_direct_address(DLDeviceType type) {
-  const DeviceKind* kind = find_kind(type);
-  return kind && kind->address;
-}
-
-// True when the host can read and write the memory directly.
-inline bool is_host_accessible(DLDeviceType type) {
-  const DeviceKind* kind = find_kind(type);
-  return kind && kind->host_memory;
-}
-
 // Validates `tensor` (docs/ARCHITECTURE.md, "DLPack import: what validation checks").
 // `what` names it in messages.
 // A destination must not have zero strides on extents > 1.

@@ -42,42 +42,6 @@ class ChunkSide {
   virtual HostRegistrar* registrar() { return nullptr; }
 };
 
-// Pageable host memory: each chunk is copied by `threads` host threads, who also
-// touch a new destination's pages first, in parallel.
-class HostMemorySide final : public ChunkSide {
- public:
-  HostMemorySide(const void* base, unsigned threads) : base_(static_cast<char*>(const_cast<void*>(base))), threads_(threads) {}
-  bool asynchronous() const override { return false; }
-  std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override;
-  std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override;
-
- private:
-  char* base_;
-  unsigned threads_;
-};
-
-// A strided or converted host view, packed into (a source) or scattered out of
-// (a destination) compact blocks of `bytes_dtype` by the host engine on `threads`
-// threads. A chunk is whole rows of the view's first dimension: offsets and sizes
-// must be multiples of row_bytes() (the planner cuts the chunks so).
-class HostLayoutSide final : public ChunkSide {
- public:
-  HostLayoutSide(const Layout& view, const char* first, DLDataType bytes_dtype, unsigned threads);
-  bool asynchronous() const override { return false; }
-  std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override;
-  std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override;
-  static uint64_t row_bytes(const Layout& view, DLDataType bytes_dtype);
-
- private:
-  Layout rows(uint64_t offset, std::size_t n, int64_t* first_row) const;  // the box of whole rows
-  char* row_start(int64_t row) const;                                      // its first element
-  Layout view_;
-  char* first_;
-  DLDataType bytes_dtype_;
-  uint64_t row_;
-  unsigned threads_;
-};
-
 // Moves `bytes` from one side to the other in chunks of shape.chunk through
 // kBlocksInFlight pool blocks of `staging`. When the destination is asynchronous
 // its last writes may still run on return: each block goes back to the pool

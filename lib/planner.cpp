@@ -6,6 +6,7 @@
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
 #include "lib/host_copy.hpp"
+#include "lib/host_sides.hpp"
 
 namespace abr {
 namespace {
@@ -77,6 +78,7 @@ void describe(Plan& plan, std::string_view what, const std::string& reason, cons
 void plan_staged(Plan& plan, bool staging_at_source) {
   plan.path = ABR_PATH_STAGED;
   plan.move = Move::Staged;
+  plan.executor = Executor::Pipeline;
   plan.staging_at_source = staging_at_source;
 }
 
@@ -92,6 +94,7 @@ struct Reshaping {
 void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool host_pinned, const Reshaping& r,
                       const std::string& reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
+  plan.executor = src_host ? Executor::Destination : Executor::Source;  // the device side's backend
   const char* direction = src_host ? "host to device" : "device to host";
   const bool mapped = device.can.maps_to_host;
   if (mapped && (r.src || r.dst)) {
@@ -135,6 +138,7 @@ void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, 
                           bool pack, bool scatter, const std::string& reason) {
   const DLDevice src = from.device, dst = to.device;
   const Capabilities &src_can = from.can, &dst_can = to.can;
+  plan.executor = Executor::Source;  // one context, or a peer copy: the source's backend
   if (plan.src_context == plan.dst_context) {
     plan.path = ABR_PATH_DEVICE_COPY;
     plan.move = pack || scatter || plan.overlap ? Move::DeviceWalk : Move::Bytes;
@@ -243,7 +247,6 @@ Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, 
     reason = fmt::format("the data lives on {}", device_string(src.device));
 
   if (reason.empty()) {
-    plan.view = true;
     if (src_host && !dst_host) {
       plan.path = ABR_PATH_HOST_WRAP;
       plan.detail.format("{} {}, no copy", device_string(dst), to.can.host_wrap_words);
@@ -263,6 +266,7 @@ Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, 
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
+    plan.executor = Executor::Host;
     plan.detail.join({"host copy (", reason, ")", plan.strided_source ? ", strided source packed" : "",
                       plan.cast ? ", converted on the host" : "", host_threads_words(plan.staging.threads).view()});
   } else if (src_host || dst_host) {
@@ -304,6 +308,7 @@ Plan plan_copy(const Layout& src, const Endpoint& from, const Layout& dst, const
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
+    plan.executor = Executor::Host;
     plan.overlap = ranges_overlap(src, dst);
     plan.detail.join({"host copy into an existing tensor", plan.cast ? ", converted" : "",
                       plan.overlap ? ", staged through a temporary because the two overlap" : "",

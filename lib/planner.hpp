@@ -43,6 +43,15 @@ enum class Step : uint8_t {
   Device,  // a device kernel, into or out of a temporary in the side's own context
 };
 
+// Who carries out a move (Runtime::execute follows it, nothing else chooses).
+enum class Executor : uint8_t {
+  None,         // a view: nothing moves
+  Host,         // the host engine, between two sides in host memory
+  Source,       // the backend of the source's device memory
+  Destination,  // the backend of the destination's device memory
+  Pipeline,     // lib/pipeline.hpp, between a side for each (Move::Staged)
+};
+
 // How the bytes travel.
 enum class Move : uint8_t {
   View,        // they do not: the result aliases the source (or wraps its host memory)
@@ -98,12 +107,12 @@ class PlanDetail {
 struct Plan {
   abr_path path = ABR_PATH_NONE;
   Step pack = Step::None;
-  Move move = Move::View;
+  Move move = Move::View;  // Move::View: the result aliases the source
+  Executor executor = Executor::None;
   Step scatter = Step::None;
-  const void* src_context = nullptr;  // backend contexts of the two sides (nullptr: host memory)
-  const void* dst_context = nullptr;
+  void* src_context = nullptr;  // backend contexts (opaque, the backend's own type) of the two sides (nullptr: host memory)
+  void* dst_context = nullptr;
   DLDataType dtype{};  // the result's dtype
-  bool view = false;   // the result aliases the source
   bool strided_source = false;  // the source is packed (the report's PACKED)
   bool cast = false;   // elements are converted
   bool overlap = false;  // abr_copy only: source and destination memory overlap

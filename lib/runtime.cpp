@@ -6,7 +6,9 @@
 
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
+#include "lib/host_buffer.hpp"
 #include "lib/host_copy.hpp"
+#include "lib/host_sides.hpp"
 #include "lib/layout.hpp"
 #include "lib/log.hpp"
 #include "lib/planner.hpp"
@@ -244,8 +246,8 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
                device_string(src.device), device_string(dst), path_name(plan.path), plan.detail.view());
 
   DLManagedTensorVersioned* out =
-      plan.view ? export_view(source, src, dst, plan) : export_copy(source, src, dst, plan, stream);
-  fill_report(opts.report, plan, plan.view ? 0 : src.numel * itemsize(plan.dtype));
+      plan.move == Move::View ? export_view(source, src, dst, plan) : export_copy(source, src, dst, plan, stream);
+  fill_report(opts.report, plan, plan.move == Move::View ? 0 : src.numel * itemsize(plan.dtype));
   return out;
 }
 
@@ -337,11 +339,17 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
 }
 
 void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
-  if (plan.move == Move::Staged) return run_staged(plan, src, dst, stream);
-  if (plan.path != ABR_PATH_HOST_COPY) {
-    DeviceBackend* backend = memory_backend_of(src.device.device_type);
-    return (backend ? backend : memory_backend_of(dst.device.device_type))->execute(plan, src, dst, stream);
+  switch (plan.executor) {
+    case Executor::Pipeline: return run_staged(plan, src, dst, stream);
+    case Executor::Source: return backend_of(src.device.device_type)->execute(plan, src, dst, stream);
+    case Executor::Destination: return backend_of(dst.device.device_type)->execute(plan, src, dst, stream);
+    case Executor::Host: return run_on_host(plan, src, dst);
+    case Executor::None: break;
   }
+  fail(ABR_ERR_INTERNAL, "a plan with nothing to execute reached the executors ({})", path_name(plan.path));
+}
+
+void Runtime::run_on_host(const Plan& plan, const Layout& src, const Layout& dst) {
   char* target = const_cast<char*>(first_element(dst));
   if (!plan.overlap && src.compact && dst.compact && !plan.cast)  // bytes for bytes: no layout to walk
     return copy_in_parallel(target, first_element(src), static_cast<std::size_t>(src.nbytes), plan.staging.threads);
@@ -416,7 +424,7 @@ std::unique_ptr<Stream> Runtime::create_stream(DLDevice device) {
   devices_.require(device, "stream device");
   if (device.device_type == kDLCPU) return std::make_unique<InlineHostStream>();
   if (DeviceBackend* backend = memory_backend_of(device.device_type)) return backend->create_stream(device);
-  fail(ABR_ERR_UNSUPPORTED, "streams on {} are not supported: use the CPU or a CUDA or OpenCL device",
+  fail(ABR_ERR_UNSUPPORTED, "streams on {} are not supported: it is host memory; use the CPU or a device",
        device_string(device));
 }
 
@@ -426,7 +434,7 @@ std::unique_ptr<Stream> Runtime::wrap_stream(DLDevice device, void* native) {
   if (device.device_type == kDLCPU)
     fail(ABR_ERR_INVALID_ARGUMENT, "the CPU has no native streams to wrap; use abr_stream_create");
   if (DeviceBackend* backend = memory_backend_of(device.device_type)) return backend->wrap_stream(device, native);
-  fail(ABR_ERR_UNSUPPORTED, "wrapping streams on {} is not supported: use a CUDA or OpenCL device",
+  fail(ABR_ERR_UNSUPPORTED, "wrapping streams on {} is not supported: it is host memory; wrap a device's stream",
        device_string(device));
 }
 

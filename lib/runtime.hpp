@@ -78,7 +78,10 @@ class Runtime {
   DLManagedTensorVersioned* export_view(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan);
   DLManagedTensorVersioned* export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
                                         Stream* stream);
+  // Runs a plan's move with the executor it names.
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
+  // Executor::Host: the host engine between two sides in host memory.
+  void run_on_host(const Plan& plan, const Layout& src, const Layout& dst);
 
   // The backend serving a device type (a device's, or page-locked host memory's
   // like cuda_host); nullptr for plain host memory and types without one.

@@ -117,7 +117,7 @@ DeviceTraits Backend::traits(DLDevice device) {
   return traits;
 }
 
-const void* Backend::memory_context(const Layout& tensor) {
+void* Backend::memory_context(const Layout& tensor) {
   if (!tensor.data) return own_context(tensor.device).get();  // empty tensor without memory
   cl_mem mem = static_cast<cl_mem>(tensor.data);
   device_id(tensor.device);

@@ -15,7 +15,7 @@
 namespace abr::opencl {
 namespace {
 
-Context& context_of(const void* context) { return *static_cast<Context*>(const_cast<void*>(context)); }
+Context& context_of(void* context) { return *static_cast<Context*>(context); }
 cl_mem mem_of(const Layout& layout) { return static_cast<cl_mem>(layout.data); }
 char* host_first(const Layout& layout) { return static_cast<char*>(layout.data) + layout.byte_offset; }
 

@@ -4,8 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
-#include "lib/export.hpp"
+#include "lib/host_buffer.hpp"
 
 TEST_CASE("HostBuffer: small buffers 256-byte aligned, large ones 2 MiB aligned (for huge pages), all writable") {
   for (std::size_t bytes : {std::size_t{0}, std::size_t{100}, abr::HostBuffer::kHugePageThreshold - 1,

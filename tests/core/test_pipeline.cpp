@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lib/error.hpp"
+#include "lib/host_sides.hpp"
 #include "lib/pipeline.hpp"
 
 namespace {

@@ -60,7 +60,8 @@ struct Tensor {
   abr::Layout layout(abr::Role role = abr::Role::Source) const { return abr::validate_tensor(t, role, "tensor"); }
 };
 
-const char c0 = 0, c1 = 0, domain = 0;  // contexts and a peer domain: only their addresses matter
+char c0 = 0, c1 = 0;
+const char domain = 0;  // contexts and a peer domain: only their addresses matter
 
 // An existing tensor's side: host memory (page-locked or not), or device memory in `context`.
 Endpoint host_memory(const World& world, bool pinned = false, DLDevice device = {kDLCPU, 0}) {
@@ -68,14 +69,14 @@ Endpoint host_memory(const World& world, bool pinned = false, DLDevice device = 
   side.pinned = pinned;
   return side;
 }
-Endpoint device_memory(const World& world, DLDevice device, const void* context, const Capabilities& can) {
+Endpoint device_memory(const World& world, DLDevice device, void* context, const Capabilities& can) {
   Endpoint side = abr::describe_endpoint(world.devices, device, "source", /*must_exist=*/false);
   side.context = context;
   side.can = can;
   return side;
 }
 // A new tensor's device.
-Endpoint new_tensor_on(const World& world, DLDevice device, const void* context = nullptr,
+Endpoint new_tensor_on(const World& world, DLDevice device, void* context = nullptr,
                        const Capabilities& can = {}) {
   Endpoint side = abr::describe_endpoint(world.devices, device, "destination", /*must_exist=*/true);
   side.context = context;
@@ -170,16 +171,16 @@ TEST_CASE("planner: host memory used in place, in the backend's words, only when
   const Tensor aligned({kDLCPU, 0}, {64}, {}, 0x10000);
   const Plan wrap = abr::plan_transfer(aligned.layout(), host_memory(world), opencl, {});
   CHECK(wrap.path == ABR_PATH_HOST_WRAP);
-  CHECK(wrap.view);
+  CHECK(wrap.move == abr::Move::View);
   CHECK(detail(wrap) == "opencl:0 borrows the host memory (made-up API), no copy");
 
   const Tensor misaligned({kDLCPU, 0}, {64}, {}, 0x10004);
   const Plan copy = abr::plan_transfer(misaligned.layout(), host_memory(world), opencl, {});
-  CHECK_FALSE(copy.view);
+  CHECK(copy.move != abr::Move::View);
   CHECK(detail(copy).find("not aligned to the 64 bytes opencl:0 needs") != std::string::npos);
 
   opencl.shares_host_memory = false;
-  CHECK_FALSE(abr::plan_transfer(aligned.layout(), host_memory(world), opencl, {}).view);
+  CHECK(abr::plan_transfer(aligned.layout(), host_memory(world), opencl, {}).move != abr::Move::View);
 }
 
 TEST_CASE("planner: page-locked host memory (the table's cuda_host row) is a view only of page-locked memory") {
@@ -235,5 +236,40 @@ TEST_CASE("device kinds: strings and parsing are each other's inverse, and bad t
     } catch (const abr::Error& e) {
       CHECK(e.status() == ABR_ERR_INVALID_ARGUMENT);
     }
+  }
+}
+
+TEST_CASE("planner: the plan names who executes every move, and views name no one") {
+  World world;
+  Capabilities peer, alone;
+  peer.peer_domain = &domain;
+  const Tensor host({kDLCPU, 0}, {1024}), on_cuda({kDLCUDA, 0}, {1024}), on_opencl({kDLOpenCL, 0}, {1024});
+  abr::TransferOptions copy;
+  copy.copy = ABR_COPY_ALWAYS;
+  struct Row {
+    const char* what;
+    Plan plan;
+    abr::Executor executor;
+  };
+  const Row rows[] = {
+      {"view on the CPU", abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), {}),
+       abr::Executor::None},
+      {"host copy", abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), copy),
+       abr::Executor::Host},
+      {"host to device", abr::plan_transfer(host.layout(), host_memory(world, true), new_tensor_on(world, {kDLCUDA, 0}, &c0, alone), {}),
+       abr::Executor::Destination},
+      {"device to host", abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, alone), new_tensor_on(world, {kDLCPU, 0}), {}),
+       abr::Executor::Source},
+      {"device copy", abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, alone), new_tensor_on(world, {kDLCUDA, 0}, &c0, alone), copy),
+       abr::Executor::Source},
+      {"peer copy", abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, peer), new_tensor_on(world, {kDLCUDA, 1}, &c1, peer), {}),
+       abr::Executor::Source},
+      {"staged between backends", abr::plan_transfer(on_opencl.layout(), device_memory(world, {kDLOpenCL, 0}, &c0, alone), new_tensor_on(world, {kDLCUDA, 0}, &c1, alone), {}),
+       abr::Executor::Pipeline},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.what);
+    CHECK(row.plan.executor == row.executor);
+    CHECK((row.plan.move == Move::View) == (row.executor == abr::Executor::None));
   }
 }

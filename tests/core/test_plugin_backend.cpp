@@ -179,7 +179,7 @@ class FakeBackend final : public abr::DeviceBackend {
   const abr::BackendReport& report() const override { return report_; }
   const abr::Capabilities& capabilities() const override { return can_; }
   abr::DeviceTraits traits(DLDevice device) override { return {0, &contexts_[device.device_id]}; }
-  const void* memory_context(const abr::Layout& tensor) override {
+  void* memory_context(const abr::Layout& tensor) override {
     return &contexts_[buffers.of(tensor).device];
   }
   abr::DeviceMemory allocate(DLDevice device, uint64_t bytes, abr::Stream*) override {

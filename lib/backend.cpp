@@ -1,0 +1,22 @@
+// DeviceBackend's defaults: what a backend without interprocess handles says.
+#include "lib/backend.hpp"
+
+#include "lib/device_kinds.hpp"
+#include "lib/error.hpp"
+#include "lib/layout.hpp"
+
+namespace abr {
+
+uint32_t DeviceBackend::ipc_export(const Layout& tensor, Stream*, unsigned char*, std::size_t) {
+  fail(ABR_ERR_UNSUPPORTED,
+       "{} memory cannot be shared with another process: {} has no interprocess memory handles (copy the "
+       "tensor to a device whose backend has them, such as CUDA, or to the host and share that with shared memory "
+       "or MPI)",
+       device_string(tensor.device), backend_name(report().info.backend));
+}
+
+DLManagedTensorVersioned* DeviceBackend::ipc_import(const unsigned char*, std::size_t, Stream*) {
+  fail(ABR_ERR_UNSUPPORTED, "{} has no interprocess memory handles", backend_name(report().info.backend));
+}
+
+}  // namespace abr
