@@ -7,7 +7,8 @@
 #include "lib/log.hpp"
 #include "lib/text.hpp"
 #include "cuda/stream.hpp"
-#include "cuda/transfers.hpp"
+#include "cuda/peer_copy.hpp"
+#include "cuda/submission.hpp"
 
 namespace abr {
 
@@ -100,10 +101,6 @@ std::shared_ptr<Device> Backend::device(DLDevice device) const {
   return devices_[static_cast<std::size_t>(device.device_id)];
 }
 
-std::shared_ptr<Device> Backend::device_of(const Layout& tensor) const {
-  return is_host_accessible(tensor.device.device_type) ? nullptr : device(tensor.device);
-}
-
 void Backend::finish_deferred_releases() {
   if (reclaimer_) reclaimer_->drain();
 }
@@ -187,14 +184,12 @@ DeviceMemory Backend::wrap_host(DLDevice device, void*, uint64_t, bool, std::uni
   fail(ABR_ERR_UNSUPPORTED, "{} cannot use host memory in place", device_string(device));
 }
 
-void Backend::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
-  Resources with{device_of(src), device_of(dst), *pool_, *pinned_};
-  execute_plan(plan, src, dst, stream, with);
+std::unique_ptr<Submission> Backend::submit(DLDevice dl, void*, Stream* stream) {
+  return cuda::submit(device(dl), stream, *pool_, *pinned_);
 }
 
-std::unique_ptr<ChunkSide> Backend::staging_side(const Plan& plan, const Layout& tensor, bool source,
-                                                 Stream* stream) {
-  return open_staging_side(plan, tensor, source, stream, device_of(tensor), *pinned_);
+void Backend::peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
+  cuda::peer_copy(plan, src, dst, stream, device(src.device), device(dst.device));
 }
 
 std::unique_ptr<Stream> Backend::create_stream(DLDevice dl) {

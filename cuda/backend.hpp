@@ -28,9 +28,8 @@ class Backend final : public DeviceBackend {
   DeviceMemory allocate(DLDevice device, uint64_t bytes, Stream* stream) override;
   DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
                          std::unique_ptr<Storage>& owner) override;
-  void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;
-  std::unique_ptr<ChunkSide> staging_side(const Plan& plan, const Layout& tensor, bool source,
-                                          Stream* stream) override;
+  std::unique_ptr<Submission> submit(DLDevice device, void* context, Stream* stream) override;
+  void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;
   std::unique_ptr<Stream> create_stream(DLDevice device) override;
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) override;
   bool host_pinned(const void* begin, uint64_t bytes) override;
@@ -45,7 +44,6 @@ class Backend final : public DeviceBackend {
 
  private:
   std::shared_ptr<Device> device(DLDevice device) const;  // throws for a device this backend lacks
-  std::shared_ptr<Device> device_of(const Layout& tensor) const;
 
   const Driver* cu_ = nullptr;
   std::shared_ptr<PinnedPool> pool_;

@@ -1,11 +1,17 @@
-// DeviceBackend's defaults: what a backend without interprocess handles says.
+// DeviceBackend's defaults: what a backend without peer copies or interprocess handles says.
 #include "lib/backend.hpp"
 
 #include "lib/device_kinds.hpp"
 #include "lib/error.hpp"
 #include "lib/layout.hpp"
+#include "lib/planner.hpp"
 
 namespace abr {
+
+void DeviceBackend::peer_copy(const Plan& plan, const Layout&, const Layout&, Stream*) {
+  fail(ABR_ERR_INTERNAL, "{} has no peer copies, but a plan asked for one ({})", backend_name(report().info.backend),
+       plan.detail.view());
+}
 
 uint32_t DeviceBackend::ipc_export(const Layout& tensor, Stream*, unsigned char*, std::size_t) {
   fail(ABR_ERR_UNSUPPORTED,

@@ -14,6 +14,7 @@
 #include "lib/pipeline.hpp"
 #include "lib/storage.hpp"
 #include "lib/stream.hpp"
+#include "lib/submission.hpp"
 
 namespace abr {
 
@@ -74,19 +75,14 @@ class DeviceBackend {
   virtual DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
                                  std::unique_ptr<Storage>& owner) = 0;
 
-  // Carries out a planned copy between src and dst (one of them in this
-  // backend's memory, the other on the host or here too). With a stream of this
-  // backend the work is enqueued in its order and the caller keeps both sides
-  // alive until it completes (Stream::retain); otherwise it is complete on return.
-  virtual void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) = 0;
-
-  // One side of a staged transfer (Move::Staged, run by lib/pipeline.hpp) over
-  // `tensor` in this backend's memory. As the source it first packs or converts
-  // the tensor into compact bytes of plan.dtype when plan.pack is Step::Device; as
-  // the destination it lands the bytes in a temporary and scatters them at
-  // finish() when plan.scatter is. Its work goes to `stream` as execute()'s does.
-  virtual std::unique_ptr<ChunkSide> staging_side(const Plan& plan, const Layout& tensor, bool source,
-                                                  Stream* stream) = 0;
+  // The primitives of one transfer's work on `device` in `context` (the plan's
+  // context of that side), on `stream` when it is this backend's stream of that
+  // context (lib/submission.hpp); lib/device_moves.cpp composes every move from them.
+  virtual std::unique_ptr<Submission> submit(DLDevice device, void* context, Stream* stream) = 0;
+  // Move::Peer between two of this backend's devices in different contexts, with
+  // the plan's pack and scatter on either side; complete on return. Only a backend
+  // whose Capabilities name a peer domain overrides it.
+  virtual void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
 
   virtual std::unique_ptr<Stream> create_stream(DLDevice device) = 0;
   virtual std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) = 0;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "lib/device_moves.hpp"
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
 #include "lib/host_buffer.hpp"
@@ -341,12 +342,20 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
 void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
   switch (plan.executor) {
     case Executor::Pipeline: return run_staged(plan, src, dst, stream);
-    case Executor::Source: return backend_of(src.device.device_type)->execute(plan, src, dst, stream);
-    case Executor::Destination: return backend_of(dst.device.device_type)->execute(plan, src, dst, stream);
+    case Executor::Source: return run_on_device(plan, src, dst, src.device, plan.src_context, stream);
+    case Executor::Destination: return run_on_device(plan, src, dst, dst.device, plan.dst_context, stream);
     case Executor::Host: return run_on_host(plan, src, dst);
     case Executor::None: break;
   }
   fail(ABR_ERR_INTERNAL, "a plan with nothing to execute reached the executors ({})", path_name(plan.path));
+}
+
+void Runtime::run_on_device(const Plan& plan, const Layout& src, const Layout& dst, DLDevice device, void* context,
+                            Stream* stream) {
+  DeviceBackend* backend = backend_of(device.device_type);
+  if (plan.move == Move::Peer) return backend->peer_copy(plan, src, dst, stream);
+  std::unique_ptr<Submission> work = backend->submit(device, context, stream);
+  run_device_move(plan, src, dst, *work);
 }
 
 void Runtime::run_on_host(const Plan& plan, const Layout& src, const Layout& dst) {
@@ -366,7 +375,8 @@ void Runtime::run_on_host(const Plan& plan, const Layout& src, const Layout& dst
 std::unique_ptr<ChunkSide> Runtime::staging_side(const Plan& plan, const Layout& tensor, bool source,
                                                  Stream* stream) {
   if (DeviceBackend* backend = memory_backend_of(tensor.device.device_type))
-    return backend->staging_side(plan, tensor, source, stream);
+    return device_side(plan, tensor, source,
+                       backend->submit(tensor.device, source ? plan.src_context : plan.dst_context, stream));
   if ((source ? plan.pack : plan.scatter) == Step::Host)  // packed or scattered by the host engine, row by row
     return std::make_unique<HostLayoutSide>(tensor, first_element(tensor), source ? plan.dtype : tensor.dtype,
                                             plan.staging.threads);

@@ -9,7 +9,7 @@
 #include "lib/log.hpp"
 #include "opencl/memory.hpp"
 #include "opencl/queue_stream.hpp"
-#include "opencl/transfers.hpp"
+#include "opencl/submission.hpp"
 
 namespace abr {
 
@@ -153,13 +153,8 @@ DeviceMemory Backend::wrap_host(DLDevice device, void* base, uint64_t bytes, boo
   return {handle, std::make_unique<BufferStorage>(std::move(mem))};
 }
 
-void Backend::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
-  execute_plan(plan, src, dst, stream);
-}
-
-std::unique_ptr<ChunkSide> Backend::staging_side(const Plan& plan, const Layout& tensor, bool source,
-                                                 Stream* stream) {
-  return open_staging_side(plan, tensor, source, stream);
+std::unique_ptr<Submission> Backend::submit(DLDevice, void* context, Stream* stream) {
+  return opencl::submit(static_cast<Context*>(context)->shared_from_this(), stream);
 }
 
 std::unique_ptr<Stream> Backend::create_stream(DLDevice device) {

@@ -1,5 +1,5 @@
-// A third backend that lives only here: a descriptor and the primitives, nothing
-// in lib/ names it. Its devices ("ext_dev:0", "ext_dev:1", DLPack's kDLExtDev) keep
+// A third backend that lives only here: a descriptor and the primitives
+// (lib/submission.hpp), nothing in lib/ names it. Its devices ("ext_dev:0", "ext_dev:1", DLPack's kDLExtDev) keep
 // their memory in host blocks behind opaque handles, as OpenCL keeps cl_mem: the
 // runtime must route every transfer through the backend, never dereference a handle.
 // The core transfers run through the C API on a runtime opened with this backend
@@ -8,6 +8,7 @@
 // Registering it makes "ext_dev" a known kind for the rest of the process.
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -108,41 +109,48 @@ char* first_of(const abr::Layout& tensor) {
   return static_cast<char*>(tensor.data) + tensor.byte_offset;
 }
 
-// A staged side: compact bytes of the tensor, packed into (or landed in) a
-// temporary when the plan reshapes on this side.
-class Side final : public abr::ChunkSide {
+// The primitives: everything runs on the calling thread and is done on return.
+class Work final : public abr::Submission {
  public:
-  Side(const abr::Plan& plan, const abr::Layout& tensor, bool source, Blocks& blocks)
-      : tensor_(tensor), blocks_(blocks), bytes_(first_of(tensor)) {
-    if ((source ? plan.pack : plan.scatter) == abr::Step::None) return;
-    const DLDataType dtype = source ? plan.dtype : tensor.dtype;
-    temp_.resize(static_cast<std::size_t>(tensor.numel * abr::itemsize(dtype)));
-    temp_layout_ = abr::compact_layout(tensor.device, dtype, tensor.shape, temp_.data());
-    if (source) abr::host_copy_layout(tensor, bytes_, dtype, temp_.data(), temp_layout_.strides.data());
-    scatter_ = !source;
-    bytes_ = temp_.data();
+  explicit Work(Blocks& blocks) : blocks_(blocks) {}
+  void write(const abr::Layout& device, uint64_t offset, const char* host, std::size_t n) override {
+    std::memcpy(first_of(device) + offset, host, n);
   }
-  bool asynchronous() const override { return false; }
-  std::unique_ptr<abr::Event> read(uint64_t offset, char* block, std::size_t n) override {
-    std::memcpy(block, bytes_ + offset, n);
+  void read(const abr::Layout& device, uint64_t offset, char* host, std::size_t n) override {
+    std::memcpy(host, first_of(device) + offset, n);
+  }
+  std::unique_ptr<abr::Event> write_chunk(const abr::Layout& device, uint64_t offset, const char* host,
+                                          std::size_t n) override {
+    write(device, offset, host, n);
+    return nullptr;  // done
+  }
+  std::unique_ptr<abr::Event> read_chunk(const abr::Layout& device, uint64_t offset, char* host,
+                                         std::size_t n) override {
+    read(device, offset, host, n);
     return nullptr;
   }
-  std::unique_ptr<abr::Event> write(uint64_t offset, const char* block, std::size_t n) override {
-    std::memcpy(bytes_ + offset, block, n);
-    return nullptr;
+  void copy(const abr::Layout& from, const abr::Layout& to, std::size_t n) override {
+    std::memmove(first_of(to), first_of(from), n);
   }
-  void finish() override {
-    if (scatter_) abr::host_copy_layout(temp_layout_, temp_.data(), tensor_.dtype, first_of(tensor_), tensor_.strides.data());
+  void walk(const abr::Layout& src, const abr::Layout& dst) override {
+    abr::host_copy_layout(src, first_of(src), dst.dtype, first_of(dst), dst.strides.data());
   }
-  abr::StagingProvider* staging() override { return &blocks_; }
+  abr::Layout temporary(const abr::Layout& like, DLDataType dtype) override {
+    Buffer* buffer = buffers.add(like.device.device_id, static_cast<uint64_t>(like.numel) * abr::itemsize(dtype));
+    temps_.push_back(std::make_unique<BufferStorage>(buffer));
+    return abr::compact_layout(like.device, dtype, like.shape, buffer);
+  }
+  char* pinned(std::size_t bytes) override { return pinned_.emplace_back(bytes).data(); }
+  char* map(const abr::Layout& device, bool) override { return first_of(device); }
+  void wait() override {}
+  void finish() override {}
+  void settle() noexcept override {}
+  abr::StagingProvider& staging() override { return blocks_; }
 
  private:
-  abr::Layout tensor_;
   Blocks& blocks_;
-  char* bytes_;
-  std::vector<char> temp_;
-  abr::Layout temp_layout_;
-  bool scatter_ = false;
+  std::vector<std::unique_ptr<BufferStorage>> temps_;
+  std::deque<std::vector<char>> pinned_;
 };
 
 class Stream final : public abr::Stream {
@@ -189,18 +197,8 @@ class FakeBackend final : public abr::DeviceBackend {
   abr::DeviceMemory wrap_host(DLDevice, void*, uint64_t, bool, std::unique_ptr<abr::Storage>&) override {
     abr::fail(ABR_ERR_INTERNAL, "ext_dev does not share host memory");
   }
-  void execute(const abr::Plan& plan, const abr::Layout& src, const abr::Layout& dst, abr::Stream*) override {
-    if (src.numel == 0) return;
-    if (!plan.overlap)
-      return abr::host_copy_layout(src, first_of(src), dst.dtype, first_of(dst), dst.strides.data());
-    std::vector<char> temp(static_cast<std::size_t>(src.nbytes));
-    const abr::Layout packed = abr::compact_layout(src.device, src.dtype, src.shape, temp.data());
-    abr::host_copy_layout(src, first_of(src), src.dtype, temp.data(), packed.strides.data());
-    abr::host_copy_layout(packed, temp.data(), dst.dtype, first_of(dst), dst.strides.data());
-  }
-  std::unique_ptr<abr::ChunkSide> staging_side(const abr::Plan& plan, const abr::Layout& tensor, bool source,
-                                               abr::Stream*) override {
-    return std::make_unique<Side>(plan, tensor, source, blocks_);
+  std::unique_ptr<abr::Submission> submit(DLDevice, void*, abr::Stream*) override {
+    return std::make_unique<Work>(blocks_);
   }
   std::unique_ptr<abr::Stream> create_stream(DLDevice device) override { return std::make_unique<Stream>(device); }
   std::unique_ptr<abr::Stream> wrap_stream(DLDevice, void*) override {

@@ -1,0 +1,17 @@
+// CUDA's peer copy primitive (DeviceBackend::peer_copy): Move::Peer between two
+// CUDA devices, with the pack and scatter the plan names on either side.
+#pragma once
+
+#include <memory>
+
+#include "lib/layout.hpp"
+#include "lib/planner.hpp"
+#include "lib/stream.hpp"
+#include "cuda/device.hpp"
+
+namespace abr::cuda {
+
+void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream,
+               const std::shared_ptr<Device>& src_device, const std::shared_ptr<Device>& dst_device);
+
+}  // namespace abr::cuda

@@ -1,0 +1,26 @@
+// Every move between host memory and a backend's memory, and inside one of its
+// contexts, composed from the backend's primitives (lib/submission.hpp): the one
+// place that turns a plan's path and steps into work. The runtime hands these the
+// submission of the side the plan's executor names.
+#pragma once
+
+#include <memory>
+
+#include "lib/layout.hpp"
+#include "lib/pipeline.hpp"
+#include "lib/planner.hpp"
+#include "lib/submission.hpp"
+
+namespace abr {
+
+// ABR_PATH_HOST_TO_DEVICE, ABR_PATH_DEVICE_TO_HOST and ABR_PATH_DEVICE_COPY, then
+// work.finish().
+void run_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work);
+
+// One side of a staged transfer (Move::Staged, lib/pipeline.hpp) over `tensor` in
+// a backend's memory: a source the plan packs on the device is walked into a
+// temporary first; a destination it scatters lands in one, walked into place at finish().
+std::unique_ptr<ChunkSide> device_side(const Plan& plan, const Layout& tensor, bool source,
+                                       std::unique_ptr<Submission> work);
+
+}  // namespace abr

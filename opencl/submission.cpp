@@ -1,0 +1,139 @@
+#include "opencl/submission.hpp"
+
+#include <deque>
+
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
+#include "lib/strided.hpp"
+#include "opencl/event.hpp"
+#include "opencl/kernels.hpp"
+#include "opencl/memory.hpp"
+#include "opencl/queue_stream.hpp"
+#include "opencl/staging.hpp"
+
+namespace abr::opencl {
+namespace {
+
+cl_mem mem_of(const Layout& layout) { return static_cast<cl_mem>(layout.data); }
+
+// The element walk between two views of device memory (offsets in bytes).
+StridedCopy walk_between(const Layout& src, const Layout& dst) {
+  return normalize_copy(static_cast<intptr_t>(src.byte_offset), src.strides.data(), src.itemsize,
+                        static_cast<intptr_t>(dst.byte_offset), dst.strides.data(), dst.itemsize, src.shape.data(),
+                        src.ndim());
+}
+
+// The stream's queue when it is an OpenCL stream of this context (the call
+// returns at once, work in the stream's order); otherwise the context's own
+// queue, waited for before the call returns. A single read or write is blocking
+// when the work is synchronous, which waits for it (and, the queue being in
+// order, for all before it) directly, so finish() has nothing left to wait for.
+class ClSubmission final : public Submission {
+ public:
+  ClSubmission(std::shared_ptr<Context> context, Stream* stream)
+      : context_(std::move(context)), cl_(context_->api()), staging_(context_) {
+    auto* queue_stream = dynamic_cast<QueueStream*>(stream);
+    if (queue_stream && queue_stream->context().handle() == context_->handle()) {
+      queue_ = queue_stream->queue();
+      async_ = true;
+    } else {
+      if (stream) stream->synchronize();  // a stream elsewhere: its earlier work comes first
+      queue_ = context_->queue();
+    }
+  }
+  ~ClSubmission() override {
+    if (!completed_) cl_.Finish(queue_);  // an error: nothing enqueued may outlive the call
+  }
+  ClSubmission(const ClSubmission&) = delete;
+  ClSubmission& operator=(const ClSubmission&) = delete;
+
+  void write(const Layout& device, uint64_t offset, const char* host, std::size_t n) override {
+    check(cl_.EnqueueWriteBuffer(queue_, mem_of(device), blocking(), device.byte_offset + offset, n, host, 0, nullptr,
+                                 nullptr),
+          "clEnqueueWriteBuffer");
+    waited_ = !async_;
+  }
+  void read(const Layout& device, uint64_t offset, char* host, std::size_t n) override {
+    check(cl_.EnqueueReadBuffer(queue_, mem_of(device), blocking(), device.byte_offset + offset, n, host, 0, nullptr,
+                                nullptr),
+          "clEnqueueReadBuffer");
+    waited_ = !async_;
+  }
+  std::unique_ptr<Event> write_chunk(const Layout& device, uint64_t offset, const char* host,
+                                     std::size_t n) override {
+    cl_event event = nullptr;
+    check(cl_.EnqueueWriteBuffer(queue_, mem_of(device), CL_FALSE, device.byte_offset + offset, n, host, 0, nullptr,
+                                 &event),
+          "clEnqueueWriteBuffer");
+    return submitted(event);
+  }
+  std::unique_ptr<Event> read_chunk(const Layout& device, uint64_t offset, char* host, std::size_t n) override {
+    cl_event event = nullptr;
+    check(cl_.EnqueueReadBuffer(queue_, mem_of(device), CL_FALSE, device.byte_offset + offset, n, host, 0, nullptr,
+                                &event),
+          "clEnqueueReadBuffer");
+    return submitted(event);
+  }
+  void copy(const Layout& from, const Layout& to, std::size_t n) override {
+    check(cl_.EnqueueCopyBuffer(queue_, mem_of(from), mem_of(to), from.byte_offset, to.byte_offset, n, 0, nullptr,
+                                nullptr),
+          "clEnqueueCopyBuffer");
+    waited_ = false;
+  }
+  void walk(const Layout& src, const Layout& dst) override {
+    enqueue_strided_copy(*context_, queue_, mem_of(src), mem_of(dst), walk_between(src, dst), src.dtype, dst.dtype);
+    waited_ = false;
+  }
+  Layout temporary(const Layout& like, DLDataType dtype) override {
+    // Freed after the queue's work: clReleaseMemObject defers until then.
+    const MemRef& temp = temps_.emplace_back(
+        context_->create_buffer(CL_MEM_READ_WRITE, static_cast<std::size_t>(like.numel * itemsize(dtype))));
+    return compact_layout(like.device, dtype, like.shape, temp.get());
+  }
+  char* pinned(std::size_t) override {
+    fail(ABR_ERR_INTERNAL, "a plan staged OpenCL work through pinned memory; OpenCL reshapes through mapped memory");
+  }
+  char* map(const Layout& device, bool write) override {
+    waited_ = false;  // the unmap at finish() is queued
+    return maps_.emplace_back(cl_, queue_, device, write).first_element();
+  }
+  void wait() override {
+    drain(cl_, queue_);
+    waited_ = true;
+  }
+  void finish() override {
+    for (MappedView& view : maps_) view.unmap();
+    if (async_) check(cl_.Flush(queue_), "clFlush");
+    else if (!waited_) drain(cl_, queue_);
+    completed_ = true;
+  }
+  void settle() noexcept override { cl_.Finish(queue_); }
+  StagingProvider& staging() override { return staging_; }
+
+ private:
+  cl_bool blocking() const { return async_ ? CL_FALSE : CL_TRUE; }
+  std::unique_ptr<Event> submitted(cl_event event) {
+    EventRef owned(event, cl_.ReleaseEvent);
+    waited_ = false;
+    cl_.Flush(queue_);  // start it now: the host waits on it next
+    return std::make_unique<CommandEvent>(context_, std::move(owned));
+  }
+
+  std::shared_ptr<Context> context_;
+  const Api& cl_;
+  MappedStagingProvider staging_;  // the context's own mapped memory
+  cl_command_queue queue_ = nullptr;
+  bool async_ = false;
+  bool waited_ = false;  // the last command was blocking: nothing is left to wait for
+  bool completed_ = false;
+  std::deque<MemRef> temps_;
+  std::deque<MappedView> maps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Submission> submit(std::shared_ptr<Context> context, Stream* stream) {
+  return std::make_unique<ClSubmission>(std::move(context), stream);
+}
+
+}  // namespace abr::opencl
