@@ -252,6 +252,7 @@ Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, 
       plan.detail.format("{} {}, no copy", device_string(dst), to.can.host_wrap_words);
     } else {
       plan.path = ABR_PATH_ZERO_COPY;
+      plan.hand_back = options.source_reads_as_view && same_device(src.device, dst);
       plan.detail.join({"view of ", device_text(src.device).view(), " memory, layout kept"});
     }
     return plan;

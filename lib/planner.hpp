@@ -28,6 +28,9 @@ struct TransferOptions {
   DLDataType dtype{};  // all zero: keep the source's
   abr_transfer_report* report = nullptr;
   StagingChoice staging;  // the runtime's (abr_runtime_set_staging), not the call's
+  // The source is a versioned tensor that already reads as the runtime's views do
+  // (the runtime looks at its header; the planner decides whether to hand it back).
+  bool source_reads_as_view = false;
 };
 
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown copy mode or flag. The struct is
@@ -113,6 +116,10 @@ struct Plan {
   void* src_context = nullptr;  // backend contexts (opaque, the backend's own type) of the two sides (nullptr: host memory)
   void* dst_context = nullptr;
   DLDataType dtype{};  // the result's dtype
+  // A view on the source's own device of a source that already reads as one: the
+  // result is the source itself, handed back as it is (no allocation: a third of a
+  // zero-copy to_device from Python).
+  bool hand_back = false;
   bool strided_source = false;  // the source is packed (the report's PACKED)
   bool cast = false;   // elements are converted
   bool overlap = false;  // abr_copy only: source and destination memory overlap

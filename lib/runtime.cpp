@@ -232,11 +232,23 @@ DLManagedTensorVersioned* Runtime::to_device(DLManagedTensor* src, DLDevice dst,
   return take_and_transfer(src, dst, options, stream);
 }
 
+namespace {
+
+// Whether a versioned tensor already reads as the runtime's views do: strides
+// given, no byte_offset, not IS_COPIED (the planner may then hand it back as it is).
+bool reads_as_a_view(const DLManagedTensorVersioned& tensor) {
+  return (tensor.dl_tensor.ndim == 0 || tensor.dl_tensor.strides) && tensor.dl_tensor.byte_offset == 0 &&
+         !(tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED);
+}
+
+}  // namespace
+
 DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
                                             Stream* stream) {
   if (source.versioned()) validate_header(*source.versioned(), "source");
   TransferOptions opts = resolve_options(options);
   opts.staging = staging_choice();
+  opts.source_reads_as_view = source.versioned() && reads_as_a_view(*source.versioned());
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
   const Endpoint from = endpoint_of(src, dst, "source");
   const Endpoint to = endpoint_for(dst);
@@ -252,24 +264,9 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   return out;
 }
 
-namespace {
-
-bool reads_as_a_view(const DLManagedTensorVersioned& tensor) {
-  return (tensor.dl_tensor.ndim == 0 || tensor.dl_tensor.strides) && tensor.dl_tensor.byte_offset == 0 &&
-         !(tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED);
-}
-
-}  // namespace
-
 DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layout& src, DLDevice dst,
                                                const Plan& plan) {
-  // A view on the source's own device that already reads as our views do (strides
-  // given, no byte_offset, not IS_COPIED) is the source itself: handed back as it
-  // is, it costs no allocation (a third of a zero-copy to_device from Python), and
-  // its deleter still runs once, when the result is deleted.
-  if (plan.path == ABR_PATH_ZERO_COPY && source.versioned() && same_device(src.device, dst) &&
-      reads_as_a_view(*source.versioned()))
-    return source.take_versioned();
+  if (plan.hand_back) return source.take_versioned();  // its deleter runs once, when the result is deleted
   const uint64_t read_only = source.flags() & DLPACK_FLAG_BITMASK_READ_ONLY;
   if (plan.path != ABR_PATH_HOST_WRAP) {
     // Host memory is handed on as a pointer to the first element, device memory as handle + byte_offset.

@@ -273,3 +273,20 @@ TEST_CASE("planner: the plan names who executes every move, and views name no on
     CHECK((row.plan.move == Move::View) == (row.executor == abr::Executor::None));
   }
 }
+
+TEST_CASE("planner: the source is handed back only as a view on its own device of a source that reads as one") {
+  World world;
+  const Tensor host({kDLCPU, 0}, {64});
+  abr::TransferOptions ours, theirs;
+  ours.source_reads_as_view = true;
+  CHECK(abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), ours).hand_back);
+  CHECK_FALSE(abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), theirs).hand_back);
+  abr::TransferOptions copy = ours;
+  copy.copy = ABR_COPY_ALWAYS;
+  CHECK_FALSE(abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), copy).hand_back);
+  // cuda_host of page-locked memory is a view on another device: a new header says so.
+  const Plan other = abr::plan_transfer(host.layout(), host_memory(world, /*pinned=*/true),
+                                        new_tensor_on(world, {kDLCUDAHost, 0}), ours);
+  CHECK(other.path == ABR_PATH_ZERO_COPY);
+  CHECK_FALSE(other.hand_back);
+}
