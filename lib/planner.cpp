@@ -216,43 +216,60 @@ TransferOptions resolve_options(const abr_transfer_options* options) {
   return out;
 }
 
-Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, const TransferOptions& options) {
-  const DLDevice dst = to.device;
+Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endpoint& to,
+          const TransferOptions& options) {
+  const bool into = dst != nullptr;  // abr_copy: into an existing tensor; abr_to_device: a new compact one
+  if (into) {
+    if (src.shape != dst->shape)
+      fail(ABR_ERR_SHAPE_MISMATCH, "source shape {} differs from destination shape {}", shape_string(src.shape),
+           shape_string(dst->shape));
+    if (options.copy != ABR_COPY_IF_NEEDED || !is_zero_dtype(options.dtype))
+      fail(ABR_ERR_INVALID_ARGUMENT,
+           "abr_copy takes no copy mode or dtype in its options: the destination is the copy, in its own dtype");
+    if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !dst->compact)
+      fail(ABR_ERR_INVALID_ARGUMENT,
+           "the destination is not compact row-major (strides {}), and ABR_TRANSFER_REQUIRE_CONTIGUOUS asks for one",
+           shape_string(dst->strides));
+  }
   Plan plan;
-  plan.dtype = is_zero_dtype(options.dtype) ? src.dtype : options.dtype;
+  plan.dtype = into ? dst->dtype : is_zero_dtype(options.dtype) ? src.dtype : options.dtype;
   plan.cast = !same_dtype(plan.dtype, src.dtype);
   plan.src_context = from.context;
   plan.dst_context = to.context;
   require_cast(src.dtype, plan.dtype);
   const bool src_host = from.host;
-  const bool dst_host = is_host_destination(to);
+  const bool dst_host = into ? to.host : is_host_destination(to);
+  // Host memory on the destination side is page-locked when it says so, or a new tensor in page-locked memory (cuda_host).
+  const bool dst_pinned = into ? to.pinned : to.kind->page_locked;
   require_data_path(from, src_host, to, dst_host);
 
-  // Reasons that rule out sharing the source's memory.
+  // Reasons that rule out sharing the source's memory (an existing destination always does).
   std::string reason;
-  if (options.copy == ABR_COPY_ALWAYS) reason = "ABR_COPY_ALWAYS";
+  if (into) reason = "into an existing tensor";
+  else if (options.copy == ABR_COPY_ALWAYS) reason = "ABR_COPY_ALWAYS";
   else if (plan.cast) reason = fmt::format("converting {} -> {}", dtype_name(src.dtype), dtype_name(plan.dtype));
   else if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !src.compact)
     reason = "ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided";
   else if (src_host && !dst_host && !to.shares_host_memory)
-    reason = fmt::format("{} does not share host memory", device_string(dst));
+    reason = fmt::format("{} does not share host memory", device_string(to.device));
   else if (src_host && !dst_host && to.host_wrap_alignment &&
            (reinterpret_cast<uintptr_t>(src.data) + src.byte_offset + src.min_byte) % to.host_wrap_alignment)
-    reason = fmt::format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment, device_string(dst));
+    reason = fmt::format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment,
+                         device_string(to.device));
   else if (!src_host && dst_host)
     reason = fmt::format("{} memory is not addressable from the host", device_string(src.device));
-  else if (to.kind->page_locked && !from.pinned)
-    reason = fmt::format("the host memory is not page-locked, which {} promises", device_string(dst));
-  else if (!src_host && !dst_host && !same_device(src.device, dst))
+  else if (dst_pinned && !from.pinned)
+    reason = fmt::format("the host memory is not page-locked, which {} promises", device_string(to.device));
+  else if (!src_host && !dst_host && !same_device(src.device, to.device))
     reason = fmt::format("the data lives on {}", device_string(src.device));
 
   if (reason.empty()) {
     if (src_host && !dst_host) {
       plan.path = ABR_PATH_HOST_WRAP;
-      plan.detail.format("{} {}, no copy", device_string(dst), to.can.host_wrap_words);
+      plan.detail.format("{} {}, no copy", device_string(to.device), to.can.host_wrap_words);
     } else {
       plan.path = ABR_PATH_ZERO_COPY;
-      plan.hand_back = options.source_reads_as_view && same_device(src.device, dst);
+      plan.hand_back = options.source_reads_as_view && same_device(src.device, to.device);
       plan.detail.join({"view of ", device_text(src.device).view(), " memory, layout kept"});
     }
     return plan;
@@ -260,68 +277,33 @@ Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, 
   if (options.copy == ABR_COPY_NEVER)
     fail(ABR_ERR_COPY_REQUIRED, "ABR_COPY_NEVER, but a copy is required: {}", reason);
   plan.strided_source = !src.compact;
-  const bool reshape = plan.strided_source || plan.cast;
+  const bool src_reshape = plan.strided_source || plan.cast;
+  const bool dst_strided = into && !dst->compact;
   const uint64_t bytes = src.numel * itemsize(plan.dtype);
   // The host threads of every path, the chunks of a staged one.
-  plan.staging = staging_shape(bytes, options.staging, reshape);
+  plan.staging = staging_shape(bytes, options.staging, src_reshape || dst_strided);
   if (src_host && dst_host) {
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
     plan.executor = Executor::Host;
-    plan.detail.join({"host copy (", reason, ")", plan.strided_source ? ", strided source packed" : "",
-                      plan.cast ? ", converted on the host" : "", host_threads_words(plan.staging.threads).view()});
+    plan.overlap = into && ranges_overlap(src, *dst);
+    const ThreadsWords threads = host_threads_words(plan.staging.threads);
+    if (into)
+      plan.detail.join({"host copy into an existing tensor", plan.cast ? ", converted" : "",
+                        plan.overlap ? ", staged through a temporary because the two overlap" : "", threads.view()});
+    else
+      plan.detail.join({"host copy (", reason, ")", plan.strided_source ? ", strided source packed" : "",
+                        plan.cast ? ", converted on the host" : "", threads.view()});
   } else if (src_host || dst_host) {
-    // A new destination is compact; one in page-locked memory (cuda_host) is, well, page-locked.
-    const Reshaping r{reshape, false, bytes, src_host ? HostLayoutSide::row_bytes(src, plan.dtype) : 0};
-    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : to.kind->page_locked, r, reason);
+    // The host side's rows, when the host engine reshapes it in chunks; a new destination is compact.
+    const uint64_t host_rows = src_host ? HostLayoutSide::row_bytes(src, plan.dtype)
+                               : into   ? HostLayoutSide::row_bytes(*dst, plan.dtype)
+                                        : 0;
+    const Reshaping r{src_reshape, dst_strided, bytes, host_rows};
+    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r, reason);
   } else {
-    plan_between_devices(plan, from, to, options, reshape, false, reason);
-  }
-  return plan;
-}
-
-Plan plan_copy(const Layout& src, const Endpoint& from, const Layout& dst, const Endpoint& to,
-               const TransferOptions& options) {
-  if (src.shape != dst.shape)
-    fail(ABR_ERR_SHAPE_MISMATCH, "source shape {} differs from destination shape {}", shape_string(src.shape),
-         shape_string(dst.shape));
-  if (options.copy != ABR_COPY_IF_NEEDED || !is_zero_dtype(options.dtype))
-    fail(ABR_ERR_INVALID_ARGUMENT,
-         "abr_copy takes no copy mode or dtype in its options: the destination is the copy, in its own dtype");
-  if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !dst.compact)
-    fail(ABR_ERR_INVALID_ARGUMENT,
-         "the destination is not compact row-major (strides {}), and ABR_TRANSFER_REQUIRE_CONTIGUOUS asks for one",
-         shape_string(dst.strides));
-  Plan plan;
-  plan.dtype = dst.dtype;
-  plan.cast = !same_dtype(src.dtype, dst.dtype);
-  plan.src_context = from.context;
-  plan.dst_context = to.context;
-  require_cast(src.dtype, dst.dtype);
-  const bool src_host = from.host;
-  const bool dst_host = to.host;
-  require_data_path(from, src_host, to, dst_host);
-
-  plan.strided_source = !src.compact;
-  const bool src_reshape = plan.strided_source || plan.cast;
-  const uint64_t bytes = src.numel * dst.itemsize;
-  plan.staging = staging_shape(bytes, options.staging, src_reshape || !dst.compact);
-  if (src_host && dst_host) {
-    plan.path = ABR_PATH_HOST_COPY;
-    plan.move = Move::HostWalk;
-    plan.executor = Executor::Host;
-    plan.overlap = ranges_overlap(src, dst);
-    plan.detail.join({"host copy into an existing tensor", plan.cast ? ", converted" : "",
-                      plan.overlap ? ", staged through a temporary because the two overlap" : "",
-                      host_threads_words(plan.staging.threads).view()});
-  } else if (src_host || dst_host) {
-    const Reshaping r{src_reshape, !dst.compact, bytes,
-                      src_host ? HostLayoutSide::row_bytes(src, dst.dtype) : HostLayoutSide::row_bytes(dst, dst.dtype)};
-    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : to.pinned, r,
-                     "into an existing tensor");
-  } else {
-    plan.overlap = src.data == dst.data && ranges_overlap(src, dst);
-    plan_between_devices(plan, from, to, options, src_reshape, !dst.compact, "into an existing tensor");
+    plan.overlap = into && src.data == dst->data && ranges_overlap(src, *dst);
+    plan_between_devices(plan, from, to, options, src_reshape, dst_strided, reason);
   }
   return plan;
 }

@@ -135,17 +135,27 @@ struct Plan {
   PlanDetail detail;
 };
 
-// Plans abr_to_device of `src` (described by `from`) to a new tensor on `to`'s
-// device. Throws ABR_ERR_COPY_REQUIRED, ABR_ERR_UNSUPPORTED with the reason.
-Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, const TransferOptions& options);
+// The one plan for abr_to_device and abr_copy: `src` (described by `from`) to a
+// new compact tensor on `to`'s device when `dst` is null, or into the existing
+// tensor `dst` (same shape; its dtype and layout decide). Throws
+// ABR_ERR_COPY_REQUIRED or ABR_ERR_UNSUPPORTED with the reason, and for abr_copy
+// ABR_ERR_SHAPE_MISMATCH, or ABR_ERR_INVALID_ARGUMENT for a copy mode or dtype in
+// `options` (the destination decides both) or a strided destination with
+// ABR_TRANSFER_REQUIRE_CONTIGUOUS.
+Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endpoint& to,
+          const TransferOptions& options);
+
+// The same plan, named for its entry point.
+inline Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to,
+                          const TransferOptions& options) {
+  return plan(src, from, nullptr, to, options);
+}
+inline Plan plan_copy(const Layout& src, const Endpoint& from, const Layout& dst, const Endpoint& to,
+                      const TransferOptions& options = {}) {
+  return plan(src, from, &dst, to, options);
+}
 
 // Static name of a path ("zero_copy", ...).
 const char* path_name(abr_path path) noexcept;
-
-// Plans abr_copy into an existing tensor of the same shape. Throws
-// ABR_ERR_INVALID_ARGUMENT for a copy mode or dtype in `options` (the destination
-// decides both), or a strided destination with ABR_TRANSFER_REQUIRE_CONTIGUOUS.
-Plan plan_copy(const Layout& src, const Endpoint& from, const Layout& dst, const Endpoint& to,
-               const TransferOptions& options = {});
 
 }  // namespace abr
