@@ -184,6 +184,11 @@ DeviceMemory Backend::wrap_host(DLDevice device, void*, uint64_t, bool, std::uni
   fail(ABR_ERR_UNSUPPORTED, "{} cannot use host memory in place", device_string(device));
 }
 
+bool Backend::runs_on(const Stream& stream, DLDevice dl, void*) {
+  const auto* cuda_stream = dynamic_cast<const CudaStream*>(&stream);
+  return cuda_stream && &cuda_stream->cuda_device() == device(dl).get();
+}
+
 std::unique_ptr<Submission> Backend::submit(DLDevice dl, void*, Stream* stream) {
   return cuda::submit(device(dl), stream, *pool_, *pinned_);
 }

@@ -28,6 +28,7 @@ class Backend final : public DeviceBackend {
   DeviceMemory allocate(DLDevice device, uint64_t bytes, Stream* stream) override;
   DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
                          std::unique_ptr<Storage>& owner) override;
+  bool runs_on(const Stream& stream, DLDevice device, void* context) override;
   std::unique_ptr<Submission> submit(DLDevice device, void* context, Stream* stream) override;
   void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;
   std::unique_ptr<Stream> create_stream(DLDevice device) override;

@@ -14,10 +14,9 @@ CUdeviceptr device_first(const Layout& layout) {
 }
 CUdeviceptr device_base(const Layout& layout) { return reinterpret_cast<CUdeviceptr>(layout.data); }
 
-// The caller's stream when it is a CUDA stream of this device (the call returns
-// at once, work in the stream's order); otherwise the device's own stream, after
-// the caller's stream's earlier work, waited for before the call returns. It
-// owns the pinned blocks and temporaries the work uses: each block goes back to
+// The caller's stream (a CUDA stream of this device: the call returns at once,
+// work in the stream's order), or the device's own stream, waited for before the
+// call returns. It owns the pinned blocks and temporaries the work uses: each block goes back to
 // the pool ordered after that work, whatever stream ran it (an event recorded
 // behind the work, and only after the stream was waited for when the work is
 // synchronous, on an error too); temporaries are freed on the stream.
@@ -25,12 +24,10 @@ class CudaSubmission final : public Submission {
  public:
   CudaSubmission(std::shared_ptr<Device> device, Stream* stream, PinnedPool& pool, StagingProvider& pinned)
       : device_(std::move(device)), scope_(*device_), pool_(pool), pinned_(pinned), registrar_(device_) {
-    auto* cuda_stream = dynamic_cast<CudaStream*>(stream);
-    if (cuda_stream && &cuda_stream->cuda_device() == device_.get()) {
-      stream_ = cuda_stream->get();
-      caller_ = cuda_stream;
+    if (stream) {  // a CUDA stream of this device (DeviceBackend::runs_on)
+      stream_ = static_cast<CudaStream*>(stream)->get();
+      caller_ = stream;
     } else {
-      if (stream) stream->synchronize();
       stream_ = device_->own_stream();
     }
   }

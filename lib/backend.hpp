@@ -75,9 +75,13 @@ class DeviceBackend {
   virtual DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
                                  std::unique_ptr<Storage>& owner) = 0;
 
+  // Whether `stream` is this backend's stream of `device` in `context`, so work
+  // there can be queued on it (the runtime routes by this, lib/device_moves.hpp).
+  virtual bool runs_on(const Stream& stream, DLDevice device, void* context) = 0;
   // The primitives of one transfer's work on `device` in `context` (the plan's
-  // context of that side), on `stream` when it is this backend's stream of that
-  // context (lib/submission.hpp); lib/device_moves.cpp composes every move from them.
+  // context of that side), queued on `stream` (one runs_on accepted), or on the
+  // backend's own queue and waited for at finish() when it is null
+  // (lib/submission.hpp); lib/device_moves.cpp composes every move from them.
   virtual std::unique_ptr<Submission> submit(DLDevice device, void* context, Stream* stream) = 0;
   // Move::Peer between two of this backend's devices in different contexts, with
   // the plan's pack and scatter on either side; complete on return. Only a backend

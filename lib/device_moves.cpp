@@ -101,6 +101,14 @@ void run_device_move(const Plan& plan, const Layout& src, const Layout& dst, Sub
   work.finish();
 }
 
+std::unique_ptr<Submission> submit_routed(DeviceBackend& backend, DLDevice device, void* context, Stream* stream) {
+  if (stream && !backend.runs_on(*stream, device, context)) {
+    stream->synchronize();  // a stream elsewhere: its earlier work comes first
+    stream = nullptr;
+  }
+  return backend.submit(device, context, stream);
+}
+
 std::unique_ptr<ChunkSide> device_side(const Plan& plan, const Layout& tensor, bool source,
                                        std::unique_ptr<Submission> work) {
   return std::make_unique<DeviceSide>(plan, tensor, source, std::move(work));

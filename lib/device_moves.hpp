@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "lib/backend.hpp"
 #include "lib/layout.hpp"
 #include "lib/pipeline.hpp"
 #include "lib/planner.hpp"
@@ -16,6 +17,12 @@ namespace abr {
 // ABR_PATH_HOST_TO_DEVICE, ABR_PATH_DEVICE_TO_HOST and ABR_PATH_DEVICE_COPY, then
 // work.finish().
 void run_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work);
+
+// Where a transfer's work on `device` in `context` goes: `stream` when the
+// backend runs work on it there (the call then returns with the work queued in
+// the stream's order); otherwise the backend's own queue, after `stream`'s earlier
+// work (waited for here), and waited for when the work is done.
+std::unique_ptr<Submission> submit_routed(DeviceBackend& backend, DLDevice device, void* context, Stream* stream);
 
 // One side of a staged transfer (Move::Staged, lib/pipeline.hpp) over `tensor` in
 // a backend's memory: a source the plan packs on the device is walked into a

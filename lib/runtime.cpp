@@ -351,7 +351,7 @@ void Runtime::run_on_device(const Plan& plan, const Layout& src, const Layout& d
                             Stream* stream) {
   DeviceBackend* backend = backend_of(device.device_type);
   if (plan.move == Move::Peer) return backend->peer_copy(plan, src, dst, stream);
-  std::unique_ptr<Submission> work = backend->submit(device, context, stream);
+  std::unique_ptr<Submission> work = submit_routed(*backend, device, context, stream);
   run_device_move(plan, src, dst, *work);
 }
 
@@ -373,7 +373,7 @@ std::unique_ptr<ChunkSide> Runtime::staging_side(const Plan& plan, const Layout&
                                                  Stream* stream) {
   if (DeviceBackend* backend = memory_backend_of(tensor.device.device_type))
     return device_side(plan, tensor, source,
-                       backend->submit(tensor.device, source ? plan.src_context : plan.dst_context, stream));
+                       submit_routed(*backend, tensor.device, source ? plan.src_context : plan.dst_context, stream));
   if ((source ? plan.pack : plan.scatter) == Step::Host)  // packed or scattered by the host engine, row by row
     return std::make_unique<HostLayoutSide>(tensor, first_element(tensor), source ? plan.dtype : tensor.dtype,
                                             plan.staging.threads);

@@ -3,10 +3,10 @@
 // between host memory and a backend's memory, and inside one context, from these;
 // the backend decides nothing about a transfer, only how its driver does each step.
 //
-// Where the work goes is the submission's: the caller's stream when it is this
-// backend's stream of this context (the call returns with the work queued, in the
-// stream's order), otherwise the backend's own queue after the caller's stream's
-// earlier work, waited for at finish().
+// Where the work goes is the library's rule (submit_routed, lib/device_moves.hpp):
+// the caller's stream when the backend runs work on it in this context (the call
+// returns with the work queued, in the stream's order), otherwise the backend's
+// own queue after the caller's stream's earlier work, waited for at finish().
 #pragma once
 
 #include <cstddef>

@@ -153,6 +153,11 @@ DeviceMemory Backend::wrap_host(DLDevice device, void* base, uint64_t bytes, boo
   return {handle, std::make_unique<BufferStorage>(std::move(mem))};
 }
 
+bool Backend::runs_on(const Stream& stream, DLDevice, void* context) {
+  const auto* queue_stream = dynamic_cast<const QueueStream*>(&stream);
+  return queue_stream && queue_stream->context().handle() == static_cast<Context*>(context)->handle();
+}
+
 std::unique_ptr<Submission> Backend::submit(DLDevice, void* context, Stream* stream) {
   return opencl::submit(static_cast<Context*>(context)->shared_from_this(), stream);
 }

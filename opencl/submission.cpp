@@ -23,21 +23,19 @@ StridedCopy walk_between(const Layout& src, const Layout& dst) {
                         src.ndim());
 }
 
-// The stream's queue when it is an OpenCL stream of this context (the call
-// returns at once, work in the stream's order); otherwise the context's own
-// queue, waited for before the call returns. A single read or write is blocking
+// The caller's queue (an OpenCL stream of this context: the call returns at once,
+// work in the stream's order), or the context's own queue, waited for before the
+// call returns. A single read or write is blocking
 // when the work is synchronous, which waits for it (and, the queue being in
 // order, for all before it) directly, so finish() has nothing left to wait for.
 class ClSubmission final : public Submission {
  public:
   ClSubmission(std::shared_ptr<Context> context, Stream* stream)
       : context_(std::move(context)), cl_(context_->api()), staging_(context_) {
-    auto* queue_stream = dynamic_cast<QueueStream*>(stream);
-    if (queue_stream && queue_stream->context().handle() == context_->handle()) {
-      queue_ = queue_stream->queue();
+    if (stream) {  // a queue of this context (DeviceBackend::runs_on)
+      queue_ = static_cast<QueueStream*>(stream)->queue();
       async_ = true;
     } else {
-      if (stream) stream->synchronize();  // a stream elsewhere: its earlier work comes first
       queue_ = context_->queue();
     }
   }

@@ -197,6 +197,9 @@ class FakeBackend final : public abr::DeviceBackend {
   abr::DeviceMemory wrap_host(DLDevice, void*, uint64_t, bool, std::unique_ptr<abr::Storage>&) override {
     abr::fail(ABR_ERR_INTERNAL, "ext_dev does not share host memory");
   }
+  bool runs_on(const abr::Stream& stream, DLDevice device, void*) override {
+    return dynamic_cast<const Stream*>(&stream) && abr::same_device(stream.device(), device);
+  }
   std::unique_ptr<abr::Submission> submit(DLDevice, void*, abr::Stream*) override {
     return std::make_unique<Work>(blocks_);
   }
