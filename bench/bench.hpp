@@ -110,6 +110,11 @@ Options settled_for_new_buffers(const Options& options, uint64_t bytes);
 
 Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uint64_t bytes);
 
+// The "batch" rows: 256 host tensors of `tensor_bytes` each to `device` in one
+// abr_to_device_many, beside the loop of one abr_to_device per tensor (both copies).
+Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
+                    uint64_t tensor_bytes);
+
 // Host-memory cases: contiguous copy, strided packs, zero-copy round trip.
 void run_host_cases(abr_runtime* rt, const Options& options, const Report& report);
 

@@ -75,4 +75,42 @@ Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uin
   return baseline("memcpy", time_it(options, [&] { std::memcpy(dst, src, bytes); }).median_s);
 }
 
+Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
+                    uint64_t tensor_bytes) {
+  constexpr std::size_t kTensors = 256;
+  const uint64_t elements = tensor_bytes / 4;
+  Buffer src(elements * kTensors);
+  int64_t shape[1] = {static_cast<int64_t>(elements)};
+  std::vector<DLManagedTensorVersioned> sources(kTensors);
+  std::vector<DLManagedTensorVersioned*> pointers(kTensors), out(kTensors);
+  const auto fresh_sources = [&] {
+    for (std::size_t i = 0; i < kTensors; ++i) {
+      sources[i] = borrowed(view(src.data() + i * elements, 1, shape, nullptr));
+      pointers[i] = &sources[i];
+    }
+  };
+  abr_transfer_options copy = ABR_TRANSFER_OPTIONS_INIT;
+  copy.copy = ABR_COPY_ALWAYS;
+  const Options settled = settled_for_new_buffers(options, tensor_bytes * kTensors);
+  Result r{name, device_name(device), tensor_bytes * kTensors};
+  r.size_bytes = tensor_bytes;
+  r.shape = std::to_string(kTensors) + " tensors";
+  r.seconds = time_it(settled, [&] {
+                fresh_sources();
+                check(abr_to_device_many(rt, pointers.data(), kTensors, device, &copy, nullptr, out.data(), nullptr),
+                      "abr_to_device_many");
+                for (DLManagedTensorVersioned* t : out) t->deleter(t);
+              }).median_s;
+  r.baselines.push_back(baseline("loop", time_it(settled, [&] {
+                                           fresh_sources();
+                                           for (std::size_t i = 0; i < kTensors; ++i) {
+                                             DLManagedTensorVersioned* t = nullptr;
+                                             check(abr_to_device(rt, pointers[i], device, &copy, nullptr, &t),
+                                                   "abr_to_device");
+                                             t->deleter(t);
+                                           }
+                                         }).median_s));
+  return r;
+}
+
 }  // namespace bench

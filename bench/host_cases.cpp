@@ -76,6 +76,9 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
       report(r);
     }
 
+    if (selected(options, "batch") && elements * 4 <= (uint64_t{1} << 20))
+      report(batch_result(rt, options, "batch", {kDLCPU, 0}, elements * 4));
+
     // Strided packs of float32 into a compact destination of `elements` floats.
     const uint64_t n = static_cast<uint64_t>(std::sqrt(static_cast<double>(elements)));
     const PackCase packs[] = {

@@ -1,9 +1,12 @@
-// Transfer entry points: abr_to_device, abr_copy and their variants.
+// Transfer entry points: abr_to_device, abr_to_device_many, abr_copy and their variants.
+#include <algorithm>
+
 #include "lib/planner.hpp"
 #include "capi/handles.hpp"
 #include "capi/struct_versions.hpp"
 
 using abr::capi::guarded;
+using abr::capi::kBatchReport;
 using abr::capi::kTransferOptions;
 using abr::capi::kTransferReport;
 using abr::capi::require_pointer;
@@ -77,6 +80,32 @@ abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* src, DLDe
     const CallerOptions caller(options);
     *out = runtime_of(runtime).to_device(src, dst, caller.get(), stream_of(stream));
     caller.deliver_report();
+  });
+}
+
+abr_status abr_batch_report_init(abr_batch_report* report, unsigned int version) {
+  return guarded(__func__, [&] { abr::capi::init_versioned(report, version, kBatchReport); });
+}
+
+abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* const* srcs, size_t count,
+                              DLDevice dst, const abr_transfer_options* options, abr_stream* stream,
+                              DLManagedTensorVersioned** out, abr_batch_report* report) {
+  return guarded(__func__, [&] {
+    if (count > 0) {
+      require_pointer(srcs, "srcs");
+      std::fill_n(require_pointer(out, "out"), count, nullptr);
+    }
+    if (report) abr::capi::caller_size(report->version, kBatchReport);  // refused before anything moves
+    abr_transfer_options current{};
+    if (options) {
+      current = abr::capi::read_versioned(options, kTransferOptions);
+      current.report = nullptr;  // the batch has its own report
+    }
+    abr_batch_report filled{};
+    filled.version = ABR_BATCH_REPORT_VERSION;
+    runtime_of(runtime).to_device_many(srcs, count, dst, options ? &current : nullptr, stream_of(stream), out,
+                                       filled);
+    if (report) abr::capi::write_versioned(report, filled, kBatchReport);
   });
 }
 

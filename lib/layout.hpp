@@ -32,6 +32,14 @@ struct Layout {
   int ndim() const { return static_cast<int>(shape.size()); }
 };
 
+// The first element's address (host memory) or handle + byte_offset as a number.
+// Integer arithmetic: validation proves data + byte_offset stays in the address
+// space only for tensors with elements; an empty one may carry any byte_offset
+// (found by the fuzzer: UBSan "pointer overflow") and is never dereferenced.
+inline const char* first_element(const Layout& layout) {
+  return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(layout.data) + layout.byte_offset);
+}
+
 // Validates `tensor` (docs/ARCHITECTURE.md, "DLPack import: what validation checks").
 // `what` names it in messages.
 // A destination must not have zero strides on extents > 1.

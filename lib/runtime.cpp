@@ -60,13 +60,6 @@ std::vector<const BackendReport*> reports_of(const std::vector<const BackendDesc
   return reports;
 }
 
-// Integer arithmetic: validation proves data + byte_offset stays in the address
-// space only for tensors with elements; an empty one may carry any byte_offset
-// (found by the fuzzer: UBSan "pointer overflow") and is never dereferenced.
-const char* first_element(const Layout& layout) {
-  return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(layout.data) + layout.byte_offset);
-}
-
 void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) {
   if (!report) return;
   report->path = plan.path;
@@ -231,17 +224,6 @@ DLManagedTensorVersioned* Runtime::to_device(DLManagedTensor* src, DLDevice dst,
                                              Stream* stream) {
   return take_and_transfer(src, dst, options, stream);
 }
-
-namespace {
-
-// Whether a versioned tensor already reads as the runtime's views do: strides
-// given, no byte_offset, not IS_COPIED (the planner may then hand it back as it is).
-bool reads_as_a_view(const DLManagedTensorVersioned& tensor) {
-  return (tensor.dl_tensor.ndim == 0 || tensor.dl_tensor.strides) && tensor.dl_tensor.byte_offset == 0 &&
-         !(tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED);
-}
-
-}  // namespace
 
 DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
                                             Stream* stream) {

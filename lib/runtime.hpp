@@ -53,6 +53,13 @@ class Runtime {
   DLManagedTensorVersioned* to_device(DLManagedTensor* src, DLDevice dst, const abr_transfer_options* options,
                                       Stream* stream);
 
+  // abr_to_device_many (lib/batch.cpp): each source to `dst` as to_device would,
+  // small copies from host memory coalesced; all or nothing (on a throw every
+  // source is still the caller's and `out` is untouched).
+  void to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
+                      const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
+                      abr_batch_report& report);
+
   // abr_copy: both tensors borrowed; options may be null.
   void copy(const DLTensor& src, const DLTensor& dst, const abr_transfer_options* options, Stream* stream);
   // abr_copy_versioned: also checks both headers and refuses a READ_ONLY destination.
@@ -78,6 +85,10 @@ class Runtime {
   DLManagedTensorVersioned* export_view(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan);
   DLManagedTensorVersioned* export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
                                         Stream* stream);
+  struct BatchItem;
+  // The coalesced items of a batch packed into `block` (`bytes` on `dst`) and moved with one copy.
+  void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,
+                      Stream* stream);
   // Runs a plan's move with the executor it names.
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
   // Executor::Source or Destination: that side's backend, on `context` (lib/device_moves.hpp).

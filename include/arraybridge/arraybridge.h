@@ -336,6 +336,36 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
                                         const abr_transfer_options* options, abr_stream* stream,
                                         DLManagedTensorVersioned** out);
 
+/* Many tensors to one device in one call, with one set of options and one stream
+ * (which may be NULL, as for abr_to_device). Each source gets the result
+ * abr_to_device would give it, at a fraction of the cost per tensor: the device
+ * and options are resolved once, and small copies from host memory (up to 1 MiB
+ * each) are coalesced: packed into one block (pinned memory for a device reached
+ * by DMA) and moved with one copy, their results compact views of one allocation
+ * that is freed when the last of them is deleted. Larger tensors and views go
+ * their own way, on the same stream.
+ * On ABR_OK every source is consumed as abr_to_device consumes it and out[i] is
+ * srcs[i]'s result. On failure no source is consumed, every out[i] is NULL, and
+ * the message names the index of the first source that failed ("srcs[3]: ...").
+ * A source listed twice is ABR_ERR_INVALID_ARGUMENT. options->report is not
+ * written: `report` (may be NULL) describes the batch. */
+#define ABR_BATCH_REPORT_VERSION 1u
+typedef struct abr_batch_report {
+  uint32_t version;      /* set by the caller: ABR_BATCH_REPORT_VERSION */
+  uint32_t tensors;      /* sources in the call */
+  uint32_t coalesced;    /* of them, moved together through one block */
+  uint32_t views;        /* of them, results that alias their source (nothing moved) */
+  uint32_t copies;       /* copies issued for the batch: one for the coalesced block, one per other copied tensor */
+  uint32_t reserved_;
+  uint64_t bytes_moved;  /* bytes written to the results, counted once */
+  char detail[160];      /* one line: what moved how */
+} abr_batch_report;
+#define ABR_BATCH_REPORT_INIT {ABR_BATCH_REPORT_VERSION, 0, 0, 0, 0, 0, 0, {0}}
+ABR_API abr_status abr_batch_report_init(abr_batch_report* report, unsigned int version);
+ABR_API abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* const* srcs, size_t count,
+                                      DLDevice dst, const abr_transfer_options* options, abr_stream* stream,
+                                      DLManagedTensorVersioned** out, abr_batch_report* report);
+
 /* Copy into an existing tensor. Both are borrowed; any strides; same shape. A dtype
  * difference is converted. Overlapping src and dst are handled as if through a
  * temporary. The destination must not have zero strides on extents > 1.

@@ -22,7 +22,7 @@ def runtime_flags():
 
 
 # The C options' names, as a Python caller spells what it asked for.
-_OPTION_WORDS = {"ABR_COPY_NEVER": "copy=False", "ABR_COPY_ALWAYS": "copy=True",
+_OPTION_WORDS = {"srcs[": "x[", "ABR_COPY_NEVER": "copy=False", "ABR_COPY_ALWAYS": "copy=True",
                  "ABR_TRANSFER_NO_HOST_STAGING": "strict=True", "ABR_TRANSFER_REQUIRE_CONTIGUOUS": "contiguous=True"}
 
 

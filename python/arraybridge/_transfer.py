@@ -16,6 +16,7 @@ from ._tensor import Tensor
 log = logging.getLogger("arraybridge")
 
 to_device = _core.to_device
+to_device_many = _core.to_device_many
 from_dlpack = _core.from_dlpack
 copy = _core.copy
 
@@ -57,7 +58,45 @@ def _log_transfer(tensor, context):
         log.debug("%s to %s: %s, %d bytes: %s", context, tensor.device, r.path, r.bytes_moved, r.detail)
 
 
+# The containers to_device takes apart: a structure of arrays (a batch dict, a
+# state dict, a list of tensors) comes back as the same structure of Tensors.
+_CONTAINERS = (list, tuple, dict)
+
+
+def _leaves(x, out):
+    """The arrays of a structure, depth first, in dict order."""
+    if type(x) in _CONTAINERS:
+        for item in (x.values() if type(x) is dict else x):
+            _leaves(item, out)
+    else:
+        out.append(x)
+    return out
+
+
+def _rebuild(x, results):
+    """x's structure again, each array replaced by the next of `results`."""
+    if type(x) is dict:
+        return {key: _rebuild(item, results) for key, item in x.items()}
+    if type(x) in (list, tuple):
+        return type(x)(_rebuild(item, results) for item in x)
+    return next(results)
+
+
+def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=False, contiguous=False):
+    """to_device of a list, tuple or dict (nested) of arrays: one batch for all of
+    them (_core.to_device_many), the same structure back. With a stream each array
+    goes on its own, in order, on that stream."""
+    leaves = _leaves(x, [])
+    if stream is not None:
+        moved = [to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,
+                           contiguous=contiguous) for leaf in leaves]
+    else:
+        moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous)
+    return _rebuild(x, iter(moved))
+
+
 _core.setup(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
             producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
             producer_traits=producer_traits, vet_producer=vet_producer, torch_refusal=torch_refusal,
+            to_device_structure=_to_device_structure,
             runtime_flags=_runtime.runtime_flags())

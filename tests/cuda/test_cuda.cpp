@@ -510,6 +510,22 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
          Managed src(data.data(), f32, {64, 48});
          return transfer_on_new_stream(r, src, cuda0, deleted);
        }},
+      {"a batch to cuda: six coalesced through one pinned block, one large staged",
+       [&](abr_runtime* r, int& deleted) {
+         std::vector<std::unique_ptr<Managed>> sources;
+         std::vector<DLManagedTensorVersioned*> pointers, out(7, nullptr);
+         for (int i = 0; i < 6; ++i) sources.push_back(std::make_unique<Managed>(data.data() + i * 64, f32, std::vector<int64_t>{64}));
+         sources.push_back(std::make_unique<Managed>(big.data(), f32, std::vector<int64_t>{rows, cols}));
+         for (auto& source : sources) pointers.push_back(&source->managed);
+         const abr_status status = abr_to_device_many(r, pointers.data(), 7, cuda0, nullptr, nullptr, out.data(), nullptr);
+         deleted = 0;
+         for (auto& source : sources) deleted += source->deleted;
+         for (DLManagedTensorVersioned* t : out) {
+           CHECK((status == ABR_OK) == (t != nullptr));
+           if (t) t->deleter(t);
+         }
+         return status;
+       }},
   };
   walk_faults(rt, scenarios);
 }

@@ -447,7 +447,9 @@ const char core_to_device_doc[] =
     "A view is read-only when x is: read-only data, JAX and TensorFlow arrays (immutable\n"
     "to their frameworks) and legacy capsules (which cannot say otherwise); a copy is\n"
     "the caller's to write. The value and dtype never change unless dtype= asks.\n"
-    "The path taken is in `.report` and logged at DEBUG on the \"arraybridge\" logger.";
+    "The path taken is in `.report` and logged at DEBUG on the \"arraybridge\" logger.\n"
+    "x may also be a dict, list or tuple of arrays, nested: the same structure comes\n"
+    "back, every array moved by one batch (see to_device_many).";
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
@@ -456,6 +458,9 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
   PyObject* a[7];
   if (hooks_ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 7, 2, 2, a) < 0)
     return NULL;
+  /* A structure of arrays (nested lists, tuples, dicts) moves in one batch, rebuilt in Python. */
+  if (PyList_CheckExact(a[0]) || PyTuple_CheckExact(a[0]) || PyDict_CheckExact(a[0]))
+    return PyObject_Vectorcall(hooks.to_device_structure, args, (size_t)nargs, kwnames);
   Request request;
   init_request(&request, "to_device");
   request.has_dst = 1;
@@ -466,6 +471,103 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
     return restated("to_device");
   PyObject* result = run(a[0], &request);
   return result ? result : restated("to_device");
+}
+
+const char core_to_device_many_doc[] =
+    "to_device_many(xs, device, *, copy=None, dtype=None, strict=False, contiguous=False)\n--\n\n"
+    "Move every DLPack array of the list xs to `device` in one runtime call; returns\n"
+    "a list of Tensors in xs's order. Small copies from host memory are packed into\n"
+    "one block and moved with one copy (their Tensors share one allocation, freed\n"
+    "with the last). All or nothing: on failure no Tensor is made and the message\n"
+    "names the failing index. The keywords mean what they mean for to_device.";
+
+/* Deletes the first `count` imports: `movable` ones through their deleters (the
+ * runtime leaves a failed batch's sources to us), the rest as imported. */
+static void delete_imports(Imported* imports, DLManagedTensorVersioned** movable, Py_ssize_t count) {
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    if (movable[i]) {
+      if (movable[i]->deleter) movable[i]->deleter(movable[i]);
+    } else {
+      imported_delete(&imports[i]);
+    }
+  }
+}
+
+PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  (void)module;
+  static const char* const kNames[] = {"xs", "device", "copy", "dtype", "strict", "contiguous"};
+  static PyObject* interned[6];
+  PyObject* a[6];
+  if (hooks_ready() < 0 || parse_arguments("to_device_many", args, nargs, kwnames, kNames, interned, 6, 2, 2, a) < 0)
+    return NULL;
+  Request request;
+  init_request(&request, "to_device");
+  request.has_dst = 1;
+  if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
+      parse_dtype(a[3], &request.options.dtype) < 0 ||
+      parse_flag(a[4], ABR_TRANSFER_NO_HOST_STAGING, &request.options.flags) < 0 ||
+      parse_flag(a[5], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0)
+    return restated("to_device");
+  abr_runtime* runtime = core_runtime();
+  if (!runtime) return NULL;
+  PyObject* xs = PySequence_Fast(a[0], "arraybridge: to_device_many takes a list of arrays");
+  if (!xs) return restated("to_device");
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(xs);
+  PyObject* results = PyList_New(n);
+  Imported* imports = (Imported*)calloc((size_t)(n ? n : 1), sizeof *imports);
+  DLManagedTensorVersioned** movable = (DLManagedTensorVersioned**)calloc((size_t)(n ? n : 1), sizeof *movable);
+  DLManagedTensorVersioned** out = (DLManagedTensorVersioned**)calloc((size_t)(n ? n : 1), sizeof *out);
+  PyTypeObject* type = (PyTypeObject*)hooks.tensor_type;
+  Py_ssize_t imported = 0;
+  PyObject* answer = NULL;
+  if (!results || !imports || !movable || !out) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  /* Every Tensor is made before any source is taken: nothing can fail after the move. */
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* tensor = type->tp_alloc(type, 0);
+    if (!tensor) goto done;
+    ((TensorObject*)tensor)->report.version = ABR_TRANSFER_REPORT_VERSION;
+    PyList_SET_ITEM(results, i, tensor);
+  }
+  for (; imported < n; ++imported) {
+    char role[32];
+    snprintf(role, sizeof role, "x[%zd]", imported);
+    const ImportPurpose purpose = request.options.copy == ABR_COPY_NEVER ? IMPORT_NO_COPY : IMPORT_MAY_COPY;
+    if (import_source(PySequence_Fast_GET_ITEM(xs, imported), role, purpose, &imports[imported]) < 0) goto done;
+    movable[imported] = imported_for_any_thread(&imports[imported]);
+    if (!movable[imported]) goto done; /* deleted already */
+  }
+  abr_batch_report report;
+  memset(&report, 0, sizeof report);
+  report.version = ABR_BATCH_REPORT_VERSION;
+  abr_status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, NULL, out, &report);
+  if (status != ABR_OK) delete_imports(imports, movable, n);
+  Py_END_ALLOW_THREADS
+  imported = 0; /* consumed, or deleted just now */
+  core_drain();
+  if (status != ABR_OK) {
+    raise_error(status, &request);
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    TensorObject* tensor = (TensorObject*)PyList_GET_ITEM(results, i);
+    tensor->tensor = out[i];
+    snprintf(tensor->report.detail, sizeof tensor->report.detail, "%s", report.detail);
+  }
+  answer = results;
+  results = NULL;
+done:
+  delete_imports(imports, movable, imported);
+  Py_XDECREF(results);
+  Py_DECREF(xs);
+  free(imports);
+  free(movable);
+  free(out);
+  return answer ? answer : restated("to_device");
 }
 
 const char core_from_dlpack_doc[] =

@@ -1,0 +1,211 @@
+// abr_to_device_many on the CPU and PoCL: every result's values, the coalesced
+// block shared by the small results, views that keep their sources, all or
+// nothing on failure (no source consumed, no result handed out), and the batch's
+// report.
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "tests/support/fault_walk.hpp"
+#include "tests/support/opencl_helpers.hpp"
+
+using namespace test;
+
+namespace {
+
+// Sources over host vectors of float32, 1, 2, 3, ... per tensor.
+struct Sources {
+  std::vector<std::vector<float>> data;
+  std::vector<std::unique_ptr<Managed>> tensors;
+  std::vector<DLManagedTensorVersioned*> pointers;
+
+  void add(std::size_t elements, float first) {
+    data.emplace_back(elements);
+    std::iota(data.back().begin(), data.back().end(), first);
+    tensors.push_back(std::make_unique<Managed>(data.back().data(), f32, std::vector<int64_t>{static_cast<int64_t>(elements)}));
+    pointers.push_back(&tensors.back()->managed);
+  }
+  int deleted() const {
+    int sum = 0;
+    for (const auto& t : tensors) sum += t->deleted;
+    return sum;
+  }
+};
+
+struct Results {
+  std::vector<DLManagedTensorVersioned*> out;
+  explicit Results(std::size_t n) : out(n, nullptr) {}
+  ~Results() {
+    for (DLManagedTensorVersioned* t : out)
+      if (t) t->deleter(t);
+  }
+};
+
+abr_status many(abr_runtime* rt, Sources& sources, Results& results, DLDevice device, abr_copy_mode copy,
+                abr_batch_report* report = nullptr, abr_stream* stream = nullptr, DLDataType dtype = {}) {
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.copy = copy;
+  options.dtype = dtype;
+  return abr_to_device_many(rt, sources.pointers.data(), sources.pointers.size(), device, &options, stream,
+                            results.out.data(), report);
+}
+
+template <class T>
+std::vector<T> read_back(abr_runtime* rt, const DLTensor& tensor) {
+  std::vector<T> out(static_cast<std::size_t>(tensor.shape[0]));
+  Managed landing(out.data(), tensor.dtype, {tensor.shape[0]});
+  REQUIRE_MESSAGE(abr_copy(rt, &tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK, abr_last_error());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("batch: 256 small copies to the CPU share one block, each with its own values") {
+  Runtime rt;
+  Sources sources;
+  for (int i = 0; i < 256; ++i) sources.add(1024, static_cast<float>(i * 1000));  // 4 KiB each
+  Results results(256);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(many(rt, sources, results, cpu, ABR_COPY_ALWAYS, &report) == ABR_OK, abr_last_error());
+  CHECK(sources.deleted() == 256);  // copied: every source released
+  CHECK(report.tensors == 256);
+  CHECK(report.coalesced == 256);
+  CHECK(report.copies == 1);
+  CHECK(report.views == 0);
+  CHECK(report.bytes_moved == 256u * 4096);
+  CHECK(std::string(report.detail) ==
+        "256 of 256 tensors packed into one 1048576 byte block and moved with one copy; 0 view(s), 0 other copy(ies)");
+  std::set<const char*> starts;
+  for (int i = 0; i < 256; ++i) {
+    const DLTensor& t = results.out[i]->dl_tensor;
+    CHECK((t.device.device_type == kDLCPU && t.ndim == 1 && t.shape[0] == 1024 && t.byte_offset == 0));
+    CHECK(reinterpret_cast<uintptr_t>(t.data) % 256 == 0);
+    CHECK((results.out[i]->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0);
+    CHECK(std::memcmp(t.data, sources.data[i].data(), 4096) == 0);
+    starts.insert(static_cast<const char*>(t.data));
+  }
+  // One allocation: the results lie 4 KiB apart in one block.
+  CHECK(*starts.rbegin() - *starts.begin() == 255 * 4096);
+  // The block lives until the last result goes (ASan would see a read after free).
+  for (int i = 0; i < 255; ++i) {
+    results.out[i]->deleter(results.out[i]);
+    results.out[i] = nullptr;
+  }
+  CHECK(static_cast<const float*>(results.out[255]->dl_tensor.data)[1023] == 255 * 1000 + 1023);
+}
+
+TEST_CASE("batch: to PoCL, small tensors coalesced, a large one on its own, a cast for all") {
+  Runtime rt;
+  Sources sources;
+  for (int i = 0; i < 8; ++i) sources.add(100 + i, static_cast<float>(i) * 0.5f);  // odd sizes: slots are aligned
+  sources.add((std::size_t{3} << 20) / 4, 7.0f);                                     // 3 MiB: not coalesced
+  Results results(9);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report, nullptr, f64) == ABR_OK,
+                  abr_last_error());
+  CHECK(sources.deleted() == 9);
+  CHECK(report.coalesced == 8);
+  CHECK(report.copies == 2);
+  CHECK(report.bytes_moved == (8 * 100 + 28) * 8 + (std::size_t{3} << 20) * 2);
+  for (std::size_t i = 0; i < 9; ++i) {
+    CAPTURE(i);
+    const DLTensor& t = results.out[i]->dl_tensor;
+    CHECK((t.device.device_type == kDLOpenCL && t.dtype.bits == 64));
+    const std::vector<double> values = read_back<double>(rt, t);
+    CHECK(std::equal(values.begin(), values.end(), sources.data[i].begin()));
+  }
+  // The coalesced results are offsets into one cl_mem, 256-byte aligned.
+  for (std::size_t i = 1; i < 8; ++i) {
+    CHECK(results.out[i]->dl_tensor.data == results.out[0]->dl_tensor.data);
+    CHECK(results.out[i]->dl_tensor.byte_offset % 256 == 0);
+    CHECK(results.out[i]->dl_tensor.byte_offset > results.out[i - 1]->dl_tensor.byte_offset);
+  }
+}
+
+TEST_CASE("batch: views keep their sources until the results go") {
+  Runtime rt;
+  Sources sources;
+  for (int i = 0; i < 4; ++i) sources.add(64, static_cast<float>(i));
+  Results results(4);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE(many(rt, sources, results, cpu, ABR_COPY_IF_NEEDED, &report) == ABR_OK);
+  CHECK(report.views == 4);
+  CHECK(report.copies == 0);
+  CHECK(report.bytes_moved == 0);
+  CHECK(sources.deleted() == 0);
+  for (int i = 0; i < 4; ++i) CHECK(results.out[i]->dl_tensor.data == sources.data[i].data());
+  for (DLManagedTensorVersioned*& t : results.out) {
+    t->deleter(t);
+    t = nullptr;
+  }
+  CHECK(sources.deleted() == 4);  // each deleter once, through its result
+}
+
+TEST_CASE("batch: on PoCL a stream holds the sources until its work is done") {
+  Runtime rt;
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, ocl0, &stream) == ABR_OK);
+  Sources sources;
+  for (int i = 0; i < 16; ++i) sources.add(256, static_cast<float>(i * 10));
+  {
+    Results results(16);
+    REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, nullptr, stream) == ABR_OK, abr_last_error());
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+    for (std::size_t i = 0; i < 16; ++i) CHECK(read_back<float>(rt, results.out[i]->dl_tensor) == sources.data[i]);
+  }
+  abr_stream_destroy(stream);
+  CHECK(sources.deleted() == 16);
+}
+
+TEST_CASE("batch: a bad source, a repeated one or a NULL one fails the whole call and consumes nothing") {
+  Runtime rt;
+  Sources sources;
+  for (int i = 0; i < 5; ++i) sources.add(16, 0.0f);
+  sources.tensors[3]->managed.dl_tensor.ndim = -1;
+  Results results(5);
+  CHECK(many(rt, sources, results, cpu, ABR_COPY_ALWAYS) == ABR_ERR_DLPACK_NDIM);
+  CHECK(std::string(abr_last_error()).rfind("abr_to_device_many: srcs[3]: ", 0) == 0);
+  sources.tensors[3]->managed.dl_tensor.ndim = 1;
+  sources.pointers[4] = sources.pointers[1];
+  CHECK(many(rt, sources, results, cpu, ABR_COPY_ALWAYS) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()) ==
+        "abr_to_device_many: srcs[1] and srcs[4] are the same tensor; each source is consumed once");
+  sources.pointers[4] = nullptr;
+  CHECK(many(rt, sources, results, cpu, ABR_COPY_ALWAYS) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()) == "abr_to_device_many: srcs[4] is NULL");
+  CHECK(sources.deleted() == 0);
+  for (DLManagedTensorVersioned* t : results.out) CHECK(t == nullptr);
+  // A device the runtime lacks: nothing planned, nothing consumed.
+  sources.pointers[4] = &sources.tensors[4]->managed;
+  CHECK(many(rt, sources, results, DLDevice{kDLOpenCL, 99}, ABR_COPY_ALWAYS) == ABR_ERR_NO_DEVICE);
+  CHECK(sources.deleted() == 0);
+  // Nothing to move is a success.
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  CHECK(abr_to_device_many(rt, nullptr, 0, cpu, nullptr, nullptr, nullptr, &report) == ABR_OK);
+  CHECK(report.tensors == 0);
+  abr_batch_report unset{};
+  CHECK(abr_to_device_many(rt, nullptr, 0, cpu, nullptr, nullptr, nullptr, &unset) == ABR_ERR_INVALID_ARGUMENT);
+}
+
+#ifdef ABR_FAULT_INJECTION
+TEST_CASE("batch: every injected failure leaves every source the caller's and leaks nothing") {
+  Runtime rt;
+  StagingChunkMib chunks("1");
+  const auto batch = [](DLDevice device, DLDataType dtype) {
+    return [device, dtype](abr_runtime* r, int& deleted) {
+      Sources sources;
+      for (int i = 0; i < 6; ++i) sources.add(300, static_cast<float>(i));
+      sources.add((std::size_t{5} << 20) / 8, 1.0f);  // 2.5 MiB: staged in chunks to OpenCL
+      Results results(sources.pointers.size());
+      const abr_status status = many(r, sources, results, device, ABR_COPY_ALWAYS, nullptr, nullptr, dtype);
+      deleted = sources.deleted();
+      if (status == ABR_OK) CHECK(deleted == 7);
+      for (DLManagedTensorVersioned* t : results.out) CHECK((status == ABR_OK) == (t != nullptr));
+      return status;
+    };
+  };
+  walk_faults(rt, {{"batch to the CPU, cast to f64", batch(cpu, f64)}, {"batch to opencl", batch(ocl0, {})}});
+}
+#endif

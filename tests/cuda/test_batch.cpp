@@ -1,0 +1,94 @@
+// abr_to_device_many on CUDA (the fake driver in CI, a GPU with make gpu-check):
+// 64 small tensors from pageable memory move with one DMA through one pinned
+// block into one device allocation; every result holds its own values; on a
+// lagging stream the sources are held until the stream's work is done.
+#include <memory>
+#include <vector>
+
+#include "tests/cuda/cuda_helpers.hpp"
+
+using namespace test;
+
+namespace {
+
+struct Batch {
+  std::vector<std::vector<int32_t>> data;
+  std::vector<std::unique_ptr<Managed>> sources;
+  std::vector<DLManagedTensorVersioned*> pointers;
+  std::vector<DLManagedTensorVersioned*> out;
+  Batch(int tensors, std::size_t elements) {
+    for (int i = 0; i < tensors; ++i) {
+      data.push_back(iota(elements, i * 100000));
+      sources.push_back(std::make_unique<Managed>(data.back().data(), i32, std::vector<int64_t>{static_cast<int64_t>(elements)}));
+      pointers.push_back(&sources.back()->managed);
+    }
+    out.assign(pointers.size(), nullptr);
+  }
+  ~Batch() {
+    for (DLManagedTensorVersioned* t : out)
+      if (t) t->deleter(t);
+  }
+  int deleted() const {
+    int sum = 0;
+    for (const auto& s : sources) sum += s->deleted;
+    return sum;
+  }
+  abr_status to(abr_runtime* rt, DLDevice device, abr_stream* stream = nullptr, abr_batch_report* report = nullptr) {
+    return abr_to_device_many(rt, pointers.data(), pointers.size(), device, nullptr, stream, out.data(), report);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: 64 small pageable tensors to cuda:0 move with one DMA") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  Batch batch(64, 1024);  // 4 KiB each
+  const long long copies_before = fake ? fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync)) : 0;
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+  if (fake) CHECK(fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync)) - copies_before == 1);
+  CHECK(report.coalesced == 64);
+  CHECK(report.copies == 1);
+  CHECK(batch.deleted() == 64);
+  for (std::size_t i = 0; i < 64; ++i) {
+    CAPTURE(i);
+    const DLTensor& t = batch.out[i]->dl_tensor;
+    CHECK((t.device.device_type == kDLCUDA && t.byte_offset == 0));
+    CHECK(read_back(rt, t) == batch.data[i]);
+    if (i) CHECK(static_cast<char*>(t.data) - static_cast<char*>(batch.out[i - 1]->dl_tensor.data) == 4096);
+  }
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: on a lagging stream the sources are held until its work is done") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  Batch batch(16, 2048);
+  {
+    Lag lag(20000);  // every DMA lags the host by 20 ms
+    REQUIRE_MESSAGE(batch.to(rt, cuda0, stream) == ABR_OK, abr_last_error());
+    if (lag.fake) CHECK(batch.deleted() == 0);  // the DMA that reads them has not run yet
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  CHECK(batch.deleted() == 16);
+  for (std::size_t i = 0; i < 16; ++i) CHECK(read_back(rt, batch.out[i]->dl_tensor) == batch.data[i]);
+  abr_stream_destroy(stream);
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: to cuda_host, page-locked results share one pooled block") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  Batch batch(8, 100);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.copy = ABR_COPY_ALWAYS;
+  REQUIRE(abr_to_device_many(rt, batch.pointers.data(), 8, cuda_host, &options, nullptr, batch.out.data(), nullptr) ==
+          ABR_OK);
+  for (std::size_t i = 0; i < 8; ++i) {
+    const DLTensor& t = batch.out[i]->dl_tensor;
+    CHECK(t.device.device_type == kDLCUDAHost);
+    CHECK(std::vector<int32_t>(static_cast<int32_t*>(t.data), static_cast<int32_t*>(t.data) + 100) == batch.data[i]);
+  }
+}

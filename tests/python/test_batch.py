@@ -1,0 +1,68 @@
+"""Many arrays in one call: to_device of a structure (nested dicts, lists, tuples)
+comes back as the same structure of Tensors, moved by one abr_to_device_many;
+to_device_many takes a flat list. Values, dtypes, shared blocks, and all or
+nothing on failure."""
+import numpy as np
+import pytest
+
+import arraybridge as ab
+
+
+def _arrays():
+    return {
+        "image": np.arange(24, dtype=np.float32).reshape(2, 3, 4),
+        "labels": np.array([3, 1, 2], dtype=np.int64),
+        "extras": [np.linspace(0, 1, 5), (np.array([True, False]), np.arange(6, dtype=np.int16)[::2])],
+    }
+
+
+def _same_structure(result, source):
+    if isinstance(source, dict):
+        assert type(result) is dict and list(result) == list(source)
+        for key in source:
+            _same_structure(result[key], source[key])
+    elif isinstance(source, (list, tuple)):
+        assert type(result) is type(source) and len(result) == len(source)
+        for r, s in zip(result, source):
+            _same_structure(r, s)
+    else:
+        assert isinstance(result, ab.Tensor)
+        back = np.from_dlpack(ab.to_device(result, "cpu")) if result.device != "cpu" else np.from_dlpack(result)
+        assert back.dtype == source.dtype and back.shape == source.shape
+        np.testing.assert_array_equal(back, source)
+
+
+@pytest.mark.parametrize("device", ["cpu", "opencl:0"])
+def test_a_structure_comes_back_as_the_same_structure_with_every_value(device):
+    arrays = _arrays()
+    moved = ab.to_device(arrays, device, copy=True)
+    _same_structure(moved, arrays)
+    assert "5 of 5 tensors packed into one" in moved["image"].report.detail
+
+
+def test_small_copies_share_one_block_that_outlives_the_others():
+    arrays = [np.full(256, i, dtype=np.float32) for i in range(8)]
+    moved = ab.to_device_many(arrays, "cpu", copy=True)
+    starts = [t.data_ptr for t in moved]
+    assert starts == sorted(starts) and starts[-1] - starts[0] == 7 * 1024  # 1 KiB slots of one block
+    last = moved.pop()
+    del moved
+    np.testing.assert_array_equal(np.from_dlpack(last), np.full(256, 7, dtype=np.float32))
+
+
+def test_views_stay_views_and_a_dtype_applies_to_every_array():
+    arrays = [np.arange(4.0), np.arange(3.0)]
+    views = ab.to_device(arrays, "cpu")
+    assert [t.report.detail for t in views][0].startswith("2 tensors: 2 view(s)")
+    converted = ab.to_device(tuple(arrays), "cpu", dtype="float32")
+    assert [np.from_dlpack(t).dtype for t in converted] == [np.float32, np.float32]
+
+
+def test_a_bad_array_fails_the_whole_call_naming_its_place():
+    with pytest.raises(TypeError, match=r"^to_device: x\[1\] \(a str\) is neither a DLPack capsule"):
+        ab.to_device([np.ones(3), "not an array"], "cpu")
+    with pytest.raises(ab.CopyRequiredError) as refused:
+        ab.to_device({"a": np.ones(2), "b": np.ones(3)}, "cpu", copy=False, dtype="float32")
+    message = str(refused.value)
+    assert "x[0]: copy=False, but a copy is required" in message and "srcs" not in message
+    assert ab.to_device_many([], "cpu") == []
