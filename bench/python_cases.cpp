@@ -165,6 +165,11 @@ if "py many small" in chosen:
     xs = [np.full(1024, i, dtype=np.float32) for i in range(256)]
     ours = median(lambda: [ab.to_device(x, "cpu", copy=True) for x in xs])
     print(f"py many small|{256 * 4096}|{ours!r}|{median(lambda: [x.copy() for x in xs])!r}", flush=True)
+if "py batch" in chosen:
+    xs = [np.full(1024, i, dtype=np.float32) for i in range(256)]
+    ours = median(lambda: ab.to_device(xs, "cpu", copy=True))
+    loop = median(lambda: [ab.to_device(x, "cpu", copy=True) for x in xs])
+    print(f"py batch|{256 * 4096}|{ours!r}|{loop!r}", flush=True)
 )PY";
 
 // Inside a checkout (run from its root, as `make demo` does) `make python` builds the
@@ -292,7 +297,7 @@ void run_python_cases(const Options& options, const Report& report) {
 }
 
 void run_python_host_copy_cases(const Options& options, const Report& report) {
-  const std::string chosen = chosen_cases(options, {"py copy", "py to_device copy", "py many small"});
+  const std::string chosen = chosen_cases(options, {"py copy", "py to_device copy", "py many small", "py batch"});
   if (chosen.empty() || !device_selected(options, {kDLCPU, 0})) return;
   progress("python host copies", 0);
   // From 1 KiB (a Python call's floor) to 16 MiB: above that NumPy and we both run at memcpy's speed.
@@ -309,9 +314,12 @@ void run_python_host_copy_cases(const Options& options, const Report& report) {
     if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf", name, &bytes, &ours, &numpy) != 4) continue;
     const std::string case_name = name;
     Result r{case_name, "cpu", bytes};
-    if (case_name == "py many small") r.shape = "256x4KiB";
+    if (case_name == "py many small" || case_name == "py batch") r.shape = "256x4KiB";
     r.seconds = ours;
-    r.baselines.push_back(baseline(case_name == "py copy" ? "np.copyto" : case_name == "py many small" ? "np loop" : "a.copy",
+    r.baselines.push_back(baseline(case_name == "py copy"         ? "np.copyto"
+                                   : case_name == "py many small" ? "np loop"
+                                   : case_name == "py batch"      ? "py loop"
+                                                                  : "a.copy",
                                    numpy));
     report(r);
     ++rows;

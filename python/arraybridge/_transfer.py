@@ -86,6 +86,9 @@ def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=F
     """to_device of a list, tuple or dict (nested) of arrays: one batch for all of
     them (_core.to_device_many), the same structure back. With a stream each array
     goes on its own, in order, on that stream."""
+    if type(x) is list and not any(type(item) in _CONTAINERS for item in x):  # flat: no rebuilding
+        if stream is None:
+            return _core.to_device_many(x, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous)
     leaves = _leaves(x, [])
     if stream is not None:
         moved = [to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,

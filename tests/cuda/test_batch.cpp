@@ -78,7 +78,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: on a lagging stream the sources are 
   abr_stream_destroy(stream);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "batch: to cuda_host, page-locked results share one pooled block") {
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: to cuda_host, each result page-locked memory of its own") {
   Runtime rt;
   if (cuda_devices(rt) == 0) return;
   Batch batch(8, 100);
