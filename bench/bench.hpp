@@ -115,6 +115,11 @@ Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uin
 Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
                     uint64_t tensor_bytes);
 
+// The "copy_many H2D" rows: 256 host tensors into existing device tensors in one
+// abr_copy_many, beside the loop of one abr_copy per pair.
+Result copy_batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
+                         uint64_t tensor_bytes);
+
 // Host-memory cases: contiguous copy, strided packs, zero-copy round trip.
 void run_host_cases(abr_runtime* rt, const Options& options, const Report& report);
 

@@ -113,4 +113,42 @@ Result batch_result(abr_runtime* rt, const Options& options, const char* name, D
   return r;
 }
 
+Result copy_batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
+                         uint64_t tensor_bytes) {
+  constexpr std::size_t kTensors = 256;
+  const uint64_t elements = tensor_bytes / 4;
+  Buffer src(elements * kTensors);
+  int64_t shape[1] = {static_cast<int64_t>(elements)};
+  // The destinations: one device tensor per source, made by one batch.
+  std::vector<DLManagedTensorVersioned> sources(kTensors);
+  std::vector<DLManagedTensorVersioned*> pointers(kTensors), targets(kTensors);
+  std::vector<DLTensor> views(kTensors);
+  std::vector<const DLTensor*> from(kTensors), into(kTensors);
+  for (std::size_t i = 0; i < kTensors; ++i) {
+    views[i] = view(src.data() + i * elements, 1, shape, nullptr);
+    sources[i] = borrowed(views[i]);
+    pointers[i] = &sources[i];
+  }
+  abr_transfer_options copy = ABR_TRANSFER_OPTIONS_INIT;
+  copy.copy = ABR_COPY_ALWAYS;
+  check(abr_to_device_many(rt, pointers.data(), kTensors, device, &copy, nullptr, targets.data(), nullptr),
+        "abr_to_device_many");
+  for (std::size_t i = 0; i < kTensors; ++i) {
+    from[i] = &views[i];
+    into[i] = &targets[i]->dl_tensor;
+  }
+  Result r{name, device_name(device), tensor_bytes * kTensors};
+  r.size_bytes = tensor_bytes;
+  r.shape = std::to_string(kTensors) + " tensors";
+  r.seconds = time_it(options, [&] {
+                check(abr_copy_many(rt, from.data(), into.data(), kTensors, nullptr, nullptr, nullptr), "abr_copy_many");
+              }).median_s;
+  r.baselines.push_back(baseline("copy loop", time_it(options, [&] {
+                                                for (std::size_t i = 0; i < kTensors; ++i)
+                                                  check(abr_copy(rt, from[i], into[i], nullptr, nullptr), "abr_copy");
+                                              }).median_s));
+  for (DLManagedTensorVersioned* t : targets) t->deleter(t);
+  return r;
+}
+
 }  // namespace bench

@@ -109,6 +109,26 @@ abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* co
   });
 }
 
+abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, const DLTensor* const* dsts, size_t count,
+                         const abr_transfer_options* options, abr_stream* stream, abr_batch_report* report) {
+  return guarded(__func__, [&] {
+    if (count > 0) {
+      require_pointer(srcs, "srcs");
+      require_pointer(dsts, "dsts");
+    }
+    if (report) abr::capi::caller_size(report->version, kBatchReport);
+    abr_transfer_options current{};
+    if (options) {
+      current = abr::capi::read_versioned(options, kTransferOptions);
+      current.report = nullptr;
+    }
+    abr_batch_report filled{};
+    filled.version = ABR_BATCH_REPORT_VERSION;
+    runtime_of(runtime).copy_many(srcs, dsts, count, options ? &current : nullptr, stream_of(stream), filled);
+    if (report) abr::capi::write_versioned(report, filled, kBatchReport);
+  });
+}
+
 abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst,
                     const abr_transfer_options* options, abr_stream* stream) {
   return guarded(__func__, [&] {

@@ -1,4 +1,6 @@
-// Many tensors to one device in one call (abr_to_device_many). Three phases, so
+// Many tensors in one call: abr_to_device_many and abr_copy_many.
+//
+// abr_to_device_many has three phases, so
 // that a failure anywhere leaves every source the caller's and hands nothing out:
 //  1. plan: each source validated and planned against one destination endpoint;
 //  2. prepare and move: result memory and headers allocated, then the work, with
@@ -247,6 +249,82 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
     work->write(whole, 0, staging, static_cast<std::size_t>(bytes));
   }
   work->finish();
+}
+
+// abr_copy_many: every pair validated and planned before anything moves; then
+// each in order. Consecutive moves on one device context share one submission,
+// finished (waited for) once, before anything else runs: a host copy, a staged or
+// peer move, or the end of the call.
+void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
+                        const abr_transfer_options* options, Stream* stream, abr_batch_report& report) {
+  if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} pairs per call", count, kMaxBatch);
+  TransferOptions opts = resolve_options(options);
+  opts.report = nullptr;
+  opts.staging = staging_choice();
+  struct Pair {
+    Layout src, dst;
+    Plan plan;
+  };
+  std::vector<Pair> pairs(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    try {
+      if (!srcs[i] || !dsts[i]) fail(ABR_ERR_INVALID_ARGUMENT, "{} is NULL", srcs[i] ? "the destination" : "the source");
+      Pair& pair = pairs[i];
+      pair.src = validate_tensor(*srcs[i], Role::Source, "source");
+      pair.dst = validate_tensor(*dsts[i], Role::Destination, "destination");
+      const Endpoint from = endpoint_of(pair.src, pair.dst.device, "source");
+      const Endpoint to = endpoint_of(pair.dst, pair.src.device, "destination");
+      pair.plan = plan_copy(pair.src, from, pair.dst, to, opts);
+      check_stream(stream, pair.src.device, pair.dst.device);
+    } catch (const Error& e) {
+      throw Error(e.status(), fmt::format("pair {}: {}", i, e.what()), e.backend_code());
+    }
+  }
+
+  struct Open {
+    void* context;
+    std::unique_ptr<Submission> work;
+  };
+  std::vector<Open> open;  // one per device context, in first-use order
+  const auto finish_all = [&] {
+    for (Open& side : open) side.work->finish();
+    open.clear();
+  };
+  uint64_t moved = 0;
+  uint32_t submissions = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Pair& pair = pairs[i];
+    const Plan& plan = pair.plan;
+    try {
+      const bool on_device = (plan.executor == Executor::Source || plan.executor == Executor::Destination) &&
+                             plan.move != Move::Peer;
+      if (!on_device) {
+        finish_all();  // what ran before is done before the host, the pipeline or a peer copy touches it
+        execute(plan, pair.src, pair.dst, stream);
+      } else {
+        const bool at_source = plan.executor == Executor::Source;
+        const DLDevice device = at_source ? pair.src.device : pair.dst.device;
+        void* context = at_source ? plan.src_context : plan.dst_context;
+        auto side = std::find_if(open.begin(), open.end(), [&](const Open& o) { return o.context == context; });
+        if (side == open.end()) {
+          open.push_back({context, submit_routed(*backend_of(device.device_type), device, context, stream)});
+          open.back().work->defer_waits();
+          side = open.end() - 1;
+          ++submissions;
+        }
+        submit_device_move(plan, pair.src, pair.dst, *side->work);
+      }
+    } catch (const Error& e) {
+      throw Error(e.status(), fmt::format("pair {}: {}", i, e.what()), e.backend_code());
+    }
+    moved += pair.src.numel * pair.dst.itemsize;
+  }
+  finish_all();
+  report.tensors = static_cast<uint32_t>(count);
+  report.copies = static_cast<uint32_t>(count);
+  report.bytes_moved = moved;
+  fit_text(report.detail, sizeof report.detail,
+           fmt::format("{} copies; the device moves on {} submission(s), each waited for once", count, submissions));
 }
 
 }  // namespace abr

@@ -89,15 +89,18 @@ class DeviceSide final : public ChunkSide {
 
 }  // namespace
 
-void run_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work) {
-  if (src.numel > 0) {
-    switch (plan.path) {
-      case ABR_PATH_HOST_TO_DEVICE: host_to_device(plan, src, dst, work); break;
-      case ABR_PATH_DEVICE_TO_HOST: device_to_host(plan, src, dst, work); break;
-      case ABR_PATH_DEVICE_COPY: device_copy(plan, src, dst, work); break;
-      default: fail(ABR_ERR_INTERNAL, "path {} is not a move inside one backend's context", path_name(plan.path));
-    }
+void submit_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work) {
+  if (src.numel == 0) return;
+  switch (plan.path) {
+    case ABR_PATH_HOST_TO_DEVICE: return host_to_device(plan, src, dst, work);
+    case ABR_PATH_DEVICE_TO_HOST: return device_to_host(plan, src, dst, work);
+    case ABR_PATH_DEVICE_COPY: return device_copy(plan, src, dst, work);
+    default: fail(ABR_ERR_INTERNAL, "path {} is not a move inside one backend's context", path_name(plan.path));
   }
+}
+
+void run_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work) {
+  submit_device_move(plan, src, dst, work);
   work.finish();
 }
 

@@ -17,6 +17,8 @@ namespace abr {
 // ABR_PATH_HOST_TO_DEVICE, ABR_PATH_DEVICE_TO_HOST and ABR_PATH_DEVICE_COPY, then
 // work.finish().
 void run_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work);
+// The same without the finish: more moves may follow on `work` (abr_copy_many).
+void submit_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work);
 
 // Where a transfer's work on `device` in `context` goes: `stream` when the
 // backend runs work on it there (the call then returns with the work queued in

@@ -60,6 +60,11 @@ class Runtime {
                       const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
                       abr_batch_report& report);
 
+  // abr_copy_many (lib/batch.cpp): abr_copy of each pair, in order; every pair is
+  // planned before anything moves, and device moves on one context wait once.
+  void copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
+                 const abr_transfer_options* options, Stream* stream, abr_batch_report& report);
+
   // abr_copy: both tensors borrowed; options may be null.
   void copy(const DLTensor& src, const DLTensor& dst, const abr_transfer_options* options, Stream* stream);
   // abr_copy_versioned: also checks both headers and refuses a READ_ONLY destination.

@@ -46,12 +46,15 @@ class ClSubmission final : public Submission {
   ClSubmission& operator=(const ClSubmission&) = delete;
 
   void write(const Layout& device, uint64_t offset, const char* host, std::size_t n) override {
-    check(cl_.EnqueueWriteBuffer(queue_, mem_of(device), blocking(), device.byte_offset + offset, n, host, 0, nullptr,
+    unmap_pending();
+    const cl_bool wait = deferred_ ? CL_FALSE : blocking();
+    check(cl_.EnqueueWriteBuffer(queue_, mem_of(device), wait, device.byte_offset + offset, n, host, 0, nullptr,
                                  nullptr),
           "clEnqueueWriteBuffer");
-    waited_ = !async_;
+    waited_ = wait == CL_TRUE;
   }
   void read(const Layout& device, uint64_t offset, char* host, std::size_t n) override {
+    unmap_pending();
     check(cl_.EnqueueReadBuffer(queue_, mem_of(device), blocking(), device.byte_offset + offset, n, host, 0, nullptr,
                                 nullptr),
           "clEnqueueReadBuffer");
@@ -59,6 +62,7 @@ class ClSubmission final : public Submission {
   }
   std::unique_ptr<Event> write_chunk(const Layout& device, uint64_t offset, const char* host,
                                      std::size_t n) override {
+    unmap_pending();
     cl_event event = nullptr;
     check(cl_.EnqueueWriteBuffer(queue_, mem_of(device), CL_FALSE, device.byte_offset + offset, n, host, 0, nullptr,
                                  &event),
@@ -66,6 +70,7 @@ class ClSubmission final : public Submission {
     return submitted(event);
   }
   std::unique_ptr<Event> read_chunk(const Layout& device, uint64_t offset, char* host, std::size_t n) override {
+    unmap_pending();
     cl_event event = nullptr;
     check(cl_.EnqueueReadBuffer(queue_, mem_of(device), CL_FALSE, device.byte_offset + offset, n, host, 0, nullptr,
                                 &event),
@@ -73,12 +78,14 @@ class ClSubmission final : public Submission {
     return submitted(event);
   }
   void copy(const Layout& from, const Layout& to, std::size_t n) override {
+    unmap_pending();
     check(cl_.EnqueueCopyBuffer(queue_, mem_of(from), mem_of(to), from.byte_offset, to.byte_offset, n, 0, nullptr,
                                 nullptr),
           "clEnqueueCopyBuffer");
     waited_ = false;
   }
   void walk(const Layout& src, const Layout& dst) override {
+    unmap_pending();
     enqueue_strided_copy(*context_, queue_, mem_of(src), mem_of(dst), walk_between(src, dst), src.dtype, dst.dtype);
     waited_ = false;
   }
@@ -99,8 +106,9 @@ class ClSubmission final : public Submission {
     drain(cl_, queue_);
     waited_ = true;
   }
+  void defer_waits() override { deferred_ = true; }
   void finish() override {
-    for (MappedView& view : maps_) view.unmap();
+    unmap_pending();
     if (async_) check(cl_.Flush(queue_), "clFlush");
     else if (!waited_) drain(cl_, queue_);
     completed_ = true;
@@ -110,6 +118,12 @@ class ClSubmission final : public Submission {
 
  private:
   cl_bool blocking() const { return async_ ? CL_FALSE : CL_TRUE; }
+  // A mapped view is unmapped before the next command: what the host wrote there
+  // is the device's before anything else on the queue reads it.
+  void unmap_pending() {
+    for (MappedView& view : maps_) view.unmap();
+    maps_.clear();
+  }
   std::unique_ptr<Event> submitted(cl_event event) {
     EventRef owned(event, cl_.ReleaseEvent);
     waited_ = false;
@@ -124,6 +138,7 @@ class ClSubmission final : public Submission {
   bool async_ = false;
   bool waited_ = false;  // the last command was blocking: nothing is left to wait for
   bool completed_ = false;
+  bool deferred_ = false;  // defer_waits(): writes are not waited for one by one
   std::deque<MemRef> temps_;
   std::deque<MappedView> maps_;
 };

@@ -40,13 +40,18 @@ static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == 1 && DLPACK_FLAG_BITMASK_IS_COPIE
 static_assert(offsetof(abr_runtime_options, version) == 0 && offsetof(abr_transfer_options, version) == 0 &&
                   offsetof(abr_transfer_report, version) == 0 && offsetof(struct abr_device_info, version) == 0 &&
                   offsetof(struct abr_backend_info, version) == 0 && offsetof(abr_pool_stats, version) == 0 &&
-                  offsetof(abr_ipc_handle, version) == 0 && offsetof(abr_device_kind, version) == 0,
+                  offsetof(abr_ipc_handle, version) == 0 && offsetof(abr_device_kind, version) == 0 &&
+                  offsetof(abr_batch_report, version) == 0,
               "version first");
 static_assert(sizeof(abr_device_kind) == 152 && offsetof(abr_device_kind, type) == 4 &&
                   offsetof(abr_device_kind, backend) == 8 && offsetof(abr_device_kind, flags) == 12 &&
                   offsetof(abr_device_kind, disable_flag) == 16 && offsetof(abr_device_kind, name) == 24 &&
                   offsetof(abr_device_kind, backend_name) == 56 && offsetof(abr_device_kind, disable_env) == 88,
               "abr_device_kind");
+static_assert(sizeof(abr_batch_report) == 192 && offsetof(abr_batch_report, tensors) == 4 &&
+                  offsetof(abr_batch_report, copies) == 16 && offsetof(abr_batch_report, bytes_moved) == 24 &&
+                  offsetof(abr_batch_report, detail) == 32,
+              "abr_batch_report");
 static_assert(sizeof(abr_ipc_handle) == 1536 && offsetof(abr_ipc_handle, size) == 4 &&
                   offsetof(abr_ipc_handle, data) == 8,
               "abr_ipc_handle");

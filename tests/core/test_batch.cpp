@@ -223,3 +223,45 @@ TEST_CASE("batch: every injected failure leaves every source the caller's and le
   walk_faults(rt, {{"batch to the CPU, cast to f64", batch(cpu, f64)}, {"batch to opencl", batch(ocl0, {})}});
 }
 #endif
+
+TEST_CASE("copy_many: pairs in order, one wait per context, a later pair sees an earlier one's result") {
+  Runtime rt;
+  std::vector<float> a(1000), b(1000, 0.0f), c(1000, 0.0f);
+  std::iota(a.begin(), a.end(), 1.0f);
+  Sources on_device;  // two OpenCL buffers to copy into and out of
+  on_device.add(1000, 0.0f);
+  on_device.add(1000, 0.0f);
+  Results buffers(2);
+  REQUIRE(many(rt, on_device, buffers, ocl0, ABR_COPY_ALWAYS) == ABR_OK);
+  DLTensor& d1 = buffers.out[0]->dl_tensor;
+  DLTensor& d2 = buffers.out[1]->dl_tensor;
+  Managed host_a(a.data(), f32, {1000}), host_b(b.data(), f32, {1000}), host_c(c.data(), f32, {1000});
+  Managed every_other(b.data(), f32, {500}, {2});  // a strided host destination
+  Managed first_half(a.data(), f32, {500});
+  // a -> d1 (write), d1 -> d2 (device copy), d2 -> b (read), b -> c (host), a[:500] -> b[::2] (host)
+  const DLTensor* srcs[] = {&host_a.tensor(), &d1, &d2, &host_b.tensor(), &first_half.tensor()};
+  const DLTensor* dsts[] = {&d1, &d2, &host_b.tensor(), &host_c.tensor(), &every_other.tensor()};
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 5, nullptr, nullptr, &report) == ABR_OK, abr_last_error());
+  CHECK(c == a);  // through both device buffers, in order
+  for (std::size_t i = 0; i < 1000; ++i) CHECK(b[i] == (i % 2 ? a[i] : a[i / 2]));
+  CHECK(report.tensors == 5);
+  CHECK(report.bytes_moved == 4 * 4000 + 2000);
+  CHECK(std::string(report.detail) == "5 copies; the device moves on 1 submission(s), each waited for once");
+}
+
+TEST_CASE("copy_many: a bad pair moves nothing and names its place") {
+  Runtime rt;
+  std::vector<float> a(16, 1.0f), b(16, 0.0f), c(8, 0.0f);
+  Managed src(a.data(), f32, {16}), dst(b.data(), f32, {16}), short_dst(c.data(), f32, {8});
+  const DLTensor* srcs[] = {&src.tensor(), &src.tensor()};
+  const DLTensor* dsts[] = {&dst.tensor(), &short_dst.tensor()};
+  CHECK(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, nullptr) == ABR_ERR_SHAPE_MISMATCH);
+  CHECK(std::string(abr_last_error()) ==
+        "abr_copy_many: pair 1: source shape [16] differs from destination shape [8]");
+  CHECK(b == std::vector<float>(16, 0.0f));  // pair 0 did not run either
+  const DLTensor* missing[] = {&src.tensor(), nullptr};
+  CHECK(abr_copy_many(rt, srcs, missing, 2, nullptr, nullptr, nullptr) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()) == "abr_copy_many: pair 1: the destination is NULL");
+  CHECK(abr_copy_many(rt, nullptr, nullptr, 0, nullptr, nullptr, nullptr) == ABR_OK);
+}

@@ -92,3 +92,23 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: to cuda_host, each result page-locke
     CHECK(std::vector<int32_t>(static_cast<int32_t*>(t.data), static_cast<int32_t*>(t.data) + 100) == batch.data[i]);
   }
 }
+
+TEST_CASE_FIXTURE(NoDriverFindings, "copy_many: 32 pageable copies into cuda:0 wait for the device once") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  Batch batch(32, 1024), zeros(32, 1024);
+  for (auto& values : zeros.data) std::fill(values.begin(), values.end(), 0);
+  REQUIRE(zeros.to(rt, cuda0) == ABR_OK);  // 32 device tensors to copy into
+  std::vector<const DLTensor*> srcs, dsts;
+  for (std::size_t i = 0; i < 32; ++i) {
+    srcs.push_back(&batch.sources[i]->tensor());
+    dsts.push_back(&zeros.out[i]->dl_tensor);
+  }
+  const char* const sync = "calls:" ABR_TEST_CUDA_SYMBOL(cuStreamSynchronize);
+  const long long before = fake ? fake.stat(sync) : 0;
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs.data(), dsts.data(), 32, nullptr, nullptr, nullptr) == ABR_OK,
+                  abr_last_error());
+  if (fake) CHECK(fake.stat(sync) - before == 1);
+  for (std::size_t i = 0; i < 32; ++i) CHECK(read_back(rt, zeros.out[i]->dl_tensor) == batch.data[i]);
+}

@@ -164,7 +164,8 @@ def test_producer_errors_propagate_unchanged():
 
 
 def test_objects_without_the_protocol_and_bad_returns():
-    with pytest.raises(TypeError, match=r"x \(a list\) is neither a DLPack capsule nor an object with __dlpack__"):
+    # A list is a structure of arrays: its first non-array is named by its place.
+    with pytest.raises(TypeError, match=r"x\[0\] \(a int\) is neither a DLPack capsule nor an object with __dlpack__"):
         ab.to_device([1, 2, 3], "cpu")
     with pytest.raises(TypeError, match=r"dst \(a tuple\) is neither"):
         ab.copy(np.ones(2), (1, 2))

@@ -51,8 +51,10 @@ def test_other_objects_of_a_framework_are_not_arrays():
 
 
 def test_non_arrays_name_the_argument():
-    with pytest.raises(TypeError, match=r"x \(a list\) is neither a DLPack capsule"):
-        ab.to_device([1, 2], "cpu")
+    with pytest.raises(TypeError, match=r"x \(a set\) is neither a DLPack capsule"):
+        ab.to_device({1, 2}, "cpu")
+    with pytest.raises(TypeError, match=r"x\[1\] \(a str\) is neither a DLPack capsule"):
+        ab.to_device([np.ones(2), "abc"], "cpu")
     with pytest.raises(TypeError, match=r"src \(a str\) is neither"):
         ab.copy("abc", np.zeros(3))
 
