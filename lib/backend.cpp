@@ -16,8 +16,7 @@ void DeviceBackend::peer_copy(const Plan& plan, const Layout&, const Layout&, St
 uint32_t DeviceBackend::ipc_export(const Layout& tensor, Stream*, unsigned char*, std::size_t) {
   fail(ABR_ERR_UNSUPPORTED,
        "{} memory cannot be shared with another process: {} has no interprocess memory handles (copy the "
-       "tensor to a device whose backend has them, such as CUDA, or to the host and share that with shared memory "
-       "or MPI)",
+       "tensor to a device whose backend has them, or to the host and share that with shared memory or MPI)",
        device_string(tensor.device), backend_name(report().info.backend));
 }
 

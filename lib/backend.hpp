@@ -1,4 +1,4 @@
-// What the runtime needs from a device backend (OpenCL and CUDA). The
+// What the runtime needs from a device backend (each backend folder). The
 // planner decides a transfer's path from the facts a backend reports here; the
 // backend only carries the plan out. lib/ never sees a backend's native types:
 // contexts are opaque pointers, memory handles are DLTensor::data values.

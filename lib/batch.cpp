@@ -3,8 +3,9 @@
 // abr_to_device_many has three phases, so
 // that a failure anywhere leaves every source the caller's and hands nothing out:
 //  1. plan: each source validated and planned against one destination endpoint;
-//  2. prepare and move: result memory and headers allocated, then the work, with
-//     small copies from host memory to a device coalesced into one block and one copy;
+//  2. prepare, then move: every result's memory and header allocated, then the
+//     work, small copies from host memory to a device coalesced into one block and
+//     one copy (after a failure the stream is waited for before the sources go back);
 //  3. commit (cannot fail): headers finished, sources handed to their results,
 //     released, or kept by the stream until its work is done.
 #include <algorithm>
@@ -99,7 +100,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       item.plan = plan_transfer(item.src, from, to, opts);
       check_stream(stream, item.src.device, dst);
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
-      item.coalesced = item.plan.path == ABR_PATH_HOST_TO_DEVICE && item.bytes <= kCoalesceMax;
+      item.coalesced = item.plan.path == ABR_PATH_HOST_TO_DEVICE && item.bytes > 0 && item.bytes <= kCoalesceMax;
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
     }
@@ -130,6 +131,8 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   }
   std::unique_ptr<Storage> block_stream_share = stream && block ? std::make_unique<SharedStorage>(block) : nullptr;
 
+  // 2a. Every result's memory and header, before any work.
+  std::vector<void*> data(count, nullptr);  // a copy's own memory
   for (std::size_t i = 0; i < count; ++i) {
     BatchItem& item = items[i];
     const Layout& src = item.src;
@@ -142,24 +145,22 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
                        direct ? 0 : item.offset, DLPACK_FLAG_BITMASK_IS_COPIED});
         item.memory = std::make_unique<SharedStorage>(block);
       } else if (plan.move != Move::View) {  // a copy of its own, as abr_to_device makes it
-        void* data = nullptr;
         if (backend) {
           DeviceMemory memory = backend->allocate(dst, item.bytes, stream);
-          data = memory.handle;
+          data[i] = memory.handle;
           item.memory = std::move(memory.storage);
         } else {
           auto buffer = std::make_unique<HostBuffer>(static_cast<std::size_t>(item.bytes));
-          data = buffer->data();
+          data[i] = buffer->data();
           item.memory = std::move(buffer);
         }
         item.pending = std::make_unique<PendingExport>(
-            ExportSpec{data, dst, plan.dtype, src.shape, compact_strides(src.shape), 0, DLPACK_FLAG_BITMASK_IS_COPIED});
+            ExportSpec{data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0, DLPACK_FLAG_BITMASK_IS_COPIED});
         if (stream) {
           std::shared_ptr<Storage> shared = std::move(item.memory);
           item.memory = std::make_unique<SharedStorage>(shared);
           item.stream_share = std::make_unique<SharedStorage>(std::move(shared));
         }
-        execute(plan, src, compact_layout(dst, plan.dtype, src.shape, data), stream);
       } else if (plan.path == ABR_PATH_HOST_WRAP) {  // host memory the device uses in place
         const uint64_t read_only = srcs[i]->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
         item.pending = std::make_unique<PendingExport>(ExportSpec{
@@ -181,35 +182,36 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
     }
   }
-  if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
 
-  // 3. Commit: nothing below throws.
-  keep.committed = true;
+  // 2b. The moves. After a failure here, work queued on the stream may still read
+  // the sources: it is waited for before they go back to the caller.
+  std::size_t at = 0;
+  try {
+    if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
+    for (; at < count; ++at) {
+      const BatchItem& item = items[at];
+      if (!item.coalesced && item.plan.move != Move::View)
+        execute(item.plan, item.src, compact_layout(dst, item.plan.dtype, item.src.shape, data[at]), stream);
+    }
+  } catch (const Error& e) {
+    if (stream) {
+      try {
+        stream->synchronize();
+      } catch (const std::exception&) {  // a failed stream runs nothing more
+      }
+    }
+    if (at == count) throw;  // the coalesced move: it names no one source
+    throw Error(e.status(), fmt::format("srcs[{}]: {}", at, e.what()), e.backend_code());
+  }
+
+  // The report, before the commit (formatting can fail, the commit cannot).
   uint32_t views = 0, copies = coalesced ? 1 : 0;
   uint64_t moved = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    BatchItem& item = items[i];
+  for (const BatchItem& item : items) {
     moved += item.bytes;
-    if (item.plan.hand_back) {
-      out[i] = item.source->take_versioned();
-      ++views;
-    } else if (item.wrap_owner) {
-      item.wrap_owner->source.emplace(std::move(*item.source));
-      out[i] = item.pending->finish(std::move(item.memory));
-      ++views;
-    } else if (item.plan.move == Move::View) {
-      out[i] = item.pending->finish(*item.source);
-      ++views;
-    } else {
-      copies += item.coalesced ? 0 : 1;
-      out[i] = item.pending->finish(std::move(item.memory));
-      if (item.stream_share) stream->retain(std::move(item.stream_share));
-      if (stream) stream->retain(std::move(item.source));  // until the work that reads it is done
-      else item.source->release();
-    }
+    if (item.plan.move == Move::View) ++views;
+    else if (!item.coalesced) ++copies;
   }
-  if (block_stream_share) stream->retain(std::move(block_stream_share));
-
   report.tensors = static_cast<uint32_t>(count);
   report.coalesced = static_cast<uint32_t>(coalesced);
   report.views = views;
@@ -221,6 +223,26 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
                               coalesced, count, block_bytes, views, copies - 1)
                 : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
   fit_text(report.detail, sizeof report.detail, detail);
+
+  // 3. Commit: nothing below throws.
+  keep.committed = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    BatchItem& item = items[i];
+    if (item.plan.hand_back) {
+      out[i] = item.source->take_versioned();
+    } else if (item.wrap_owner) {
+      item.wrap_owner->source.emplace(std::move(*item.source));
+      out[i] = item.pending->finish(std::move(item.memory));
+    } else if (item.plan.move == Move::View) {
+      out[i] = item.pending->finish(*item.source);
+    } else {
+      out[i] = item.pending->finish(std::move(item.memory));
+      if (item.stream_share) stream->retain(std::move(item.stream_share));
+      if (stream) stream->retain(std::move(item.source));  // until the work that reads it is done
+      else item.source->release();
+    }
+  }
+  if (block_stream_share) stream->retain(std::move(block_stream_share));
 }
 
 void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block,
@@ -253,8 +275,9 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
 
 // abr_copy_many: every pair validated and planned before anything moves; then
 // each in order. Consecutive moves on one device context share one submission,
-// finished (waited for) once, before anything else runs: a host copy, a staged or
-// peer move, or the end of the call.
+// finished when the next pair is elsewhere (another context, the host engine, the
+// pipeline, a peer copy) and at the end; before a host-side step the caller's
+// stream is waited for too, so every pair sees the ones before it.
 void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
                         const abr_transfer_options* options, Stream* stream, abr_batch_report& report) {
   if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} pairs per call", count, kMaxBatch);
@@ -281,14 +304,12 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     }
   }
 
-  struct Open {
-    void* context;
-    std::unique_ptr<Submission> work;
-  };
-  std::vector<Open> open;  // one per device context, in first-use order
-  const auto finish_all = [&] {
-    for (Open& side : open) side.work->finish();
-    open.clear();
+  void* open_context = nullptr;
+  std::unique_ptr<Submission> open;  // the moves of consecutive pairs on one device context
+  bool queued = false;               // device work queued on the caller's stream and not yet waited for
+  const auto finish_open = [&] {
+    if (open) open->finish();
+    open.reset();
   };
   uint64_t moved = 0;
   uint32_t submissions = 0;
@@ -299,32 +320,35 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
       const bool on_device = (plan.executor == Executor::Source || plan.executor == Executor::Destination) &&
                              plan.move != Move::Peer;
       if (!on_device) {
-        finish_all();  // what ran before is done before the host, the pipeline or a peer copy touches it
+        finish_open();
+        if (stream && queued) stream->synchronize();  // the host's step reads what the stream wrote
+        queued = false;
         execute(plan, pair.src, pair.dst, stream);
       } else {
         const bool at_source = plan.executor == Executor::Source;
         const DLDevice device = at_source ? pair.src.device : pair.dst.device;
         void* context = at_source ? plan.src_context : plan.dst_context;
-        auto side = std::find_if(open.begin(), open.end(), [&](const Open& o) { return o.context == context; });
-        if (side == open.end()) {
-          open.push_back({context, submit_routed(*backend_of(device.device_type), device, context, stream)});
-          open.back().work->defer_waits();
-          side = open.end() - 1;
+        if (!open || open_context != context) {
+          finish_open();
+          open = submit_routed(*backend_of(device.device_type), device, context, stream);
+          open->defer_waits();
+          open_context = context;
           ++submissions;
         }
-        submit_device_move(plan, pair.src, pair.dst, *side->work);
+        submit_device_move(plan, pair.src, pair.dst, *open);
+        queued = stream != nullptr;
       }
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("pair {}: {}", i, e.what()), e.backend_code());
     }
     moved += pair.src.numel * pair.dst.itemsize;
   }
-  finish_all();
+  finish_open();
   report.tensors = static_cast<uint32_t>(count);
   report.copies = static_cast<uint32_t>(count);
   report.bytes_moved = moved;
   fit_text(report.detail, sizeof report.detail,
-           fmt::format("{} copies; the device moves on {} submission(s), each waited for once", count, submissions));
+           fmt::format("{} copies; the device moves in {} submission(s)", count, submissions));
 }
 
 }  // namespace abr

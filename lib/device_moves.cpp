@@ -7,7 +7,7 @@
 namespace abr {
 namespace {
 
-char* host_first(const Layout& layout) { return static_cast<char*>(layout.data) + layout.byte_offset; }
+char* host_first(const Layout& layout) { return const_cast<char*>(first_element(layout)); }
 
 void host_to_device(const Plan& plan, const Layout& src, const Layout& dst, Submission& work) {
   const char* from = host_first(src);

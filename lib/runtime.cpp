@@ -73,11 +73,12 @@ void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) 
 
 }  // namespace
 
-abr_runtime_options resolve_runtime_options(const abr_runtime_options* options) {
+abr_runtime_options resolve_runtime_options(const abr_runtime_options* options,
+                                            const std::vector<const BackendDescriptor*>& backends) {
   abr_runtime_options out{};
   if (!options) return out;
-  uint32_t known_flags = 0;
-  for (const BackendDescriptor* backend : builtin_backends()) known_flags |= backend->disable_flag;
+  uint32_t known_flags = 0;  // each backend's disable flag
+  for (const BackendDescriptor* backend : backends) known_flags |= backend->disable_flag;
   if (options->flags & ~known_flags)
     fail(ABR_ERR_INVALID_ARGUMENT, "abr_runtime_options.flags has unknown bits {:#x}", options->flags & ~known_flags);
   out = *options;
@@ -86,10 +87,10 @@ abr_runtime_options resolve_runtime_options(const abr_runtime_options* options) 
 }
 
 Runtime::Runtime(const abr_runtime_options* options)
-    : Runtime(resolve_runtime_options(options), builtin_backends()) {}
+    : Runtime(resolve_runtime_options(options, builtin_backends()), builtin_backends()) {}
 
 Runtime::Runtime(const abr_runtime_options* options, const std::vector<const BackendDescriptor*>& backends)
-    : Runtime(resolve_runtime_options(options), backends) {}
+    : Runtime(resolve_runtime_options(options, backends), backends) {}
 
 Runtime::Runtime(const abr_runtime_options& resolved, const std::vector<const BackendDescriptor*>& descriptors)
     : pool_(PinnedPool::create()),

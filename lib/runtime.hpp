@@ -27,7 +27,7 @@ class Runtime {
   explicit Runtime(const abr_runtime_options* options);
   // With the backends of a list, in its order: a test's plug-in (tests/core/test_plugin_backend.cpp).
   Runtime(const abr_runtime_options* options, const std::vector<const BackendDescriptor*>& backends);
-  ~Runtime();  // frees the shared staging blocks while both backends' contexts live
+  ~Runtime();  // frees the shared staging blocks while the backends' contexts live
 
   const DeviceRegistry& devices() const { return devices_; }
   bool device_lost(DLDevice device);
@@ -136,10 +136,12 @@ class Runtime {
   std::vector<std::unique_ptr<DeviceBackend>> backends_;  // the opened ones, in descriptors_' order
   // backend_of's answers by device type (DLPack's types are small numbers), found
   // once: every transfer asks two or three times.
-  std::array<DeviceBackend*, 32> backend_by_type_{};
+  std::array<DeviceBackend*, kKindSlots> backend_by_type_{};
   DeviceRegistry devices_;
 };
 
-abr_runtime_options resolve_runtime_options(const abr_runtime_options* options);
+// The options with their flags checked against the disable flags of `backends`.
+abr_runtime_options resolve_runtime_options(const abr_runtime_options* options,
+                                            const std::vector<const BackendDescriptor*>& backends);
 
 }  // namespace abr

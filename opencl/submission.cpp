@@ -40,7 +40,9 @@ class ClSubmission final : public Submission {
     }
   }
   ~ClSubmission() override {
-    if (!completed_) cl_.Finish(queue_);  // an error: nothing enqueued may outlive the call
+    if (completed_) return;
+    maps_.clear();      // an error: each view unmaps itself (queued) ...
+    cl_.Finish(queue_);  // ... and nothing enqueued may outlive the call
   }
   ClSubmission(const ClSubmission&) = delete;
   ClSubmission& operator=(const ClSubmission&) = delete;

@@ -370,9 +370,10 @@ ABR_API abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersi
  * of options (its report is not written: `report`, which may be NULL, describes
  * the call). Every pair is validated and planned before anything moves, so a bad
  * pair moves nothing ("pair 3: ..."). The moves of consecutive pairs on one device
- * context share one submission, waited for once (pageable writes are not waited
- * for one by one); a host copy, a staged or a peer move waits for what came before.
- * A driver failure mid-way leaves the earlier pairs' destinations written. */
+ * context share one submission: without a stream they are waited for once, when
+ * the next pair is elsewhere or the call ends (pageable writes are not waited for
+ * one by one). Every pair sees the results of the pairs before it. A driver
+ * failure mid-way leaves the earlier pairs' destinations written. */
 ABR_API abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, const DLTensor* const* dsts,
                                  size_t count, const abr_transfer_options* options, abr_stream* stream,
                                  abr_batch_report* report);

@@ -526,6 +526,24 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
          }
          return status;
        }},
+      {"a batch to cuda on a new stream",
+       [&](abr_runtime* r, int& deleted) {
+         std::vector<std::unique_ptr<Managed>> sources;
+         std::vector<DLManagedTensorVersioned*> pointers, out(4, nullptr);
+         for (int i = 0; i < 3; ++i) sources.push_back(std::make_unique<Managed>(data.data() + i * 64, f32, std::vector<int64_t>{64}));
+         sources.push_back(std::make_unique<Managed>(big.data(), f32, std::vector<int64_t>{rows, cols}));
+         for (auto& source : sources) pointers.push_back(&source->managed);
+         abr_stream* stream = nullptr;
+         abr_status status = abr_stream_create(r, cuda0, &stream);
+         if (status == ABR_OK) status = abr_to_device_many(r, pointers.data(), 4, cuda0, nullptr, stream, out.data(), nullptr);
+         abr_stream_destroy(stream);
+         deleted = 0;
+         for (auto& source : sources) deleted += source->deleted;
+         if (status == ABR_OK && deleted != 4) status = ABR_ERR_INTERNAL;  // the stream released every source
+         for (DLManagedTensorVersioned* t : out)
+           if (t) t->deleter(t);
+         return status;
+       }},
   };
   walk_faults(rt, scenarios);
 }

@@ -556,6 +556,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     host_bytes += bytes;
   }
   hold_gil = hold_gil && host_bytes <= HOLD_GIL_HOST_BYTES;
+  for (Py_ssize_t i = 0; i < n; ++i) hold_gil = hold_gil && !imports[i].work_stream;
   for (Py_ssize_t i = 0; i < n; ++i) {
     movable[i] = hold_gil ? (DLManagedTensorVersioned*)imports[i].tensor : imported_for_any_thread(&imports[i]);
     if (!movable[i]) { /* deleted already; the later ones are not movable yet */
@@ -573,7 +574,21 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     if (status != ABR_OK) delete_imports(imports, movable, n);
   } else {
     Py_BEGIN_ALLOW_THREADS
-    status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, NULL, out, &report);
+    /* Arrays imported without a sync (exchange APIs) are read after the work their
+     * producers' current streams had queued: each such stream is waited for once. */
+    status = ABR_OK;
+    for (Py_ssize_t i = 0; i < n && status == ABR_OK; ++i) {
+      const uintptr_t stream = imports[i].work_stream;
+      Py_ssize_t seen = 0;
+      while (seen < i && imports[seen].work_stream != stream) ++seen;
+      if (!stream || seen < i) continue;
+      abr_stream* producer = NULL;
+      status = abr_stream_wrap(runtime, movable[i]->dl_tensor.device, (void*)stream, &producer);
+      if (status == ABR_OK) status = abr_stream_synchronize(producer);
+      abr_stream_destroy(producer);
+    }
+    if (status == ABR_OK)
+      status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, NULL, out, &report);
     if (status != ABR_OK) delete_imports(imports, movable, n);
     Py_END_ALLOW_THREADS
   }
