@@ -232,8 +232,18 @@ def _into_pyclesperanto(data, gpu_id, strict, dtype):
     return target
 
 
+def _convert_structure(data, source_type, target_type, gpu_id, strict, dtype):
+    if type(data) is dict:
+        return {key: convert_memory(item, source_type, target_type, gpu_id, strict=strict, dtype=dtype)
+                for key, item in data.items()}
+    return type(data)(convert_memory(item, source_type, target_type, gpu_id, strict=strict, dtype=dtype)
+                      for item in data)
+
+
 def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dtype=None):
     """Convert `data` from one framework to another, on GPU `gpu_id` (None = CPU).
+    `data` may be a dict, list or tuple of such arrays (nested): the same structure
+    comes back, each array converted.
 
     The data must really be a `source_type` array. The move is one runtime transfer
     (see to_device); strict=True refuses any path that stages through host memory.
@@ -244,6 +254,8 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     never comes back as a writable alias: a NumPy result is then read-only.
     Any failure raises MemoryConversionError with the source, target and reason.
     """
+    if type(data) in (list, tuple, dict):  # a structure: each array converted, the same structure back
+        return _convert_structure(data, source_type, target_type, gpu_id, strict, dtype)
     source = _memory_type(source_type)
     target = _memory_type(target_type)
     if source is None or target is None:

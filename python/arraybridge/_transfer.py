@@ -17,6 +17,7 @@ log = logging.getLogger("arraybridge")
 
 to_device = _core.to_device
 to_device_many = _core.to_device_many
+copy_many = _core.copy_many
 from_dlpack = _core.from_dlpack
 copy = _core.copy
 
@@ -98,8 +99,31 @@ def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=F
     return _rebuild(x, iter(moved))
 
 
+def _same_shape(src, dst, where="src"):
+    """Raises ValueError naming the first place where two structures differ."""
+    if type(src) in _CONTAINERS or type(dst) in _CONTAINERS:
+        if type(src) is not type(dst) or len(src) != len(dst):
+            raise ValueError(f"copy: {where} is a {type(src).__name__} of {len(src) if type(src) in _CONTAINERS else 1}"
+                             f" but dst there is a {type(dst).__name__}: the two structures must match")
+        if type(src) is dict:
+            if list(src) != list(dst):
+                raise ValueError(f"copy: the keys of {where} differ from dst's: {list(src)} and {list(dst)}")
+            for key in src:
+                _same_shape(src[key], dst[key], f"{where}[{key!r}]")
+        else:
+            for i, (s, d) in enumerate(zip(src, dst)):
+                _same_shape(s, d, f"{where}[{i}]")
+
+
+def _copy_structure(src, dst, strict=False):
+    """copy of a structure into a structure of the same shape: every pair in one
+    batch (_core.copy_many)."""
+    _same_shape(src, dst)
+    _core.copy_many(_leaves(src, []), _leaves(dst, []), strict=strict)
+
+
 _core.setup(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
             producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
             producer_traits=producer_traits, vet_producer=vet_producer, torch_refusal=torch_refusal,
-            to_device_structure=_to_device_structure,
+            to_device_structure=_to_device_structure, copy_structure=_copy_structure,
             runtime_flags=_runtime.runtime_flags())

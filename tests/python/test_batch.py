@@ -68,3 +68,33 @@ def test_a_bad_array_fails_the_whole_call_naming_its_place():
     message = str(refused.value)
     assert "x[0]: copy=False, but a copy is required" in message and "srcs" not in message
     assert ab.to_device_many([], "cpu") == []
+
+
+def test_copy_of_a_structure_into_a_structure_of_the_same_shape():
+    src = {"a": np.arange(4.0), "b": [np.arange(3, dtype=np.int32), (np.ones((2, 2)),)]}
+    dst = {"a": np.zeros(4), "b": [np.zeros(3, dtype=np.int32), (np.zeros((2, 2)),)]}
+    ab.copy(src, dst)
+    np.testing.assert_array_equal(dst["a"], src["a"])
+    np.testing.assert_array_equal(dst["b"][0], src["b"][0])
+    np.testing.assert_array_equal(dst["b"][1][0], src["b"][1][0])
+    on_device = ab.to_device(dst, "opencl:0", copy=True)
+    ab.copy({"a": np.full(4, 7.0), "b": [np.full(3, 5, np.int32), (np.full((2, 2), 2.0),)]}, on_device)
+    np.testing.assert_array_equal(np.from_dlpack(ab.to_device(on_device["b"][1][0], "cpu")), np.full((2, 2), 2.0))
+
+
+def test_copy_refuses_structures_that_differ_and_moves_nothing():
+    dst = [np.zeros(4), np.zeros(3)]
+    with pytest.raises(ValueError, match=r"^copy: the keys of src differ from dst's"):
+        ab.copy({"a": np.ones(4)}, {"x": np.zeros(4)})
+    with pytest.raises(ValueError, match=r"src\[1\] is a list of 1 but dst there is a ndarray"):
+        ab.copy([np.ones(4), [np.ones(3)]], dst)
+    with pytest.raises(ab.ArrayBridgeError, match="pair 1: source shape \\[2\\] differs"):
+        ab.copy([np.ones(4), np.ones(2)], dst)
+    assert not dst[0].any()  # pair 0 did not run either
+
+
+def test_convert_memory_of_a_structure():
+    data = {"x": np.arange(3.0), "y": [np.ones(2, np.float32)]}
+    out = ab.convert_memory(data, "numpy", "numpy", gpu_id=None)
+    assert type(out) is dict and type(out["y"]) is list
+    np.testing.assert_array_equal(out["x"], data["x"])

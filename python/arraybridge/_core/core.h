@@ -116,6 +116,7 @@ typedef struct {
   PyObject* vet_producer;    /* (producer) -> what to import in its place; raises for what must not be exported */
   PyObject* torch_refusal;   /* (tensor, role, problem, detail) -> the exception refusing a torch tensor */
   PyObject* to_device_structure; /* to_device's own arguments, for a list, tuple or dict of arrays */
+  PyObject* copy_structure;      /* copy's own arguments, for a list, tuple or dict of arrays */
   PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */
   uint32_t runtime_flags;  /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
 } Hooks;
@@ -180,11 +181,13 @@ int parse_stream(PyObject* stream, uintptr_t* out);
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
 PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 extern const char core_to_device_doc[];
 extern const char core_to_device_many_doc[];
+extern const char core_copy_many_doc[];
 extern const char core_from_dlpack_doc[];
 extern const char core_copy_doc[];
 

@@ -30,7 +30,8 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
       take_hook(kwargs, "producer_traits", &hooks.producer_traits) < 0 ||
       take_hook(kwargs, "vet_producer", &hooks.vet_producer) < 0 ||
       take_hook(kwargs, "torch_refusal", &hooks.torch_refusal) < 0 ||
-      take_hook(kwargs, "to_device_structure", &hooks.to_device_structure) < 0)
+      take_hook(kwargs, "to_device_structure", &hooks.to_device_structure) < 0 ||
+      take_hook(kwargs, "copy_structure", &hooks.copy_structure) < 0)
     return NULL;
   PyObject* flags = PyDict_GetItemString(kwargs, "runtime_flags");
   hooks.runtime_flags = flags ? (uint32_t)PyLong_AsUnsignedLong(flags) : 0;

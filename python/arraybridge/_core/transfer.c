@@ -473,6 +473,24 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
   return result ? result : restated("to_device");
 }
 
+/* Waits for each distinct producer stream of `imports` (exchange APIs that
+ * exported without a sync); the GIL must be released. */
+static abr_status wait_for_producers(abr_runtime* runtime, const Imported* imports, DLManagedTensorVersioned** tensors,
+                                     Py_ssize_t n) {
+  abr_status status = ABR_OK;
+  for (Py_ssize_t i = 0; i < n && status == ABR_OK; ++i) {
+    const uintptr_t stream = imports[i].work_stream;
+    Py_ssize_t seen = 0;
+    while (seen < i && imports[seen].work_stream != stream) ++seen;
+    if (!stream || seen < i) continue;
+    abr_stream* producer = NULL;
+    status = abr_stream_wrap(runtime, tensors[i]->dl_tensor.device, (void*)stream, &producer);
+    if (status == ABR_OK) status = abr_stream_synchronize(producer);
+    abr_stream_destroy(producer);
+  }
+  return status;
+}
+
 const char core_to_device_many_doc[] =
     "to_device_many(xs, device, *, copy=None, dtype=None, strict=False, contiguous=False)\n--\n\n"
     "Move every DLPack array of the list xs to `device` in one runtime call; returns\n"
@@ -576,17 +594,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     Py_BEGIN_ALLOW_THREADS
     /* Arrays imported without a sync (exchange APIs) are read after the work their
      * producers' current streams had queued: each such stream is waited for once. */
-    status = ABR_OK;
-    for (Py_ssize_t i = 0; i < n && status == ABR_OK; ++i) {
-      const uintptr_t stream = imports[i].work_stream;
-      Py_ssize_t seen = 0;
-      while (seen < i && imports[seen].work_stream != stream) ++seen;
-      if (!stream || seen < i) continue;
-      abr_stream* producer = NULL;
-      status = abr_stream_wrap(runtime, movable[i]->dl_tensor.device, (void*)stream, &producer);
-      if (status == ABR_OK) status = abr_stream_synchronize(producer);
-      abr_stream_destroy(producer);
-    }
+    status = wait_for_producers(runtime, imports, movable, n);
     if (status == ABR_OK)
       status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, NULL, out, &report);
     if (status != ABR_OK) delete_imports(imports, movable, n);
@@ -662,7 +670,9 @@ const char core_copy_doc[] =
     "any strides on either side, a dtype difference converted. Both are any DLPack\n"
     "producers (or capsules) and stay the caller's. This is how data reaches memory\n"
     "another library owns, such as a buffer in pyclesperanto's OpenCL context.\n"
-    "strict: refuse any path that stages through host memory (the planner decides).";
+    "strict: refuse any path that stages through host memory (the planner decides).\n"
+    "src and dst may also be structures of the same shape (nested dicts, lists and\n"
+    "tuples of arrays): every pair is copied in one batch (see copy_many).";
 
 PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
@@ -670,6 +680,9 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   static PyObject* interned[3];
   PyObject* a[3];
   if (hooks_ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 3, 2, 2, a) < 0) return NULL;
+  /* Structures of arrays (nested lists, tuples, dicts) copy in one batch, matched in Python. */
+  if (PyList_CheckExact(a[0]) || PyTuple_CheckExact(a[0]) || PyDict_CheckExact(a[0]))
+    return PyObject_Vectorcall(hooks.copy_structure, args, (size_t)nargs, kwnames);
   abr_transfer_options options;
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
@@ -707,6 +720,85 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
     return NULL;
   }
   Py_RETURN_NONE;
+}
+
+const char core_copy_many_doc[] =
+    "copy_many(srcs, dsts, *, strict=False)\n--\n\n"
+    "copy(srcs[i], dsts[i]) for every pair of two lists of the same length, in one\n"
+    "runtime call: every pair is checked before anything moves (a bad pair names its\n"
+    "place and moves nothing), and the copies on one device wait for it once.";
+
+PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  (void)module;
+  static const char* const kNames[] = {"srcs", "dsts", "strict"};
+  static PyObject* interned[3];
+  PyObject* a[3];
+  if (hooks_ready() < 0 || parse_arguments("copy_many", args, nargs, kwnames, kNames, interned, 3, 2, 2, a) < 0)
+    return NULL;
+  abr_transfer_options options;
+  memset(&options, 0, sizeof options);
+  options.version = ABR_TRANSFER_OPTIONS_VERSION;
+  if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0) return NULL;
+  abr_runtime* runtime = core_runtime();
+  if (!runtime) return NULL;
+  PyObject* srcs = PySequence_Fast(a[0], "arraybridge: copy_many takes a list of source arrays");
+  if (!srcs) return restated("copy");
+  PyObject* dsts = PySequence_Fast(a[1], "arraybridge: copy_many takes a list of destination arrays");
+  if (!dsts) {
+    Py_DECREF(srcs);
+    return restated("copy");
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(srcs);
+  PyObject* answer = NULL;
+  Imported* imports = NULL; /* the sources, then the destinations */
+  DLManagedTensorVersioned** movable = NULL;
+  const DLTensor** tensors = NULL;
+  Py_ssize_t imported = 0;
+  if (PySequence_Fast_GET_SIZE(dsts) != n) {
+    PyErr_Format(PyExc_ValueError, "arraybridge: %zd sources but %zd destinations", n, PySequence_Fast_GET_SIZE(dsts));
+    goto done;
+  }
+  imports = (Imported*)calloc((size_t)(2 * n + 1), sizeof *imports);
+  movable = (DLManagedTensorVersioned**)calloc((size_t)(2 * n + 1), sizeof *movable);
+  tensors = (const DLTensor**)calloc((size_t)(2 * n + 1), sizeof *tensors);
+  if (!imports || !movable || !tensors) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (; imported < 2 * n; ++imported) {
+    const int source = imported < n;
+    const Py_ssize_t place = source ? imported : imported - n;
+    char role[40];
+    snprintf(role, sizeof role, "%s[%zd]", source ? "src" : "dst", place);
+    PyObject* item = PySequence_Fast_GET_ITEM(source ? srcs : dsts, place);
+    if (import_source(item, role, source ? IMPORT_MAY_COPY : IMPORT_DESTINATION, &imports[imported]) < 0) goto done;
+    movable[imported] = imported_for_any_thread(&imports[imported]);
+    if (!movable[imported]) goto done; /* deleted already */
+    tensors[imported] = &movable[imported]->dl_tensor;
+  }
+  abr_status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = wait_for_producers(runtime, imports, movable, 2 * n);
+  if (status == ABR_OK) status = abr_copy_many(runtime, tensors, tensors + n, (size_t)n, &options, NULL, NULL);
+  Py_END_ALLOW_THREADS
+  if (status != ABR_OK) {
+    Request request;
+    init_request(&request, "copy");
+    raise_error(status, &request);
+    goto done;
+  }
+  answer = Py_None;
+  Py_INCREF(answer);
+done:
+  for (Py_ssize_t i = 0; i < imported; ++i) /* borrowed: every import goes back */
+    if (movable[i] && movable[i]->deleter) movable[i]->deleter(movable[i]);
+  core_drain();
+  Py_DECREF(srcs);
+  Py_DECREF(dsts);
+  free(imports);
+  free(movable);
+  free(tensors);
+  return answer ? answer : restated("copy");
 }
 
 /* transfer(x, dst, copy, context): for Tensor._dlpack_slow; dst a (type, id) pair. */
