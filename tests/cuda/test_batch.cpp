@@ -106,9 +106,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "copy_many: 32 pageable copies into cuda:0 w
     dsts.push_back(&zeros.out[i]->dl_tensor);
   }
   const char* const sync = "calls:" ABR_TEST_CUDA_SYMBOL(cuStreamSynchronize);
-  const long long before = fake ? fake.stat(sync) : 0;
+  const long long syncs_before = fake ? fake.stat(sync) : 0;
   REQUIRE_MESSAGE(abr_copy_many(rt, srcs.data(), dsts.data(), 32, nullptr, nullptr, nullptr) == ABR_OK,
                   abr_last_error());
-  if (fake) CHECK(fake.stat(sync) - before == 1);
+  if (fake) CHECK(fake.stat(sync) - syncs_before == 1);
   for (std::size_t i = 0; i < 32; ++i) CHECK(read_back(rt, zeros.out[i]->dl_tensor) == batch.data[i]);
 }
