@@ -11,7 +11,6 @@
 #include "lib/backend_descriptor.hpp"
 #include "lib/backend_report.hpp"
 #include "lib/pinned_pool.hpp"
-#include "lib/pipeline.hpp"
 #include "lib/storage.hpp"
 #include "lib/stream.hpp"
 #include "lib/submission.hpp"

@@ -16,6 +16,7 @@
 #include "lib/devices.hpp"
 #include "lib/export.hpp"
 #include "lib/layout.hpp"
+#include "lib/pipeline.hpp"
 #include "lib/planner.hpp"
 #include "lib/stream.hpp"
 
