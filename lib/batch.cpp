@@ -185,10 +185,10 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
 
   // 2b. The moves. After a failure here, work queued on the stream may still read
   // the sources: it is waited for before they go back to the caller.
-  std::size_t at = 0;
+  std::size_t at = count;  // the item moving; count while the coalesced block does
   try {
     if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
-    for (; at < count; ++at) {
+    for (at = 0; at < count; ++at) {
       const BatchItem& item = items[at];
       if (!item.coalesced && item.plan.move != Move::View)
         execute(item.plan, item.src, compact_layout(dst, item.plan.dtype, item.src.shape, data[at]), stream);
