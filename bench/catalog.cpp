@@ -67,7 +67,7 @@ const BaselineInfo kBaselines[] = {
     {"memcpy", "memcpy of the same bytes"},
     {"malloc+cp", "malloc + memcpy + free of the same bytes"},
     {"malloc", "malloc + free of the same size"},
-    {"loop", "one abr_to_device per tensor, the same tensors, every result kept until the last is made"},
+    {"loop", "one abr_to_device per tensor, all results kept until the last is made"},
     {"py loop", "one to_device per array from Python, the same arrays"},
     {"copy loop", "one abr_copy per pair, the same pairs"},
     {"numpy", "NumPy's ascontiguousarray of the same view"},
