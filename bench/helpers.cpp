@@ -75,38 +75,60 @@ Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uin
   return baseline("memcpy", time_it(options, [&] { std::memcpy(dst, src, bytes); }).median_s);
 }
 
-Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
-                    uint64_t tensor_bytes) {
-  constexpr std::size_t kTensors = 256;
-  const uint64_t elements = tensor_bytes / 4;
-  Buffer src(elements * kTensors);
-  int64_t shape[1] = {static_cast<int64_t>(elements)};
-  std::vector<DLManagedTensorVersioned> sources(kTensors);
-  std::vector<DLManagedTensorVersioned*> pointers(kTensors), out(kTensors);
-  const auto fresh_sources = [&] {
+namespace {
+
+// 256 float32 host tensors side by side in one buffer, as borrowed managed tensors.
+struct HostBatch {
+  static constexpr std::size_t kTensors = 256;
+  uint64_t elements;
+  Buffer src;
+  int64_t shape[1];
+  std::vector<DLManagedTensorVersioned> sources{kTensors};
+  std::vector<DLManagedTensorVersioned*> pointers{kTensors};
+  explicit HostBatch(uint64_t tensor_bytes)
+      : elements(tensor_bytes / 4), src(elements * kTensors), shape{static_cast<int64_t>(elements)} {
+    refresh();
+  }
+  DLTensor view_of(std::size_t i) { return view(src.data() + i * elements, 1, shape, nullptr); }
+  void refresh() {  // new headers: a transfer consumed the last ones
     for (std::size_t i = 0; i < kTensors; ++i) {
-      sources[i] = borrowed(view(src.data() + i * elements, 1, shape, nullptr));
+      sources[i] = borrowed(view_of(i));
       pointers[i] = &sources[i];
     }
-  };
+  }
+};
+
+abr_transfer_options always_copy() {
   abr_transfer_options copy = ABR_TRANSFER_OPTIONS_INIT;
   copy.copy = ABR_COPY_ALWAYS;
+  return copy;
+}
+
+}  // namespace
+
+Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
+                    uint64_t tensor_bytes) {
+  constexpr std::size_t kTensors = HostBatch::kTensors;
+  HostBatch batch(tensor_bytes);
+  std::vector<DLManagedTensorVersioned*> out(kTensors);
+  const abr_transfer_options copy = always_copy();
   const Options settled = settled_for_new_buffers(options, tensor_bytes * kTensors);
   Result r{name, device_name(device), tensor_bytes * kTensors};
   r.size_bytes = tensor_bytes;
   r.shape = std::to_string(kTensors) + " tensors";
   r.seconds = time_it(settled, [&] {
-                fresh_sources();
-                check(abr_to_device_many(rt, pointers.data(), kTensors, device, &copy, nullptr, out.data(), nullptr),
+                batch.refresh();
+                check(abr_to_device_many(rt, batch.pointers.data(), kTensors, device, &copy, nullptr, out.data(),
+                                         nullptr),
                       "abr_to_device_many");
                 for (DLManagedTensorVersioned* t : out) t->deleter(t);
               }).median_s;
   // The loop keeps its results until all are made, as the batch's caller does (a
   // loop that freed each at once would reuse one warm buffer that no program keeps).
   r.baselines.push_back(baseline("loop", time_it(settled, [&] {
-                                           fresh_sources();
+                                           batch.refresh();
                                            for (std::size_t i = 0; i < kTensors; ++i)
-                                             check(abr_to_device(rt, pointers[i], device, &copy, nullptr, &out[i]),
+                                             check(abr_to_device(rt, batch.pointers[i], device, &copy, nullptr, &out[i]),
                                                    "abr_to_device");
                                            for (DLManagedTensorVersioned* t : out) t->deleter(t);
                                          }).median_s));
@@ -115,25 +137,17 @@ Result batch_result(abr_runtime* rt, const Options& options, const char* name, D
 
 Result copy_batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
                          uint64_t tensor_bytes) {
-  constexpr std::size_t kTensors = 256;
-  const uint64_t elements = tensor_bytes / 4;
-  Buffer src(elements * kTensors);
-  int64_t shape[1] = {static_cast<int64_t>(elements)};
+  constexpr std::size_t kTensors = HostBatch::kTensors;
+  HostBatch batch(tensor_bytes);
   // The destinations: one device tensor per source, made by one batch.
-  std::vector<DLManagedTensorVersioned> sources(kTensors);
-  std::vector<DLManagedTensorVersioned*> pointers(kTensors), targets(kTensors);
+  std::vector<DLManagedTensorVersioned*> targets(kTensors);
+  const abr_transfer_options copy = always_copy();
+  check(abr_to_device_many(rt, batch.pointers.data(), kTensors, device, &copy, nullptr, targets.data(), nullptr),
+        "abr_to_device_many");
   std::vector<DLTensor> views(kTensors);
   std::vector<const DLTensor*> from(kTensors), into(kTensors);
   for (std::size_t i = 0; i < kTensors; ++i) {
-    views[i] = view(src.data() + i * elements, 1, shape, nullptr);
-    sources[i] = borrowed(views[i]);
-    pointers[i] = &sources[i];
-  }
-  abr_transfer_options copy = ABR_TRANSFER_OPTIONS_INIT;
-  copy.copy = ABR_COPY_ALWAYS;
-  check(abr_to_device_many(rt, pointers.data(), kTensors, device, &copy, nullptr, targets.data(), nullptr),
-        "abr_to_device_many");
-  for (std::size_t i = 0; i < kTensors; ++i) {
+    views[i] = batch.view_of(i);
     from[i] = &views[i];
     into[i] = &targets[i]->dl_tensor;
   }
