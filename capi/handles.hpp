@@ -24,8 +24,18 @@ struct abr_stream {
   static constexpr uint32_t kAlive = 0xAB575EA3, kDead = 0xDEAD5753;
   uint32_t magic = kAlive;
   std::unique_ptr<abr::Stream> impl;
-  explicit abr_stream(std::unique_ptr<abr::Stream> stream) : impl(std::move(stream)) {}
+  std::shared_ptr<abr::PendingReleases> releases;  // the runtime's: where abr_stream_release leaves its work
+  abr_stream(std::unique_ptr<abr::Stream> stream, std::shared_ptr<abr::PendingReleases> pending)
+      : impl(std::move(stream)), releases(std::move(pending)) {}
   ~abr_stream() { magic = kDead; }
+};
+
+struct abr_event {
+  static constexpr uint32_t kAlive = 0xAB5E7E47, kDead = 0xDEADE7E4;
+  uint32_t magic = kAlive;
+  std::unique_ptr<abr::Event> impl;  // nullptr: complete when recorded
+  explicit abr_event(std::unique_ptr<abr::Event> event) : impl(std::move(event)) {}
+  ~abr_event() { magic = kDead; }
 };
 
 namespace abr::capi {
@@ -41,6 +51,12 @@ inline Stream* stream_of(abr_stream* handle) {
   if (!handle) return nullptr;
   if (handle->magic != abr_stream::kAlive) fail(ABR_ERR_INVALID_ARGUMENT, "stream handle is invalid or destroyed");
   return handle->impl.get();
+}
+
+inline abr_event& event_of(abr_event* handle) {
+  if (!handle) fail(ABR_ERR_INVALID_ARGUMENT, "event is NULL");
+  if (handle->magic != abr_event::kAlive) fail(ABR_ERR_INVALID_ARGUMENT, "event handle is invalid or destroyed");
+  return *handle;
 }
 
 }  // namespace abr::capi

@@ -1,6 +1,7 @@
-// Stream entry points.
+// Stream and event entry points.
 #include "capi/handles.hpp"
 
+using abr::capi::event_of;
 using abr::capi::guarded;
 using abr::capi::require_pointer;
 using abr::capi::runtime_of;
@@ -12,7 +13,8 @@ abr_status abr_stream_create(abr_runtime* runtime, DLDevice device, abr_stream**
   return guarded(__func__, [&] {
     require_pointer(out, "out");
     *out = nullptr;
-    *out = new abr_stream(runtime_of(runtime).create_stream(device));
+    abr::Runtime& rt = runtime_of(runtime);
+    *out = new abr_stream(rt.create_stream(device), rt.pending_releases());
   });
 }
 
@@ -20,7 +22,8 @@ abr_status abr_stream_wrap(abr_runtime* runtime, DLDevice device, void* native, 
   return guarded(__func__, [&] {
     require_pointer(out, "out");
     *out = nullptr;
-    *out = new abr_stream(runtime_of(runtime).wrap_stream(device, native));
+    abr::Runtime& rt = runtime_of(runtime);
+    *out = new abr_stream(rt.wrap_stream(device, native), rt.pending_releases());
   });
 }
 
@@ -40,6 +43,50 @@ void abr_stream_destroy(abr_stream* stream) {
   if (!stream || stream->magic != abr_stream::kAlive) return;
   guarded(__func__, [&] { stream->impl->synchronize(); });  // pending work finishes first
   delete stream;
+}
+
+void abr_stream_release(abr_stream* stream) {
+  if (!stream || stream->magic != abr_stream::kAlive) return;
+  const abr_status handed = guarded(__func__, [&] { stream->releases->add(stream->impl->let_go()); });
+  if (handed != ABR_OK) guarded(__func__, [&] { stream->impl->synchronize(); });  // could not hand over: wait
+  delete stream;
+}
+
+abr_status abr_event_record(abr_stream* stream, abr_event** out) {
+  return guarded(__func__, [&] {
+    require_pointer(out, "out");
+    *out = nullptr;
+    *out = new abr_event(require_pointer(stream_of(stream), "stream")->record());
+  });
+}
+
+abr_status abr_event_query(abr_event* event) {
+  bool complete = true;
+  const abr_status status = guarded(__func__, [&] {
+    abr_event& e = event_of(event);
+    complete = !e.impl || e.impl->complete();
+  });
+  return status == ABR_OK && !complete ? ABR_NOT_READY : status;
+}
+
+abr_status abr_event_synchronize(abr_event* event) {
+  return guarded(__func__, [&] {
+    abr_event& e = event_of(event);
+    if (e.impl) e.impl->wait();
+  });
+}
+
+abr_status abr_stream_wait_event(abr_stream* stream, abr_event* event) {
+  return guarded(__func__, [&] {
+    abr::Stream* waiter = require_pointer(stream_of(stream), "stream");
+    abr_event& e = event_of(event);
+    if (e.impl) waiter->wait_for_event(*e.impl);
+  });
+}
+
+void abr_event_destroy(abr_event* event) {
+  if (!event || event->magic != abr_event::kAlive) return;
+  delete event;
 }
 
 }  // extern "C"

@@ -55,6 +55,7 @@ CudaStream::CudaStream(std::shared_ptr<Device> device, CUstream stream, bool own
     : device_(std::move(device)), stream_(stream), owned_(owned) {}
 
 CudaStream::~CudaStream() {
+  if (let_go_) return;  // what the queued work uses, the stream itself included, was handed over
   // Pending work must finish before its storage (a source's deleter) is released.
   if (!device_->lost()) {
     try {
@@ -111,6 +112,54 @@ void CudaStream::wait_for(Stream& other) {
     return;
   }
   order_after(cuda_stream->device_, cuda_stream->stream_, *device_, stream_);
+}
+
+void CudaStream::wait_for_event(Event& event) {
+  auto* cuda_event = dynamic_cast<StreamEvent*>(&event);
+  if (!cuda_event) {
+    event.wait();  // another backend's event: wait on the host
+    return;
+  }
+  Scope scope(*device_);  // a CUDA event orders streams of any context
+  device_->check(device_->cu().cuStreamWaitEvent(stream_, cuda_event->get(), 0), "cuStreamWaitEvent");
+}
+
+namespace {
+
+// A stream of ours handed over with its work: destroyed once that work is done.
+class OwnedStream final : public Storage {
+ public:
+  OwnedStream(std::shared_ptr<Device> device, CUstream stream) : device_(std::move(device)), stream_(stream) {}
+  ~OwnedStream() override {
+    if (device_->lost()) return;
+    try {
+      Scope scope(*device_);
+      device_->cu().cuStreamDestroy(stream_);
+    } catch (const std::exception& e) {
+      log::warn("destroying a CUDA stream: {}", e.what());
+    }
+  }
+
+ private:
+  std::shared_ptr<Device> device_;
+  CUstream stream_;
+};
+
+}  // namespace
+
+std::vector<Retained> CudaStream::let_go() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Retained> handed;
+  handed.reserve(pending_.size() + 1);
+  if (owned_) {  // the stream goes last, after the work queued on it (throws before anything moved)
+    Scope scope(*device_);
+    auto last = record_event(device_, stream_);
+    handed.push_back({std::move(last), std::make_unique<OwnedStream>(device_, stream_)});
+  }
+  for (auto& [event, storage] : pending_) handed.push_back({std::move(event), std::move(storage)});
+  pending_.clear();
+  let_go_ = true;
+  return handed;
 }
 
 std::unique_ptr<Event> CudaStream::record() {

@@ -44,6 +44,8 @@ class CudaStream final : public Stream {
   void synchronize() override;
   void retain(std::unique_ptr<Storage> storage) noexcept override;
   void wait_for(Stream& other) override;
+  void wait_for_event(Event& event) override;
+  std::vector<Retained> let_go() override;
   std::unique_ptr<Event> record() override;
 
   std::size_t pending() const;  // storage still waiting for its work
@@ -54,6 +56,7 @@ class CudaStream final : public Stream {
   std::shared_ptr<Device> device_;
   CUstream stream_;
   bool owned_;
+  bool let_go_ = false;  // let_go(): the destructor no longer waits for the queued work
   mutable std::mutex mutex_;
   std::deque<std::pair<std::unique_ptr<StreamEvent>, std::unique_ptr<Storage>>> pending_;
 };

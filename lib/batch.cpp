@@ -60,6 +60,7 @@ struct Runtime::BatchItem {
 void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
                              const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
                              abr_batch_report& report) {
+  releases_->collect();
   if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} tensors per call", count, kMaxBatch);
   for (std::size_t i = 0; i < count; ++i)
     if (!srcs[i]) fail(ABR_ERR_INVALID_ARGUMENT, "srcs[{}] is NULL", i);
@@ -280,6 +281,7 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
 // stream is waited for too, so every pair sees the ones before it.
 void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
                         const abr_transfer_options* options, Stream* stream, abr_batch_report& report) {
+  releases_->collect();
   if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} pairs per call", count, kMaxBatch);
   TransferOptions opts = resolve_options(options);
   opts.report = nullptr;

@@ -35,6 +35,7 @@ void clear_last_error() noexcept { set_last_error(ABR_OK, ""); }
 const char* status_name(abr_status status) noexcept {
   switch (status) {
     case ABR_OK: return "ABR_OK";
+    case ABR_NOT_READY: return "ABR_NOT_READY";
     case ABR_ERR_INVALID_ARGUMENT: return "ABR_ERR_INVALID_ARGUMENT";
     case ABR_ERR_UNSUPPORTED: return "ABR_ERR_UNSUPPORTED";
     case ABR_ERR_INTERNAL: return "ABR_ERR_INTERNAL";

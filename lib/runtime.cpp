@@ -103,6 +103,7 @@ Runtime::Runtime(const abr_runtime_options& resolved, const std::vector<const Ba
 }
 
 Runtime::~Runtime() {
+  releases_->close();  // while the backends whose events it waits on are open
   for (auto& domain : shared_domains_) pool_->release_domain(&domain.second);
 }
 
@@ -228,6 +229,7 @@ DLManagedTensorVersioned* Runtime::to_device(DLManagedTensor* src, DLDevice dst,
 
 DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
                                             Stream* stream) {
+  releases_->collect();
   if (source.versioned()) validate_header(*source.versioned(), "source");
   TransferOptions opts = resolve_options(options);
   opts.staging = staging_choice();
@@ -387,6 +389,7 @@ void Runtime::run_staged(const Plan& plan, const Layout& src, const Layout& dst,
 
 void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, const abr_transfer_options* options,
                    Stream* stream) {
+  releases_->collect();
   TransferOptions opts = resolve_options(options);
   opts.staging = staging_choice();
   const Layout src = validate_tensor(src_tensor, Role::Source, "source");

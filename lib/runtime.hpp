@@ -16,6 +16,7 @@
 #include "lib/devices.hpp"
 #include "lib/export.hpp"
 #include "lib/layout.hpp"
+#include "lib/pending_releases.hpp"
 #include "lib/pipeline.hpp"
 #include "lib/planner.hpp"
 #include "lib/stream.hpp"
@@ -74,6 +75,8 @@ class Runtime {
 
   std::unique_ptr<Stream> create_stream(DLDevice device);
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native);
+  // Where streams let go of without waiting leave what their queued work still uses.
+  const std::shared_ptr<PendingReleases>& pending_releases() const { return releases_; }
 
   // abr_ipc_export: a handle for `tensor` written into `out`; returns its size.
   uint32_t ipc_export(const DLTensor& tensor, Stream* stream, unsigned char* out, std::size_t capacity);
@@ -132,6 +135,7 @@ class Runtime {
   std::atomic<uint32_t> staging_threads_{0};  // abr_runtime_set_staging; 0: the default
   std::atomic<uint64_t> staging_chunk_{0};
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
+  std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();  // closed first
   std::vector<const BackendDescriptor*> descriptors_;
   std::vector<BackendReport> unopened_;  // left out of the build or disabled: only a report
   std::vector<std::unique_ptr<DeviceBackend>> backends_;  // the opened ones, in descriptors_' order

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "arraybridge/arraybridge.h"
 #include "lib/storage.hpp"
@@ -18,6 +19,13 @@ class Event {
   virtual void wait() = 0;
 };
 
+// Storage kept alive until the work that uses it completes: what a stream let go
+// of hands over (Stream::let_go).
+struct Retained {
+  std::unique_ptr<Event> done;  // nullptr: that work is already complete
+  std::unique_ptr<Storage> storage;
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
@@ -30,6 +38,16 @@ class Stream {
   // Work submitted to this stream from now on runs after the work submitted to
   // `other` so far (abr_stream_wait).
   virtual void wait_for(Stream& other) = 0;
+  // Work submitted from now on runs after `event`'s work (abr_stream_wait_event):
+  // ordered on the device where the backend can, otherwise waited for here.
+  virtual void wait_for_event(Event& event) { event.wait(); }
+  // Hands over the storage this stream keeps alive, each with the event that frees
+  // it, and stops the destructor from waiting for the queued work, which goes on
+  // (abr_stream_release). A backend that cannot track its work waits for it here.
+  virtual std::vector<Retained> let_go() {
+    synchronize();
+    return {};
+  }
   // An event after the work submitted so far; nullptr when that work is already complete.
   virtual std::unique_ptr<Event> record() = 0;
 };

@@ -22,6 +22,8 @@ class CommandEvent final : public Event {
       return true;  // an event the driver no longer knows has nothing in flight
     return state <= CL_COMPLETE;  // negative: the command failed, and nothing uses its memory any more
   }
+  const Context& context() const { return *context_; }
+  cl_event get() const { return event_.get(); }
   void wait() override {
     cl_event event = event_.get();
     check(context_->api().WaitForEvents(1, &event), "clWaitForEvents");

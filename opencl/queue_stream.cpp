@@ -9,6 +9,7 @@ QueueStream::QueueStream(std::shared_ptr<Context> context, Ref<cl_command_queue>
     : context_(std::move(context)), queue_(std::move(queue)) {}
 
 QueueStream::~QueueStream() {
+  if (let_go_) return;  // what used the queued work was handed over; releasing the queue flushes it
   // Pending work must finish before its storage (a source's deleter) is released.
   const cl_int status = context_->api().Finish(queue_.get());
   if (status != CL_SUCCESS) log::warn("clFinish while destroying a stream failed: {} ({})", error_name(status), status);
@@ -62,6 +63,32 @@ void QueueStream::wait_for(Stream& other) {
   EventRef owned(marker, cl.ReleaseEvent);
   check(cl.EnqueueBarrierWithWaitList(queue_.get(), 1, &marker, nullptr), "clEnqueueBarrierWithWaitList");
   cl.Flush(queue_stream->queue());
+}
+
+void QueueStream::wait_for_event(Event& event) {
+  auto* command = dynamic_cast<CommandEvent*>(&event);
+  if (!command || command->context().handle() != context_->handle()) {
+    event.wait();  // events cannot cross contexts: wait on the host
+    return;
+  }
+  cl_event after = command->get();
+  check(context_->api().EnqueueBarrierWithWaitList(queue_.get(), 1, &after, nullptr), "clEnqueueBarrierWithWaitList");
+}
+
+std::vector<Retained> QueueStream::let_go() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Retained> handed;
+  try {
+    handed.reserve(pending_.size());
+    for (auto& [marker, storage] : pending_)
+      handed.push_back({std::make_unique<CommandEvent>(context_, std::move(marker)), std::move(storage)});
+  } catch (const std::bad_alloc&) {  // cannot hand the rest over: wait for the work, then let it go
+    context_->api().Finish(queue_.get());
+  }
+  pending_.clear();
+  let_go_ = true;
+  context_->api().Flush(queue_.get());
+  return handed;
 }
 
 std::unique_ptr<Event> QueueStream::record() {

@@ -27,6 +27,8 @@ class QueueStream final : public Stream {
   void synchronize() override;
   void retain(std::unique_ptr<Storage> storage) noexcept override;
   void wait_for(Stream& other) override;
+  void wait_for_event(Event& event) override;
+  std::vector<Retained> let_go() override;
   std::unique_ptr<Event> record() override;
 
   // Storage still waiting for its work (for tests and statistics).
@@ -37,6 +39,7 @@ class QueueStream final : public Stream {
 
   std::shared_ptr<Context> context_;
   Ref<cl_command_queue> queue_;
+  bool let_go_ = false;  // let_go(): the destructor no longer waits for the queued work
   mutable std::mutex mutex_;
   std::deque<std::pair<EventRef, std::unique_ptr<Storage>>> pending_;
 };

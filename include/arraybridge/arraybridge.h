@@ -57,6 +57,7 @@ ABR_API const char* abr_version_string(void);
 typedef int32_t abr_status;
 
 #define ABR_OK 0
+#define ABR_NOT_READY 1                 /* abr_event_query: the work is still running (not an error) */
 #define ABR_ERR_INVALID_ARGUMENT (-1)   /* NULL pointer, bad option, bad handle */
 #define ABR_ERR_UNSUPPORTED (-2)        /* valid request this build cannot do */
 #define ABR_ERR_INTERNAL (-3)           /* a bug: please report the message */
@@ -119,6 +120,7 @@ ABR_API abr_status abr_log_set_callback(abr_log_callback callback, void* user_da
 
 typedef struct abr_runtime abr_runtime;
 typedef struct abr_stream abr_stream;
+typedef struct abr_event abr_event;
 
 #define ABR_RUNTIME_OPTIONS_VERSION 1u
 
@@ -417,6 +419,29 @@ ABR_API abr_status abr_stream_wait(abr_stream* stream, abr_stream* other);
 /* Accepts NULL. Waits for the stream's pending work first, then releases the
  * sources it kept alive. A stream may outlive its runtime. */
 ABR_API void abr_stream_destroy(abr_stream* stream);
+/* Accepts NULL. Lets go of the stream without waiting: its queued work goes on,
+ * and the sources it keeps alive are released once that work has completed
+ * (checked on the runtime's later calls; abr_runtime_destroy waits for the rest).
+ * A wrapped native stream stays its owner's, who keeps it alive until that work
+ * has completed (abr_event_record before this call says when). After the runtime
+ * is destroyed this waits, as abr_stream_destroy does. */
+ABR_API void abr_stream_release(abr_stream* stream);
+
+/* A point in a stream's order: complete once the work submitted to the stream
+ * before abr_event_record has completed. An event outlives its stream; on the
+ * CPU's inline stream it is complete when recorded. */
+ABR_API abr_status abr_event_record(abr_stream* stream, abr_event** out);
+/* Never blocks: ABR_OK when the work is complete (or failed: abr_event_synchronize
+ * says which), ABR_NOT_READY while it runs. */
+ABR_API abr_status abr_event_query(abr_event* event);
+/* Blocks until the work is complete; its failure, if any, is the status. */
+ABR_API abr_status abr_event_synchronize(abr_event* event);
+/* Work submitted to `stream` after this call starts after the event's work: a wait
+ * on the device when both are CUDA, or OpenCL in one context; otherwise the host
+ * waits for the event here. */
+ABR_API abr_status abr_stream_wait_event(abr_stream* stream, abr_event* event);
+/* Accepts NULL; never waits. */
+ABR_API void abr_event_destroy(abr_event* event);
 
 /* ------------------------------------------------------------- pinned pool */
 

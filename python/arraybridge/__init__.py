@@ -17,12 +17,12 @@ from ._pool import device_cache_stats, pool_stats, pool_trim, set_device_cache_l
 from ._seed import (CPU_MEMORY_TYPES, GPU_MEMORY_TYPES, SUPPORTED_MEMORY_TYPES, MemoryType, convert_memory,
                     detect_memory_type)
 from ._tensor import Tensor, TransferReport
-from ._transfer import copy, copy_many, from_dlpack, to_device, to_device_many
+from ._transfer import Event, copy, copy_many, from_dlpack, to_device, to_device_many
 
 __version__ = _ffi.string(_lib.abr_version_string()).decode()
 
 __all__ = [
-    "ArrayBridgeError", "BackendInfo", "CPU_MEMORY_TYPES", "CopyRequiredError", "DLDeviceType", "DLPackError",
+    "ArrayBridgeError", "BackendInfo", "Event", "CPU_MEMORY_TYPES", "CopyRequiredError", "DLDeviceType", "DLPackError",
     "Device", "DeviceError", "GPU_MEMORY_TYPES", "InvalidArgumentError", "IpcHandle", "MemoryConversionError",
     "MemoryType", "OutOfMemoryError", "SUPPORTED_MEMORY_TYPES", "StreamError", "Tensor", "TransferReport", "backends",
     "convert_memory", "copy", "copy_many", "detect_memory_type", "devices", "from_dlpack", "from_ipc", "ipc_handle",

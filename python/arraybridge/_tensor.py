@@ -64,6 +64,10 @@ class Tensor(_core.TensorBase):
         return (f"arraybridge.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device}, "
                 f"path={self.report.path}{flags})")
 
+    # wait() and is_ready() are the C base's: a Tensor from to_device(..., non_blocking=True)
+    # may still be filled by queued work; every export (DLPack, the buffer protocol, the
+    # C exchange API) waits for it, or orders the consumer's CUDA stream after it.
+
     def to(self, device, **kwargs):
         """Same as arraybridge.to_device(self, device, **kwargs)."""
         return _core.to_device(self, device, **kwargs)
@@ -95,8 +99,7 @@ class Tensor(_core.TensorBase):
                 raise StreamError(f"arraybridge: stream={stream!r} given for a {self.device} tensor; "
                                   "DLPack devices without streams take stream=None")
             if stream is not None:
-                # Our CUDA work is complete before a Tensor is returned, so the data is
-                # ready for any consumer stream; only the value itself is checked.
+                # Only the value is checked here: queued work (non_blocking) is ordered below.
                 try:
                     stream_handle(stream)
                 except (ValueError, TypeError) as error:  # a wrong argument, as on a stream-less device
@@ -111,6 +114,11 @@ class Tensor(_core.TensorBase):
                         raise
                     raise DLPackError(str(error), error.status, error.status_name) from error
                 copied = source.report.path != "zero_copy"
+        if source is self and not self.is_ready():  # to_device(..., non_blocking=True) still filling it
+            if stream is not None and stream != -1 and self._device[0] == DLDeviceType.CUDA:
+                self._order_before(stream)  # the consumer's stream waits on the device; the host goes on
+            else:
+                self.wait()  # no stream to order on: the consumer reads once this returns
         versioned = max_version is not None and max_version[0] >= 1
         if not versioned and source.read_only:
             # A legacy capsule cannot say read-only, and its consumer may write: it gets a

@@ -20,6 +20,7 @@ to_device_many = _core.to_device_many
 copy_many = _core.copy_many
 from_dlpack = _core.from_dlpack
 copy = _core.copy
+Event = _core.Event
 
 
 def producer_strides(producer, itemsize):
@@ -83,17 +84,18 @@ def _rebuild(x, results):
     return next(results)
 
 
-def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=False, contiguous=False):
+def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=False, contiguous=False,
+                         non_blocking=False):
     """to_device of a list, tuple or dict (nested) of arrays: one batch for all of
-    them (_core.to_device_many), the same structure back. With a stream each array
-    goes on its own, in order, on that stream."""
-    if type(x) is list and not any(type(item) in _CONTAINERS for item in x):  # flat: no rebuilding
-        if stream is None:
-            return _core.to_device_many(x, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous)
+    them (_core.to_device_many), the same structure back. With a stream, or
+    non_blocking, each array goes on its own, in order, on that stream."""
+    one_by_one = stream is not None or non_blocking
+    if type(x) is list and not one_by_one and not any(type(item) in _CONTAINERS for item in x):  # flat
+        return _core.to_device_many(x, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous)
     leaves = _leaves(x, [])
-    if stream is not None:
+    if one_by_one:
         moved = [to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,
-                           contiguous=contiguous) for leaf in leaves]
+                           contiguous=contiguous, non_blocking=non_blocking) for leaf in leaves]
     else:
         moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous)
     return _rebuild(x, iter(moved))
@@ -115,9 +117,12 @@ def _same_shape(src, dst, where="src"):
                 _same_shape(s, d, f"{where}[{i}]")
 
 
-def _copy_structure(src, dst, strict=False):
+def _copy_structure(src, dst, strict=False, non_blocking=False):
     """copy of a structure into a structure of the same shape: every pair in one
-    batch (_core.copy_many)."""
+    batch (_core.copy_many), which returns when the copies are done."""
+    if non_blocking:
+        raise ValueError("copy: non_blocking=True takes one pair of arrays; a structure is copied in one batch that "
+                         "returns when it is done: pass non_blocking=False, or copy its pairs one by one")
     _same_shape(src, dst)
     _core.copy_many(_leaves(src, []), _leaves(dst, []), strict=strict)
 

@@ -544,6 +544,37 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
            if (t) t->deleter(t);
          return status;
        }},
+      {"host -> cuda on a new stream, an event recorded, the stream released without a wait",
+       [&](abr_runtime* r, int& deleted) {
+         Managed src(data.data(), f32, {64, 48});
+         abr_stream* stream = nullptr;
+         abr_status status = abr_stream_create(r, cuda0, &stream);
+         abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+         options.copy = ABR_COPY_ALWAYS;
+         DLManagedTensorVersioned* out = nullptr;
+         abr_event* done = nullptr;
+         if (status == ABR_OK) status = abr_to_device(r, &src.managed, cuda0, &options, stream, &out);
+         if (status == ABR_OK && abr_event_record(stream, &done) != ABR_OK) {  // a clean refusal, nothing made
+           CHECK(done == nullptr);
+           CHECK(error_mentions("injected fault"));
+         }
+         if (done) abr_stream_release(stream);  // the work goes on; the runtime keeps the source
+         else abr_stream_destroy(stream);
+         if (done) {
+           CHECK(abr_event_synchronize(done) == ABR_OK);
+           abr_event_destroy(done);
+         }
+         if (out) {
+           std::vector<float> back(data.size());
+           Managed into(back.data(), f32, {64, 48});
+           if (abr_copy(r, &out->dl_tensor, &into.tensor(), nullptr, nullptr) == ABR_OK)  // a later call: the
+             CHECK(back == data);  // released stream's source, its work done, is let go of here
+           out->deleter(out);
+         }
+         deleted = src.deleted;
+         if (status == ABR_OK && deleted != 1) status = ABR_ERR_INTERNAL;
+         return status;
+       }},
   };
   walk_faults(rt, scenarios);
 }

@@ -42,6 +42,8 @@ typedef struct {
   int any_thread; /* its deleter may run on any thread without the GIL (one of our own views) */
   uintptr_t work_stream; /* the producer's current CUDA stream (DLPack value) from its exchange API, else 0 */
   int resolved;   /* the producer's lazy bits were resolved into a copy first (torch's conj/neg views) */
+  int keep_pending; /* set by the caller: a Tensor whose work is still queued is not waited for; see after */
+  abr_event* after; /* with keep_pending: the queued work a Tensor source waits for (borrowed), else NULL */
 } Imported;
 
 const DLTensor* imported_tensor(const Imported* imported);
@@ -72,11 +74,27 @@ typedef struct {
   DLManagedTensorVersioned* tensor; /* owned; NULL only while being made */
   abr_transfer_report report;       /* what the transfer that made it did (its version set before) */
   PyObject* weakrefs;
+  PyObject* ready;                  /* an Event while the work that fills it may be queued, else NULL */
 } TensorObject;
 
 extern PyTypeObject TensorBaseType;
 int tensor_check(PyObject* object);
 PyObject* untracked_type(PyObject* module, PyObject* cls);
+
+/* ---------------------------------------------------------- event.c */
+
+extern PyTypeObject EventType;
+/* Takes the event (NULL on failure: it stays the caller's); `keep` (may be NULL) is
+ * held until the work is known to be done, and a dealloc before that waits. */
+PyObject* event_new(abr_event* event, PyObject* keep);
+/* An object that deletes both views (either may be NULL) when it goes: an Event's
+ * `keep` for a copy's borrowed arrays. NULL with an exception (nothing taken). */
+PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* second);
+int event_settle(PyObject* event);     /* blocks (without the GIL) until done: 0, or -1 with an exception */
+int event_ready(PyObject* event);      /* 1 done, 0 not yet, -1 with an exception; never blocks */
+abr_event* event_handle(PyObject* event); /* NULL once known to be done */
+/* Waits on the host for a Tensor's queued work, if any: 0, or -1 with an exception. */
+int tensor_settle(PyObject* tensor);
 
 /* ---------------------------------------------------------- args.c */
 

@@ -83,19 +83,21 @@ static int not_ours(void* py_object) {
 /* An owning view that keeps the Tensor alive, as __dlpack__'s capsule holds. */
 static int exchange_from_py_object(void* py_object, DLManagedTensorVersioned** out) {
   if (!py_object || !tensor_check((PyObject*)py_object)) return not_ours(py_object);
+  if (tensor_settle((PyObject*)py_object) < 0) return -1; /* queued work (non_blocking): waited for here */
   *out = new_owner_view(((TensorObject*)py_object)->tensor, (PyObject*)py_object, 0);
   return *out ? 0 : -1;
 }
 
 static int exchange_dltensor(void* py_object, DLTensor* out) {
   if (!py_object || !tensor_check((PyObject*)py_object)) return not_ours(py_object);
+  if (tensor_settle((PyObject*)py_object) < 0) return -1;
   *out = ((TensorObject*)py_object)->tensor->dl_tensor;
   return 0;
 }
 
 static int exchange_current_stream(DLDeviceType device_type, int32_t device_id, void** out) {
   (void)device_type, (void)device_id;
-  *out = NULL; /* no work of ours is ever left pending on a stream */
+  *out = NULL; /* a Tensor's queued work (non_blocking) is waited for when it is exported */
   return 0;
 }
 

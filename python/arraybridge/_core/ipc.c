@@ -16,7 +16,7 @@ PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t na
   if (parse_stream(args[1], &stream) < 0) return NULL;
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
-  Imported source;
+  Imported source = {0};
   if (import_source(args[0], "x", IMPORT_SHARED, &source) < 0) return NULL;
   if (source.versioned && ((const DLManagedTensorVersioned*)source.tensor)->flags & DLPACK_FLAG_BITMASK_READ_ONLY) {
     /* the importer opens the memory writable: DLTensor, which the C API takes, has no flags */

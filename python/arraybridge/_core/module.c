@@ -60,13 +60,19 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "arraybridge._cor
                                         methods};
 
 PyMODINIT_FUNC PyInit__core(void) {
-  if (PyType_Ready(&TensorBaseType) < 0) return NULL;
+  if (PyType_Ready(&TensorBaseType) < 0 || PyType_Ready(&EventType) < 0) return NULL;
   if (names_init() < 0 || exchange_publish(&TensorBaseType) < 0) return NULL;
   PyObject* module = PyModule_Create(&module_def);
   if (!module) return NULL;
   Py_INCREF(&TensorBaseType);
   if (PyModule_AddObject(module, "TensorBase", (PyObject*)&TensorBaseType) < 0) {
     Py_DECREF(&TensorBaseType);
+    Py_DECREF(module);
+    return NULL;
+  }
+  Py_INCREF(&EventType);
+  if (PyModule_AddObject(module, "Event", (PyObject*)&EventType) < 0) {
+    Py_DECREF(&EventType);
     Py_DECREF(module);
     return NULL;
   }

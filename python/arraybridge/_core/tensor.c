@@ -23,6 +23,10 @@ static void tensor_dealloc(TensorObject* self) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback); /* a deleter may run Python code: keep any error in flight */
   if (self->weakrefs) PyObject_ClearWeakRefs((PyObject*)self);
+  if (self->ready) { /* queued work may still write the memory the deleter frees */
+    if (event_settle(self->ready) < 0) PyErr_WriteUnraisable((PyObject*)self);
+    Py_CLEAR(self->ready);
+  }
   DLManagedTensorVersioned* tensor = self->tensor;
   self->tensor = NULL;
   if (tensor && tensor->deleter) tensor->deleter(tensor);
@@ -31,6 +35,11 @@ static void tensor_dealloc(TensorObject* self) {
   PyTypeObject* tensor_type = Py_TYPE(self);
   tensor_type->tp_free((PyObject*)self);
   if (tensor_type->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(tensor_type); /* an instance of a heap type owns one */
+}
+
+int tensor_settle(PyObject* tensor) {
+  PyObject* ready = ((TensorObject*)tensor)->ready;
+  return ready ? event_settle(ready) : 0; /* kept: an import may still borrow its handle */
 }
 
 /* 1 when `requested` is a (type, id) pair naming this tensor's device, 0 when it
@@ -71,7 +80,8 @@ static PyObject* tensor_dlpack(TensorObject* self, PyObject* const* args, Py_ssi
   if ((!stream || stream == Py_None) && (!copy || copy == Py_None || copy == Py_False) &&
       (!dl_device || dl_device == Py_None || is_own_device(self, dl_device)) && major >= 0 &&
       (versioned || !read_only))
-    return export_capsule(self->tensor, (PyObject*)self, versioned, 0);
+    /* No stream to order on: a consumer reads the data once this returns. */
+    return tensor_settle((PyObject*)self) < 0 ? NULL : export_capsule(self->tensor, (PyObject*)self, versioned, 0);
   PyObject* call[6] = {NULL, (PyObject*)self, stream ? stream : Py_None, max_version ? max_version : Py_None,
                        dl_device ? dl_device : Py_None, copy ? copy : Py_None}; /* call[0]: vectorcall's spare slot */
   return PyObject_VectorcallMethod(names.dlpack_slow, call + 1, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
@@ -211,6 +221,7 @@ static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
     PyErr_SetString(PyExc_BufferError, "arraybridge: the tensor is read-only");
     return -1;
   }
+  if (tensor_settle((PyObject*)self) < 0) return -1; /* the reader reads as soon as this returns */
   const char* format = buffer_format(t->dtype);
   if (!format && (flags & PyBUF_FORMAT)) {
     PyErr_Format(PyExc_BufferError, "arraybridge: the buffer protocol has no format for dtype (%d, %d, %d); take "
@@ -264,7 +275,51 @@ static void tensor_releasebuffer(TensorObject* self, Py_buffer* view) {
 
 static PyBufferProcs tensor_as_buffer = {(getbufferproc)tensor_getbuffer, (releasebufferproc)tensor_releasebuffer};
 
+static PyObject* tensor_wait(TensorObject* self, PyObject* unused) {
+  (void)unused;
+  if (tensor_settle((PyObject*)self) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject* tensor_is_ready(TensorObject* self, PyObject* unused) {
+  (void)unused;
+  const int ready = self->ready ? event_ready(self->ready) : 1;
+  return ready < 0 ? NULL : PyBool_FromLong(ready);
+}
+
+/* _order_before(stream): work the consumer queues on `stream` (a CUDA stream
+ * value) from now on runs after this tensor's queued work, which the host does not
+ * wait for; the host waits where the stream is not a CUDA one of this device's. */
+static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
+  abr_event* pending = self->ready ? event_handle(self->ready) : NULL;
+  if (!pending) Py_RETURN_NONE;
+  uintptr_t handle = 0;
+  if (parse_stream(stream, &handle) < 0) return NULL;
+  const DLDevice device = self->tensor->dl_tensor.device;
+  abr_runtime* runtime = handle && device.device_type == kDLCUDA ? core_runtime() : NULL;
+  if (!runtime) return tensor_wait(self, NULL);
+  abr_status status;
+  Py_BEGIN_ALLOW_THREADS
+  abr_stream* consumer = NULL;
+  status = abr_stream_wrap(runtime, device, (void*)handle, &consumer);
+  if (status == ABR_OK) status = abr_stream_wait_event(consumer, pending);
+  abr_stream_release(consumer); /* nothing of ours was queued on it: only the wait */
+  Py_END_ALLOW_THREADS
+  if (status != ABR_OK) {
+    raise_status(status, "__dlpack__", NULL);
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef tensor_methods[] = {
+    {"wait", (PyCFunction)tensor_wait, METH_NOARGS,
+     "wait() -> None: blocks until the work that fills this tensor is done (to_device with non_blocking=True); "
+     "at once otherwise"},
+    {"is_ready", (PyCFunction)tensor_is_ready, METH_NOARGS,
+     "is_ready() -> whether the work that fills this tensor is done; never blocks"},
+    {"_order_before", (PyCFunction)tensor_order_before, METH_O,
+     "_order_before(stream) -> None: the consumer's stream waits for this tensor's queued work on the device"},
     {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> a DLPack capsule viewing this "
      "tensor (versioned when max_version allows it); other devices, copies and streams go through _dlpack_slow"},

@@ -17,6 +17,7 @@ typedef struct {
   DLDevice dst;
   abr_transfer_options options;
   uintptr_t stream; /* a CUDA stream handle of the CUDA side, 0 for none */
+  int non_blocking; /* return once the work is queued: the Tensor holds its Event */
   const char* context;
 } Request;
 
@@ -85,6 +86,11 @@ static int parse_flag(PyObject* value, uint32_t flag, uint32_t* flags) {
   if (truth < 0) return -1;
   if (truth) *flags |= flag;
   return 0;
+}
+
+static int parse_truth(PyObject* value, int* out) {
+  *out = value ? PyObject_IsTrue(value) : 0;
+  return *out < 0 ? -1 : 0;
 }
 
 static int parse_dtype(PyObject* dtype, DLDataType* out) {
@@ -237,7 +243,15 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
  * returns. A producer whose own export could abort the process is vetted first, and
  * a PyTorch tensor's lazy bits and autograd are checked (torch.c). */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out) {
+  out->after = NULL;
   if (tensor_check(x)) {
+    PyObject* ready = ((TensorObject*)x)->ready;
+    abr_event* pending = ready ? event_handle(ready) : NULL;
+    if (pending && !out->keep_pending) { /* queued work (non_blocking) is waited for, unless the caller orders on it */
+      if (event_settle(ready) < 0) return -1;
+      pending = NULL;
+    }
+    out->after = pending; /* the view below keeps x, and so its Event, alive */
     out->tensor = new_owner_view(((TensorObject*)x)->tensor, x, 0);
     out->versioned = 1;
     out->any_thread = 1;
@@ -328,6 +342,70 @@ static void say_resolved(abr_transfer_report* report, const DLManagedTensorVersi
            "copied by the producer to resolve its conj/neg bits (torch's resolve_conj/resolve_neg), then viewed");
 }
 
+/* The device whose stream orders a transfer between `src` and `dst`: the CUDA
+ * side, else the OpenCL side; 0 when both are host memory. */
+static int queue_side(DLDevice src, DLDevice dst, DLDevice* out) {
+  if (dst.device_type == kDLCUDA || (src.device_type != kDLCUDA && dst.device_type == kDLOpenCL)) *out = dst;
+  else if (src.device_type == kDLCUDA || src.device_type == kDLOpenCL) *out = src;
+  else return 0;
+  return 1;
+}
+
+/* The runtime's own stream of an OpenCL device, made on first use and kept (as the
+ * runtime is) until exit: where non_blocking work goes when the caller names none.
+ * NULL when 16 devices have one already (the work then runs synchronously), or
+ * NULL with an exception. */
+static abr_stream* own_queue(abr_runtime* runtime, DLDevice device) {
+  static struct {
+    DLDevice device;
+    abr_stream* stream;
+  } queues[16];
+  static int count;
+  for (int i = 0; i < count; ++i)
+    if (queues[i].device.device_type == device.device_type && queues[i].device.device_id == device.device_id)
+      return queues[i].stream;
+  if (count == 16) return NULL;
+  abr_stream* stream = NULL;
+  const abr_status status = abr_stream_create(runtime, device, &stream);
+  if (status != ABR_OK) {
+    raise_status(status, "making a queue for non_blocking work", &device);
+    return NULL;
+  }
+  queues[count].device = device;
+  queues[count++].stream = stream;
+  return stream;
+}
+
+/* Where non_blocking work goes when the caller names no stream: the legacy default
+ * stream of a CUDA side (the DLPack value 1, as torch's default stream), or the
+ * runtime's own queue of an OpenCL side; nothing for host memory. -1 with an exception. */
+static int default_queue(abr_runtime* runtime, DLDevice src, DLDevice dst, uintptr_t* cuda, abr_stream** own) {
+  DLDevice side;
+  if (!queue_side(src, dst, &side)) return 0;
+  if (side.device_type == kDLCUDA) *cuda = 1;
+  else if (!(*own = own_queue(runtime, side)) && PyErr_Occurred()) return -1;
+  return 0;
+}
+
+/* After queued work: an Event the Tensor or the caller holds, or nothing when it is
+ * complete already. 0, or -1 with an exception (the work waited for first). */
+static int hold_completion(abr_event* done, PyObject* keep, PyObject** out) {
+  *out = NULL;
+  if (!done) return 0;
+  if (abr_event_query(done) == ABR_OK) {
+    abr_event_destroy(done);
+    return 0;
+  }
+  *out = event_new(done, keep);
+  if (*out) return 0;
+  abr_status status; /* no room for the Event: the work is waited for instead */
+  Py_BEGIN_ALLOW_THREADS status = abr_event_synchronize(done);
+  Py_END_ALLOW_THREADS
+  abr_event_destroy(done);
+  (void)status;
+  return -1;
+}
+
 static PyObject* run(PyObject* x, Request* request) {
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
@@ -335,6 +413,7 @@ static PyObject* run(PyObject* x, Request* request) {
   TensorObject* result = (TensorObject*)type->tp_alloc(type, 0);
   if (!result) return NULL;
   Imported src;
+  src.keep_pending = request->non_blocking;
   if (import_source(x, "x", request->options.copy == ABR_COPY_NEVER ? IMPORT_NO_COPY : IMPORT_MAY_COPY, &src) < 0) {
     Py_DECREF(result);
     return NULL;
@@ -353,11 +432,19 @@ static PyObject* run(PyObject* x, Request* request) {
   request->options.report = &result->report;
   DLManagedTensorVersioned* out = NULL;
   abr_status status = ABR_OK;
-  const int hold_gil = is_view_by_contract(request, src_device, dst) ||
-                       is_small_host_copy(imported_tensor(&src), dst, request->stream);
+  const int hold_gil = !src.after && (is_view_by_contract(request, src_device, dst) ||
+                                      is_small_host_copy(imported_tensor(&src), dst, request->stream));
   /* Data that moves waits for the producer's current stream when its exchange API
    * named one and the caller did not (the C API does not synchronize). */
   if (!hold_gil && !request->stream) request->stream = src.work_stream;
+  abr_stream* own = NULL; /* with non_blocking: the queue the work goes on when none is named */
+  if (!hold_gil && request->non_blocking && !request->stream &&
+      default_queue(runtime, src_device, dst, &request->stream, &own) < 0) {
+    imported_delete(&src);
+    Py_DECREF(result);
+    return NULL;
+  }
+  abr_event* done = NULL;
   if (hold_gil) {
     /* Releasing and taking back the GIL would cost half as much as the view itself,
      * or ten times a small host copy. Holding it, the producer's tensor goes in as
@@ -377,8 +464,14 @@ static PyObject* run(PyObject* x, Request* request) {
     if (request->stream)
       status =
           abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src_device, (void*)request->stream, &wrapped);
-    if (status == ABR_OK) status = abr_to_device(runtime, movable, dst, &request->options, wrapped, &out);
-    if (wrapped) abr_stream_destroy(wrapped); /* waits for the copy queued on it */
+    abr_stream* stream = wrapped ? wrapped : own;
+    if (status == ABR_OK && src.after) /* a Tensor still being filled: after its work, on the device if it can */
+      status = stream ? abr_stream_wait_event(stream, src.after) : abr_event_synchronize(src.after);
+    if (status == ABR_OK) status = abr_to_device(runtime, movable, dst, &request->options, stream, &out);
+    if (status == ABR_OK && request->non_blocking && stream && abr_event_record(stream, &done) != ABR_OK)
+      status = abr_stream_synchronize(stream); /* no event to hold: waited for now */
+    if (done) abr_stream_release(wrapped); /* the work goes on; the runtime keeps the source until it is done */
+    else if (wrapped) abr_stream_destroy(wrapped); /* waits for the copy queued on it */
     if (status != ABR_OK && movable->deleter) movable->deleter(movable); /* the runtime leaves a failed source to us */
     Py_END_ALLOW_THREADS
   }
@@ -389,6 +482,10 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   result->tensor = out;
+  if (hold_completion(done, NULL, &result->ready) < 0) {
+    Py_DECREF(result); /* deletes out, the work being done */
+    return NULL;
+  }
   if (resolved && result->report.path == ABR_PATH_ZERO_COPY) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
   return (PyObject*)result;
@@ -432,7 +529,8 @@ static void init_request(Request* request, const char* context) {
 }
 
 const char core_to_device_doc[] =
-    "to_device(x, device, *, copy=None, stream=None, dtype=None, strict=False, contiguous=False)\n--\n\n"
+    "to_device(x, device, *, copy=None, stream=None, dtype=None, strict=False, contiguous=False,\n"
+    "          non_blocking=False)\n--\n\n"
     "Move any DLPack array (or capsule, or Tensor) to `device`; returns a Tensor.\n\n"
     "device: \"cpu\", \"cuda:N\", \"cuda_host\", \"opencl:N\", a (DLDeviceType, id) pair or a\n"
     "Device from devices(). copy: None = a view when possible, True = always a new\n"
@@ -441,7 +539,13 @@ const char core_to_device_doc[] =
     "row-major, else it is copied (for consumers such as JAX that take nothing else).\n"
     "stream: for a transfer with a CUDA side, the CUDA stream whose queued work it\n"
     "follows (a DLPack stream value: 1 legacy default, 2 per-thread, or a handle;\n"
-    "or a CuPy/PyTorch stream object); the result is ready when the call returns.\n"
+    "or a CuPy/PyTorch stream object); the result is ready when the call returns,\n"
+    "unless non_blocking=True: then the call returns once the work is queued (on\n"
+    "`stream`, the producer's current stream, else the legacy default stream of the\n"
+    "CUDA side, or the runtime's queue of an OpenCL side). The Tensor holds the work's\n"
+    "Event: t.wait() blocks until it is done, t.is_ready() asks; __dlpack__(stream=s)\n"
+    "makes a consumer's CUDA stream wait for it on the device, and every other export\n"
+    "(NumPy, the buffer protocol) waits on the host. x is kept alive until then.\n"
     "When x's type has a DLPack C exchange API (PyTorch, tvm-ffi), x is taken through\n"
     "it and, with stream=None, a copy follows that framework's current stream.\n"
     "A view is read-only when x is: read-only data, JAX and TensorFlow arrays (immutable\n"
@@ -453,10 +557,11 @@ const char core_to_device_doc[] =
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"x", "device", "copy", "stream", "dtype", "strict", "contiguous"};
-  static PyObject* interned[7];
-  PyObject* a[7];
-  if (hooks_ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 7, 2, 2, a) < 0)
+  static const char* const kNames[] = {"x", "device", "copy", "stream", "dtype", "strict", "contiguous",
+                                       "non_blocking"};
+  static PyObject* interned[8];
+  PyObject* a[8];
+  if (hooks_ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 8, 2, 2, a) < 0)
     return NULL;
   /* A structure of arrays (nested lists, tuples, dicts) moves in one batch, rebuilt in Python. */
   if (PyList_CheckExact(a[0]) || PyTuple_CheckExact(a[0]) || PyDict_CheckExact(a[0]))
@@ -467,7 +572,8 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
   if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
       parse_stream(a[3], &request.stream) < 0 || parse_dtype(a[4], &request.options.dtype) < 0 ||
       parse_flag(a[5], ABR_TRANSFER_NO_HOST_STAGING, &request.options.flags) < 0 ||
-      parse_flag(a[6], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0)
+      parse_flag(a[6], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0 ||
+      parse_truth(a[7], &request.non_blocking) < 0)
     return restated("to_device");
   PyObject* result = run(a[0], &request);
   return result ? result : restated("to_device");
@@ -649,76 +755,115 @@ PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t n
 
 /* abr_copy_versioned after the producers' current streams (from their exchange
  * APIs; NULL devices: none): on the destination's, which first waits for the
- * source's. Destroying the wrapped streams waits for the copy. */
+ * source's, else on `own`. Without `done` destroying the wrapped streams waits for
+ * the copy; with it (non_blocking) *done is an event after the copy, or NULL when
+ * the copy was waited for. */
 static abr_status copy_following(abr_runtime* runtime, DLManagedTensorVersioned* src, DLManagedTensorVersioned* dst,
                                  const abr_transfer_options* options, const DLDevice* src_device, uintptr_t src_stream,
-                                 const DLDevice* dst_device, uintptr_t dst_stream) {
+                                 const DLDevice* dst_device, uintptr_t dst_stream, abr_stream* own, abr_event** done) {
   abr_stream *after_src = NULL, *after_dst = NULL;
   abr_status status = ABR_OK;
   if (src_device) status = abr_stream_wrap(runtime, *src_device, (void*)src_stream, &after_src);
   if (status == ABR_OK && dst_device) status = abr_stream_wrap(runtime, *dst_device, (void*)dst_stream, &after_dst);
   if (status == ABR_OK && after_src && after_dst) status = abr_stream_wait(after_dst, after_src);
-  if (status == ABR_OK) status = abr_copy_versioned(runtime, src, dst, options, after_dst ? after_dst : after_src);
-  if (after_dst) abr_stream_destroy(after_dst);
-  if (after_src) abr_stream_destroy(after_src);
+  abr_stream* stream = after_dst ? after_dst : after_src ? after_src : own;
+  if (status == ABR_OK) status = abr_copy_versioned(runtime, src, dst, options, stream);
+  if (status == ABR_OK && done && stream && abr_event_record(stream, done) != ABR_OK)
+    status = abr_stream_synchronize(stream);
+  void (*let_go)(abr_stream*) = done && *done ? abr_stream_release : abr_stream_destroy;
+  let_go(after_dst);
+  let_go(after_src);
   return status;
 }
 
 const char core_copy_doc[] =
-    "copy(src, dst, *, strict=False)\n--\n\n"
+    "copy(src, dst, *, strict=False, non_blocking=False)\n--\n\n"
     "Copy the elements of src into the existing array dst, in place: the same shape,\n"
     "any strides on either side, a dtype difference converted. Both are any DLPack\n"
     "producers (or capsules) and stay the caller's. This is how data reaches memory\n"
     "another library owns, such as a buffer in pyclesperanto's OpenCL context.\n"
     "strict: refuse any path that stages through host memory (the planner decides).\n"
     "src and dst may also be structures of the same shape (nested dicts, lists and\n"
-    "tuples of arrays): every pair is copied in one batch (see copy_many).";
+    "tuples of arrays): every pair is copied in one batch (see copy_many).\n"
+    "non_blocking: return once the copy is queued, with an Event to wait on (None when\n"
+    "it is done already); both arrays are kept alive until then. A copy with a CUDA\n"
+    "side is queued on the producer's current stream, else the legacy default stream;\n"
+    "one with an OpenCL side on the runtime's queue of that device.";
 
 PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"src", "dst", "strict"};
-  static PyObject* interned[3];
-  PyObject* a[3];
-  if (hooks_ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 3, 2, 2, a) < 0) return NULL;
+  static const char* const kNames[] = {"src", "dst", "strict", "non_blocking"};
+  static PyObject* interned[4];
+  PyObject* a[4];
+  if (hooks_ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 4, 2, 2, a) < 0) return NULL;
   /* Structures of arrays (nested lists, tuples, dicts) copy in one batch, matched in Python. */
   if (PyList_CheckExact(a[0]) || PyTuple_CheckExact(a[0]) || PyDict_CheckExact(a[0]))
     return PyObject_Vectorcall(hooks.copy_structure, args, (size_t)nargs, kwnames);
   abr_transfer_options options;
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
-  if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0) return NULL;
+  int non_blocking = 0;
+  if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0)
+    return NULL;
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
-  Imported dst_source, src_source;
+  Imported dst_source = {0}, src_source = {0};
   if (import_source(a[1], "dst", IMPORT_DESTINATION, &dst_source) < 0) return restated("copy");
   DLManagedTensorVersioned* dst = imported_for_any_thread(&dst_source);
   if (!dst) return restated("copy");
   DLManagedTensorVersioned* src =
       import_source(a[0], "src", IMPORT_MAY_COPY, &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
+  abr_event* done = NULL;
   if (src) {
-    const uintptr_t src_stream = src_source.work_stream, dst_stream = dst_source.work_stream;
+    uintptr_t src_stream = src_source.work_stream, dst_stream = dst_source.work_stream;
     const DLDevice src_device = src->dl_tensor.device, dst_device = dst->dl_tensor.device;
-    if (is_small_host_copy(&src->dl_tensor, dst_device, src_stream | dst_stream)) {
+    abr_stream* own = NULL;
+    if (non_blocking && !src_stream && !dst_stream) {
+      uintptr_t cuda = 0;
+      if (default_queue(runtime, src_device, dst_device, &cuda, &own) < 0) status = ABR_ERR_INVALID_ARGUMENT;
+      else if (cuda && dst_device.device_type == kDLCUDA) dst_stream = cuda;
+      else src_stream = cuda;
+    }
+    if (status != ABR_OK) {
+      /* default_queue raised */
+    } else if (!non_blocking && is_small_host_copy(&src->dl_tensor, dst_device, src_stream | dst_stream)) {
       status = abr_copy_versioned(runtime, src, dst, &options, NULL);
-      if (src->deleter) src->deleter(src);
     } else {
       Py_BEGIN_ALLOW_THREADS
       status = copy_following(runtime, src, dst, &options, src_stream ? &src_device : NULL, src_stream,
-                              dst_stream ? &dst_device : NULL, dst_stream);
-      if (src->deleter) src->deleter(src);
+                              dst_stream ? &dst_device : NULL, dst_stream, own, non_blocking ? &done : NULL);
       Py_END_ALLOW_THREADS
     }
   }
-  if (dst->deleter) dst->deleter(dst); /* with the GIL held: finishes at once */
+  /* Queued work keeps both views (and so both arrays) until it is done: the Event holds them. */
+  PyObject* both = done ? keep_views(src, dst) : NULL;
+  if (done && !both) { /* no room to keep them: waited for instead */
+    Py_BEGIN_ALLOW_THREADS abr_event_synchronize(done);
+    Py_END_ALLOW_THREADS
+    abr_event_destroy(done);
+    done = NULL;
+  }
+  if (!both) {
+    if (src && src->deleter) src->deleter(src); /* with the GIL held: finishes at once */
+    if (dst->deleter) dst->deleter(dst);
+  }
   core_drain();
-  if (!src) return restated("copy");
+  if (!src || PyErr_Occurred()) {
+    Py_XDECREF(both);
+    return restated("copy");
+  }
   if (status != ABR_OK) {
     Request request;
     init_request(&request, "copy");
     raise_error(status, &request);
     return NULL;
   }
+  PyObject* event = NULL;
+  const int held = hold_completion(done, both, &event);
+  Py_XDECREF(both);
+  if (held < 0) return NULL;
+  if (event) return event;
   Py_RETURN_NONE;
 }
 

@@ -1,0 +1,121 @@
+/*
+ * arraybridge.Event: the completion of work queued without waiting (to_device and
+ * copy with non_blocking=True). It owns an abr_event; a Tensor made that way holds
+ * one until its data is known to be there.
+ */
+#include "core.h"
+
+typedef struct {
+  PyObject_HEAD
+  abr_event* event; /* owned */
+  int done;         /* waited for, or seen complete: never asked again */
+  PyObject* keep;   /* what the queued work reads or writes and nothing else keeps alive, or NULL */
+} EventObject;
+
+static void event_dealloc(EventObject* self) {
+  if (self->keep) { /* the work must be done before what it uses may go */
+    if (event_settle((PyObject*)self) < 0) PyErr_WriteUnraisable((PyObject*)self);
+    Py_CLEAR(self->keep);
+  }
+  abr_event_destroy(self->event); /* never waits */
+  Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+PyObject* event_new(abr_event* event, PyObject* keep) {
+  EventObject* self = PyObject_New(EventObject, &EventType);
+  if (!self) return NULL;
+  self->event = event;
+  self->done = 0;
+  Py_XINCREF(keep);
+  self->keep = keep;
+  return (PyObject*)self;
+}
+
+int event_settle(PyObject* event) {
+  EventObject* self = (EventObject*)event;
+  if (self->done) return 0;
+  abr_status status;
+  Py_BEGIN_ALLOW_THREADS status = abr_event_synchronize(self->event);
+  Py_END_ALLOW_THREADS
+  if (status != ABR_OK) {
+    raise_status(status, "waiting for queued work", NULL);
+    return -1;
+  }
+  self->done = 1;
+  Py_CLEAR(self->keep);
+  return 0;
+}
+
+int event_ready(PyObject* event) {
+  EventObject* self = (EventObject*)event;
+  if (self->done) return 1;
+  const abr_status status = abr_event_query(self->event);
+  if (status == ABR_NOT_READY) return 0;
+  if (status != ABR_OK) {
+    raise_status(status, "asking whether queued work is done", NULL);
+    return -1;
+  }
+  self->done = 1;
+  Py_CLEAR(self->keep);
+  return 1;
+}
+
+abr_event* event_handle(PyObject* event) { return ((EventObject*)event)->done ? NULL : ((EventObject*)event)->event; }
+
+typedef struct {
+  DLManagedTensorVersioned* views[2];
+} Kept;
+
+static void release_kept(PyObject* capsule) {
+  Kept* kept = (Kept*)PyCapsule_GetPointer(capsule, "arraybridge.kept");
+  if (!kept) return;
+  for (int i = 0; i < 2; ++i)
+    if (kept->views[i] && kept->views[i]->deleter) kept->views[i]->deleter(kept->views[i]);
+  PyMem_Free(kept);
+  core_drain();
+}
+
+PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* second) {
+  Kept* kept = (Kept*)PyMem_Malloc(sizeof *kept);
+  if (!kept) return PyErr_NoMemory();
+  kept->views[0] = first;
+  kept->views[1] = second;
+  PyObject* capsule = PyCapsule_New(kept, "arraybridge.kept", release_kept);
+  if (!capsule) PyMem_Free(kept);
+  return capsule;
+}
+
+static PyObject* event_wait(EventObject* self, PyObject* unused) {
+  (void)unused;
+  if (event_settle((PyObject*)self) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject* event_is_ready(EventObject* self, PyObject* unused) {
+  (void)unused;
+  const int ready = event_ready((PyObject*)self);
+  if (ready < 0) return NULL;
+  return PyBool_FromLong(ready);
+}
+
+static PyObject* event_repr(EventObject* self) {
+  return PyUnicode_FromString(self->done ? "arraybridge.Event(done)" : "arraybridge.Event(queued)");
+}
+
+static PyMethodDef event_methods[] = {
+    {"wait", (PyCFunction)event_wait, METH_NOARGS, "wait() -> None: blocks until the work is done (raises if it failed)"},
+    {"is_ready", (PyCFunction)event_is_ready, METH_NOARGS, "is_ready() -> whether the work is done; never blocks"},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject EventType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "arraybridge.Event",
+    .tp_basicsize = sizeof(EventObject),
+    .tp_dealloc = (destructor)event_dealloc,
+    .tp_repr = (reprfunc)event_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The completion of work queued with non_blocking=True: wait() blocks until it is done, is_ready() "
+              "asks without blocking. Made by arraybridge.copy(..., non_blocking=True) and held by the Tensors "
+              "to_device(..., non_blocking=True) returns.",
+    .tp_methods = event_methods,
+};

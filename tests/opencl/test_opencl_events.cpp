@@ -1,0 +1,138 @@
+// Events and streams let go of without waiting (abr_event_*, abr_stream_release)
+// on a real OpenCL driver (PoCL here): a queue held shut by a user event keeps
+// the work pending for as long as a test needs, so nothing depends on timing.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/support/opencl_helpers.hpp"
+
+using namespace test;
+
+namespace {
+
+DLManagedTensorVersioned* copy_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device,
+                                  abr_stream* stream) {
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.copy = ABR_COPY_ALWAYS;
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE(abr_to_device(rt, src, device, &options, stream, &out) == ABR_OK);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("OpenCL events: pending while the queue is shut, complete after; a wait on the host returns the values") {
+  Runtime rt;
+  ClEnv env;
+  GatedQueue gated(env);
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_wrap(rt, ocl0, env.queue, &stream) == ABR_OK);
+  std::vector<int32_t> data(4096);
+  for (int i = 0; i < 4096; ++i) data[i] = 7 * i - 3;
+  cl_mem buffer = env.buffer(data.size() * 4);
+  std::vector<int64_t> shape{4096};
+  DLTensor host{data.data(), cpu, 1, i32, shape.data(), nullptr, 0};
+  DLTensor device{buffer, ocl0, 1, i32, shape.data(), nullptr, 0};
+  REQUIRE(abr_copy(rt, &host, &device, nullptr, stream) == ABR_OK);  // the caller's context: queued, not waited
+  abr_event* done = nullptr;
+  REQUIRE(abr_event_record(stream, &done) == ABR_OK);
+  CHECK(abr_event_query(done) == ABR_NOT_READY);
+  CHECK(abr_event_query(done) == ABR_NOT_READY);  // asking never waits, nor changes the answer
+
+  gated.open();
+  REQUIRE(abr_event_synchronize(done) == ABR_OK);
+  CHECK(abr_event_query(done) == ABR_OK);
+  CHECK(std::memcmp(read_mem(buffer, 0, 4096 * 4).data(), data.data(), 4096 * 4) == 0);
+  abr_event_destroy(done);
+  abr_stream_destroy(stream);
+  clReleaseMemObject(buffer);
+
+  CHECK(abr_event_query(nullptr) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(error_mentions("abr_event_query: event is NULL"));
+  CHECK(abr_event_record(nullptr, &done) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(done == nullptr);
+  CHECK(abr_stream_wait_event(nullptr, nullptr) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_status_string(ABR_NOT_READY)) == "ABR_NOT_READY");
+  abr_event_destroy(nullptr);  // accepted, as abr_stream_destroy(NULL) is
+}
+
+TEST_CASE("CPU events are complete when recorded; a device stream waits for one at once") {
+  Runtime rt;
+  abr_stream *host = nullptr, *device = nullptr;
+  REQUIRE(abr_stream_create(rt, cpu, &host) == ABR_OK);
+  REQUIRE(abr_stream_create(rt, ocl0, &device) == ABR_OK);
+  abr_event* done = nullptr;
+  REQUIRE(abr_event_record(host, &done) == ABR_OK);
+  CHECK(abr_event_query(done) == ABR_OK);
+  CHECK(abr_event_synchronize(done) == ABR_OK);
+  CHECK(abr_stream_wait_event(device, done) == ABR_OK);
+  abr_event_destroy(done);
+  abr_stream_release(host);
+  abr_stream_release(device);
+}
+
+TEST_CASE("OpenCL abr_stream_wait_event: a second queue waits on the device, the host does not block") {
+  Runtime rt;
+  ClEnv env;
+  GatedQueue gated(env);
+  cl_int status = CL_SUCCESS;
+  cl_command_queue second = clCreateCommandQueueWithProperties(env.context, env.device, nullptr, &status);
+  REQUIRE(status == CL_SUCCESS);
+  abr_stream *producer = nullptr, *consumer = nullptr;
+  REQUIRE(abr_stream_wrap(rt, ocl0, env.queue, &producer) == ABR_OK);
+  REQUIRE(abr_stream_wrap(rt, ocl0, second, &consumer) == ABR_OK);
+  std::vector<int32_t> data(2048), result(2048, 0);
+  for (int i = 0; i < 2048; ++i) data[i] = i ^ 0x5a5a;
+  cl_mem buffer = env.buffer(data.size() * 4);
+  std::vector<int64_t> shape{2048};
+  DLTensor host_data{data.data(), cpu, 1, i32, shape.data(), nullptr, 0};
+  DLTensor device{buffer, ocl0, 1, i32, shape.data(), nullptr, 0};
+  DLTensor host_result{result.data(), cpu, 1, i32, shape.data(), nullptr, 0};
+  REQUIRE(abr_copy(rt, &host_data, &device, nullptr, producer) == ABR_OK);
+  abr_event* written = nullptr;
+  REQUIRE(abr_event_record(producer, &written) == ABR_OK);
+  REQUIRE(abr_stream_wait_event(consumer, written) == ABR_OK);  // returns with the producer still shut
+  CHECK(abr_event_query(written) == ABR_NOT_READY);
+  REQUIRE(abr_copy(rt, &device, &host_result, nullptr, consumer) == ABR_OK);
+  clFlush(second);
+  CHECK(result[1] == 0);  // the consumer waits for the shut producer
+  gated.open();
+  REQUIRE(abr_stream_synchronize(consumer) == ABR_OK);
+  CHECK(result == data);
+  abr_event_destroy(written);
+  abr_stream_destroy(consumer);
+  abr_stream_destroy(producer);
+  clReleaseCommandQueue(second);
+  clReleaseMemObject(buffer);
+}
+
+TEST_CASE("OpenCL abr_stream_release: the source lives until its work is done, then goes; the values arrive") {
+  for (const bool next_call_collects : {true, false}) {
+    CAPTURE(next_call_collects);
+    abr_runtime* rt = nullptr;
+    REQUIRE(abr_runtime_create(nullptr, &rt) == ABR_OK);
+    abr_stream* stream = nullptr;
+    REQUIRE(abr_stream_create(rt, ocl0, &stream) == ABR_OK);
+    std::vector<float> data(1 << 16);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0.5f * static_cast<float>(i);
+    Managed src(data.data(), f32, {1 << 16});
+    Owned device(copy_to(rt, &src.managed, ocl0, stream));
+    abr_event* done = nullptr;
+    REQUIRE(abr_event_record(stream, &done) == ABR_OK);
+    abr_stream_release(stream);
+    if (abr_event_query(done) == ABR_NOT_READY) CHECK(src.deleted == 0);  // still read by the queued write
+    REQUIRE(abr_event_synchronize(done) == ABR_OK);
+    if (next_call_collects) {
+      std::vector<float> other(16, 1.0f);
+      Managed small(other.data(), f32, {16});
+      Owned copy(copy_to(rt, &small.managed, cpu, nullptr));  // any later call releases what completed
+      CHECK(src.deleted == 1);
+    }
+    abr_runtime_destroy(rt);  // releases (after waiting for) whatever is left
+    CHECK(src.deleted == 1);
+    CHECK(std::memcmp(read_mem(static_cast<cl_mem>(device->data), 0, data.size() * 4).data(), data.data(),
+                      data.size() * 4) == 0);
+    abr_event_destroy(done);
+  }
+}

@@ -1,0 +1,104 @@
+"""to_device and copy with non_blocking=True: the call returns once the work is
+queued, the Tensor (or the copy's Event) says when it is done, and every reader
+waits for it: NumPy and the buffer protocol on the host, a consumer's CUDA stream
+on the device. On PoCL in process; on the fake CUDA driver, whose streams lag, a
+read before the wait is shown to be wrong."""
+import gc
+
+import numpy as np
+import pytest
+
+import arraybridge as ab
+from test_cuda_fake import run_with_fake_cuda
+
+
+def test_opencl_round_trip_queued_then_read_by_numpy():
+    x = np.arange(1 << 18, dtype=np.float32).reshape(512, 512)
+    t = ab.to_device(x, "opencl:0", non_blocking=True)
+    assert t.device == "opencl:0" and t.report.path == "host_to_device"
+    back = ab.to_device(t, "cpu", non_blocking=True)  # after t's work, on the same queue
+    np.testing.assert_array_equal(np.from_dlpack(back), x)  # NumPy waits on the host
+    assert back.is_ready() and t.is_ready()
+    back.wait()  # once done, at once
+
+
+def test_the_source_lives_until_its_queued_work_is_done():
+    t = ab.to_device(np.arange(1 << 16, dtype=np.int64) * 3, "opencl:0", non_blocking=True)
+    gc.collect()  # the temporary array's only owner is the queued write
+    np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), np.arange(1 << 16, dtype=np.int64) * 3)
+
+
+def test_a_cpu_only_transfer_is_done_when_it_returns():
+    x = np.linspace(0, 1, 1000)
+    t = ab.to_device(x, "cpu", copy=True, non_blocking=True)
+    assert t.is_ready()
+    np.testing.assert_array_equal(memoryview(t), x)  # the buffer protocol reads it too
+
+
+def test_copy_non_blocking_returns_an_event_and_keeps_both_arrays():
+    x = np.arange(4096, dtype=np.int32)
+    device = ab.to_device(np.zeros_like(x), "opencl:0")
+    done = ab.copy(x[::-1].copy(), device, non_blocking=True)  # the source's only owner is the Event
+    assert done is None or isinstance(done, ab.Event)
+    if done is not None:
+        gc.collect()
+        done.wait()
+        assert done.is_ready() and repr(done) == "arraybridge.Event(done)"
+    np.testing.assert_array_equal(np.from_dlpack(device.to("cpu")), x[::-1])
+
+    into = np.zeros_like(x)
+    done = ab.copy(device, into, non_blocking=True)
+    if done is not None:
+        done.wait()
+    np.testing.assert_array_equal(into, x[::-1])
+    with pytest.raises(TypeError):
+        ab.Event()
+
+
+def test_structures_go_leaf_by_leaf_and_a_structure_copy_refuses_non_blocking():
+    batch = {"a": np.arange(10.0), "b": [np.ones(3, dtype=np.int8)]}
+    moved = ab.to_device(batch, "opencl:0", non_blocking=True)
+    np.testing.assert_array_equal(np.from_dlpack(moved["a"].to("cpu")), batch["a"])
+    np.testing.assert_array_equal(np.from_dlpack(moved["b"][0].to("cpu")), batch["b"][0])
+    with pytest.raises(ValueError, match="non_blocking=True takes one pair"):
+        ab.copy([np.zeros(3)], [np.zeros(3)], non_blocking=True)
+
+
+def test_cuda_queued_work_is_waited_for_by_every_reader():
+    out = run_with_fake_cuda("""
+        import ctypes, gc, numpy as np, arraybridge as ab
+        n = 1 << 16
+        x = np.arange(n, dtype=np.int32)
+        pinned = ab.to_device(x, "cuda_host")
+
+        # The call returns with the DMA still queued: the host was not blocked.
+        t = ab.to_device(ab.to_device(x, "cuda_host"), "cuda:0", non_blocking=True)
+        assert not t.is_ready()
+        gc.collect()  # the pinned source's only owner is the queued work
+        host = ab.to_device(t, "cuda_host", non_blocking=True)  # ordered after t on the device
+        assert not host.is_ready()
+        early = np.ctypeslib.as_array((ctypes.c_int32 * n).from_address(host.data_ptr))
+        assert not np.array_equal(early, x)  # read without the wait: the values are not there yet
+        np.testing.assert_array_equal(np.from_dlpack(host), x)  # NumPy waits on the host
+        assert host.is_ready() and np.array_equal(early, x)
+
+        # A consumer's stream waits on the device: the host goes on.
+        t = ab.to_device(pinned, "cuda:0", non_blocking=True)
+        capsule = t.__dlpack__(stream=2, max_version=(1, 0))
+        assert not t.is_ready()
+        back = ab.to_device(capsule, "cpu", stream=2)  # read on stream 2: after t's copy only by the wait
+        np.testing.assert_array_equal(np.from_dlpack(back), x)
+
+        # copy queues too; its Event keeps both arrays.
+        device = ab.to_device(np.zeros(n, dtype=np.int32), "cuda:0")
+        done = ab.copy(ab.to_device(x[::-1].copy(), "cuda_host"), device, non_blocking=True)
+        assert isinstance(done, ab.Event) and not done.is_ready()
+        gc.collect()
+        done.wait()
+        np.testing.assert_array_equal(np.from_dlpack(device.to("cpu")), x[::-1])
+
+        # A Tensor dropped while its work is queued waits for it before its memory goes.
+        ab.to_device(t, "cuda_host", non_blocking=True)
+        print("ok")
+    """, delay_us=100000)
+    assert out.strip() == "ok"
