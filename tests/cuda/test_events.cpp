@@ -94,6 +94,8 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     else CHECK(seen != data);  // read before the copy landed: what a missing wait costs
     REQUIRE(abr_event_synchronize(written) == ABR_OK);
     abr_event_destroy(written);
+    REQUIRE(abr_stream_synchronize(producer) == ABR_OK);  // lets go of `view` while it lives
+    CHECK(view.deleted == 1);
   }
   abr_stream_destroy(consumer);
   abr_stream_destroy(producer);
