@@ -147,6 +147,7 @@ void run_python_cases(const Options& options, const Report& report);
 // Staged copies between NumPy and cuda:0 from Python (to_device, copy), beside
 // torch and CuPy doing the same on the same arrays, where they are installed.
 void run_python_staging_cases(const Options& options, const Report& report);
+void run_python_gpu_batch_cases(const Options& options, const Report& report);
 // Host copies from Python (ab.copy, to_device(copy=True), many small arrays) beside NumPy's own.
 void run_python_host_copy_cases(const Options& options, const Report& report);
 

@@ -136,6 +136,78 @@ for n in (int(s) for s in sys.argv[3].split(",")):
     del td, cd, device
 )PY";
 
+// Many tensors and queued work on a GPU, beside torch (issue 35). Prints
+// "<case>|<bytes>|<ours>|<first baseline>|<second baseline>" in seconds (nan for
+// one not measured), or "missing: <what>". The batches: 1000 x 4 KiB, and a
+// state-dict shape (200 tensors from 4 KiB to 64 MiB, about 1 GiB, mixed dtypes).
+const char* kGpuBatchScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+try:
+    import torch
+    torch = torch if torch.cuda.is_available() else None
+except ImportError:
+    torch = None
+if torch is None:
+    print(f"missing: torch with a GPU is not installed for {sys.executable}"); sys.exit(0)
+reps, warm, chosen = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4].split(",")
+def median(fn):
+    for _ in range(warm):
+        fn(); torch.cuda.synchronize()
+    times = []
+    for _ in range(max(3, reps // 4)):
+        t = time.perf_counter(); fn(); torch.cuda.synchronize(); times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
+def nbytes(arrays):
+    return sum(a.nbytes for a in arrays)
+small = [np.full(1024, i, dtype=np.float32) for i in range(1000)]
+dtypes = (np.float32, np.float16, np.int64, np.int8)
+counts = ((8, 64 << 20), (16, 16 << 20), (32, 4 << 20), (48, 1 << 20), (48, 256 << 10), (48, 4 << 10))
+state = {f"w{i}_{j}": np.ones(size // np.dtype(dtypes[j % 4]).itemsize, dtype=dtypes[j % 4])
+         for i, (count, size) in enumerate(counts) for j in range(count)}
+for name, arrays in (("batch", small), ("state dict", list(state.values()))):
+    if f"py {name} H2D" in chosen:
+        pinned = [torch.from_numpy(a).pin_memory() for a in arrays]
+        ours = median(lambda: ab.to_device(arrays, "cuda:0"))
+        loop = median(lambda: [torch.from_numpy(a).to("cuda", non_blocking=True) for a in arrays])
+        if name == "batch":  # torch's loop from pinned memory, which its users pin for this
+            other = median(lambda: [t.to("cuda", non_blocking=True) for t in pinned])
+        else:  # the link: one pinned block of the same bytes in one copy
+            block = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
+            other = median(lambda: block.to("cuda", non_blocking=True))
+        print(f"py {name} H2D|{nbytes(arrays)}|{ours!r}|{loop!r}|{other!r}", flush=True)
+        del pinned
+    if f"py {name} D2H" in chosen:
+        on_gpu = [torch.from_numpy(a).cuda() for a in arrays]
+        ours = median(lambda: ab.to_device(on_gpu, "cpu"))
+        loop = median(lambda: [t.to("cpu", non_blocking=True) for t in on_gpu])
+        if name == "batch":
+            into = [torch.empty_like(t, device="cpu").pin_memory() for t in on_gpu]
+            other = median(lambda: [p.copy_(t, non_blocking=True) for p, t in zip(into, on_gpu)])
+        else:
+            block = torch.empty(nbytes(arrays), dtype=torch.uint8, device="cuda:0")
+            landing = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
+            other = median(lambda: landing.copy_(block, non_blocking=True))
+        print(f"py {name} D2H|{nbytes(arrays)}|{ours!r}|{loop!r}|{other!r}", flush=True)
+        del on_gpu
+if "py overlap" in chosen:  # a 256 MiB H2D queued beside a matmul of about its length on another stream
+    src = ab.to_device(np.ones(256 << 20, dtype=np.uint8), "cuda_host")
+    copy_stream, compute_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    a = torch.randn(4096, 4096, device="cuda:0")
+    def copy():
+        return ab.to_device(src, "cuda:0", non_blocking=True, stream=copy_stream)
+    one = median(lambda: a @ a)
+    copy_alone = median(copy)
+    rounds = max(1, round(copy_alone / one))
+    def compute():
+        with torch.cuda.stream(compute_stream):
+            for _ in range(rounds):
+                a @ a
+    longer = max(copy_alone, median(compute))
+    def both():
+        compute()
+        return copy()
+    print(f"py overlap|{256 << 20}|{median(both)!r}|{longer!r}|{math.nan!r}", flush=True)
+)PY";
+
 // Prints "<case>|<bytes>|<ours>|<numpy>" per case and size, in seconds per call
 // (the median of batches of at least 1 ms).
 const char* kHostCopyScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
@@ -246,6 +318,37 @@ void run_python_staging_cases(const Options& options, const Report& report) {
     const std::string why = not_measured_reason(output, error);
     note("Python staging cases not measured: " + why);
   }
+}
+
+void run_python_gpu_batch_cases(const Options& options, const Report& report) {
+  const std::string chosen = chosen_cases(options, {"py batch H2D", "py batch D2H", "py state dict H2D",
+                                                    "py state dict D2H", "py overlap"});
+  const DLDevice cuda0{kDLCUDA, 0};
+  if (chosen.empty() || !device_selected(options, cuda0)) return;
+  progress("many tensors on cuda:0 from Python", 0);
+  std::string error;
+  const std::string output = run_sized_script(options, kGpuBatchScript, "0", chosen, &error);
+  int rows = 0;
+  for (const std::string& line : lines_of(output)) {
+    char name[32] = {};
+    unsigned long long bytes = 0;
+    double ours = 0, first = 0, second = 0;
+    if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf|%lf", name, &bytes, &ours, &first, &second) != 5) continue;
+    const std::string case_name = name;
+    Result r{name, "cuda:0", bytes};
+    r.seconds = ours;
+    if (case_name == "py overlap") {
+      r.baselines.push_back(baseline("longer", first));
+    } else {
+      const bool batch = case_name.rfind("py batch", 0) == 0;
+      r.shape = batch ? "1000x4KiB" : "200 tensors";
+      r.baselines.push_back(baseline("torch nb", first));
+      r.baselines.push_back(baseline(batch ? "torch pin" : "link", second));
+    }
+    report(r);
+    ++rows;
+  }
+  if (rows == 0) note("Python GPU batch cases not measured: " + not_measured_reason(output, error));
 }
 
 void run_python_cases(const Options& options, const Report& report) {
