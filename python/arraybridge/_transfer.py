@@ -87,17 +87,18 @@ def _rebuild(x, results):
 def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=False, contiguous=False,
                          non_blocking=False):
     """to_device of a list, tuple or dict (nested) of arrays: one batch for all of
-    them (_core.to_device_many), the same structure back. With a stream, or
-    non_blocking, each array goes on its own, in order, on that stream."""
-    one_by_one = stream is not None or non_blocking
-    if type(x) is list and not one_by_one and not any(type(item) in _CONTAINERS for item in x):  # flat
-        return _core.to_device_many(x, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous)
+    them (_core.to_device_many), the same structure back. With a stream each array
+    goes on its own, in order, on that stream."""
+    if type(x) is list and stream is None and not any(type(item) in _CONTAINERS for item in x):  # flat
+        return _core.to_device_many(x, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous,
+                                    non_blocking=non_blocking)
     leaves = _leaves(x, [])
-    if one_by_one:
+    if stream is not None:
         moved = [to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,
                            contiguous=contiguous, non_blocking=non_blocking) for leaf in leaves]
     else:
-        moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous)
+        moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous,
+                                     non_blocking=non_blocking)
     return _rebuild(x, iter(moved))
 
 

@@ -97,8 +97,25 @@ def test_cuda_queued_work_is_waited_for_by_every_reader():
         done.wait()
         np.testing.assert_array_equal(np.from_dlpack(device.to("cpu")), x[::-1])
 
+        # A batch is queued at once too: every Tensor waits for the one event.
+        parts = [ab.to_device(x[i:i + 1024], "cuda_host") for i in range(0, 4096, 1024)]
+        batch = ab.to_device_many(parts, "cuda:0", non_blocking=True)
+        assert not any(b.is_ready() for b in batch)
+        np.testing.assert_array_equal(np.from_dlpack(batch[3].to("cpu")), x[3072:4096])
+        assert all(b.is_ready() for b in batch)
+
         # A Tensor dropped while its work is queued waits for it before its memory goes.
         ab.to_device(t, "cuda_host", non_blocking=True)
         print("ok")
     """, delay_us=100000)
     assert out.strip() == "ok"
+
+
+def test_a_batch_queued_at_once_shares_one_event():
+    arrays = [np.full(1024, i, dtype=np.float32) for i in range(64)] + [np.arange(1 << 18, dtype=np.int16)]
+    moved = ab.to_device_many(arrays, "opencl:0", non_blocking=True)
+    back = ab.to_device_many(moved, "cpu", non_blocking=True)  # after the batch's work, on the same queue
+    for result, array in zip(back, arrays):
+        np.testing.assert_array_equal(np.from_dlpack(result), array)
+    structure = ab.to_device({"a": arrays[:3], "b": arrays[-1]}, "opencl:0", non_blocking=True)
+    np.testing.assert_array_equal(np.from_dlpack(structure["b"].to("cpu")), arrays[-1])

@@ -598,12 +598,16 @@ static abr_status wait_for_producers(abr_runtime* runtime, const Imported* impor
 }
 
 const char core_to_device_many_doc[] =
-    "to_device_many(xs, device, *, copy=None, dtype=None, strict=False, contiguous=False)\n--\n\n"
+    "to_device_many(xs, device, *, copy=None, dtype=None, strict=False, contiguous=False,\n"
+    "               non_blocking=False)\n--\n\n"
     "Move every DLPack array of the list xs to `device` in one runtime call; returns\n"
     "a list of Tensors in xs's order. Small copies from host memory are packed into\n"
     "one block and moved with one copy (their Tensors share one allocation, freed\n"
     "with the last). All or nothing: on failure no Tensor is made and the message\n"
-    "names the failing index. The keywords mean what they mean for to_device.";
+    "names the failing index. The keywords mean what they mean for to_device; with\n"
+    "non_blocking=True the batch is queued on one stream (the producers' current one,\n"
+    "else the legacy default stream of a CUDA side or the runtime's queue of an OpenCL\n"
+    "side) and every Tensor holds the batch's one Event.";
 
 /* Deletes the first `count` imports: `movable` ones through their deleters (the
  * runtime leaves a failed batch's sources to us), the rest as imported. */
@@ -619,10 +623,10 @@ static void delete_imports(Imported* imports, DLManagedTensorVersioned** movable
 
 PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"xs", "device", "copy", "dtype", "strict", "contiguous"};
-  static PyObject* interned[6];
-  PyObject* a[6];
-  if (hooks_ready() < 0 || parse_arguments("to_device_many", args, nargs, kwnames, kNames, interned, 6, 2, 2, a) < 0)
+  static const char* const kNames[] = {"xs", "device", "copy", "dtype", "strict", "contiguous", "non_blocking"};
+  static PyObject* interned[7];
+  PyObject* a[7];
+  if (hooks_ready() < 0 || parse_arguments("to_device_many", args, nargs, kwnames, kNames, interned, 7, 2, 2, a) < 0)
     return NULL;
   Request request;
   init_request(&request, "to_device");
@@ -630,7 +634,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
       parse_dtype(a[3], &request.options.dtype) < 0 ||
       parse_flag(a[4], ABR_TRANSFER_NO_HOST_STAGING, &request.options.flags) < 0 ||
-      parse_flag(a[5], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0)
+      parse_flag(a[5], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0 ||
+      parse_truth(a[6], &request.non_blocking) < 0)
     return restated("to_device");
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
@@ -657,6 +662,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   }
   const ImportPurpose purpose = request.options.copy == ABR_COPY_NEVER ? IMPORT_NO_COPY : IMPORT_MAY_COPY;
   for (; imported < n; ++imported) {
+    imports[imported].keep_pending = request.non_blocking;
     char role[32] = "x[", digits[24];
     int length = 0; /* "x[<index>]" written by hand: snprintf cost a tenth of an import */
     Py_ssize_t value = imported;
@@ -680,7 +686,31 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     host_bytes += bytes;
   }
   hold_gil = hold_gil && host_bytes <= HOLD_GIL_HOST_BYTES;
-  for (Py_ssize_t i = 0; i < n; ++i) hold_gil = hold_gil && !imports[i].work_stream;
+  for (Py_ssize_t i = 0; i < n; ++i) hold_gil = hold_gil && !imports[i].work_stream && !imports[i].after;
+  /* non_blocking: one stream for the batch, on the side queue_side picks (a source
+   * side only when every source is on that one device); host-only batches run now. */
+  uintptr_t queue = 0, producers = 0; /* producers: their one current stream, when the batch runs on it */
+  abr_stream* own = NULL;
+  DLDevice queue_device = request.dst;
+  if (request.non_blocking && n > 0 && queue_side(imported_tensor(&imports[0])->device, request.dst, &queue_device)) {
+    int one_side = 1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      const DLDevice d = imported_tensor(&imports[i])->device;
+      if (queue_device.device_type != request.dst.device_type || queue_device.device_id != request.dst.device_id)
+        one_side = one_side && d.device_type == queue_device.device_type && d.device_id == queue_device.device_id;
+    }
+    queue = imports[0].work_stream; /* the producers' current stream, when they all name the same one */
+    for (Py_ssize_t i = 1; i < n; ++i) queue = imports[i].work_stream == queue ? queue : 0;
+    producers = queue;
+    if (!one_side) {
+      queue = producers = 0;
+    } else if (!queue && default_queue(runtime, imported_tensor(&imports[0])->device, request.dst, &queue, &own) < 0) {
+      delete_imports(imports, movable, n);
+      imported = 0;
+      goto done;
+    }
+    hold_gil = hold_gil && !queue && !own;
+  }
   for (Py_ssize_t i = 0; i < n; ++i) {
     movable[i] = hold_gil ? (DLManagedTensorVersioned*)imports[i].tensor : imported_for_any_thread(&imports[i]);
     if (!movable[i]) { /* deleted already; the later ones are not movable yet */
@@ -693,16 +723,28 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   memset(&report, 0, sizeof report);
   report.version = ABR_BATCH_REPORT_VERSION;
   abr_status status;
+  abr_event* batch_done = NULL;
   if (hold_gil) {
     status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, NULL, out, &report);
     if (status != ABR_OK) delete_imports(imports, movable, n);
   } else {
     Py_BEGIN_ALLOW_THREADS
+    abr_stream* wrapped = NULL;
+    status = queue ? abr_stream_wrap(runtime, queue_device, (void*)queue, &wrapped) : ABR_OK;
+    abr_stream* stream = wrapped ? wrapped : own;
     /* Arrays imported without a sync (exchange APIs) are read after the work their
-     * producers' current streams had queued: each such stream is waited for once. */
-    status = wait_for_producers(runtime, imports, movable, n);
+     * producers' current streams had queued: each such stream is waited for once,
+     * and Tensors still being filled after their work (on the device, with a stream). */
+    if (status == ABR_OK && !(stream && queue == producers)) status = wait_for_producers(runtime, imports, movable, n);
+    for (Py_ssize_t i = 0; i < n && status == ABR_OK; ++i)
+      if (imports[i].after)
+        status = stream ? abr_stream_wait_event(stream, imports[i].after) : abr_event_synchronize(imports[i].after);
     if (status == ABR_OK)
-      status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, NULL, out, &report);
+      status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, stream, out, &report);
+    if (status == ABR_OK && stream && abr_event_record(stream, &batch_done) != ABR_OK)
+      status = abr_stream_synchronize(stream);
+    if (batch_done) abr_stream_release(wrapped);
+    else if (wrapped) abr_stream_destroy(wrapped);
     if (status != ABR_OK) delete_imports(imports, movable, n);
     Py_END_ALLOW_THREADS
   }
@@ -718,6 +760,13 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     tensor->tensor = out[i];
     memcpy(tensor->report.detail, report.detail, detail_size); /* the batch's line */
   }
+  PyObject* ready = NULL; /* the batch's one Event, held by every Tensor */
+  if (hold_completion(batch_done, NULL, &ready) < 0) goto done; /* the results go with `results` */
+  for (Py_ssize_t i = 0; ready && i < n; ++i) {
+    Py_INCREF(ready);
+    ((TensorObject*)PyList_GET_ITEM(results, i))->ready = ready;
+  }
+  Py_XDECREF(ready);
   answer = results;
   results = NULL;
 done:
