@@ -52,6 +52,42 @@ static int utf8_length(const unsigned char* s) {
   return length;
 }
 
+/* Text output fits this many columns, whatever the terminal. */
+#define WIDTH 100
+
+/* Writes text starting at column `column`, broken at blanks so that no line passes
+ * WIDTH columns; continuation lines start at column `indent`. A word longer than a
+ * line is cut where the line ends. Columns count UTF-8 characters, not bytes. */
+static void print_wrapped(const char* text, int column, int indent) {
+  const char* s = text;
+  int first = 1;
+  while (*s) {
+    const char* end;
+    int columns = 0;
+    while (*s == ' ') ++s;
+    if (!*s) break;
+    for (end = s; *end && *end != ' '; ++end) columns += ((unsigned char)*end & 0xc0u) != 0x80u;
+    if (!first && column + 1 + columns > WIDTH) {
+      printf("\n%*s", indent, "");
+      column = indent;
+    } else if (!first) {
+      putchar(' ');
+      ++column;
+    }
+    for (; s < end; ++s) { /* a word longer than a line (a path) goes on over the next lines */
+      const int starts_character = ((unsigned char)*s & 0xc0u) != 0x80u;
+      if (starts_character && column >= WIDTH) {
+        printf("\n%*s", indent, "");
+        column = indent;
+      }
+      putchar(*s);
+      column += starts_character;
+    }
+    first = 0;
+  }
+  putchar('\n');
+}
+
 /* Writes s, all of it, as a JSON string: quotes, backslashes and control characters
  * escaped, UTF-8 as it is, and each byte that is not UTF-8 (a driver's Latin-1, a
  * path) as U+FFFD, so the output is always valid UTF-8 JSON. */
@@ -102,11 +138,15 @@ static void print_pool(abr_runtime* rt, int json) {
            (unsigned long long)s.limit_bytes, (unsigned long long)s.blocks_pinned, (unsigned long long)s.hits,
            (unsigned long long)s.misses);
   } else {
-    printf("\nPinned host pool (this process's runtime):\n  %.2f GiB pinned in %llu blocks (%.2f GiB in use, "
-           "%.2f GiB cached, %.2f GiB of it waiting on streams), peak %.2f GiB, limit %.2f GiB; %llu hits, %llu misses\n",
-           gib(s.bytes_pinned), (unsigned long long)s.blocks_pinned, gib(s.bytes_in_use), gib(s.bytes_cached),
-           gib(s.bytes_waiting),
-           gib(s.peak_bytes_pinned), gib(s.limit_bytes), (unsigned long long)s.hits, (unsigned long long)s.misses);
+    char line[512];
+    snprintf(line, sizeof line,
+             "%.2f GiB pinned in %llu blocks (%.2f GiB in use, %.2f GiB cached, %.2f GiB of it waiting on streams), "
+             "peak %.2f GiB, limit %.2f GiB; %llu hits, %llu misses",
+             gib(s.bytes_pinned), (unsigned long long)s.blocks_pinned, gib(s.bytes_in_use), gib(s.bytes_cached),
+             gib(s.bytes_waiting), gib(s.peak_bytes_pinned), gib(s.limit_bytes), (unsigned long long)s.hits,
+             (unsigned long long)s.misses);
+    printf("\nPinned host pool (this process's runtime):\n  ");
+    print_wrapped(line, 2, 2);
   }
 }
 
@@ -145,12 +185,13 @@ int main(int argc, char** argv) {
       json_string(b.detail);
       printf("}");
     } else {
-      printf("  %-7s %-12s %s\n", backend_name(b.backend), b.available ? "available" : "unavailable", b.detail);
+      printf("  %-7s %-12s ", backend_name(b.backend), b.available ? "available" : "unavailable");
+      print_wrapped(b.detail, 23, 23);
     }
   }
 
   if (json) printf("], \"devices\": [");
-  else printf("\nDevices:\n  %-5s %-12s %-8s %10s  %-6s %s\n", "index", "DLDevice", "backend", "memory", "shares", "name / platform");
+  else printf("\nDevices:\n  %-5s %-12s %-8s %10s  %-6s %s\n", "index", "DLDevice", "backend", "memory", "shares", "name, then platform");
   for (i = 0; i < count; ++i) {
     struct abr_device_info d = ABR_DEVICE_INFO_INIT;
     if (abr_device_info(rt, i, &d) != ABR_OK) continue;
@@ -167,10 +208,13 @@ int main(int argc, char** argv) {
     } else {
       char dl[32];
       snprintf(dl, sizeof dl, "(%d, %d)", (int)d.device.device_type, d.device.device_id);
-      printf("  %-5d %-12s %-8s %7.1f GiB  %-6s %s / %s%s\n", i, dl, backend_name(d.backend),
-             gib(d.memory_bytes),
-             (d.flags & ABR_DEVICE_SHARES_HOST_MEMORY) ? "yes" : "no", d.name, d.platform,
-             (d.flags & ABR_DEVICE_LOST_FLAG) ? " [LOST]" : "");
+      char name[sizeof d.name + 16];
+      snprintf(name, sizeof name, "%s%s", d.name, (d.flags & ABR_DEVICE_LOST_FLAG) ? " [LOST]" : "");
+      printf("  %-5d %-12s %-8s %7.1f GiB  %-6s ", i, dl, backend_name(d.backend), gib(d.memory_bytes),
+             (d.flags & ABR_DEVICE_SHARES_HOST_MEMORY) ? "yes" : "no");
+      print_wrapped(name, 52, 52);
+      printf("%*s", 52, "");
+      print_wrapped(d.platform, 52, 52); /* a driver's platform string runs to 200 columns: its own lines */
     }
   }
   if (json) printf("]");
