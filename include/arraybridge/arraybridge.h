@@ -47,6 +47,8 @@ extern "C" {
 /* MAJOR*10000 + MINOR*100 + PATCH, the value abr_version_number() returns. */
 #define ABR_VERSION_NUMBER (ABR_VERSION_MAJOR * 10000 + ABR_VERSION_MINOR * 100 + ABR_VERSION_PATCH)
 
+/* The library's own version, which may be newer than the header a caller built
+ * against: abr_version_number() as ABR_VERSION_NUMBER, abr_version_string() as "0.2.0". */
 ABR_API uint32_t abr_version_number(void);
 ABR_API const char* abr_version_string(void);
 
@@ -185,6 +187,11 @@ ABR_API abr_status abr_device_count(abr_runtime* runtime, int32_t* count);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow" /* the function hides the struct's name, by design */
 #endif
+/* abr_device_info fills `info` (its version set) for the device at `index` (0 to the
+ * count minus 1). abr_backend_info says whether a backend loaded, how many devices
+ * it has, and in `detail` its library and version or why it is unavailable (for a
+ * backend this build left out or the options disabled too). The _init functions
+ * prepare the structs as every abr_X_init does. */
 ABR_API abr_status abr_device_info(abr_runtime* runtime, int32_t index, struct abr_device_info* info);
 ABR_API abr_status abr_backend_info(abr_runtime* runtime, abr_backend backend, struct abr_backend_info* info);
 ABR_API abr_status abr_device_info_init(struct abr_device_info* info, unsigned int version);
@@ -248,6 +255,7 @@ typedef struct abr_transfer_options {
 } abr_transfer_options;
 #define ABR_TRANSFER_OPTIONS_INIT {ABR_TRANSFER_OPTIONS_VERSION, ABR_COPY_IF_NEEDED, 0, {0, 0, 0}, NULL}
 
+/* Prepare the structs for a caller built against `version` (as every abr_X_init does). */
 ABR_API abr_status abr_transfer_options_init(abr_transfer_options* options, unsigned int version);
 ABR_API abr_status abr_transfer_report_init(abr_transfer_report* report, unsigned int version);
 
@@ -299,6 +307,9 @@ typedef struct abr_device_kind {
 } abr_device_kind;
 #define ABR_DEVICE_KIND_INIT {ABR_DEVICE_KIND_VERSION, (DLDeviceType)0, (abr_backend)0, 0, 0, 0, {0}, {0}, {0}}
 
+/* abr_device_kind_count gives how many kinds this library knows (the CPU's and
+ * every backend's, built in or plugged in), abr_device_kind_get the one at `index`
+ * into `kind` (its version set, or prepared by abr_device_kind_init). */
 ABR_API abr_status abr_device_kind_init(abr_device_kind* kind, unsigned int version);
 ABR_API abr_status abr_device_kind_count(int32_t* count);
 ABR_API abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind);
@@ -465,6 +476,7 @@ typedef struct abr_pool_stats {
 } abr_pool_stats;
 #define ABR_POOL_STATS_INIT {ABR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
+/* abr_pool_get_stats fills `stats` (its version set, or prepared by abr_pool_stats_init). */
 ABR_API abr_status abr_pool_stats_init(abr_pool_stats* stats, unsigned int version);
 
 ABR_API abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
@@ -536,6 +548,7 @@ typedef struct abr_ipc_handle {
 } abr_ipc_handle;
 #define ABR_IPC_HANDLE_INIT {ABR_IPC_HANDLE_VERSION, 0, {0}}
 
+/* abr_ipc_handle_init prepares a handle for abr_ipc_export (as every abr_X_init does). */
 ABR_API abr_status abr_ipc_handle_init(abr_ipc_handle* handle, unsigned int version);
 ABR_API abr_status abr_ipc_export(abr_runtime* runtime, const DLTensor* tensor, abr_stream* stream,
                                   abr_ipc_handle* handle);
