@@ -13,6 +13,8 @@ from ._runtime import user_words
 # DLPack device types this package names (the values are dlpack.h's): one per kind
 # of the library's table (CPU, CUDA, CUDA_HOST, CUDA_MANAGED, OPENCL).
 DLDeviceType = enum.IntEnum("DLDeviceType", [(kind.name.upper(), kind.type) for kind in KINDS], module=__name__)
+DLDeviceType.__doc__ = """DLPack's device types this library serves, from its table of device kinds
+(abr_device_kind_get): the values of __dlpack_device__()[0] and of a (type, id) device."""
 
 
 def _library_error(context):

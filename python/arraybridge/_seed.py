@@ -18,6 +18,8 @@ log = logging.getLogger("arraybridge")
 
 
 class MemoryType(str, enum.Enum):
+    """The array libraries convert_memory names as a source or target type."""
+
     NUMPY = "numpy"
     CUPY = "cupy"
     TORCH = "torch"

@@ -40,6 +40,7 @@ class Tensor(_core.TensorBase):
 
     @property
     def size(self):
+        """The number of elements."""
         n = 1
         for extent in self.shape:
             n *= extent
@@ -47,10 +48,13 @@ class Tensor(_core.TensorBase):
 
     @property
     def nbytes(self):
+        """The bytes its elements take (size times itemsize)."""
         return self.size * self.itemsize
 
     @property
     def read_only(self):
+        """Whether its data must not be written: read-only at its source (JAX, TensorFlow, a read-only
+        NumPy array, a legacy capsule), and so in every view of it."""
         return bool(self._flags & lib.DLPACK_FLAG_BITMASK_READ_ONLY)
 
     @property
@@ -80,6 +84,7 @@ class Tensor(_core.TensorBase):
     # ---------------------------------------------------------- DLPack producer
 
     def __dlpack_device__(self):
+        """(DLDeviceType, device id) of its memory, as DLPack asks."""
         kind, index = self._device
         return _DEVICE_TYPES.get(kind, kind), index
 
