@@ -1,0 +1,75 @@
+// to_device_many and copy_many: batch reports, sources handed back on failure.
+mod common;
+use arraybridge::sys;
+use arraybridge::{CopyMode, Device, Runtime, Stream, Tensor, TransferOptions};
+use common::{values, Counted};
+
+#[test]
+fn many_small_tensors_go_to_opencl_and_back() {
+    let rt = Runtime::new().unwrap();
+    let device = common::opencl_device(&rt);
+    let sources: Vec<Tensor> = (1..=5).map(|n| Tensor::from_vec(values(n * 10), &[n as i64 * 10])).collect();
+    let options = TransferOptions::copy(CopyMode::Always);
+    let (on_device, report) = rt.to_device_many(sources, device, &options, None).unwrap();
+    assert_eq!(report.tensors, 5);
+    assert_eq!(on_device.len(), 5);
+    assert_eq!(report.bytes_moved, (10 + 20 + 30 + 40 + 50) * 4);
+    assert!(!report.detail.is_empty());
+    let stream = Stream::new(&rt, device).unwrap();
+    let (back, report) = rt.to_device_many(on_device, Device::CPU, &options, Some(&stream)).unwrap();
+    assert_eq!(report.tensors, 5);
+    for (n, t) in (1..=5).zip(&back) {
+        assert_eq!(t.to_vec::<f32>().unwrap(), values(n * 10));
+    }
+}
+
+#[test]
+fn a_failed_batch_consumes_nothing_and_names_the_index() {
+    let rt = Runtime::new().unwrap();
+    let mut good = Counted::new(values(4), 1);
+    let mut bad = Counted::new(values(4), -1);
+    let failed = rt
+        .to_device_many(vec![good.tensor(), bad.tensor()], Device::CPU, &TransferOptions::copy(CopyMode::Always), None)
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(failed.error.status, sys::ABR_ERR_DLPACK_NDIM);
+    assert!(failed.error.message.contains("srcs[1]"), "{}", failed.error);
+    assert_eq!((good.deleted(), bad.deleted()), (0, 0));
+    assert_eq!(failed.sources.len(), 2);
+    drop(failed);
+    assert_eq!((good.deleted(), bad.deleted()), (1, 1));
+}
+
+#[test]
+fn copy_many_fills_each_destination() {
+    let rt = Runtime::new().unwrap();
+    let device = common::opencl_device(&rt);
+    let (a, _) = rt.to_device(Tensor::from_vec(values(16), &[4, 4]), device, &TransferOptions::copy(CopyMode::Always), None).unwrap();
+    let b = Tensor::from_vec(values(8), &[8]);
+    let mut da = Tensor::zeros::<f32>(&[4, 4]);
+    let mut db = Tensor::zeros::<f64>(&[8]);
+    let report = rt.copy_many(&mut [(&a, &mut da), (&b, &mut db)], &TransferOptions::default(), None).unwrap();
+    assert_eq!(report.tensors, 2);
+    assert_eq!(da.to_vec::<f32>().unwrap(), values(16));
+    let expected: Vec<f64> = values(8).into_iter().map(f64::from).collect();
+    assert_eq!(db.to_vec::<f64>().unwrap(), expected, "a dtype difference is converted");
+
+    let mut wrong = Tensor::zeros::<f32>(&[3]);
+    let err = rt.copy_many(&mut [(&b, &mut wrong)], &TransferOptions::default(), None).unwrap_err();
+    assert_eq!(err.status, sys::ABR_ERR_SHAPE_MISMATCH, "{}", err);
+}
+
+#[test]
+fn copy_checks_shapes_and_reports() {
+    let rt = Runtime::new().unwrap();
+    let src = Tensor::from_vec(values(6), &[2, 3]);
+    let mut dst = Tensor::zeros::<f32>(&[2, 3]);
+    let report = rt.copy(&src, &mut dst, &TransferOptions::default(), None).unwrap();
+    assert_eq!(report.path, sys::ABR_PATH_HOST_COPY);
+    assert_eq!(report.bytes_moved, 24);
+    assert_eq!(dst.to_vec::<f32>().unwrap(), values(6));
+    let mut wrong = Tensor::zeros::<f32>(&[3, 2]);
+    let err = rt.copy(&src, &mut wrong, &TransferOptions::default(), None).unwrap_err();
+    assert_eq!(err.status, sys::ABR_ERR_SHAPE_MISMATCH);
+    assert_eq!(err.name, "ABR_ERR_SHAPE_MISMATCH");
+}
