@@ -37,7 +37,7 @@ enum class Where { Cpu, OpenCl, OpenClSharing, Cuda };
 
 // One case of the catalog (catalog.cpp).
 struct CaseInfo {
-  const char* name;    // short: the table's first column, matched by --case
+  const char* name;  // short: the table's first column, matched by --case
   Where where;
   bool per_size;       // measured at every size (else once)
   const char* target;  // the case's target, "" if none
@@ -65,12 +65,12 @@ struct Baseline {
 Baseline baseline(const char* label, double seconds, std::string note = "");
 
 struct Result {
-  std::string name;     // a case of the catalog
-  std::string device;   // "cpu", "opencl:0", ...
-  uint64_t bytes = 0;   // bytes written to the destination, counted once (0 for per-call costs)
+  std::string name;         // a case of the catalog
+  std::string device;       // "cpu", "opencl:0", ...
+  uint64_t bytes = 0;       // bytes written to the destination, counted once (0 for per-call costs)
   uint64_t size_bytes = 0;  // the size the case works at (bytes, or a per-call case's buffer size)
-  std::string shape;    // for strided cases
-  double seconds = 0;   // median time of libarraybridge
+  std::string shape;        // for strided cases
+  double seconds = 0;       // median time of libarraybridge
   std::vector<Baseline> baselines;
   std::string unit = "GB/s";  // or "ns" for per-call costs
 };
@@ -112,8 +112,7 @@ Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uin
 
 // The "batch" rows: 256 host tensors of `tensor_bytes` each to `device` in one
 // abr_to_device_many, beside the loop of one abr_to_device per tensor (both copies).
-Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
-                    uint64_t tensor_bytes);
+Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device, uint64_t tensor_bytes);
 
 // The "copy_many H2D" rows: 256 host tensors into existing device tensors in one
 // abr_copy_many, beside the loop of one abr_copy per pair.

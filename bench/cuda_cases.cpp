@@ -80,8 +80,10 @@ struct StagingThreads {
     setenv("ARRAYBRIDGE_STAGING_THREADS", std::to_string(threads).c_str(), 1);
   }
   ~StagingThreads() {
-    if (had) setenv("ARRAYBRIDGE_STAGING_THREADS", saved.c_str(), 1);
-    else unsetenv("ARRAYBRIDGE_STAGING_THREADS");
+    if (had)
+      setenv("ARRAYBRIDGE_STAGING_THREADS", saved.c_str(), 1);
+    else
+      unsetenv("ARRAYBRIDGE_STAGING_THREADS");
   }
 };
 
@@ -129,42 +131,49 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
                    other_tensor = other->dl_tensor;
     const auto dptr = reinterpret_cast<CUdeviceptr>(device_tensor.data);
     const auto dptr2 = reinterpret_cast<CUdeviceptr>(other_tensor.data);
-    const Baseline pinned_raw = baseline("cuPinned", time_it(options, [&] {
-                                           check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pinned_tensor.data, bytes, nullptr),
-                                                    "HtoD");
-                                           raw.wait();
-                                         }).median_s);
+    const Baseline pinned_raw =
+        baseline("cuPinned", time_it(options, [&] {
+                               check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pinned_tensor.data, bytes, nullptr), "HtoD");
+                               raw.wait();
+                             }).median_s);
 
     if (selected(options, "H2D pinned")) {
       Result r{"H2D pinned", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &pinned_tensor, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] {
+                    check(abr_copy(rt, &pinned_tensor, &device_tensor, nullptr, nullptr), "abr_copy");
+                  }).median_s;
       r.baselines.push_back(pinned_raw);
       report(r);
     }
     if (selected(options, "H2D pageable")) {
       Result r{"H2D pageable", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &host, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
-      r.baselines.push_back(baseline("cuPage", time_it(options, [&] {
-                                                 check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr),
-                                                          "HtoD");
-                                                 raw.wait();
-                                               }).median_s));
+      r.seconds =
+          time_it(options, [&] { check(abr_copy(rt, &host, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
+      r.baselines.push_back(
+          baseline("cuPage", time_it(options, [&] {
+                               check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr), "HtoD");
+                               raw.wait();
+                             }).median_s));
       r.baselines.push_back(pinned_raw);
       report(r);
     }
     if (selected(options, "D2H pageable")) {
       Result r{"D2H pageable", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_out, nullptr, nullptr), "abr_copy"); }).median_s;
-      r.baselines.push_back(baseline("cuPage", time_it(options, [&] {
-                                                 check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr),
-                                                          "DtoH");
-                                                 raw.wait();
-                                               }).median_s));
+      r.seconds = time_it(options, [&] {
+                    check(abr_copy(rt, &device_tensor, &host_out, nullptr, nullptr), "abr_copy");
+                  }).median_s;
+      r.baselines.push_back(
+          baseline("cuPage", time_it(options, [&] {
+                               check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
+                               raw.wait();
+                             }).median_s));
       report(r);
     }
     if (selected(options, "D2D")) {
       Result r{"D2D", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &other_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] {
+                    check(abr_copy(rt, &device_tensor, &other_tensor, nullptr, nullptr), "abr_copy");
+                  }).median_s;
       r.baselines.push_back(baseline("cuD2D", time_it(options, [&] {
                                                 check_cu(cu, cu.cuMemcpyDtoDAsync(dptr2, dptr, bytes, nullptr), "DtoD");
                                                 raw.wait();
@@ -172,7 +181,7 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
       report(r);
     }
     const bool sweeps = size == largest_size(options) &&
-                        (selected(options, "H2D pageable sweep") || selected(options, "D2H pageable sweep"));
+        (selected(options, "H2D pageable sweep") || selected(options, "D2H pageable sweep"));
     const bool sweeping = sweeps && staged(rt, host, device);
     if (sweeps && !sweeping)
       note("no pageable sweeps: at " + std::to_string(bytes >> 10) +
@@ -180,13 +189,14 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
     for (const bool up : {true, false}) {
       const char* which = up ? "H2D pageable sweep" : "D2H pageable sweep";
       if (!sweeping || !selected(options, which)) continue;
-      const Baseline pageable_raw = baseline("cuPage", time_it(options, [&] {
-                                               check_cu(cu,
-                                                        up ? cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr)
-                                                           : cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr),
-                                                        "cuMemcpy");
-                                               raw.wait();
-                                             }).median_s);
+      const Baseline pageable_raw =
+          baseline("cuPage", time_it(options, [&] {
+                               check_cu(cu,
+                                        up ? cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr)
+                                           : cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr),
+                                        "cuMemcpy");
+                               raw.wait();
+                             }).median_s);
       for (unsigned threads : sweep_threads()) {
         StagingThreads staging(threads);
         Result r{which, name, bytes};
@@ -219,21 +229,21 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
                                   : abr_copy(rt, &cl_tensor, &device_tensor, nullptr, nullptr),
                             "abr_copy");
                     }).median_s;
-        r.baselines.push_back(baseline("naive", time_it(options, [&] {
-                                                 if (to_cl) {
-                                                   check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
-                                                   raw.wait();
-                                                   check_cl(clEnqueueWriteBuffer(cl.queue, mem, CL_TRUE, 0, bytes,
-                                                                                    landing.data(), 0, nullptr, nullptr),
-                                                               "clEnqueueWriteBuffer");
-                                                 } else {
-                                                   check_cl(clEnqueueReadBuffer(cl.queue, mem, CL_TRUE, 0, bytes,
-                                                                                   landing.data(), 0, nullptr, nullptr),
-                                                               "clEnqueueReadBuffer");
-                                                   check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, landing.data(), bytes, nullptr), "HtoD");
-                                                   raw.wait();
-                                                 }
-                                               }).median_s));
+        r.baselines.push_back(baseline(
+            "naive",
+            time_it(options, [&] {
+              if (to_cl) {
+                check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
+                raw.wait();
+                check_cl(clEnqueueWriteBuffer(cl.queue, mem, CL_TRUE, 0, bytes, landing.data(), 0, nullptr, nullptr),
+                         "clEnqueueWriteBuffer");
+              } else {
+                check_cl(clEnqueueReadBuffer(cl.queue, mem, CL_TRUE, 0, bytes, landing.data(), 0, nullptr, nullptr),
+                         "clEnqueueReadBuffer");
+                check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, landing.data(), bytes, nullptr), "HtoD");
+                raw.wait();
+              }
+            }).median_s));
         r.baselines.push_back(pinned_raw);
         report(r);
       }

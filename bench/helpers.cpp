@@ -35,7 +35,8 @@ Buffer::Buffer(uint64_t elements)
     : memory(static_cast<float*>(std::aligned_alloc(4096, (elements * 4 + 4095) / 4096 * 4096)), &std::free),
       size(elements) {
   if (!memory) {
-    std::fprintf(stderr, "arraybridge-bench: out of memory for %llu floats\n", static_cast<unsigned long long>(elements));
+    std::fprintf(stderr, "arraybridge-bench: out of memory for %llu floats\n",
+                 static_cast<unsigned long long>(elements));
     std::exit(1);
   }
   for (uint64_t i = 0; i < elements; ++i) memory.get()[i] = static_cast<float>(i % 1024);
@@ -106,8 +107,7 @@ abr_transfer_options always_copy() {
 
 }  // namespace
 
-Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
-                    uint64_t tensor_bytes) {
+Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device, uint64_t tensor_bytes) {
   constexpr std::size_t kTensors = HostBatch::kTensors;
   HostBatch batch(tensor_bytes);
   std::vector<DLManagedTensorVersioned*> out(kTensors);
@@ -116,22 +116,22 @@ Result batch_result(abr_runtime* rt, const Options& options, const char* name, D
   Result r{name, device_name(device), tensor_bytes * kTensors};
   r.size_bytes = tensor_bytes;
   r.shape = std::to_string(kTensors) + " tensors";
-  r.seconds = time_it(settled, [&] {
-                batch.refresh();
-                check(abr_to_device_many(rt, batch.pointers.data(), kTensors, device, &copy, nullptr, out.data(),
-                                         nullptr),
-                      "abr_to_device_many");
-                for (DLManagedTensorVersioned* t : out) t->deleter(t);
-              }).median_s;
+  r.seconds =
+      time_it(settled, [&] {
+        batch.refresh();
+        check(abr_to_device_many(rt, batch.pointers.data(), kTensors, device, &copy, nullptr, out.data(), nullptr),
+              "abr_to_device_many");
+        for (DLManagedTensorVersioned* t : out) t->deleter(t);
+      }).median_s;
   // The loop keeps its results until all are made, as the batch's caller does (a
   // loop that freed each at once would reuse one warm buffer that no program keeps).
-  r.baselines.push_back(baseline("loop", time_it(settled, [&] {
-                                           batch.refresh();
-                                           for (std::size_t i = 0; i < kTensors; ++i)
-                                             check(abr_to_device(rt, batch.pointers[i], device, &copy, nullptr, &out[i]),
-                                                   "abr_to_device");
-                                           for (DLManagedTensorVersioned* t : out) t->deleter(t);
-                                         }).median_s));
+  r.baselines.push_back(baseline(
+      "loop", time_it(settled, [&] {
+                batch.refresh();
+                for (std::size_t i = 0; i < kTensors; ++i)
+                  check(abr_to_device(rt, batch.pointers[i], device, &copy, nullptr, &out[i]), "abr_to_device");
+                for (DLManagedTensorVersioned* t : out) t->deleter(t);
+              }).median_s));
   return r;
 }
 
@@ -154,9 +154,10 @@ Result copy_batch_result(abr_runtime* rt, const Options& options, const char* na
   Result r{name, device_name(device), tensor_bytes * kTensors};
   r.size_bytes = tensor_bytes;
   r.shape = std::to_string(kTensors) + " tensors";
-  r.seconds = time_it(options, [&] {
-                check(abr_copy_many(rt, from.data(), into.data(), kTensors, nullptr, nullptr, nullptr), "abr_copy_many");
-              }).median_s;
+  r.seconds =
+      time_it(options, [&] {
+        check(abr_copy_many(rt, from.data(), into.data(), kTensors, nullptr, nullptr, nullptr), "abr_copy_many");
+      }).median_s;
   r.baselines.push_back(baseline("copy loop", time_it(options, [&] {
                                                 for (std::size_t i = 0; i < kTensors; ++i)
                                                   check(abr_copy(rt, from[i], into[i], nullptr, nullptr), "abr_copy");

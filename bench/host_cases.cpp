@@ -68,11 +68,11 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
                     out->deleter(out);
                   }).median_s;
       r.baselines.push_back(baseline("malloc+cp", time_it(settled, [&] {
-                                                      void* p = std::malloc(elements * 4);
-                                                      std::memcpy(p, src.data(), elements * 4);
-                                                      keep(p);
-                                                      std::free(p);
-                                                    }).median_s));
+                                                    void* p = std::malloc(elements * 4);
+                                                    std::memcpy(p, src.data(), elements * 4);
+                                                    keep(p);
+                                                    std::free(p);
+                                                  }).median_s));
       report(r);
     }
 
@@ -122,14 +122,17 @@ void run_host_cases(abr_runtime* rt, const Options& options, const Report& repor
     const int calls = 100000;
     Result r{"zero-copy round trip", "cpu", 0};
     r.unit = "ns";
-    r.seconds = time_it(options, [&] {
-                  for (int i = 0; i < calls; ++i) {
-                    DLManagedTensorVersioned m = borrowed(view(x, 1, shape, nullptr));
-                    DLManagedTensorVersioned* out = nullptr;
-                    check(abr_to_device(rt, &m, {kDLCPU, 0}, nullptr, nullptr, &out), "abr_to_device");
-                    out->deleter(out);
-                  }
-                }).median_s / calls;
+    r.seconds = time_it(options,
+                        [&] {
+                          for (int i = 0; i < calls; ++i) {
+                            DLManagedTensorVersioned m = borrowed(view(x, 1, shape, nullptr));
+                            DLManagedTensorVersioned* out = nullptr;
+                            check(abr_to_device(rt, &m, {kDLCPU, 0}, nullptr, nullptr, &out), "abr_to_device");
+                            out->deleter(out);
+                          }
+                        })
+                    .median_s /
+        calls;
     report(r);
   }
 }

@@ -51,19 +51,17 @@ std::string backend_detail(abr_runtime* rt, abr_backend backend) {
 std::string machine_json(abr_runtime* rt) {
   std::string cpu = first_line_of("/proc/cpuinfo", "model name\t: ");
   std::string json = "{\"cpu\": " + quoted(cpu.empty() ? "unknown" : cpu) +
-                     ", \"cores\": " + std::to_string(std::thread::hardware_concurrency()) +
-                     ", \"commit\": " + quoted(commit()) +
-                     ", \"cuda\": " + quoted(backend_detail(rt, ABR_BACKEND_CUDA)) +
-                     ", \"opencl\": " + quoted(backend_detail(rt, ABR_BACKEND_OPENCL)) +
-                     ", \"nvidia_driver\": " + quoted(first_line_of("/proc/driver/nvidia/version")) +
-                     ", \"devices\": [";
+      ", \"cores\": " + std::to_string(std::thread::hardware_concurrency()) + ", \"commit\": " + quoted(commit()) +
+      ", \"cuda\": " + quoted(backend_detail(rt, ABR_BACKEND_CUDA)) +
+      ", \"opencl\": " + quoted(backend_detail(rt, ABR_BACKEND_OPENCL)) +
+      ", \"nvidia_driver\": " + quoted(first_line_of("/proc/driver/nvidia/version")) + ", \"devices\": [";
   int32_t count = 0;
   abr_device_count(rt, &count);
   for (int32_t i = 0; i < count; ++i) {
     struct abr_device_info info {};
     if (abr_device_info(rt, i, &info) != ABR_OK) continue;
     json += std::string(i ? ", " : "") + "{\"device\": " + quoted(device_name(info.device)) +
-            ", \"name\": " + quoted(info.name) + ", \"platform\": " + quoted(info.platform) + "}";
+        ", \"name\": " + quoted(info.name) + ", \"platform\": " + quoted(info.platform) + "}";
   }
   return json + "]}";
 }

@@ -50,10 +50,14 @@ uint64_t parse_size(const std::string& text) {
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   const std::string suffix = text.substr(digits);
   uint64_t scale = 0;
-  if (suffix.empty()) scale = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB") scale = 1ull << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB") scale = 1ull << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB") scale = 1ull << 30;
+  if (suffix.empty())
+    scale = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB")
+    scale = 1ull << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
+    scale = 1ull << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
+    scale = 1ull << 30;
   if (digits == 0 || scale == 0)
     usage_error("bad size '" + text + "': write a whole number of bytes with an optional K, M or G, e.g. 64K");
   // Checked digit by digit: a size that does not fit in 64 bits once scaled must be
@@ -80,9 +84,12 @@ int parse_reps(const std::string& text) {
 
 std::string human_bytes(uint64_t bytes) {
   char text[32];
-  if (bytes >= (1ull << 30)) std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(1ull << 30));
-  else if (bytes >= (1ull << 20)) std::snprintf(text, sizeof text, "%.1f MiB", bytes / double(1ull << 20));
-  else std::snprintf(text, sizeof text, "%.1f KiB", bytes / 1024.0);
+  if (bytes >= (1ull << 30))
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(1ull << 30));
+  else if (bytes >= (1ull << 20))
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / double(1ull << 20));
+  else
+    std::snprintf(text, sizeof text, "%.1f KiB", bytes / 1024.0);
   return text;
 }
 
@@ -91,13 +98,20 @@ std::string rate(const bench::Result& r, double seconds) {
   char text[48];
   if (r.unit == "ns") {
     const double ns = seconds * 1e9;
-    if (ns >= 1e6) std::snprintf(text, sizeof text, "%.1f ms", ns / 1e6);
-    else if (ns >= 1e4) std::snprintf(text, sizeof text, "%.1f us", ns / 1e3);
-    else std::snprintf(text, sizeof text, "%.0f ns", ns);
+    if (ns >= 1e6)
+      std::snprintf(text, sizeof text, "%.1f ms", ns / 1e6);
+    else if (ns >= 1e4)
+      std::snprintf(text, sizeof text, "%.1f us", ns / 1e3);
+    else
+      std::snprintf(text, sizeof text, "%.0f ns", ns);
   } else {
     const double gbps = r.bytes / seconds / 1e9;
     std::snprintf(text, sizeof text,
-                  gbps >= 100 ? "%.0f GB/s" : gbps >= 10 ? "%.1f GB/s" : gbps >= 1 ? "%.2f GB/s" : "%.2g GB/s", gbps);
+                  gbps >= 100      ? "%.0f GB/s"
+                      : gbps >= 10 ? "%.1f GB/s"
+                      : gbps >= 1  ? "%.2f GB/s"
+                                   : "%.2g GB/s",
+                  gbps);
   }
   return text;
 }
@@ -129,8 +143,10 @@ std::size_t table_width() {
 bool narrow() { return table_width() < 100; }
 
 void print_header() {
-  if (narrow()) std::printf(kNarrowRowFormat, "case", "device", "size/shape", "arraybridge");
-  else std::printf(kRowFormat, "case", "device", "size", "shape", "arraybridge");
+  if (narrow())
+    std::printf(kNarrowRowFormat, "case", "device", "size/shape", "arraybridge");
+  else
+    std::printf(kRowFormat, "case", "device", "size", "shape", "arraybridge");
   std::printf(kCellFormat, "baseline", "ratio");
   if (!narrow()) std::printf(kCellFormat, "baseline", "ratio");
   std::printf("\n");
@@ -140,8 +156,8 @@ void print_row(const bench::Result& r) {
   const uint64_t size = r.size_bytes ? r.size_bytes : r.bytes;
   const std::string size_text = size ? human_bytes(size) : "-";
   if (narrow())
-    std::printf(kNarrowRowFormat, r.name.c_str(), r.device.c_str(), r.shape.empty() ? size_text.c_str() : r.shape.c_str(),
-                rate(r, r.seconds).c_str());
+    std::printf(kNarrowRowFormat, r.name.c_str(), r.device.c_str(),
+                r.shape.empty() ? size_text.c_str() : r.shape.c_str(), rate(r, r.seconds).c_str());
   else
     std::printf(kRowFormat, r.name.c_str(), r.device.c_str(), size_text.c_str(), r.shape.c_str(),
                 rate(r, r.seconds).c_str());
@@ -178,10 +194,12 @@ void print_legend(const std::vector<bench::Result>& results) {
   }
   if (!results.empty()) {
     std::printf("\n");
-    print_wrapped("ratio = baseline time / arraybridge time (above 1: arraybridge is faster); H2D = host to "
-                  "device, D2H = device to host; each time is the median of the repetitions.");
+    print_wrapped(
+        "ratio = baseline time / arraybridge time (above 1: arraybridge is faster); H2D = host to "
+        "device, D2H = device to host; each time is the median of the repetitions.");
     std::printf("baselines:\n");
-    for (const std::string& label : labels) std::printf("  %-10s %s\n", label.c_str(), bench::baseline_info(label).name);
+    for (const std::string& label : labels)
+      std::printf("  %-10s %s\n", label.c_str(), bench::baseline_info(label).name);
     bool any_target = false;
     for (const std::string& name : cases) {
       const char* target = bench::find_case(name)->target;
@@ -241,17 +259,19 @@ void write_json(std::ofstream& out, const bench::Options& options, const std::st
       << ",\n  \"results\": [\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const bench::Result& r = results[i];
-    out << "    {\"case\": \"" << json_escape(r.name) << "\", \"device\": \"" << r.device << "\", \"bytes\": " << r.bytes
-        << ", \"size_bytes\": " << (r.size_bytes ? r.size_bytes : r.bytes) << ", \"shape\": \"" << r.shape
-        << "\", \"unit\": \"" << r.unit << "\", \"seconds\": " << r.seconds;
+    out << "    {\"case\": \"" << json_escape(r.name) << "\", \"device\": \"" << r.device
+        << "\", \"bytes\": " << r.bytes << ", \"size_bytes\": " << (r.size_bytes ? r.size_bytes : r.bytes)
+        << ", \"shape\": \"" << r.shape << "\", \"unit\": \"" << r.unit << "\", \"seconds\": " << r.seconds;
     if (r.unit != "ns") out << ", \"gbps\": " << r.bytes / r.seconds / 1e9;
     out << ", \"baselines\": [";
     for (std::size_t j = 0; j < r.baselines.size(); ++j) {
       const bench::Baseline& b = r.baselines[j];
       out << (j ? ", " : "") << "{\"label\": \"" << json_escape(b.label) << "\", \"name\": \"" << json_escape(b.name)
           << "\", ";
-      if (b.seconds > 0) out << "\"seconds\": " << b.seconds << ", \"ratio\": " << b.seconds / r.seconds << "}";
-      else out << "\"unavailable\": \"" << json_escape(b.note) << "\"}";
+      if (b.seconds > 0)
+        out << "\"seconds\": " << b.seconds << ", \"ratio\": " << b.seconds / r.seconds << "}";
+      else
+        out << "\"unavailable\": \"" << json_escape(b.note) << "\"}";
     }
     out << "]}" << (i + 1 < results.size() ? "," : "") << "\n";
   }
@@ -263,9 +283,12 @@ void write_json(std::ofstream& out, const bench::Options& options, const std::st
 std::string bench::json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
-    else out += c;
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += ' ';
+    else
+      out += c;
   }
   return out;
 }
@@ -321,7 +344,8 @@ int main(int argc, char** argv) {
     case_names.push_back(c->name);
     if (bench::selected(options, c->name)) cases.push_back(c);
   }
-  if (cases.empty()) input_error("no case matches --case '" + options.case_filter + "'; the cases: " + join(case_names));
+  if (cases.empty())
+    input_error("no case matches --case '" + options.case_filter + "'; the cases: " + join(case_names));
 
   // The devices --device names (all of them, lost or not: the table should say).
   abr_runtime* rt = nullptr;

@@ -58,11 +58,10 @@ std::string run_python(const Options& options, const char* script, const std::st
 
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols) {
   Baseline result = baseline("numpy", 0);
-  const std::string output =
-      run_python(options, kScript,
-                 kind + " " + std::to_string(rows) + " " + std::to_string(cols) + " " +
-                     std::to_string(options.repetitions) + " " + std::to_string(options.warmup),
-                 &result.note);
+  const std::string output = run_python(options, kScript,
+                                        kind + " " + std::to_string(rows) + " " + std::to_string(cols) + " " +
+                                            std::to_string(options.repetitions) + " " + std::to_string(options.warmup),
+                                        &result.note);
   if (output.empty()) return result;
   try {
     result.seconds = std::stod(output);

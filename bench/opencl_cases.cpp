@@ -72,7 +72,9 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
 
     if (selected(options, "H2D existing buffer")) {
       Result r{"H2D existing buffer", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &host_src, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] {
+                    check(abr_copy(rt, &host_src, &device_tensor, nullptr, nullptr), "abr_copy");
+                  }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), bytes));
       r.baselines.push_back(baseline("clWrite", time_it(options, [&] {
                                                   check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
@@ -83,7 +85,9 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
     }
     if (selected(options, "D2H existing buffer")) {
       Result r{"D2H existing buffer", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &device_tensor, &host_dst, nullptr, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] {
+                    check(abr_copy(rt, &device_tensor, &host_dst, nullptr, nullptr), "abr_copy");
+                  }).median_s;
       r.baselines.push_back(memcpy_baseline(options, dst.data(), src.data(), bytes));
       r.baselines.push_back(baseline("clRead", time_it(options, [&] {
                                                  check_cl(clEnqueueReadBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
@@ -103,8 +107,8 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
                   }).median_s;
       r.baselines.push_back(baseline("clCreate", time_it(settled, [&] {
                                                    cl_int status = CL_SUCCESS;
-                                                   cl_mem fresh =
-                                                       clCreateBuffer(raw.context, CL_MEM_READ_WRITE, bytes, nullptr, &status);
+                                                   cl_mem fresh = clCreateBuffer(raw.context, CL_MEM_READ_WRITE, bytes,
+                                                                                 nullptr, &status);
                                                    check_cl(status, "clCreateBuffer");
                                                    check_cl(clEnqueueWriteBuffer(raw.queue, fresh, CL_TRUE, 0, bytes,
                                                                                  src.data(), 0, nullptr, nullptr),
@@ -162,11 +166,13 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
       const uint64_t square_bytes = static_cast<uint64_t>(n * n) * 4;
       Result r{"transpose kernel", name, square_bytes};
       r.shape = std::to_string(n) + "x" + std::to_string(n);
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &transposed, &packed_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
+      r.seconds = time_it(options, [&] {
+                    check(abr_copy(rt, &transposed, &packed_tensor, nullptr, nullptr), "abr_copy");
+                  }).median_s;
       cl_mem target = static_cast<cl_mem>(packed_tensor.data);
       r.baselines.push_back(baseline("clCopy", time_it(options, [&] {
-                                                 check_cl(clEnqueueCopyBuffer(raw.queue, mem, target, 0, 0, square_bytes,
-                                                                              0, nullptr, nullptr),
+                                                 check_cl(clEnqueueCopyBuffer(raw.queue, mem, target, 0, 0,
+                                                                              square_bytes, 0, nullptr, nullptr),
                                                           "clEnqueueCopyBuffer");
                                                  check_cl(clFinish(raw.queue), "clFinish");
                                                }).median_s));
@@ -179,15 +185,17 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
       DLTensor their_tensor = device_tensor;
       their_tensor.data = theirs;
       Result r{"from another context", name, bytes};
-      r.seconds = time_it(options, [&] { check(abr_copy(rt, &their_tensor, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
-      r.baselines.push_back(baseline("naive", time_it(options, [&] {
-                                                check_cl(clEnqueueReadBuffer(foreign.queue, theirs, CL_TRUE, 0, bytes,
-                                                                             dst.data(), 0, nullptr, nullptr),
-                                                         "clEnqueueReadBuffer");
-                                                check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes,
-                                                                              dst.data(), 0, nullptr, nullptr),
-                                                         "clEnqueueWriteBuffer");
-                                              }).median_s));
+      r.seconds = time_it(options, [&] {
+                    check(abr_copy(rt, &their_tensor, &device_tensor, nullptr, nullptr), "abr_copy");
+                  }).median_s;
+      r.baselines.push_back(baseline(
+          "naive", time_it(options, [&] {
+                     check_cl(
+                         clEnqueueReadBuffer(foreign.queue, theirs, CL_TRUE, 0, bytes, dst.data(), 0, nullptr, nullptr),
+                         "clEnqueueReadBuffer");
+                     check_cl(clEnqueueWriteBuffer(raw.queue, mem, CL_TRUE, 0, bytes, dst.data(), 0, nullptr, nullptr),
+                              "clEnqueueWriteBuffer");
+                   }).median_s));
       report(r);
       clReleaseMemObject(theirs);
     }

@@ -28,19 +28,26 @@ void run_pool_cases(const Options& options, const Report& report, const std::str
       Result r{"pool hit", device_label, 0};
       r.unit = "ns";
       r.size_bytes = bytes;
-      r.seconds = time_it(options, [&] {
-                    for (int i = 0; i < kCalls; ++i) {
-                      abr::PinnedBlock block = pool->acquire(provider, bytes);
-                      keep(block.data());
-                    }
-                  }).median_s / kCalls;
-      r.baselines.push_back(baseline("malloc", time_it(options, [&] {
-                                                 for (int i = 0; i < kCalls; ++i) {
-                                                   void* p = std::malloc(bytes);
-                                                   keep(p);
-                                                   std::free(p);
-                                                 }
-                                               }).median_s / kCalls));
+      r.seconds = time_it(options,
+                          [&] {
+                            for (int i = 0; i < kCalls; ++i) {
+                              abr::PinnedBlock block = pool->acquire(provider, bytes);
+                              keep(block.data());
+                            }
+                          })
+                      .median_s /
+          kCalls;
+      r.baselines.push_back(baseline("malloc",
+                                     time_it(
+                                         options,
+                                         [&] {
+                                           for (int i = 0; i < kCalls; ++i) {
+                                             void* p = std::malloc(bytes);
+                                             keep(p);
+                                             std::free(p);
+                                           }
+                                         }).median_s /
+                                         kCalls));
       report(r);
     }
     if (selected(options, "pool miss")) {

@@ -34,8 +34,10 @@ void show() {
   if (s.weight_done > 0 && s.weight > s.weight_done) {
     const int left = static_cast<int>(
         elapsed * static_cast<double>(s.weight - s.weight_done) / static_cast<double>(s.weight_done) + 0.5);
-    if (left >= 60) std::snprintf(eta, sizeof eta, ", about %d min %02d s left", left / 60, left % 60);
-    else std::snprintf(eta, sizeof eta, ", about %d s left", left);
+    if (left >= 60)
+      std::snprintf(eta, sizeof eta, ", about %d min %02d s left", left / 60, left % 60);
+    else
+      std::snprintf(eta, sizeof eta, ", about %d s left", left);
   }
   // \r, the line, then clear to the end of the line (ESC [ K): no stale characters.
   std::fprintf(stderr, "\r  [%d of %d] %s%s\033[K", std::min(s.rows_done + 1, s.rows), s.rows, s.what.c_str(), eta);
@@ -56,8 +58,10 @@ void progress_plan(int rows, uint64_t weight) {
 
 void progress(const std::string& device, uint64_t bytes) {
   char text[96];
-  if (bytes >= (1ull << 20)) std::snprintf(text, sizeof text, "%s at %.0f MiB", device.c_str(), bytes / double(1ull << 20));
-  else std::snprintf(text, sizeof text, "%s at %.0f KiB", device.c_str(), bytes / 1024.0);
+  if (bytes >= (1ull << 20))
+    std::snprintf(text, sizeof text, "%s at %.0f MiB", device.c_str(), bytes / double(1ull << 20));
+  else
+    std::snprintf(text, sizeof text, "%s at %.0f KiB", device.c_str(), bytes / 1024.0);
   state().what = bytes ? text : device;
   show();
 }

@@ -17,16 +17,16 @@ namespace bench {
 namespace {
 
 // Every script's start: NumPy and the package, or "missing: <what>" and exit.
-#define ABR_BENCH_PYTHON_IMPORTS \
-  "import math, os, sys, time\n" \
+#define ABR_BENCH_PYTHON_IMPORTS                                                                               \
+  "import math, os, sys, time\n"                                                                               \
   "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')  # idle BLAS threads spin on a core the timings share\n" \
-  "try:\n" \
-  "    import numpy as np\n" \
-  "except ImportError:\n" \
-  "    print(f\"missing: NumPy is not installed for {sys.executable}\"); sys.exit(0)\n" \
-  "try:\n" \
-  "    import arraybridge as ab\n" \
-  "except ImportError as error:\n" \
+  "try:\n"                                                                                                     \
+  "    import numpy as np\n"                                                                                   \
+  "except ImportError:\n"                                                                                      \
+  "    print(f\"missing: NumPy is not installed for {sys.executable}\"); sys.exit(0)\n"                        \
+  "try:\n"                                                                                                     \
+  "    import arraybridge as ab\n"                                                                             \
+  "except ImportError as error:\n"                                                                             \
   "    print(f\"missing: the arraybridge package is not installed for {sys.executable} ({error})\"); sys.exit(0)\n"
 
 // Prints "<case>|<ours>|<baseline>|<baseline>" per call in seconds (medians of
@@ -284,10 +284,10 @@ std::string chosen_cases(const Options& options, std::initializer_list<const cha
 // Runs a script that takes "<reps> <warmup> <sizes> '<cases>'" and returns its output.
 std::string run_sized_script(const Options& options, const char* script, const std::string& sizes,
                              const std::string& chosen, std::string* error) {
-  return run_python(options, script,
-                    std::to_string(options.repetitions) + " " + std::to_string(options.warmup) + " " + sizes + " '" +
-                        chosen + "'",
-                    error);
+  return run_python(
+      options, script,
+      std::to_string(options.repetitions) + " " + std::to_string(options.warmup) + " " + sizes + " '" + chosen + "'",
+      error);
 }
 
 }  // namespace
@@ -321,8 +321,8 @@ void run_python_staging_cases(const Options& options, const Report& report) {
 }
 
 void run_python_gpu_batch_cases(const Options& options, const Report& report) {
-  const std::string chosen = chosen_cases(options, {"py batch H2D", "py batch D2H", "py state dict H2D",
-                                                    "py state dict D2H", "py overlap"});
+  const std::string chosen =
+      chosen_cases(options, {"py batch H2D", "py batch D2H", "py state dict H2D", "py state dict D2H", "py overlap"});
   const DLDevice cuda0{kDLCUDA, 0};
   if (chosen.empty() || !device_selected(options, cuda0)) return;
   progress("many tensors on cuda:0 from Python", 0);
@@ -355,7 +355,7 @@ void run_python_cases(const Options& options, const Report& report) {
   struct Row {
     const char* name;
     const char* first;
-    const char* second;  // nullptr: one baseline
+    const char* second;   // nullptr: one baseline
     const char* missing;  // why a baseline measured as nan is absent
   };
   static const Row rows[] = {
@@ -419,10 +419,10 @@ void run_python_host_copy_cases(const Options& options, const Report& report) {
     Result r{case_name, "cpu", bytes};
     if (case_name == "py many small" || case_name == "py batch") r.shape = "256x4KiB";
     r.seconds = ours;
-    r.baselines.push_back(baseline(case_name == "py copy"         ? "np.copyto"
-                                   : case_name == "py many small" ? "np loop"
-                                   : case_name == "py batch"      ? "py loop"
-                                                                  : "a.copy",
+    r.baselines.push_back(baseline(case_name == "py copy"             ? "np.copyto"
+                                       : case_name == "py many small" ? "np loop"
+                                       : case_name == "py batch"      ? "py loop"
+                                                                      : "a.copy",
                                    numpy));
     report(r);
     ++rows;

@@ -23,8 +23,9 @@ Timing time_it(const Options& options, const std::function<void()>& fn) {
   const auto probe = std::chrono::steady_clock::now();
   fn();
   const double once = seconds_since(probe);
-  const int calls = once >= kSampleSeconds ? 1
-                    : static_cast<int>(std::min<double>(kMaxCallsPerSample, std::ceil(kSampleSeconds / std::max(once, 1e-9))));
+  const int calls = once >= kSampleSeconds
+      ? 1
+      : static_cast<int>(std::min<double>(kMaxCallsPerSample, std::ceil(kSampleSeconds / std::max(once, 1e-9))));
   std::vector<double> samples;
   for (int i = 0; i < options.repetitions; ++i) {
     const auto start = std::chrono::steady_clock::now();

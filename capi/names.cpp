@@ -52,9 +52,8 @@ abr_status abr_device_kind_init(abr_device_kind* kind, unsigned int version) {
 }
 
 abr_status abr_device_kind_count(int32_t* count) {
-  return abr::capi::guarded(__func__, [&] {
-    *abr::capi::require_pointer(count, "count") = static_cast<int32_t>(abr::known_kinds().size());
-  });
+  return abr::capi::guarded(
+      __func__, [&] { *abr::capi::require_pointer(count, "count") = static_cast<int32_t>(abr::known_kinds().size()); });
 }
 
 abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind) {
@@ -70,7 +69,7 @@ abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind) {
     out.type = row.type;
     out.backend = row.backend;
     out.flags = (row.numbered ? ABR_KIND_NUMBERED : 0u) | (row.host_memory ? ABR_KIND_HOST_MEMORY : 0u) |
-                (row.new_tensors ? ABR_KIND_NEW_TENSORS : 0u);
+        (row.new_tensors ? ABR_KIND_NEW_TENSORS : 0u);
     out.disable_flag = backend ? backend->disable_flag : 0;
     abr::copy_text(out.name, row.name);
     abr::copy_text(out.backend_name, backend ? backend->key : "host");

@@ -87,9 +87,9 @@ abr_status abr_batch_report_init(abr_batch_report* report, unsigned int version)
   return guarded(__func__, [&] { abr::capi::init_versioned(report, version, kBatchReport); });
 }
 
-abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* const* srcs, size_t count,
-                              DLDevice dst, const abr_transfer_options* options, abr_stream* stream,
-                              DLManagedTensorVersioned** out, abr_batch_report* report) {
+abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* const* srcs, size_t count, DLDevice dst,
+                              const abr_transfer_options* options, abr_stream* stream, DLManagedTensorVersioned** out,
+                              abr_batch_report* report) {
   return guarded(__func__, [&] {
     if (count > 0) {
       require_pointer(srcs, "srcs");
@@ -103,8 +103,7 @@ abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* co
     }
     abr_batch_report filled{};
     filled.version = ABR_BATCH_REPORT_VERSION;
-    runtime_of(runtime).to_device_many(srcs, count, dst, options ? &current : nullptr, stream_of(stream), out,
-                                       filled);
+    runtime_of(runtime).to_device_many(srcs, count, dst, options ? &current : nullptr, stream_of(stream), out, filled);
     if (report) abr::capi::write_versioned(report, filled, kBatchReport);
   });
 }
@@ -129,8 +128,8 @@ abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, cons
   });
 }
 
-abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst,
-                    const abr_transfer_options* options, abr_stream* stream) {
+abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst, const abr_transfer_options* options,
+                    abr_stream* stream) {
   return guarded(__func__, [&] {
     const CallerOptions caller(options);
     runtime_of(runtime).copy(*require_pointer(src, "src"), *require_pointer(dst, "dst"), caller.get(),

@@ -14,11 +14,11 @@
 namespace abr::capi {
 
 struct StructVersions {
-  const char* name;           // "abr_pool_stats"
-  const char* init;           // "abr_pool_stats_init"
-  const char* macro;          // "ABR_POOL_STATS_VERSION"
-  const std::size_t* sizes;   // sizes[v - 1]: the struct's size in version v
-  uint32_t current;           // the newest version this library knows
+  const char* name;          // "abr_pool_stats"
+  const char* init;          // "abr_pool_stats_init"
+  const char* macro;         // "ABR_POOL_STATS_VERSION"
+  const std::size_t* sizes;  // sizes[v - 1]: the struct's size in version v
+  uint32_t current;          // the newest version this library knows
 };
 
 // The caller's size of the struct. Version 0 (an uninitialised struct) and

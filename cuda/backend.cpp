@@ -53,7 +53,8 @@ Backend::Backend(const abr_runtime_options&, std::shared_ptr<PinnedPool> pool) :
     info.device = {kDLCUDA, ordinal};
     info.backend = ABR_BACKEND_CUDA;
     char name[128] = {};
-    if (cu_->cuDeviceGetName(name, sizeof name, handle) != CUDA_SUCCESS) std::snprintf(name, sizeof name, "CUDA device");
+    if (cu_->cuDeviceGetName(name, sizeof name, handle) != CUDA_SUCCESS)
+      std::snprintf(name, sizeof name, "CUDA device");
     size_t memory = 0;
     cu_->cuDeviceTotalMem(&memory, handle);
     int major = 0, minor = 0;
@@ -96,8 +97,7 @@ void Backend::set_device_cache_limit(uint64_t limit_bytes) { cache_->set_limit(l
 std::shared_ptr<Device> Backend::device(DLDevice device) const {
   if (device.device_type != kDLCUDA || device.device_id < 0 ||
       device.device_id >= static_cast<int32_t>(devices_.size()))
-    fail(ABR_ERR_NO_DEVICE, "no device {} (the CUDA backend has {} device(s))", device_string(device),
-         devices_.size());
+    fail(ABR_ERR_NO_DEVICE, "no device {} (the CUDA backend has {} device(s))", device_string(device), devices_.size());
   return devices_[static_cast<std::size_t>(device.device_id)];
 }
 
@@ -107,7 +107,7 @@ void Backend::finish_deferred_releases() {
 
 bool Backend::device_lost(DLDevice dl) {
   return dl.device_type == kDLCUDA && dl.device_id >= 0 && dl.device_id < static_cast<int32_t>(devices_.size()) &&
-         devices_[static_cast<std::size_t>(dl.device_id)]->lost();
+      devices_[static_cast<std::size_t>(dl.device_id)]->lost();
 }
 
 const Capabilities& Backend::capabilities() const {
@@ -147,8 +147,8 @@ void* Backend::memory_context(const Layout& tensor) {
          facts.ordinal);
   const CUdeviceptr end = first + static_cast<uint64_t>(tensor.max_byte_end);
   if (end > facts.start + facts.size)
-    fail(ABR_ERR_DLPACK_DATA, "the view needs bytes up to {:#x}, but its allocation [{:#x}, {:#x}) ends before",
-         end, facts.start, facts.start + facts.size);
+    fail(ABR_ERR_DLPACK_DATA, "the view needs bytes up to {:#x}, but its allocation [{:#x}, {:#x}) ends before", end,
+         facts.start, facts.start + facts.size);
   return owner.get();
 }
 
@@ -165,7 +165,8 @@ DeviceMemory Backend::allocate(DLDevice dl, uint64_t bytes, Stream*) {
   DeviceMemory memory;
   if (dl.device_type == kDLCUDAHost) {
     if (!pinned_) fail(ABR_ERR_NO_DEVICE, "cuda_host needs a CUDA device: {}", report_.info.detail);
-    auto host = std::make_unique<PooledHostMemory>(pool_->acquire(*pinned_, static_cast<std::size_t>(std::max<uint64_t>(bytes, 1))));
+    auto host = std::make_unique<PooledHostMemory>(
+        pool_->acquire(*pinned_, static_cast<std::size_t>(std::max<uint64_t>(bytes, 1))));
     memory.handle = host->data();
     memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(host), reclaimer_);
     return memory;

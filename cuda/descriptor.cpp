@@ -15,14 +15,18 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const abr_runtime_options& opti
 
 namespace {
 
-//                                   type             name            backend           numbered host  address locked new
-constexpr DeviceKind kCudaKinds[] = {{kDLCUDA,        "cuda",         ABR_BACKEND_CUDA, true,    false, true,  false, true},
-                                     {kDLCUDAHost,    "cuda_host",    ABR_BACKEND_CUDA, false,   true,  true,  true,  true},
-                                     {kDLCUDAManaged, "cuda_managed", ABR_BACKEND_CUDA, false,   true,  true,  false, false}};
+//                                   type             name            backend           numbered host  address locked
+//                                   new
+constexpr DeviceKind kCudaKinds[] = {
+    {kDLCUDA, "cuda", ABR_BACKEND_CUDA, true, false, true, false, true},
+    {kDLCUDAHost, "cuda_host", ABR_BACKEND_CUDA, false, true, true, true, true},
+    {kDLCUDAManaged, "cuda_managed", ABR_BACKEND_CUDA, false, true, true, false, false}};
 
 }  // namespace
 
 extern const BackendDescriptor kCudaBackend;
+// Kept as written: clang-format formats each #ifdef branch apart and never settles.
+// clang-format off
 const BackendDescriptor kCudaBackend{
     ABR_BACKEND_CUDA, "CUDA", "cuda", kCudaKinds, std::size(kCudaKinds), ABR_RUNTIME_DISABLE_CUDA,
     "ABR_RUNTIME_DISABLE_CUDA", "ARRAYBRIDGE_DISABLE_CUDA",
@@ -32,5 +36,6 @@ const BackendDescriptor kCudaBackend{
     make_cuda_backend, nullptr,
 #endif
     /*ipc=*/true};
+// clang-format on
 
 }  // namespace abr

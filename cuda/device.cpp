@@ -114,7 +114,8 @@ void Device::check(CUresult code, const char* call) {
 
 void Device::require_alive() const {
   if (lost())
-    fail(ABR_ERR_DEVICE_LOST, "{} is lost after an earlier sticky error ({}); it stays unusable until the process exits",
+    fail(ABR_ERR_DEVICE_LOST,
+         "{} is lost after an earlier sticky error ({}); it stays unusable until the process exits",
          device_string(dl_device()), lost_reason_);
 }
 

@@ -35,7 +35,7 @@ class DeviceCache : public std::enable_shared_from_this<DeviceCache> {
   std::unique_ptr<Storage> acquire(const std::shared_ptr<Device>& device, uint64_t bytes, CUdeviceptr* out,
                                    Retry&& retry);
 
-  uint64_t trim();  // frees every cached block; returns the bytes freed
+  uint64_t trim();                       // frees every cached block; returns the bytes freed
   void set_limit(uint64_t limit_bytes);  // of cached bytes; 0: the default. A lower one frees at once.
   // bytes_pinned: held from the driver (lent + cached). A deleted tensor's block counts
   // as in use until the reclaimer's barrier, so bytes_waiting is always 0 here.

@@ -28,8 +28,8 @@ std::unique_ptr<Driver> load(const char* path, std::string* reason) {
   auto resolve = [&](auto& entry, const char* name) {
     entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(dlsym(handle, name));
     if (!entry && complete) {
-      *reason = fmt::format("the CUDA driver {} has no {} (too old: this library needs CUDA 11.2 or newer)", path,
-                            name);
+      *reason =
+          fmt::format("the CUDA driver {} has no {} (too old: this library needs CUDA 11.2 or newer)", path, name);
       complete = false;
     }
   };
@@ -83,10 +83,8 @@ bool is_sticky(CUresult code) {
     case CUDA_ERROR_INVALID_PC:
     case CUDA_ERROR_LAUNCH_FAILED:
     case CUDA_ERROR_ECC_UNCORRECTABLE:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-      return true;
-    default:
-      return false;
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED: return true;
+    default: return false;
   }
 }
 

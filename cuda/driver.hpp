@@ -10,6 +10,8 @@
 
 // X-macro of every entry point. cuda.h maps names to their current ABI version
 // (cuMemAlloc -> cuMemAlloc_v2); ABR_CUDA_SYMBOL resolves that versioned name.
+// The entry points grouped as the driver's headers group them, kept as written.
+// clang-format off
 #define ABR_CUDA_ENTRY_POINTS(X) \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) \
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) \
@@ -24,6 +26,7 @@
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
   X(cuDeviceGetUuid) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) \
   X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
+// clang-format on
 
 namespace abr::cuda {
 

@@ -31,9 +31,9 @@ struct IpcBody {
   CUuuid gpu;
   DLDataType dtype;
   int32_t ndim;
-  uint64_t offset;           // the first element's byte offset in the allocation
+  uint64_t offset;  // the first element's byte offset in the allocation
   uint64_t allocation_bytes;
-  uint64_t address;          // the first element's address in the exporting process
+  uint64_t address;  // the first element's address in the exporting process
 };
 
 bool same_gpu(const CUuuid& a, const CUuuid& b) { return std::memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0; }
@@ -70,19 +70,21 @@ bool from_memory_pool(Device& device, CUdeviceptr address) {
   return device.cu().cuPointerGetAttributes(1, which, values, address) == CUDA_SUCCESS && pool != nullptr;
 }
 
-CUstream native_stream(Stream* stream) {
-  return stream ? static_cast<CudaStream*>(stream)->get() : CU_STREAM_LEGACY;
-}
+CUstream native_stream(Stream* stream) { return stream ? static_cast<CudaStream*>(stream)->get() : CU_STREAM_LEGACY; }
 
 }  // namespace
 
 uint32_t Backend::ipc_export(const Layout& tensor, Stream* stream, unsigned char* out, std::size_t capacity) {
   if (tensor.device.device_type != kDLCUDA)
-    fail(ABR_ERR_UNSUPPORTED, "{} memory cannot be shared with another process: CUDA IPC shares device memory "
-         "(cuda:N) only", device_string(tensor.device));
+    fail(ABR_ERR_UNSUPPORTED,
+         "{} memory cannot be shared with another process: CUDA IPC shares device memory "
+         "(cuda:N) only",
+         device_string(tensor.device));
   if (tensor.numel == 0)
-    fail(ABR_ERR_UNSUPPORTED, "an empty {} tensor has no memory to share with another process: send its shape "
-         "instead", device_string(tensor.device));
+    fail(ABR_ERR_UNSUPPORTED,
+         "an empty {} tensor has no memory to share with another process: send its shape "
+         "instead",
+         device_string(tensor.device));
   const std::size_t dims_bytes = 2 * static_cast<std::size_t>(tensor.ndim()) * sizeof(int64_t);
   if (sizeof(IpcBody) + dims_bytes > capacity) fail(ABR_ERR_INTERNAL, "an IPC handle outgrew abr_ipc_handle");
   memory_context(tensor);  // the memory is this device's, and the whole view lies in one allocation
@@ -122,8 +124,10 @@ DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::
   IpcBody body{};
   if (size >= sizeof body) std::memcpy(&body, handle, sizeof body);
   if (size < sizeof body || std::memcmp(body.magic, kMagic, sizeof kMagic) != 0)
-    fail(ABR_ERR_INVALID_ARGUMENT, "these {} bytes are not an IPC handle from abr_ipc_export (or come from an "
-         "arraybridge with another handle format)", size);
+    fail(ABR_ERR_INVALID_ARGUMENT,
+         "these {} bytes are not an IPC handle from abr_ipc_export (or come from an "
+         "arraybridge with another handle format)",
+         size);
   if (body.ndim < 0 || body.ndim > ABR_MAX_NDIM ||
       size != sizeof body + 2 * static_cast<std::size_t>(body.ndim) * sizeof(int64_t))
     fail(ABR_ERR_INVALID_ARGUMENT, "the IPC handle is damaged: {} bytes for {} dimensions", size, body.ndim);
@@ -132,11 +136,17 @@ DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::
   std::memcpy(strides.data(), handle + sizeof body + shape.size() * sizeof(int64_t), strides.size() * sizeof(int64_t));
   // The view must lie inside the allocation, as it did when exported: checked
   // with the offset standing in for the address.
-  DLTensor probe{reinterpret_cast<void*>(static_cast<uintptr_t>(body.offset) | 1), {kDLCUDA, 0}, body.ndim, body.dtype,
-                 shape.data(), strides.data(), 0};
+  DLTensor probe{reinterpret_cast<void*>(static_cast<uintptr_t>(body.offset) | 1),
+                 {kDLCUDA, 0},
+                 body.ndim,
+                 body.dtype,
+                 shape.data(),
+                 strides.data(),
+                 0};
   const Layout layout = validate_tensor(probe, Role::Source, "the IPC handle's tensor");
-  if (layout.numel > 0 && (static_cast<uint64_t>(-layout.min_byte) > body.offset ||
-                           body.offset + static_cast<uint64_t>(layout.max_byte_end) > body.allocation_bytes))
+  if (layout.numel > 0 &&
+      (static_cast<uint64_t>(-layout.min_byte) > body.offset ||
+       body.offset + static_cast<uint64_t>(layout.max_byte_end) > body.allocation_bytes))
     fail(ABR_ERR_INVALID_ARGUMENT, "the IPC handle is damaged: its view reaches outside its {}-byte allocation",
          body.allocation_bytes);
 
@@ -144,8 +154,10 @@ DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::
   for (const auto& candidate : devices_)
     if (same_gpu(candidate->uuid(), body.gpu)) here = candidate;
   if (!here)
-    fail(ABR_ERR_NO_DEVICE, "the IPC handle's memory is on a GPU this process does not see (cuda:{} in process {}; "
-         "CUDA_VISIBLE_DEVICES may hide it here)", body.exporter_ordinal, body.exporter_pid);
+    fail(ABR_ERR_NO_DEVICE,
+         "the IPC handle's memory is on a GPU this process does not see (cuda:{} in process {}; "
+         "CUDA_VISIBLE_DEVICES may hide it here)",
+         body.exporter_ordinal, body.exporter_pid);
   if (stream && stream->device().device_id != here->dl_device().device_id)
     fail(ABR_ERR_INVALID_ARGUMENT, "the stream belongs to {}, but the IPC handle's memory is on {}",
          device_string(stream->device()), device_string(here->dl_device()));
@@ -166,19 +178,25 @@ DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::
   CUdeviceptr base = 0;
   const CUresult opened = cu_->cuIpcOpenMemHandle(&base, body.memory, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
   if (opened != CUDA_SUCCESS && process_exited(body.exporter_pid))
-    fail_backend(ABR_ERR_INVALID_ARGUMENT, opened, "the process that exported this IPC handle (pid {}) has exited, "
-                 "and its memory with it ({})", body.exporter_pid, error_text(*cu_, opened));
+    fail_backend(ABR_ERR_INVALID_ARGUMENT, opened,
+                 "the process that exported this IPC handle (pid {}) has exited, "
+                 "and its memory with it ({})",
+                 body.exporter_pid, error_text(*cu_, opened));
   if (opened == CUDA_ERROR_INVALID_HANDLE || opened == CUDA_ERROR_MAP_FAILED)
-    fail_backend(ABR_ERR_INVALID_ARGUMENT, opened, "cannot open the IPC handle's memory ({}): process {} has freed "
-                 "it since exporting it", error_text(*cu_, opened), body.exporter_pid);
+    fail_backend(ABR_ERR_INVALID_ARGUMENT, opened,
+                 "cannot open the IPC handle's memory ({}): process {} has freed "
+                 "it since exporting it",
+                 error_text(*cu_, opened), body.exporter_pid);
   here->check(opened, "cuIpcOpenMemHandle");
   auto mapping = std::make_unique<ReleasedAfterDeviceWork>(std::make_unique<IpcMapping>(here, base), reclaimer_);
 
   CUevent event = nullptr;
   const CUresult event_opened = cu_->cuIpcOpenEventHandle(&event, body.event);
   if (event_opened != CUDA_SUCCESS && process_exited(body.exporter_pid))
-    fail_backend(ABR_ERR_INVALID_ARGUMENT, event_opened, "the process that exported this IPC handle (pid {}) has "
-                 "exited ({})", body.exporter_pid, error_text(*cu_, event_opened));
+    fail_backend(ABR_ERR_INVALID_ARGUMENT, event_opened,
+                 "the process that exported this IPC handle (pid {}) has "
+                 "exited ({})",
+                 body.exporter_pid, error_text(*cu_, event_opened));
   here->check(event_opened, "cuIpcOpenEventHandle");
   const CUresult waited =
       stream ? cu_->cuStreamWaitEvent(native_stream(stream), event, 0) : cu_->cuEventSynchronize(event);

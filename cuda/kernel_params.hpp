@@ -12,9 +12,9 @@ constexpr int kMaxWalkDims = 64;  // ABR_MAX_NDIM: a normalized walk never has m
 struct WalkParams {
   int64_t src_first;  // byte offset of the first source element from the src pointer
   int64_t dst_first;
-  uint64_t count;     // elements: the product of the extents
-  int32_t ndim;       // 0 for a single element
-  int32_t units;      // copy kernels: units per element (element size / unit size)
+  uint64_t count;  // elements: the product of the extents
+  int32_t ndim;    // 0 for a single element
+  int32_t units;   // copy kernels: units per element (element size / unit size)
   int64_t extent[kMaxWalkDims];
   int64_t src_stride[kMaxWalkDims];  // bytes
   int64_t dst_stride[kMaxWalkDims];
@@ -22,8 +22,21 @@ struct WalkParams {
 
 // Element kinds for abr_cast (storage and meaning, as lib/host_cast.cpp).
 enum ElementKind : int32_t {
-  kBool8, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64,
-  kFloat16, kBFloat16, kFloat32, kFloat64, kComplex64, kComplex128,
+  kBool8,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kComplex64,
+  kComplex128,
 };
 
 // Kernel names in the fatbin (extern "C", so unmangled).

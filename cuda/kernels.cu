@@ -61,21 +61,54 @@ __device__ Value read(const char* p, int kind) {
   using namespace abr::cuda;
   Value v;
   switch (kind) {
-    case kBool8: v.integral = true; v.bits = load<uint8_t>(p) ? 1 : 0; break;
-    case kInt8: v.integral = true; v.bits = load<int8_t>(p); break;
-    case kInt16: v.integral = true; v.bits = load<int16_t>(p); break;
-    case kInt32: v.integral = true; v.bits = load<int32_t>(p); break;
-    case kInt64: v.integral = true; v.bits = load<int64_t>(p); break;
-    case kUInt8: v.integral = v.is_unsigned = true; v.bits = load<uint8_t>(p); break;
-    case kUInt16: v.integral = v.is_unsigned = true; v.bits = load<uint16_t>(p); break;
-    case kUInt32: v.integral = v.is_unsigned = true; v.bits = load<uint32_t>(p); break;
-    case kUInt64: v.integral = v.is_unsigned = true; v.bits = static_cast<int64_t>(load<uint64_t>(p)); break;
+    case kBool8:
+      v.integral = true;
+      v.bits = load<uint8_t>(p) ? 1 : 0;
+      break;
+    case kInt8:
+      v.integral = true;
+      v.bits = load<int8_t>(p);
+      break;
+    case kInt16:
+      v.integral = true;
+      v.bits = load<int16_t>(p);
+      break;
+    case kInt32:
+      v.integral = true;
+      v.bits = load<int32_t>(p);
+      break;
+    case kInt64:
+      v.integral = true;
+      v.bits = load<int64_t>(p);
+      break;
+    case kUInt8:
+      v.integral = v.is_unsigned = true;
+      v.bits = load<uint8_t>(p);
+      break;
+    case kUInt16:
+      v.integral = v.is_unsigned = true;
+      v.bits = load<uint16_t>(p);
+      break;
+    case kUInt32:
+      v.integral = v.is_unsigned = true;
+      v.bits = load<uint32_t>(p);
+      break;
+    case kUInt64:
+      v.integral = v.is_unsigned = true;
+      v.bits = static_cast<int64_t>(load<uint64_t>(p));
+      break;
     case kFloat16: v.re = abr::half_to_float(load<uint16_t>(p)); break;
     case kBFloat16: v.re = abr::bfloat16_to_float(load<uint16_t>(p)); break;
     case kFloat32: v.re = load<float>(p); break;
     case kFloat64: v.re = load<double>(p); break;
-    case kComplex64: v.re = load<float>(p); v.im = load<float>(p + 4); break;
-    case kComplex128: v.re = load<double>(p); v.im = load<double>(p + 8); break;
+    case kComplex64:
+      v.re = load<float>(p);
+      v.im = load<float>(p + 4);
+      break;
+    case kComplex128:
+      v.re = load<double>(p);
+      v.im = load<double>(p + 8);
+      break;
   }
   if (v.integral) {
     v.re = v.is_unsigned ? static_cast<double>(static_cast<uint64_t>(v.bits)) : static_cast<double>(v.bits);
@@ -125,8 +158,14 @@ __device__ void write(char* p, int kind, const Value& v) {
     case kBFloat16: store<uint16_t>(p, abr::float_to_bfloat16(static_cast<float>(v.re))); break;
     case kFloat32: store<float>(p, to_float<float>(v)); break;
     case kFloat64: store<double>(p, to_float<double>(v)); break;
-    case kComplex64: store<float>(p, static_cast<float>(v.re)); store<float>(p + 4, static_cast<float>(v.im)); break;
-    case kComplex128: store<double>(p, v.re); store<double>(p + 8, v.im); break;
+    case kComplex64:
+      store<float>(p, static_cast<float>(v.re));
+      store<float>(p + 4, static_cast<float>(v.im));
+      break;
+    case kComplex128:
+      store<double>(p, v.re);
+      store<double>(p + 8, v.im);
+      break;
   }
 }
 

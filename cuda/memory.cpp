@@ -114,8 +114,8 @@ std::unique_ptr<HostRegistration> HostRegistrar::register_host(char* data, std::
   const CUresult status = device_->cu().cuMemHostRegister(data, bytes, CU_MEMHOSTREGISTER_PORTABLE);
   if (status == CUDA_SUCCESS) return std::make_unique<Registration>(device_, data);
   // Not fatal: CUDA still copies the memory, as pageable, at a fraction of the speed.
-  log::warn("cuMemHostRegister of a {}-byte staging block failed ({}): CUDA copies it as pageable memory",
-            bytes, error_text(device_->cu(), status));
+  log::warn("cuMemHostRegister of a {}-byte staging block failed ({}): CUDA copies it as pageable memory", bytes,
+            error_text(device_->cu(), status));
   return nullptr;
 }
 

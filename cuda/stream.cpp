@@ -61,8 +61,8 @@ CudaStream::~CudaStream() {
     try {
       Scope scope(*device_);
       const CUresult status = device_->cu().cuStreamSynchronize(stream_);
-      if (status != CUDA_SUCCESS) log::warn("synchronizing a stream being destroyed failed: {}",
-                                            error_text(device_->cu(), status));
+      if (status != CUDA_SUCCESS)
+        log::warn("synchronizing a stream being destroyed failed: {}", error_text(device_->cu(), status));
       pending_.clear();
       if (owned_) device_->cu().cuStreamDestroy(stream_);
     } catch (const std::exception& e) {

@@ -70,8 +70,7 @@ std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device,
 // Work submitted to `later` (a stream of `later_device`) from now on runs after
 // the work submitted to `earlier` (of `earlier_device`) so far: an event
 // recorded in the one's context, waited for by the other. Events work across devices.
-void order_after(const std::shared_ptr<Device>& earlier_device, CUstream earlier, Device& later_device,
-                 CUstream later);
+void order_after(const std::shared_ptr<Device>& earlier_device, CUstream earlier, Device& later_device, CUstream later);
 // The same with an event made beforehand (of `earlier`'s device): it allocates nothing.
 void order_after(StreamEvent& event, CUstream earlier, Device& later_device, CUstream later);
 

@@ -45,8 +45,7 @@ class CudaSubmission final : public Submission {
   void read(const Layout& device, uint64_t offset, char* host, std::size_t n) override {
     device_->check(cu().cuMemcpyDtoHAsync(host, device_first(device) + offset, n, stream_), "cuMemcpyDtoHAsync");
   }
-  std::unique_ptr<Event> write_chunk(const Layout& device, uint64_t offset, const char* host,
-                                     std::size_t n) override {
+  std::unique_ptr<Event> write_chunk(const Layout& device, uint64_t offset, const char* host, std::size_t n) override {
     write(device, offset, host, n);
     return record_event(device_, stream_);
   }

@@ -35,10 +35,9 @@ int unit_index(const StridedCopy& walk, CUdeviceptr src, CUdeviceptr dst, std::s
 
 void launch_walk(Device& device, CUstream stream, const Layout& src, CUdeviceptr src_base, const Layout& dst,
                  CUdeviceptr dst_base) {
-  const StridedCopy walk =
-      normalize_copy(static_cast<intptr_t>(src.byte_offset), src.strides.data(), src.itemsize,
-                     static_cast<intptr_t>(dst.byte_offset), dst.strides.data(), dst.itemsize, src.shape.data(),
-                     src.ndim());
+  const StridedCopy walk = normalize_copy(static_cast<intptr_t>(src.byte_offset), src.strides.data(), src.itemsize,
+                                          static_cast<intptr_t>(dst.byte_offset), dst.strides.data(), dst.itemsize,
+                                          src.shape.data(), src.ndim());
   if (walk.empty) return;
   WalkParams params{};
   params.src_first = walk.src;

@@ -26,5 +26,4 @@ struct DeviceTemp {
   Layout layout;
 };
 
-
 }  // namespace abr::cuda

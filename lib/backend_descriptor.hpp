@@ -25,16 +25,16 @@ using BackendFactory = std::unique_ptr<DeviceBackend> (*)(const abr_runtime_opti
 
 struct BackendDescriptor {
   abr_backend id;
-  const char* name;                // "CUDA": for messages
-  const char* key;                 // "cuda": arraybridge-info's and the Python package's name for it
-  const DeviceKind* kinds;         // the device kinds it serves (its rows of the kind table)
+  const char* name;         // "CUDA": for messages
+  const char* key;          // "cuda": arraybridge-info's and the Python package's name for it
+  const DeviceKind* kinds;  // the device kinds it serves (its rows of the kind table)
   std::size_t kind_count;
-  uint32_t disable_flag;           // the abr_runtime_options.flags bit that leaves it out; 0: none
-  const char* disable_flag_name;   // "ABR_RUNTIME_DISABLE_CUDA"
-  const char* disable_env;         // "ARRAYBRIDGE_DISABLE_CUDA": what the Python package reads
-  BackendFactory make;             // nullptr: left out of this build
-  const char* left_out_because;    // why, when make is nullptr
-  bool ipc;                        // it has interprocess memory handles (abr_ipc_export/import)
+  uint32_t disable_flag;          // the abr_runtime_options.flags bit that leaves it out; 0: none
+  const char* disable_flag_name;  // "ABR_RUNTIME_DISABLE_CUDA"
+  const char* disable_env;        // "ARRAYBRIDGE_DISABLE_CUDA": what the Python package reads
+  BackendFactory make;            // nullptr: left out of this build
+  const char* left_out_because;   // why, when make is nullptr
+  bool ipc;                       // it has interprocess memory handles (abr_ipc_export/import)
 };
 
 // The backends built into this library, in the order their devices are listed.

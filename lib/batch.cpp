@@ -155,8 +155,8 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
           data[i] = buffer->data();
           item.memory = std::move(buffer);
         }
-        item.pending = std::make_unique<PendingExport>(
-            ExportSpec{data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0, DLPACK_FLAG_BITMASK_IS_COPIED});
+        item.pending = std::make_unique<PendingExport>(ExportSpec{
+            data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0, DLPACK_FLAG_BITMASK_IS_COPIED});
         if (stream) {
           std::shared_ptr<Storage> shared = std::move(item.memory);
           item.memory = std::make_unique<SharedStorage>(shared);
@@ -164,8 +164,8 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
         }
       } else if (plan.path == ABR_PATH_HOST_WRAP) {  // host memory the device uses in place
         const uint64_t read_only = srcs[i]->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
-        item.pending = std::make_unique<PendingExport>(ExportSpec{
-            nullptr, dst, src.dtype, src.shape, src.strides, static_cast<uint64_t>(-src.min_byte), read_only});
+        item.pending = std::make_unique<PendingExport>(ExportSpec{nullptr, dst, src.dtype, src.shape, src.strides,
+                                                                  static_cast<uint64_t>(-src.min_byte), read_only});
         auto owner = std::make_unique<DeferredSource>();
         item.wrap_owner = owner.get();
         std::unique_ptr<Storage> owning = std::move(owner);
@@ -210,19 +210,22 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   uint64_t moved = 0;
   for (const BatchItem& item : items) {
     moved += item.bytes;
-    if (item.plan.move == Move::View) ++views;
-    else if (!item.coalesced) ++copies;
+    if (item.plan.move == Move::View)
+      ++views;
+    else if (!item.coalesced)
+      ++copies;
   }
   report.tensors = static_cast<uint32_t>(count);
   report.coalesced = static_cast<uint32_t>(coalesced);
   report.views = views;
   report.copies = copies;
   report.bytes_moved = moved;
-  const std::string detail =
-      coalesced ? fmt::format("{} of {} tensors packed into one {} byte block and moved with one copy; {} view(s), {} "
-                              "other copy(ies)",
-                              coalesced, count, block_bytes, views, copies - 1)
-                : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
+  const std::string detail = coalesced
+      ? fmt::format(
+            "{} of {} tensors packed into one {} byte block and moved with one copy; {} view(s), {} "
+            "other copy(ies)",
+            coalesced, count, block_bytes, views, copies - 1)
+      : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
   fit_text(report.detail, sizeof report.detail, detail);
 
   // 3. Commit: nothing below throws.
@@ -239,8 +242,10 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     } else {
       out[i] = item.pending->finish(std::move(item.memory));
       if (item.stream_share) stream->retain(std::move(item.stream_share));
-      if (stream) stream->retain(std::move(item.source));  // until the work that reads it is done
-      else item.source->release();
+      if (stream)
+        stream->retain(std::move(item.source));  // until the work that reads it is done
+      else
+        item.source->release();
     }
   }
   if (block_stream_share) stream->retain(std::move(block_stream_share));
@@ -293,7 +298,8 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   std::vector<Pair> pairs(count);
   for (std::size_t i = 0; i < count; ++i) {
     try {
-      if (!srcs[i] || !dsts[i]) fail(ABR_ERR_INVALID_ARGUMENT, "{} is NULL", srcs[i] ? "the destination" : "the source");
+      if (!srcs[i] || !dsts[i])
+        fail(ABR_ERR_INVALID_ARGUMENT, "{} is NULL", srcs[i] ? "the destination" : "the source");
       Pair& pair = pairs[i];
       pair.src = validate_tensor(*srcs[i], Role::Source, "source");
       pair.dst = validate_tensor(*dsts[i], Role::Destination, "destination");
@@ -319,8 +325,8 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     const Pair& pair = pairs[i];
     const Plan& plan = pair.plan;
     try {
-      const bool on_device = (plan.executor == Executor::Source || plan.executor == Executor::Destination) &&
-                             plan.move != Move::Peer;
+      const bool on_device =
+          (plan.executor == Executor::Source || plan.executor == Executor::Destination) && plan.move != Move::Peer;
       if (!on_device) {
         finish_open();
         if (stream && queued) stream->synchronize();  // the host's step reads what the stream wrote

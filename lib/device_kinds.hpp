@@ -18,16 +18,16 @@ namespace abr {
 struct DeviceKind {
   DLDeviceType type;
   std::string_view name;  // "cuda" (devices "cuda:0", "cuda:1") or one memory kind ("cuda_host")
-  abr_backend backend;  // who serves it; ABR_BACKEND_HOST: plain host memory
-  bool numbered;        // devices are told apart by id; otherwise the id is always 0
-  bool host_memory;     // the host reads and writes it in place
-  bool address;         // DLTensor::data is an address, not a backend handle (cl_mem)
-  bool page_locked;     // page-locked by definition (cuda_host)
-  bool new_tensors;     // abr_to_device can put a new tensor there
+  abr_backend backend;    // who serves it; ABR_BACKEND_HOST: plain host memory
+  bool numbered;          // devices are told apart by id; otherwise the id is always 0
+  bool host_memory;       // the host reads and writes it in place
+  bool address;           // DLTensor::data is an address, not a backend handle (cl_mem)
+  bool page_locked;       // page-locked by definition (cuda_host)
+  bool new_tensors;       // abr_to_device can put a new tensor there
 };
 
 //                                     type    name   backend           numbered host  address locked new
-inline constexpr DeviceKind kCpuKind{kDLCPU, "cpu", ABR_BACKEND_HOST, false,   true, true,   false, true};
+inline constexpr DeviceKind kCpuKind{kDLCPU, "cpu", ABR_BACKEND_HOST, false, true, true, false, true};
 
 // The rows by device type (DLPack's types are small numbers). Every transfer asks
 // several times, so the answer is one load, inlined: a call per question was about
@@ -92,8 +92,6 @@ void check_nameable(DLDevice device);
 // blanks are ignored. Throws ABR_ERR_INVALID_ARGUMENT naming what was wrong.
 DLDevice parse_device(std::string_view text);
 
-inline bool same_device(DLDevice a, DLDevice b) {
-  return a.device_type == b.device_type && a.device_id == b.device_id;
-}
+inline bool same_device(DLDevice a, DLDevice b) { return a.device_type == b.device_type && a.device_id == b.device_id; }
 
 }  // namespace abr

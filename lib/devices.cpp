@@ -92,10 +92,12 @@ const DeviceInfo& DeviceRegistry::require(DLDevice device, const char* what) con
   if (!kind) {
     std::string served;  // "host, CUDA and OpenCL"
     for (std::size_t i = 0; i < backends_.size(); ++i)
-      served += fmt::format("{}{}", i == 0 ? "" : i + 1 == backends_.size() ? " and " : ", ",
+      served += fmt::format("{}{}",
+                            i == 0                          ? ""
+                                : i + 1 == backends_.size() ? " and "
+                                                            : ", ",
                             backend_name(backends_[i].backend));
-    fail(ABR_ERR_NO_DEVICE, "{}: {} is not supported by libarraybridge ({} are)", what, device_string(device),
-         served);
+    fail(ABR_ERR_NO_DEVICE, "{}: {} is not supported by libarraybridge ({} are)", what, device_string(device), served);
   }
   const BackendInfo* found = nullptr;
   for (const BackendInfo& info : backends_)

@@ -68,11 +68,15 @@ void check_dtype(DLDataType dtype, const char* what) {
   // engine moves elements of 1, 2, 4, 8 and 16 bytes).
   const bool packed = dtype.bits < 8 && dtype.lanes > 1 && dtype.bits * dtype.lanes == 8;
   if (dtype.lanes != 1 && !packed)
-    fail(ABR_ERR_DLPACK_DTYPE, "{}: dtype {} has lanes = {}; only scalar elements (lanes = 1) and sub-byte lanes "
-         "packed into one byte are supported", what, name, dtype.lanes);
+    fail(ABR_ERR_DLPACK_DTYPE,
+         "{}: dtype {} has lanes = {}; only scalar elements (lanes = 1) and sub-byte lanes "
+         "packed into one byte are supported",
+         what, name, dtype.lanes);
   if (dtype.bits * dtype.lanes % 8 != 0)
-    fail(ABR_ERR_UNSUPPORTED, "{}: sub-byte dtype {} ({} bits) moves only as lanes packed into one byte "
-         "(as float4_e2m1fnx2)", what, name, dtype.bits);
+    fail(ABR_ERR_UNSUPPORTED,
+         "{}: sub-byte dtype {} ({} bits) moves only as lanes packed into one byte "
+         "(as float4_e2m1fnx2)",
+         what, name, dtype.bits);
   if (dtype.code == kDLOpaqueHandle)
     fail(ABR_ERR_UNSUPPORTED, "{}: opaque-handle dtypes hold pointers and cannot be moved", what);
 }
@@ -80,18 +84,24 @@ void check_dtype(DLDataType dtype, const char* what) {
 std::string dtype_name(DLDataType dtype) {
   const char* name = code_name(dtype.code);
   std::string base;
-  if (!name) base = fmt::format("dlpack_dtype_{}_{}", dtype.code, dtype.bits);
-  else if (dtype.code == kDLBool && dtype.bits == 8) base = "bool";
-  else if (named_by_bits(dtype.code) || !bits_fit_code(dtype.code, dtype.bits)) base = fmt::format("{}{}", name, dtype.bits);
-  else base = name;  // the float8/6/4 family and opaque handles: the name says the bits
+  if (!name)
+    base = fmt::format("dlpack_dtype_{}_{}", dtype.code, dtype.bits);
+  else if (dtype.code == kDLBool && dtype.bits == 8)
+    base = "bool";
+  else if (named_by_bits(dtype.code) || !bits_fit_code(dtype.code, dtype.bits))
+    base = fmt::format("{}{}", name, dtype.bits);
+  else
+    base = name;  // the float8/6/4 family and opaque handles: the name says the bits
   return dtype.lanes == 1 ? base : fmt::format("{}x{}", base, dtype.lanes);
 }
 
 DLDataType parse_dtype(std::string_view text) {
   std::string clean = normalized_name(text);
   auto refuse = [&]() -> DLDataType {
-    fail(ABR_ERR_INVALID_ARGUMENT, "unknown dtype '{}'; expected a name such as 'float32', 'uint8', 'bool', "
-         "'bfloat16', 'complex64' or 'float8_e4m3fn', optionally with lanes ('float32x4')", text);
+    fail(ABR_ERR_INVALID_ARGUMENT,
+         "unknown dtype '{}'; expected a name such as 'float32', 'uint8', 'bool', "
+         "'bfloat16', 'complex64' or 'float8_e4m3fn', optionally with lanes ('float32x4')",
+         text);
   };
   // Lanes: a trailing "x<digits>" after the bits, or after a name that says them
   // ("float4_e2m1fnx2"); not the x of "complex".

@@ -20,7 +20,7 @@ inline void validate_dtype(DLDataType dtype, const char* what) {
   const unsigned bits = dtype.bits;
   const bool power = (bits & (bits - 1)) == 0 && bits <= 64;
   const bool usual = dtype.lanes == 1 && power &&
-                     ((dtype.code == kDLInt || dtype.code == kDLUInt) ? bits >= 8 : dtype.code == kDLFloat && bits >= 16);
+      ((dtype.code == kDLInt || dtype.code == kDLUInt) ? bits >= 8 : dtype.code == kDLFloat && bits >= 16);
   if (!usual) check_dtype(dtype, what);
 }
 

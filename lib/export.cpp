@@ -43,7 +43,8 @@ void delete_legacy(DLManagedTensor* self) noexcept {
 }  // namespace
 
 PendingExport::PendingExport(const ExportSpec& spec)
-    : exported_((fault::point(ABR_ERR_OUT_OF_MEMORY, "export allocation"), std::unique_ptr<Exported>(new Exported))) {  // not make_unique: it would zero the dims arrays
+    : exported_((fault::point(ABR_ERR_OUT_OF_MEMORY, "export allocation"),
+                 std::unique_ptr<Exported>(new Exported))) {  // not make_unique: it would zero the dims arrays
   const std::size_t ndim = spec.shape.size();
   int64_t* dims = exported_->inline_dims;
   if (ndim > Exported::kInlineDims) {

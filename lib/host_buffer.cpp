@@ -23,7 +23,8 @@ HostBuffer::HostBuffer(std::size_t bytes) {
   // 2.3x malloc + memcpy), where malloc keeps them for the next buffer of its size.
   if (rounded > SIZE_MAX - alignment || !(allocation_ = std::malloc(rounded + alignment - 1)))
     fail(ABR_ERR_OUT_OF_MEMORY, "cannot allocate {} bytes of host memory", bytes);
-  data_ = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(allocation_) + alignment - 1) & ~uintptr_t{alignment - 1});
+  data_ =
+      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(allocation_) + alignment - 1) & ~uintptr_t{alignment - 1});
 #ifdef MADV_HUGEPAGE
   if (alignment == kHugePage) madvise(data_, rounded, MADV_HUGEPAGE);  // a hint: ignored where unsupported
 #endif

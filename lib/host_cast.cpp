@@ -14,12 +14,20 @@ namespace abr {
 namespace {
 
 // Storage types that are not C++ arithmetic types.
-struct Bool8 { uint8_t v; };
-struct Half { uint16_t v; };
-struct BFloat16 { uint16_t v; };
+struct Bool8 {
+  uint8_t v;
+};
+struct Half {
+  uint16_t v;
+};
+struct BFloat16 {
+  uint16_t v;
+};
 
-template <class T> struct is_complex : std::false_type {};
-template <class T> struct is_complex<std::complex<T>> : std::true_type {};
+template <class T>
+struct is_complex : std::false_type {};
+template <class T>
+struct is_complex<std::complex<T>> : std::true_type {};
 
 template <class T>
 constexpr bool is_integral_like = std::is_integral_v<T> || std::is_same_v<T, Bool8>;
@@ -27,25 +35,36 @@ constexpr bool is_integral_like = std::is_integral_v<T> || std::is_same_v<T, Boo
 // Value of any supported element as a double (complex: its real part).
 template <class S>
 double as_double(S s) {
-  if constexpr (std::is_same_v<S, Bool8>) return s.v ? 1.0 : 0.0;
-  else if constexpr (std::is_same_v<S, Half>) return half_to_float(s.v);
-  else if constexpr (std::is_same_v<S, BFloat16>) return bfloat16_to_float(s.v);
-  else if constexpr (is_complex<S>::value) return static_cast<double>(s.real());
-  else return static_cast<double>(s);
+  if constexpr (std::is_same_v<S, Bool8>)
+    return s.v ? 1.0 : 0.0;
+  else if constexpr (std::is_same_v<S, Half>)
+    return half_to_float(s.v);
+  else if constexpr (std::is_same_v<S, BFloat16>)
+    return bfloat16_to_float(s.v);
+  else if constexpr (is_complex<S>::value)
+    return static_cast<double>(s.real());
+  else
+    return static_cast<double>(s);
 }
 
 template <class S>
 std::complex<double> as_complex(S s) {
-  if constexpr (is_complex<S>::value) return {static_cast<double>(s.real()), static_cast<double>(s.imag())};
-  else return {as_double(s), 0.0};
+  if constexpr (is_complex<S>::value)
+    return {static_cast<double>(s.real()), static_cast<double>(s.imag())};
+  else
+    return {as_double(s), 0.0};
 }
 
 template <class S>
 bool is_nonzero(S s) {
-  if constexpr (std::is_same_v<S, Bool8>) return s.v != 0;
-  else if constexpr (is_complex<S>::value) return s.real() != 0 || s.imag() != 0;
-  else if constexpr (std::is_integral_v<S>) return s != 0;
-  else return as_double(s) != 0.0;
+  if constexpr (std::is_same_v<S, Bool8>)
+    return s.v != 0;
+  else if constexpr (is_complex<S>::value)
+    return s.real() != 0 || s.imag() != 0;
+  else if constexpr (std::is_integral_v<S>)
+    return s != 0;
+  else
+    return as_double(s) != 0.0;
 }
 
 // Float to integer without undefined behaviour: saturate, NaN -> 0.
@@ -66,8 +85,10 @@ D convert(S s) {
     using R = typename D::value_type;
     return D(static_cast<R>(c.real()), static_cast<R>(c.imag()));
   } else if constexpr (std::is_integral_v<D> && is_integral_like<S>) {
-    if constexpr (std::is_same_v<S, Bool8>) return static_cast<D>(s.v ? 1 : 0);
-    else return static_cast<D>(s);  // modular, as in C and NumPy
+    if constexpr (std::is_same_v<S, Bool8>)
+      return static_cast<D>(s.v ? 1 : 0);
+    else
+      return static_cast<D>(s);  // modular, as in C and NumPy
   } else if constexpr (std::is_integral_v<D>) {
     return saturate<D>(as_double(s));
   } else if constexpr (std::is_same_v<D, Half>) {
@@ -91,7 +112,10 @@ void cast_row(const char* src, int64_t ss, char* dst, int64_t ds, int64_t n) {
   }
 }
 
-template <class T> struct Tag { using type = T; };
+template <class T>
+struct Tag {
+  using type = T;
+};
 
 // Calls f(Tag<T>) for the storage type of a dtype; returns false if there is none.
 template <class F>

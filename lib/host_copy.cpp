@@ -23,8 +23,8 @@ struct HostCopy {
   bool empty;
 };
 
-HostCopy normalize_host(HostSide src, std::size_t src_item, char* dst, const int64_t* dst_strides,
-                        std::size_t dst_item, const int64_t* shape, int ndim) {
+HostCopy normalize_host(HostSide src, std::size_t src_item, char* dst, const int64_t* dst_strides, std::size_t dst_item,
+                        const int64_t* shape, int ndim) {
   // Offsets are applied as integers: pointers are formed only for real elements.
   StridedCopy c = normalize_copy(reinterpret_cast<intptr_t>(src.first), src.strides, src_item,
                                  reinterpret_cast<intptr_t>(dst), dst_strides, dst_item, shape, ndim);

@@ -15,7 +15,8 @@ namespace abr {
 // touch a new destination's pages first, in parallel.
 class HostMemorySide final : public ChunkSide {
  public:
-  HostMemorySide(const void* base, unsigned threads) : base_(static_cast<char*>(const_cast<void*>(base))), threads_(threads) {}
+  HostMemorySide(const void* base, unsigned threads)
+      : base_(static_cast<char*>(const_cast<void*>(base))), threads_(threads) {}
   bool asynchronous() const override { return false; }
   std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override;
   std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override;
@@ -39,7 +40,7 @@ class HostLayoutSide final : public ChunkSide {
 
  private:
   Layout rows(uint64_t offset, std::size_t n, int64_t* first_row) const;  // the box of whole rows
-  char* row_start(int64_t row) const;                                      // its first element
+  char* row_start(int64_t row) const;                                     // its first element
   Layout view_;
   char* first_;
   DLDataType bytes_dtype_;

@@ -13,7 +13,6 @@
 namespace abr {
 namespace {
 
-
 // A positive whole number from the environment, or 0.
 unsigned long env_number(const char* name) {
   const char* text = std::getenv(name);
@@ -31,7 +30,8 @@ unsigned core_threads() {
 }
 
 unsigned default_threads() {
-  if (const unsigned long n = env_number("ARRAYBRIDGE_STAGING_THREADS")) return static_cast<unsigned>(std::min(n, 256ul));
+  if (const unsigned long n = env_number("ARRAYBRIDGE_STAGING_THREADS"))
+    return static_cast<unsigned>(std::min(n, 256ul));
   return core_threads();
 }
 
@@ -83,8 +83,8 @@ void HostThreads::work() {
 }
 
 void HostThreads::parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& task) {
-  const unsigned helpers = std::min<std::size_t>({static_cast<std::size_t>(std::max(threads, 1u)) - 1,
-                                                  workers_.size(), n > 0 ? n - 1 : 0});
+  const unsigned helpers =
+      std::min<std::size_t>({static_cast<std::size_t>(std::max(threads, 1u)) - 1, workers_.size(), n > 0 ? n - 1 : 0});
   if (helpers == 0) {
     for (std::size_t i = 0; i < n; ++i) task(i);
     return;
@@ -97,8 +97,10 @@ void HostThreads::parallel_for(std::size_t n, unsigned threads, const std::funct
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_.push_back(job);
   }
-  if (helpers == 1) wake_.notify_one();
-  else wake_.notify_all();
+  if (helpers == 1)
+    wake_.notify_one();
+  else
+    wake_.notify_all();
   run_tasks(*job);
   std::unique_lock<std::mutex> lock(mutex_);
   // Workers that never came (all busy with other jobs) must not find it later.

@@ -73,8 +73,8 @@ void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataTyp
 
 // How a transfer of `bytes` is cut: host threads (never more than pieces of
 // kWalkPiece when the host engine walks a view, `walk`, else of kParallelPiece: one,
-// never touching the pool, below two pieces) and, when staged, the chunk size. Defaults grow with the threads (2 MiB per thread, at least 8 chunks where the
-// bytes allow, 8 to 64 MiB). A runtime's choice (abr_runtime_set_staging) wins;
+// never touching the pool, below two pieces) and, when staged, the chunk size. Defaults grow with the threads (2 MiB
+// per thread, at least 8 chunks where the bytes allow, 8 to 64 MiB). A runtime's choice (abr_runtime_set_staging) wins;
 // else the environment's: ARRAYBRIDGE_STAGING_CHUNK_MIB and ARRAYBRIDGE_STAGING_THREADS.
 struct StagingShape {
   std::size_t chunk = 0;

@@ -13,7 +13,8 @@ uint32_t Runtime::ipc_export(const DLTensor& tensor, Stream* stream, unsigned ch
   if (is_host_accessible(layout.device.device_type))
     fail(ABR_ERR_UNSUPPORTED,
          "{} is host memory: interprocess handles share device memory only (share host memory between processes "
-         "with shared memory or MPI, or copy it to a device first)", device_string(layout.device));
+         "with shared memory or MPI, or copy it to a device first)",
+         device_string(layout.device));
   devices_.require(layout.device, "tensor");
   check_stream(stream, layout.device, layout.device);
   return backend_of(layout.device.device_type)->ipc_export(layout, stream, out, capacity);

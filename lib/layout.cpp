@@ -10,17 +10,28 @@
 namespace abr {
 namespace {
 
-constexpr uint64_t kKnownFlags = DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED |
-                                 DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+constexpr uint64_t kKnownFlags =
+    DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
 
 bool known_device_type(int32_t type) {
   switch (type) {
-    case kDLCPU: case kDLCUDA: case kDLCUDAHost: case kDLOpenCL: case kDLVulkan: case kDLMetal:
-    case kDLVPI: case kDLROCM: case kDLROCMHost: case kDLExtDev: case kDLCUDAManaged: case kDLOneAPI:
-    case kDLWebGPU: case kDLHexagon: case kDLMAIA: case kDLTrn:
-      return true;
-    default:
-      return false;
+    case kDLCPU:
+    case kDLCUDA:
+    case kDLCUDAHost:
+    case kDLOpenCL:
+    case kDLVulkan:
+    case kDLMetal:
+    case kDLVPI:
+    case kDLROCM:
+    case kDLROCMHost:
+    case kDLExtDev:
+    case kDLCUDAManaged:
+    case kDLOneAPI:
+    case kDLWebGPU:
+    case kDLHexagon:
+    case kDLMAIA:
+    case kDLTrn: return true;
+    default: return false;
   }
 }
 
@@ -93,7 +104,8 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
          kind->name);
 
   if (t.ndim < 0) fail(ABR_ERR_DLPACK_NDIM, "{}: ndim = {} is negative", what, t.ndim);
-  if (t.ndim > ABR_MAX_NDIM) fail(ABR_ERR_DLPACK_NDIM, "{}: ndim = {} exceeds the limit of {}", what, t.ndim, ABR_MAX_NDIM);
+  if (t.ndim > ABR_MAX_NDIM)
+    fail(ABR_ERR_DLPACK_NDIM, "{}: ndim = {} exceeds the limit of {}", what, t.ndim, ABR_MAX_NDIM);
   if (t.ndim > 0 && !t.shape) fail(ABR_ERR_DLPACK_SHAPE, "{}: shape is NULL with ndim = {}", what, t.ndim);
 
   validate_dtype(t.dtype, what);
@@ -115,8 +127,10 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
          shape_string(out.shape), out.itemsize);
 
   // NULL strides mean compact; when there are no elements any strides are as good as compact.
-  if (t.strides && numel > 0) out.strides.assign(t.strides, t.strides + ndim);
-  else out.strides = compact_strides(out.shape);
+  if (t.strides && numel > 0)
+    out.strides.assign(t.strides, t.strides + ndim);
+  else
+    out.strides = compact_strides(out.shape);
 
   // Byte extent of the view, relative to its first element; checked for overflow.
   int64_t lo = 0, hi = 0;
@@ -137,7 +151,8 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
       if (__builtin_mul_overflow(extent - 1, stride, &span) ||
           __builtin_mul_overflow(span, static_cast<int64_t>(out.itemsize), &span_bytes) ||
           __builtin_add_overflow(span_bytes < 0 ? lo : hi, span_bytes, span_bytes < 0 ? &lo : &hi))
-        fail(ABR_ERR_DLPACK_OVERFLOW, "{}: the producer's strides are invalid: {} elements over shape {} cannot be "
+        fail(ABR_ERR_DLPACK_OVERFLOW,
+             "{}: the producer's strides are invalid: {} elements over shape {} cannot be "
              "addressed in 64 bits (as signed byte strides, wrapping as an unsigned division would, they read {}; "
              "CuPy 13.4 to 14.2 export negative strides that way, cupy/cupy#10172)",
              what, shape_string(out.strides), shape_string(out.shape), wrapped_byte_strides(out));

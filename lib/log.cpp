@@ -43,10 +43,11 @@ class CallbackOrStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
 abr_log_level level_from_environment() {
   const char* value = std::getenv("ARRAYBRIDGE_LOG_LEVEL");
   if (!value) return ABR_LOG_WARN;
-  static const struct { const char* name; abr_log_level level; } names[] = {
-      {"trace", ABR_LOG_TRACE}, {"debug", ABR_LOG_DEBUG}, {"info", ABR_LOG_INFO},
-      {"warn", ABR_LOG_WARN},   {"warning", ABR_LOG_WARN}, {"error", ABR_LOG_ERROR},
-      {"off", ABR_LOG_OFF}};
+  static const struct {
+    const char* name;
+    abr_log_level level;
+  } names[] = {{"trace", ABR_LOG_TRACE},  {"debug", ABR_LOG_DEBUG}, {"info", ABR_LOG_INFO}, {"warn", ABR_LOG_WARN},
+               {"warning", ABR_LOG_WARN}, {"error", ABR_LOG_ERROR}, {"off", ABR_LOG_OFF}};
   for (const auto& entry : names)
     if (strcasecmp(value, entry.name) == 0) return entry.level;
   std::fprintf(stderr, "arraybridge: ignoring ARRAYBRIDGE_LOG_LEVEL=%s (use trace, debug, info, warn, error or off)\n",

@@ -27,7 +27,7 @@ void PendingReleases::add(std::vector<Retained> retained) noexcept {
           if (item.done && !item.done->complete()) pending_.push_back(std::move(item));
         }
         count_.store(pending_.size(), std::memory_order_release);
-        return;  // what was already complete is released below, outside the lock
+        return;                          // what was already complete is released below, outside the lock
       } catch (const std::bad_alloc&) {  // no room to keep the rest: wait for it below
       }
     }

@@ -23,10 +23,10 @@
 namespace abr {
 
 struct PoolStats {
-  uint64_t bytes_pinned = 0;       // held from providers now
-  uint64_t bytes_in_use = 0;       // handed out and not yet returned
-  uint64_t bytes_cached = 0;       // returned, kept for reuse
-  uint64_t bytes_waiting = 0;      // of the cached bytes, those a stream may still be using
+  uint64_t bytes_pinned = 0;   // held from providers now
+  uint64_t bytes_in_use = 0;   // handed out and not yet returned
+  uint64_t bytes_cached = 0;   // returned, kept for reuse
+  uint64_t bytes_waiting = 0;  // of the cached bytes, those a stream may still be using
   uint64_t peak_bytes_pinned = 0;
   uint64_t limit_bytes = 0;
   uint64_t blocks_pinned = 0;

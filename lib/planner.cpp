@@ -30,25 +30,24 @@ bool is_host_destination(const Endpoint& dst) { return dst.kind->host_memory && 
 
 // The words for each step, in the order the steps run.
 const char* pack_words(Step step) {
-  return step == Step::Host ? "packed/converted on the host into pinned memory"
-         : step == Step::Device ? "packed/converted by a device kernel"
-                                : nullptr;
+  return step == Step::Host  ? "packed/converted on the host into pinned memory"
+      : step == Step::Device ? "packed/converted by a device kernel"
+                             : nullptr;
 }
 const char* scatter_words(Step step) {
-  return step == Step::Host ? "scattered on the host out of pinned memory"
-         : step == Step::Device ? "scattered by a device kernel"
-                                : nullptr;
+  return step == Step::Host  ? "scattered on the host out of pinned memory"
+      : step == Step::Device ? "scattered by a device kernel"
+                             : nullptr;
 }
 
 // "N MiB chunks through <blocks>, T copy threads": the staged move in words.
 std::string staged_words(const Plan& plan, bool host_side) {
   const std::size_t chunk = plan.staging.chunk;
   const bool mib = chunk >= (std::size_t{1} << 20);
-  std::string words = fmt::format("staged in {} {} chunks through {}", mib ? chunk >> 20 : (chunk + 1023) >> 10,
-                                  mib ? "MiB" : "KiB",
-                                  plan.staging_shared ? "memory pinned for both drivers" : "pinned host memory");
-  if (host_side)
-    words += fmt::format(", {} copy thread{}", plan.staging.threads, plan.staging.threads == 1 ? "" : "s");
+  std::string words =
+      fmt::format("staged in {} {} chunks through {}", mib ? chunk >> 20 : (chunk + 1023) >> 10, mib ? "MiB" : "KiB",
+                  plan.staging_shared ? "memory pinned for both drivers" : "pinned host memory");
+  if (host_side) words += fmt::format(", {} copy thread{}", plan.staging.threads, plan.staging.threads == 1 ? "" : "s");
   return words;
 }
 
@@ -125,9 +124,9 @@ void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool ho
   // one chunk overlaps nothing (0.6-0.9x the driver's own copy up to 4 MiB on an H100).
   if (device.shares_host_memory || r.bytes < 2 * uint64_t{chunk})
     return describe(plan, direction, reason,
-                    mapped ? "one direct copy of the bytes"
-                    : src_host ? "one driver copy from pageable memory (under two chunks)"
-                               : "one driver copy into pageable memory (under two chunks)");
+                    mapped         ? "one direct copy of the bytes"
+                        : src_host ? "one driver copy from pageable memory (under two chunks)"
+                                   : "one driver copy into pageable memory (under two chunks)");
   plan_staged(plan, /*staging_at_source=*/!src_host);  // the device side's pinned blocks
   describe(plan, direction, reason, staged_words(plan, /*host_side=*/true).c_str());
 }
@@ -143,9 +142,9 @@ void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, 
     plan.path = ABR_PATH_DEVICE_COPY;
     plan.move = pack || scatter || plan.overlap ? Move::DeviceWalk : Move::Bytes;
     plan.detail.format("device copy ({}){}", reason,
-                        plan.overlap                 ? ": packed into a temporary first because the two overlap"
-                        : plan.move == Move::DeviceWalk ? ": packed/converted by a device kernel"
-                                                     : ": one buffer copy");
+                       plan.overlap                        ? ": packed into a temporary first because the two overlap"
+                           : plan.move == Move::DeviceWalk ? ": packed/converted by a device kernel"
+                                                           : ": one buffer copy");
     return;
   }
   plan.pack = pack ? Step::Device : Step::None;
@@ -239,23 +238,27 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   require_cast(src.dtype, plan.dtype);
   const bool src_host = from.host;
   const bool dst_host = into ? to.host : is_host_destination(to);
-  // Host memory on the destination side is page-locked when it says so, or a new tensor in page-locked memory (cuda_host).
+  // Host memory on the destination side is page-locked when it says so, or a new tensor in page-locked memory
+  // (cuda_host).
   const bool dst_pinned = into ? to.pinned : to.kind->page_locked;
   require_data_path(from, src_host, to, dst_host);
 
   // Reasons that rule out sharing the source's memory (an existing destination always does).
   std::string reason;
-  if (into) reason = "into an existing tensor";
-  else if (options.copy == ABR_COPY_ALWAYS) reason = "ABR_COPY_ALWAYS";
-  else if (plan.cast) reason = fmt::format("converting {} -> {}", dtype_name(src.dtype), dtype_name(plan.dtype));
+  if (into)
+    reason = "into an existing tensor";
+  else if (options.copy == ABR_COPY_ALWAYS)
+    reason = "ABR_COPY_ALWAYS";
+  else if (plan.cast)
+    reason = fmt::format("converting {} -> {}", dtype_name(src.dtype), dtype_name(plan.dtype));
   else if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !src.compact)
     reason = "ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided";
   else if (src_host && !dst_host && !to.shares_host_memory)
     reason = fmt::format("{} does not share host memory", device_string(to.device));
   else if (src_host && !dst_host && to.host_wrap_alignment &&
            (reinterpret_cast<uintptr_t>(src.data) + src.byte_offset + src.min_byte) % to.host_wrap_alignment)
-    reason = fmt::format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment,
-                         device_string(to.device));
+    reason =
+        fmt::format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment, device_string(to.device));
   else if (!src_host && dst_host)
     reason = fmt::format("{} memory is not addressable from the host", device_string(src.device));
   else if (dst_pinned && !from.pinned)
@@ -274,8 +277,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
     }
     return plan;
   }
-  if (options.copy == ABR_COPY_NEVER)
-    fail(ABR_ERR_COPY_REQUIRED, "ABR_COPY_NEVER, but a copy is required: {}", reason);
+  if (options.copy == ABR_COPY_NEVER) fail(ABR_ERR_COPY_REQUIRED, "ABR_COPY_NEVER, but a copy is required: {}", reason);
   plan.strided_source = !src.compact;
   const bool src_reshape = plan.strided_source || plan.cast;
   const bool dst_strided = into && !dst->compact;
@@ -297,7 +299,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   } else if (src_host || dst_host) {
     // The host side's rows, when the host engine reshapes it in chunks; a new destination is compact.
     const uint64_t host_rows = src_host ? HostLayoutSide::row_bytes(src, plan.dtype)
-                               : into   ? HostLayoutSide::row_bytes(*dst, plan.dtype)
+        : into                          ? HostLayoutSide::row_bytes(*dst, plan.dtype)
                                         : 0;
     const Reshaping r{src_reshape, dst_strided, bytes, host_rows};
     plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r, reason);

@@ -113,7 +113,8 @@ struct Plan {
   Move move = Move::View;  // Move::View: the result aliases the source
   Executor executor = Executor::None;
   Step scatter = Step::None;
-  void* src_context = nullptr;  // backend contexts (opaque, the backend's own type) of the two sides (nullptr: host memory)
+  void* src_context =
+      nullptr;  // backend contexts (opaque, the backend's own type) of the two sides (nullptr: host memory)
   void* dst_context = nullptr;
   DLDataType dtype{};  // the result's dtype
   // A view on the source's own device of a source that already reads as one: the
@@ -121,8 +122,8 @@ struct Plan {
   // zero-copy to_device from Python).
   bool hand_back = false;
   bool strided_source = false;  // the source is packed (the report's PACKED)
-  bool cast = false;   // elements are converted
-  bool overlap = false;  // abr_copy only: source and destination memory overlap
+  bool cast = false;            // elements are converted
+  bool overlap = false;         // abr_copy only: source and destination memory overlap
   // The threads of every host-side step (the host engine's walks, a staged
   // transfer's host side); for Move::Staged also the chunk size, and whose pinned
   // blocks carry the chunks: the source side's or the destination's (the device
@@ -146,8 +147,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
           const TransferOptions& options);
 
 // The same plan, named for its entry point.
-inline Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to,
-                          const TransferOptions& options) {
+inline Plan plan_transfer(const Layout& src, const Endpoint& from, const Endpoint& to, const TransferOptions& options) {
   return plan(src, from, nullptr, to, options);
 }
 inline Plan plan_copy(const Layout& src, const Endpoint& from, const Layout& dst, const Endpoint& to,

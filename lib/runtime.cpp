@@ -256,8 +256,13 @@ DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layou
   if (plan.path != ABR_PATH_HOST_WRAP) {
     // Host memory is handed on as a pointer to the first element, device memory as handle + byte_offset.
     const bool direct = is_direct_address(src.device.device_type);
-    const ExportSpec spec{direct ? const_cast<char*>(first_element(src)) : src.data, dst, src.dtype, src.shape,
-                          src.strides, direct ? 0 : src.byte_offset, read_only};
+    const ExportSpec spec{direct ? const_cast<char*>(first_element(src)) : src.data,
+                          dst,
+                          src.dtype,
+                          src.shape,
+                          src.strides,
+                          direct ? 0 : src.byte_offset,
+                          read_only};
     return export_view_of(spec, source);
   }
   auto keep = std::make_unique<SourceTensor>(std::move(source));
@@ -266,10 +271,11 @@ DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layou
   try {
     // The device buffer starts at the lowest byte the view touches.
     char* base = const_cast<char*>(first_element(src)) + src.min_byte;
-    PendingExport pending({nullptr, dst, src.dtype, src.shape, src.strides, static_cast<uint64_t>(-src.min_byte),
-                           read_only});
-    DeviceMemory memory = backend_of(dst.device_type)->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte),
-                                             read_only != 0, owner);
+    PendingExport pending(
+        {nullptr, dst, src.dtype, src.shape, src.strides, static_cast<uint64_t>(-src.min_byte), read_only});
+    DeviceMemory memory =
+        backend_of(dst.device_type)
+            ->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte), read_only != 0, owner);
     pending.set_data(memory.handle);
     return pending.finish(std::move(memory.storage));
   } catch (...) {
@@ -278,8 +284,8 @@ DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layou
   }
 }
 
-DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layout& src, DLDevice dst,
-                                               const Plan& plan, Stream* stream) {
+DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
+                                               Stream* stream) {
   std::unique_ptr<SourceTensor> held_source;  // on a stream: the source, until the stream is done with it
   try {
     const std::size_t bytes = static_cast<std::size_t>(src.numel * itemsize(plan.dtype));
@@ -297,8 +303,8 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
     // Everything that can run out of memory happens before the copy starts: on a
     // stream, the work may still run after the call, so the stream holds the source
     // and a share of the memory until it is done (without one, neither is needed).
-    PendingExport pending({data, dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
-                           DLPACK_FLAG_BITMASK_IS_COPIED});
+    PendingExport pending(
+        {data, dst, plan.dtype, src.shape, compact_strides(src.shape), 0, DLPACK_FLAG_BITMASK_IS_COPIED});
     std::unique_ptr<Storage> stream_memory;
     if (stream) {
       std::shared_ptr<Storage> shared = std::move(memory);
@@ -354,8 +360,7 @@ void Runtime::run_on_host(const Plan& plan, const Layout& src, const Layout& dst
   host_copy_layout(packed, staging.data(), dst.dtype, target, dst.strides.data());
 }
 
-std::unique_ptr<ChunkSide> Runtime::staging_side(const Plan& plan, const Layout& tensor, bool source,
-                                                 Stream* stream) {
+std::unique_ptr<ChunkSide> Runtime::staging_side(const Plan& plan, const Layout& tensor, bool source, Stream* stream) {
   if (DeviceBackend* backend = memory_backend_of(tensor.device.device_type))
     return device_side(plan, tensor, source,
                        submit_routed(*backend, tensor.device, source ? plan.src_context : plan.dst_context, stream));
@@ -399,8 +404,8 @@ void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, const
   const Plan plan = plan_copy(src, from, dst, to, opts);
   check_stream(stream, src.device, dst.device);
   if (log::enabled(ABR_LOG_DEBUG))
-    log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device),
-               dtype_name(dst.dtype), device_string(dst.device), path_name(plan.path), plan.detail.view());
+    log::debug("copy {} {} -> {} {}: {} ({})", dtype_name(src.dtype), device_string(src.device), dtype_name(dst.dtype),
+               device_string(dst.device), path_name(plan.path), plan.detail.view());
   execute(plan, src, dst, stream);
   fill_report(opts.report, plan, src.numel * dst.itemsize);
 }

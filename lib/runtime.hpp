@@ -50,8 +50,8 @@ class Runtime {
   // success `src` has been consumed (its deleter ran, or belongs to the result
   // or, until the work completes, to the stream); on a throw it is untouched and
   // still the caller's.
-  DLManagedTensorVersioned* to_device(DLManagedTensorVersioned* src, DLDevice dst,
-                                      const abr_transfer_options* options, Stream* stream);
+  DLManagedTensorVersioned* to_device(DLManagedTensorVersioned* src, DLDevice dst, const abr_transfer_options* options,
+                                      Stream* stream);
   DLManagedTensorVersioned* to_device(DLManagedTensor* src, DLDevice dst, const abr_transfer_options* options,
                                       Stream* stream);
 
@@ -137,7 +137,7 @@ class Runtime {
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
   std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();  // closed first
   std::vector<const BackendDescriptor*> descriptors_;
-  std::vector<BackendReport> unopened_;  // left out of the build or disabled: only a report
+  std::vector<BackendReport> unopened_;                   // left out of the build or disabled: only a report
   std::vector<std::unique_ptr<DeviceBackend>> backends_;  // the opened ones, in descriptors_' order
   // backend_of's answers by device type (DLPack's types are small numbers), found
   // once: every transfer asks two or three times.

@@ -45,7 +45,7 @@ class SourceTensor final : public Storage {
 // given, no byte_offset, not IS_COPIED (the planner may then hand it back as it is).
 inline bool reads_as_a_view(const DLManagedTensorVersioned& tensor) {
   return (tensor.dl_tensor.ndim == 0 || tensor.dl_tensor.strides) && tensor.dl_tensor.byte_offset == 0 &&
-         !(tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED);
+      !(tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED);
 }
 
 }  // namespace abr

@@ -166,7 +166,8 @@ std::unique_ptr<Stream> Backend::create_stream(DLDevice device) {
   std::shared_ptr<Context> context = own_context(device);
   cl_int status = CL_SUCCESS;
   fault::point(ABR_ERR_BACKEND, "OpenCL queue");
-  cl_command_queue queue = cl_->CreateCommandQueueWithProperties(context->handle(), context->device(), nullptr, &status);
+  cl_command_queue queue =
+      cl_->CreateCommandQueueWithProperties(context->handle(), context->device(), nullptr, &status);
   check(status, "clCreateCommandQueueWithProperties");
   return std::make_unique<QueueStream>(std::move(context), Ref<cl_command_queue>(queue, cl_->ReleaseCommandQueue));
 }

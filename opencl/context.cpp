@@ -29,14 +29,16 @@ MemRef Context::create_buffer(cl_mem_flags flags, std::size_t bytes, void* host)
   // Checked first: drivers answer CL_INVALID_BUFFER_SIZE (PoCL) or fail later, at
   // first use (NVIDIA), and neither names the limit.
   if (max_alloc_ && bytes > max_alloc_)
-    fail(ABR_ERR_OUT_OF_MEMORY, "cannot allocate {} bytes on {}: one buffer may hold at most {} bytes there "
-         "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)", bytes, device_string(dl_device_), max_alloc_);
+    fail(ABR_ERR_OUT_OF_MEMORY,
+         "cannot allocate {} bytes on {}: one buffer may hold at most {} bytes there "
+         "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+         bytes, device_string(dl_device_), max_alloc_);
   cl_int status = CL_SUCCESS;
   cl_mem mem = cl_.CreateBuffer(context_.get(), flags, bytes ? bytes : 1, host, &status);
-  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
-      status == CL_OUT_OF_HOST_MEMORY || status == CL_INVALID_BUFFER_SIZE)
-    fail_backend(ABR_ERR_OUT_OF_MEMORY, status, "cannot allocate {} bytes on {}: clCreateBuffer failed: {} ({})",
-                 bytes, device_string(dl_device_), error_name(status), status);
+  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES || status == CL_OUT_OF_HOST_MEMORY ||
+      status == CL_INVALID_BUFFER_SIZE)
+    fail_backend(ABR_ERR_OUT_OF_MEMORY, status, "cannot allocate {} bytes on {}: clCreateBuffer failed: {} ({})", bytes,
+                 device_string(dl_device_), error_name(status), status);
   check(status, "clCreateBuffer");
   return MemRef(mem, cl_.ReleaseMemObject);
 }

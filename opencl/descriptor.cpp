@@ -12,13 +12,21 @@ std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& op
 namespace {
 
 //                                     type       name      backend             numbered host   address locked new
-constexpr DeviceKind kOpenclKinds[] = {{kDLOpenCL, "opencl", ABR_BACKEND_OPENCL, true,    false, false,  false, true}};
+constexpr DeviceKind kOpenclKinds[] = {{kDLOpenCL, "opencl", ABR_BACKEND_OPENCL, true, false, false, false, true}};
 
 }  // namespace
 
 extern const BackendDescriptor kOpenclBackend;
-const BackendDescriptor kOpenclBackend{ABR_BACKEND_OPENCL, "OpenCL", "opencl", kOpenclKinds, std::size(kOpenclKinds),
-                                       ABR_RUNTIME_DISABLE_OPENCL, "ABR_RUNTIME_DISABLE_OPENCL",
-                                       "ARRAYBRIDGE_DISABLE_OPENCL", make_opencl_backend, nullptr, /*ipc=*/false};
+const BackendDescriptor kOpenclBackend{ABR_BACKEND_OPENCL,
+                                       "OpenCL",
+                                       "opencl",
+                                       kOpenclKinds,
+                                       std::size(kOpenclKinds),
+                                       ABR_RUNTIME_DISABLE_OPENCL,
+                                       "ABR_RUNTIME_DISABLE_OPENCL",
+                                       "ARRAYBRIDGE_DISABLE_OPENCL",
+                                       make_opencl_backend,
+                                       nullptr,
+                                       /*ipc=*/false};
 
 }  // namespace abr

@@ -105,14 +105,16 @@ Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
       report.devices.push_back(info);
       found.devices.push_back(id);
       found.keys.push_back(device_key(*cl, id));
-      found.wrap_alignment.push_back(std::max<uint64_t>(device_value<cl_uint>(*cl, id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 8) / 8, 1));
+      found.wrap_alignment.push_back(
+          std::max<uint64_t>(device_value<cl_uint>(*cl, id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 8) / 8, 1));
     }
   }
   if (report.devices.empty()) return unavailable(fmt::format("{} platform(s) but no devices", platform_count));
   report.info.available = 1;
   report.info.device_count = static_cast<int32_t>(report.devices.size());
-  copy_text(report.info.detail, fmt::format("{} ({}): {} device(s) on {}", cl->library, cl->where,
-                                            report.devices.size(), fmt::join(platform_names, ", ")));
+  copy_text(report.info.detail,
+            fmt::format("{} ({}): {} device(s) on {}", cl->library, cl->where, report.devices.size(),
+                        fmt::join(platform_names, ", ")));
   return found;
 }
 

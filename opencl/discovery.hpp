@@ -12,9 +12,9 @@ namespace abr::opencl {
 
 struct Discovery {
   BackendReport report;
-  std::vector<cl_device_id> devices;  // devices[i] is opencl:i
+  std::vector<cl_device_id> devices;     // devices[i] is opencl:i
   std::vector<uint64_t> wrap_alignment;  // bytes a host pointer needs for CL_MEM_USE_HOST_PTR, per device
-  std::vector<std::string> keys;          // device_key of each device
+  std::vector<std::string> keys;         // device_key of each device
 };
 
 // What names one device to every copy of its driver: the platform, the device's

@@ -17,9 +17,9 @@ class CommandEvent final : public Event {
       : context_(std::move(context)), event_(std::move(event)) {}
   bool complete() noexcept override {
     cl_int state = CL_QUEUED;
-    if (context_->api().GetEventInfo(event_.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state,
-                                     nullptr) != CL_SUCCESS)
-      return true;  // an event the driver no longer knows has nothing in flight
+    if (context_->api().GetEventInfo(event_.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, nullptr) !=
+        CL_SUCCESS)
+      return true;                // an event the driver no longer knows has nothing in flight
     return state <= CL_COMPLETE;  // negative: the command failed, and nothing uses its memory any more
   }
   const Context& context() const { return *context_; }

@@ -71,13 +71,18 @@ TypeInfo type_info(DLDataType t) {
     case kDLInt:
       return {Kind::Signed, t.bits == 8 ? "char" : t.bits == 16 ? "short" : t.bits == 32 ? "int" : "long", nullptr};
     case kDLUInt:
-      return {Kind::Unsigned, t.bits == 8 ? "uchar" : t.bits == 16 ? "ushort" : t.bits == 32 ? "uint" : "ulong",
+      return {Kind::Unsigned,
+              t.bits == 8        ? "uchar"
+                  : t.bits == 16 ? "ushort"
+                  : t.bits == 32 ? "uint"
+                                 : "ulong",
               nullptr};
     case kDLFloat:
       if (t.bits == 16) return {Kind::Half, "ushort", nullptr};
       return {Kind::Float, t.bits == 32 ? "float" : "double", nullptr};
     case kDLBfloat: return {Kind::BFloat16, "ushort", nullptr};
-    case kDLComplex: return t.bits == 64 ? TypeInfo{Kind::Complex, "float2", "float"} : TypeInfo{Kind::Complex, "double2", "double"};
+    case kDLComplex:
+      return t.bits == 64 ? TypeInfo{Kind::Complex, "float2", "float"} : TypeInfo{Kind::Complex, "double2", "double"};
     default: fail(ABR_ERR_UNSUPPORTED, "no device conversion for {}", dtype_name(t));
   }
 }
@@ -93,10 +98,24 @@ std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
   // The source's value as `wide` (complex: its real part), its imaginary part, and != 0.
   std::string value, imag = "(wide)0", nonzero;
   switch (s.kind) {
-    case Kind::Bool: value = "(*s ? (wide)1 : (wide)0)"; nonzero = "(*s != 0)"; break;
-    case Kind::Signed: case Kind::Unsigned: case Kind::Float: value = "(wide)*s"; nonzero = "(*s != 0)"; break;
-    case Kind::Half: value = "(wide)vload_half(0, (__global const half*)s)"; nonzero = "(" + value + " != 0)"; break;
-    case Kind::BFloat16: value = "(wide)abr_bf16_to_float(*s)"; nonzero = "(" + value + " != 0)"; break;
+    case Kind::Bool:
+      value = "(*s ? (wide)1 : (wide)0)";
+      nonzero = "(*s != 0)";
+      break;
+    case Kind::Signed:
+    case Kind::Unsigned:
+    case Kind::Float:
+      value = "(wide)*s";
+      nonzero = "(*s != 0)";
+      break;
+    case Kind::Half:
+      value = "(wide)vload_half(0, (__global const half*)s)";
+      nonzero = "(" + value + " != 0)";
+      break;
+    case Kind::BFloat16:
+      value = "(wide)abr_bf16_to_float(*s)";
+      nonzero = "(" + value + " != 0)";
+      break;
     case Kind::Complex:
       value = "(wide)s->x";
       imag = "(wide)s->y";
@@ -108,7 +127,8 @@ std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
     case Kind::Complex: return fmt::format("d->x = ({0}){1}; d->y = ({0}){2};", d.real, value, imag);
     case Kind::Half: return "vstore_half_rte((float)" + value + ", 0, (__global half*)d);";
     case Kind::BFloat16: return "*d = abr_float_to_bf16((float)" + value + ");";
-    case Kind::Signed: case Kind::Unsigned:
+    case Kind::Signed:
+    case Kind::Unsigned:
       if (s.kind == Kind::Bool) return fmt::format("*d = ({})(*s ? 1 : 0);", d.storage);
       if (integral(s.kind)) return fmt::format("*d = ({})*s;", d.storage);  // modular, as in C
       // Saturating, and NaN -> 0 spelled out: OpenCL C only says NaN "should" become 0,
@@ -149,8 +169,8 @@ std::string copy_program_source() { return std::string(kWalk) + kCopyKernels; }
 
 std::string cast_program_source(DLDataType from, DLDataType to, bool fp64) {
   const TypeInfo s = type_info(from), d = type_info(to);
-  std::string text = fp64 ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\ntypedef double wide;\n"
-                          : "typedef float wide;\n";
+  std::string text =
+      fp64 ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\ntypedef double wide;\n" : "typedef float wide;\n";
   text += kWalk;
   text += kBfloat16;
   text += fmt::format(R"CL(

@@ -37,9 +37,8 @@ std::string dl_error() {
 // What a user can do when glibc has no namespace to give: each new one needs static
 // TLS for its own libc, from a small surplus, and there are 16 in all.
 std::string ways_out(std::string_view why) {
-  return why.find("static TLS") != std::string_view::npos
-             ? "try GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4096"
-             : "other libraries hold glibc's 16 namespaces";
+  return why.find("static TLS") != std::string_view::npos ? "try GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4096"
+                                                          : "other libraries hold glibc's 16 namespaces";
 }
 
 // The loader in the process's own namespace; `why` is said in the backend's detail.
@@ -56,9 +55,12 @@ OpenedLoader open_shared(const char* path, const std::string& why, std::string* 
 bool namespace_policy(NamespacePolicy* policy, std::string* reason) {
   const char* text = std::getenv("ARRAYBRIDGE_OPENCL_NAMESPACE");
   const std::string value = normalized_name(text ? text : "");
-  if (value.empty() || value == "auto") *policy = NamespacePolicy::Auto;
-  else if (value == "private") *policy = NamespacePolicy::Private;
-  else if (value == "global") *policy = NamespacePolicy::Global;
+  if (value.empty() || value == "auto")
+    *policy = NamespacePolicy::Auto;
+  else if (value == "private")
+    *policy = NamespacePolicy::Private;
+  else if (value == "global")
+    *policy = NamespacePolicy::Global;
   else {
     *reason = fmt::format("ARRAYBRIDGE_OPENCL_NAMESPACE={} is not one of auto, private, global", text);
     return false;
@@ -80,9 +82,10 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
   const std::string llvm = policy == NamespacePolicy::Private ? "" : foreign_llvm();
   if (policy == NamespacePolicy::Global) {
     if (!llvm.empty()) {
-      *reason = fmt::format("not opened: {}'s LLVM would crash PoCL beside it in the shared namespace, which "
-                            "ARRAYBRIDGE_OPENCL_NAMESPACE=global asks for; unset it to give {} a namespace of its own",
-                            base_name(llvm), path);
+      *reason = fmt::format(
+          "not opened: {}'s LLVM would crash PoCL beside it in the shared namespace, which "
+          "ARRAYBRIDGE_OPENCL_NAMESPACE=global asks for; unset it to give {} a namespace of its own",
+          base_name(llvm), path);
       return opened;
     }
     return open_shared(path, "as ARRAYBRIDGE_OPENCL_NAMESPACE=global asks", reason);
@@ -97,8 +100,10 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
   }
   const std::string why = dl_error();
   if (policy == NamespacePolicy::Private) {
-    *reason = fmt::format("no namespace of its own for {} ({}), which ARRAYBRIDGE_OPENCL_NAMESPACE=private asks "
-                          "for; {}", path, why, ways_out(why));
+    *reason = fmt::format(
+        "no namespace of its own for {} ({}), which ARRAYBRIDGE_OPENCL_NAMESPACE=private asks "
+        "for; {}",
+        path, why, ways_out(why));
     return opened;
   }
   if (!llvm.empty()) {

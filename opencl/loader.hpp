@@ -24,9 +24,9 @@ namespace abr::opencl {
 enum class NamespacePolicy { Auto, Private, Global };
 
 struct OpenedLoader {
-  void* handle = nullptr;         // null when it could not be opened
-  bool private_namespace = false; // opened with dlmopen(LM_ID_NEWLM)
-  std::string where;              // which namespace, and why, for the backend's detail
+  void* handle = nullptr;          // null when it could not be opened
+  bool private_namespace = false;  // opened with dlmopen(LM_ID_NEWLM)
+  std::string where;               // which namespace, and why, for the backend's detail
 };
 
 // Reads $ARRAYBRIDGE_OPENCL_NAMESPACE; false with `reason` naming the variable for a

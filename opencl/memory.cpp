@@ -7,9 +7,7 @@
 namespace abr::opencl {
 namespace {
 
-void CL_CALLBACK release_owner(cl_mem, void* owner) {
-  delete static_cast<std::unique_ptr<Storage>*>(owner);
-}
+void CL_CALLBACK release_owner(cl_mem, void* owner) { delete static_cast<std::unique_ptr<Storage>*>(owner); }
 
 }  // namespace
 
@@ -17,8 +15,8 @@ MemRef wrap_host_memory(Context& context, void* base, std::size_t bytes, bool re
                         std::unique_ptr<Storage>& owner) {
   const cl_mem_flags access = read_only ? CL_MEM_READ_ONLY : CL_MEM_READ_WRITE;
   // An empty view has no memory to use: any buffer will do.
-  MemRef mem = bytes ? context.create_buffer(access | CL_MEM_USE_HOST_PTR, bytes, base)
-                     : context.create_buffer(access, 0);
+  MemRef mem =
+      bytes ? context.create_buffer(access | CL_MEM_USE_HOST_PTR, bytes, base) : context.create_buffer(access, 0);
   auto holder = std::make_unique<std::unique_ptr<Storage>>();
   check(context.api().SetMemObjectDestructorCallback(mem.get(), release_owner, holder.get()),
         "clSetMemObjectDestructorCallback");
@@ -32,8 +30,8 @@ MappedView::MappedView(const Api& cl, cl_command_queue queue, const Layout& layo
   const int64_t start = static_cast<int64_t>(layout.byte_offset) + layout.min_byte;
   const int64_t bytes = layout.max_byte_end - layout.min_byte;
   const cl_map_flags flags = !write ? CL_MAP_READ
-                             : layout.compact ? CL_MAP_WRITE_INVALIDATE_REGION
-                                              : CL_MAP_READ | CL_MAP_WRITE;  // keep the gaps
+      : layout.compact              ? CL_MAP_WRITE_INVALIDATE_REGION
+                                    : CL_MAP_READ | CL_MAP_WRITE;  // keep the gaps
   cl_int status = CL_SUCCESS;
   fault::point(ABR_ERR_BACKEND, "OpenCL map");
   mapped_ = cl.EnqueueMapBuffer(queue, mem_, CL_TRUE, flags, static_cast<std::size_t>(start),

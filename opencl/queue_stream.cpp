@@ -21,7 +21,7 @@ void QueueStream::release_completed() {
     cl_int state = CL_QUEUED;
     cl.GetEventInfo(pending_.front().first.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, nullptr);
     if (state > CL_COMPLETE) return;  // in-order queue: later markers are not done either
-    pending_.pop_front();            // complete, or failed: either way nothing uses it any more
+    pending_.pop_front();             // complete, or failed: either way nothing uses it any more
   }
 }
 
@@ -36,8 +36,9 @@ void QueueStream::retain(std::unique_ptr<Storage> storage) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   release_completed();
   cl_event marker = nullptr;
-  const cl_int status = fault::fails("OpenCL event (retain)") ? CL_OUT_OF_HOST_MEMORY
-                                                              : cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker);
+  const cl_int status = fault::fails("OpenCL event (retain)")
+      ? CL_OUT_OF_HOST_MEMORY
+      : cl.EnqueueMarkerWithWaitList(queue_.get(), 0, nullptr, &marker);
   if (status == CL_SUCCESS) {
     EventRef owned(marker, cl.ReleaseEvent);
     try {

@@ -41,7 +41,7 @@ class ClSubmission final : public Submission {
   }
   ~ClSubmission() override {
     if (completed_) return;
-    maps_.clear();      // an error: each view unmaps itself (queued) ...
+    maps_.clear();       // an error: each view unmaps itself (queued) ...
     cl_.Finish(queue_);  // ... and nothing enqueued may outlive the call
   }
   ClSubmission(const ClSubmission&) = delete;
@@ -50,9 +50,9 @@ class ClSubmission final : public Submission {
   void write(const Layout& device, uint64_t offset, const char* host, std::size_t n) override {
     unmap_pending();
     const cl_bool wait = deferred_ ? CL_FALSE : blocking();
-    check(cl_.EnqueueWriteBuffer(queue_, mem_of(device), wait, device.byte_offset + offset, n, host, 0, nullptr,
-                                 nullptr),
-          "clEnqueueWriteBuffer");
+    check(
+        cl_.EnqueueWriteBuffer(queue_, mem_of(device), wait, device.byte_offset + offset, n, host, 0, nullptr, nullptr),
+        "clEnqueueWriteBuffer");
     waited_ = wait == CL_TRUE;
   }
   void read(const Layout& device, uint64_t offset, char* host, std::size_t n) override {
@@ -62,8 +62,7 @@ class ClSubmission final : public Submission {
           "clEnqueueReadBuffer");
     waited_ = !async_;
   }
-  std::unique_ptr<Event> write_chunk(const Layout& device, uint64_t offset, const char* host,
-                                     std::size_t n) override {
+  std::unique_ptr<Event> write_chunk(const Layout& device, uint64_t offset, const char* host, std::size_t n) override {
     unmap_pending();
     cl_event event = nullptr;
     check(cl_.EnqueueWriteBuffer(queue_, mem_of(device), CL_FALSE, device.byte_offset + offset, n, host, 0, nullptr,
@@ -111,8 +110,10 @@ class ClSubmission final : public Submission {
   void defer_waits() override { deferred_ = true; }
   void finish() override {
     unmap_pending();
-    if (async_) check(cl_.Flush(queue_), "clFlush");
-    else if (!waited_) drain(cl_, queue_);
+    if (async_)
+      check(cl_.Flush(queue_), "clFlush");
+    else if (!waited_)
+      drain(cl_, queue_);
     completed_ = true;
   }
   void settle() noexcept override { cl_.Finish(queue_); }

@@ -7,13 +7,13 @@
 
 static int failures = 0;
 static int checks = 0;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    ++checks;                                                         \
-    if (!(cond)) {                                                    \
-      ++failures;                                                     \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    ++checks;                                                                  \
+    if (!(cond)) {                                                             \
+      ++failures;                                                              \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
+    }                                                                          \
   } while (0)
 
 static int deleted = 0;
@@ -72,7 +72,7 @@ int main(void) {
   CHECK(strstr(abr_last_error(), "ndim = -1") != NULL);
   CHECK(strcmp(abr_status_string(ABR_ERR_DLPACK_NDIM), "ABR_ERR_DLPACK_NDIM") == 0);
 
-  {  /* streams from C: two inline CPU streams ordered one after the other */
+  { /* streams from C: two inline CPU streams ordered one after the other */
     abr_stream* first = NULL;
     abr_stream* second = NULL;
     CHECK(abr_stream_create(rt, info.device, &first) == ABR_OK);

@@ -19,7 +19,8 @@ static_assert(sizeof(DLManagedTensor) == 64 && offsetof(DLManagedTensor, manager
                   offsetof(DLManagedTensor, deleter) == 56,
               "DLManagedTensor");
 static_assert(sizeof(DLManagedTensorVersioned) == 80 && offsetof(DLManagedTensorVersioned, manager_ctx) == 8 &&
-                  offsetof(DLManagedTensorVersioned, deleter) == 16 && offsetof(DLManagedTensorVersioned, flags) == 24 &&
+                  offsetof(DLManagedTensorVersioned, deleter) == 16 &&
+                  offsetof(DLManagedTensorVersioned, flags) == 24 &&
                   offsetof(DLManagedTensorVersioned, dl_tensor) == 32,
               "DLManagedTensorVersioned");
 // The C exchange API's table: the stable header, then five function pointers in

@@ -60,8 +60,8 @@ TEST_CASE("names: bad device text, NULL pointers and short buffers are refused b
 
 TEST_CASE("names: every device abr_device_format names parses back to the same DLDevice; the rest both refuse") {
   const int32_t ids[] = {0, 1, 3, 255, INT32_MAX, -1, -3, INT32_MIN};
-  const int32_t types[] = {kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLROCM, kDLCUDAManaged, 31, 32,
-                           1000, INT32_MAX, -1};
+  const int32_t types[] = {kDLCPU,         kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLROCM,
+                           kDLCUDAManaged, 31,      32,          1000,      INT32_MAX, -1};
   int named = 0, refused = 0;
   for (int32_t type : types)
     for (int32_t id : ids) {
@@ -86,8 +86,7 @@ TEST_CASE("names: every device abr_device_format names parses back to the same D
   // A negative id is refused both ways, naming it.
   char text[ABR_NAME_MAX] = "untouched";
   CHECK(abr_device_format({kDLOpenCL, -3}, text, sizeof text) == ABR_ERR_INVALID_ARGUMENT);
-  CHECK(std::string(abr_last_error()) ==
-        "abr_device_format: device id -3 is negative; device ids are 0 to 2147483647");
+  CHECK(std::string(abr_last_error()) == "abr_device_format: device id -3 is negative; device ids are 0 to 2147483647");
   CHECK(abr_device_format({kDLCUDA, INT32_MIN}, text, sizeof text) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(std::string(abr_last_error()).find("device id -2147483648 is negative") != std::string::npos);
   CHECK(std::string(text) == "untouched");
@@ -121,11 +120,11 @@ TEST_CASE("names: every device abr_device_format names parses back to the same D
 }
 
 TEST_CASE("names: dtypes format and parse back, lanes included") {
-  const DLDataType cases[] = {{kDLFloat, 32, 1}, {kDLInt, 8, 1},     {kDLUInt, 64, 1},         {kDLBool, 8, 1},
-                              {kDLBfloat, 16, 1}, {kDLComplex, 128, 1}, {kDLFloat8_e4m3fn, 8, 1}, {kDLFloat, 32, 4},
-                              {kDLFloat4_e2m1fn, 4, 2}, {kDLComplex, 32, 1}};
-  const char* names[] = {"float32",    "int8",          "uint64",    "bool",           "bfloat16",
-                         "complex128", "float8_e4m3fn", "float32x4", "float4_e2m1fnx2", "complex32"};
+  const DLDataType cases[] = {
+      {kDLFloat, 32, 1},    {kDLInt, 8, 1},           {kDLUInt, 64, 1},  {kDLBool, 8, 1},          {kDLBfloat, 16, 1},
+      {kDLComplex, 128, 1}, {kDLFloat8_e4m3fn, 8, 1}, {kDLFloat, 32, 4}, {kDLFloat4_e2m1fn, 4, 2}, {kDLComplex, 32, 1}};
+  const char* names[] = {"float32",       "int8",      "uint64",          "bool",     "bfloat16", "complex128",
+                         "float8_e4m3fn", "float32x4", "float4_e2m1fnx2", "complex32"};
   for (int i = 0; i < 10; ++i) {
     CAPTURE(names[i]);
     CHECK(dtype_name(cases[i]) == names[i]);
@@ -160,7 +159,8 @@ TEST_CASE("names: the device kinds, the CPU first, then each built-in backend's,
   const uint32_t numbered = ABR_KIND_NUMBERED, host = ABR_KIND_HOST_MEMORY, fresh = ABR_KIND_NEW_TENSORS;
   const Expected expected[] = {
       {"cpu", kDLCPU, ABR_BACKEND_HOST, host | fresh, "host", 0, ""},
-      {"cuda", kDLCUDA, ABR_BACKEND_CUDA, numbered | fresh, "cuda", ABR_RUNTIME_DISABLE_CUDA, "ARRAYBRIDGE_DISABLE_CUDA"},
+      {"cuda", kDLCUDA, ABR_BACKEND_CUDA, numbered | fresh, "cuda", ABR_RUNTIME_DISABLE_CUDA,
+       "ARRAYBRIDGE_DISABLE_CUDA"},
       {"cuda_host", kDLCUDAHost, ABR_BACKEND_CUDA, host | fresh, "cuda", ABR_RUNTIME_DISABLE_CUDA,
        "ARRAYBRIDGE_DISABLE_CUDA"},
       {"cuda_managed", kDLCUDAManaged, ABR_BACKEND_CUDA, host, "cuda", ABR_RUNTIME_DISABLE_CUDA,
@@ -183,9 +183,9 @@ TEST_CASE("names: the device kinds, the CPU first, then each built-in backend's,
   }
   abr_device_kind kind = ABR_DEVICE_KIND_INIT;
   CHECK(abr_device_kind_get(count, &kind) == ABR_ERR_INVALID_ARGUMENT);
-  CHECK(std::string(abr_last_error()) == "abr_device_kind_get: kind index " + std::to_string(count) +
-                                             " is out of range (this library knows " + std::to_string(count) +
-                                             " device kinds)");
+  CHECK(std::string(abr_last_error()) ==
+        "abr_device_kind_get: kind index " + std::to_string(count) + " is out of range (this library knows " +
+            std::to_string(count) + " device kinds)");
   CHECK(abr_device_kind_get(-1, &kind) == ABR_ERR_INVALID_ARGUMENT);
   abr_device_kind unset{};
   CHECK(abr_device_kind_get(0, &unset) == ABR_ERR_INVALID_ARGUMENT);

@@ -37,7 +37,9 @@ struct CallerBlock {
     std::memset(bytes.get(), fill, size);
   }
   template <class T>
-  T* as() { return reinterpret_cast<T*>(bytes.get()); }
+  T* as() {
+    return reinterpret_cast<T*>(bytes.get());
+  }
 };
 
 }  // namespace
@@ -47,7 +49,7 @@ TEST_CASE("a v2 library writes, reads and initialises only the v1 bytes of a v1 
   caller.as<DemoV1>()->version = 1;
   DemoV2 full{2, 7, 99, 12345};
   abr::capi::write_versioned(caller.as<DemoV2>(), full, kLibraryV2);  // ASan: an overrun fails here
-  CHECK(caller.as<DemoV1>()->version == 1);  // the caller's version stays
+  CHECK(caller.as<DemoV1>()->version == 1);                           // the caller's version stays
   CHECK(caller.as<DemoV1>()->flags == 7);
   CHECK(caller.as<DemoV1>()->count == 99);
 
@@ -87,8 +89,9 @@ TEST_CASE("every public struct: init at its version, 0 and newer refused by name
 
   CallerBlock stats(sizeof(abr_pool_stats), 0xEE);
   CHECK(abr_pool_stats_init(stats.as<abr_pool_stats>(), 0) == ABR_ERR_INVALID_ARGUMENT);
-  CHECK(error_mentions("abr_pool_stats.version is 0: set it with abr_pool_stats_init(&x, ABR_POOL_STATS_VERSION) "
-                       "or ABR_POOL_STATS_INIT"));
+  CHECK(
+      error_mentions("abr_pool_stats.version is 0: set it with abr_pool_stats_init(&x, ABR_POOL_STATS_VERSION) "
+                     "or ABR_POOL_STATS_INIT"));
   CHECK(abr_pool_stats_init(stats.as<abr_pool_stats>(), ABR_POOL_STATS_VERSION + 1) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("abr_pool_stats version 2 is newer than this library's (1)"));
   REQUIRE(abr_pool_stats_init(stats.as<abr_pool_stats>(), ABR_POOL_STATS_VERSION) == ABR_OK);
@@ -100,8 +103,9 @@ TEST_CASE("every public struct: init at its version, 0 and newer refused by name
   // abr_ipc_handle: refused before any device is asked (this host tensor would be refused after).
   CallerBlock ipc(sizeof(abr_ipc_handle), 0xEE);
   CHECK(abr_ipc_handle_init(ipc.as<abr_ipc_handle>(), 0) == ABR_ERR_INVALID_ARGUMENT);
-  CHECK(error_mentions("abr_ipc_handle.version is 0: set it with abr_ipc_handle_init(&x, ABR_IPC_HANDLE_VERSION) "
-                       "or ABR_IPC_HANDLE_INIT"));
+  CHECK(
+      error_mentions("abr_ipc_handle.version is 0: set it with abr_ipc_handle_init(&x, ABR_IPC_HANDLE_VERSION) "
+                     "or ABR_IPC_HANDLE_INIT"));
   ipc.as<abr_ipc_handle>()->version = ABR_IPC_HANDLE_VERSION + 1;
   float value = 1;
   Managed host(&value, f32, {1});

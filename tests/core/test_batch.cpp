@@ -24,7 +24,8 @@ struct Sources {
   void add(std::size_t elements, float first) {
     data.emplace_back(elements);
     std::iota(data.back().begin(), data.back().end(), first);
-    tensors.push_back(std::make_unique<Managed>(data.back().data(), f32, std::vector<int64_t>{static_cast<int64_t>(elements)}));
+    tensors.push_back(
+        std::make_unique<Managed>(data.back().data(), f32, std::vector<int64_t>{static_cast<int64_t>(elements)}));
     pointers.push_back(&tensors.back()->managed);
   }
   int deleted() const {
@@ -114,11 +115,10 @@ TEST_CASE("batch: to PoCL, small tensors coalesced, a large one on its own, a ca
   Runtime rt;
   Sources sources;
   for (int i = 0; i < 8; ++i) sources.add(100 + i, static_cast<float>(i) * 0.5f);  // odd sizes: slots are aligned
-  sources.add((std::size_t{3} << 20) / 4, 7.0f);                                     // 3 MiB: not coalesced
+  sources.add((std::size_t{3} << 20) / 4, 7.0f);                                   // 3 MiB: not coalesced
   Results results(9);
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report, nullptr, f64) == ABR_OK,
-                  abr_last_error());
+  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report, nullptr, f64) == ABR_OK, abr_last_error());
   CHECK(sources.deleted() == 9);
   CHECK(report.coalesced == 8);
   CHECK(report.copies == 2);
@@ -270,8 +270,7 @@ TEST_CASE("copy_many: a bad pair moves nothing and names its place") {
   const DLTensor* srcs[] = {&src.tensor(), &src.tensor()};
   const DLTensor* dsts[] = {&dst.tensor(), &short_dst.tensor()};
   CHECK(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, nullptr) == ABR_ERR_SHAPE_MISMATCH);
-  CHECK(std::string(abr_last_error()) ==
-        "abr_copy_many: pair 1: source shape [16] differs from destination shape [8]");
+  CHECK(std::string(abr_last_error()) == "abr_copy_many: pair 1: source shape [16] differs from destination shape [8]");
   CHECK(b == std::vector<float>(16, 0.0f));  // pair 0 did not run either
   const DLTensor* missing[] = {&src.tensor(), nullptr};
   CHECK(abr_copy_many(rt, srcs, missing, 2, nullptr, nullptr, nullptr) == ABR_ERR_INVALID_ARGUMENT);

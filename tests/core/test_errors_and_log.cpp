@@ -7,12 +7,27 @@
 using namespace test;
 
 TEST_CASE("every status has a static name") {
-  const abr_status all[] = {ABR_OK, ABR_ERR_INVALID_ARGUMENT, ABR_ERR_UNSUPPORTED, ABR_ERR_INTERNAL,
-                            ABR_ERR_OUT_OF_MEMORY, ABR_ERR_NO_DEVICE, ABR_ERR_DEVICE_LOST, ABR_ERR_BACKEND,
-                            ABR_ERR_BACKEND_UNAVAILABLE, ABR_ERR_COPY_REQUIRED, ABR_ERR_READ_ONLY,
-                            ABR_ERR_SHAPE_MISMATCH, ABR_ERR_DLPACK_VERSION, ABR_ERR_DLPACK_NDIM, ABR_ERR_DLPACK_SHAPE,
-                            ABR_ERR_DLPACK_STRIDES, ABR_ERR_DLPACK_OVERFLOW, ABR_ERR_DLPACK_DATA,
-                            ABR_ERR_DLPACK_DTYPE, ABR_ERR_DLPACK_DEVICE, ABR_ERR_DLPACK_FLAGS};
+  const abr_status all[] = {ABR_OK,
+                            ABR_ERR_INVALID_ARGUMENT,
+                            ABR_ERR_UNSUPPORTED,
+                            ABR_ERR_INTERNAL,
+                            ABR_ERR_OUT_OF_MEMORY,
+                            ABR_ERR_NO_DEVICE,
+                            ABR_ERR_DEVICE_LOST,
+                            ABR_ERR_BACKEND,
+                            ABR_ERR_BACKEND_UNAVAILABLE,
+                            ABR_ERR_COPY_REQUIRED,
+                            ABR_ERR_READ_ONLY,
+                            ABR_ERR_SHAPE_MISMATCH,
+                            ABR_ERR_DLPACK_VERSION,
+                            ABR_ERR_DLPACK_NDIM,
+                            ABR_ERR_DLPACK_SHAPE,
+                            ABR_ERR_DLPACK_STRIDES,
+                            ABR_ERR_DLPACK_OVERFLOW,
+                            ABR_ERR_DLPACK_DATA,
+                            ABR_ERR_DLPACK_DTYPE,
+                            ABR_ERR_DLPACK_DEVICE,
+                            ABR_ERR_DLPACK_FLAGS};
   for (abr_status s : all) CHECK(std::string(abr_status_string(s)).rfind("ABR_", 0) == 0);
   CHECK(std::string(abr_status_string(ABR_ERR_DLPACK_SHAPE)) == "ABR_ERR_DLPACK_SHAPE");
   CHECK(std::string(abr_status_string(-12345)) == "ABR_UNKNOWN_STATUS");
@@ -154,7 +169,10 @@ TEST_CASE("bad input: the whole message, entry point named once") {
     const char* message;  // nullptr: only the rule is checked
   };
   const Row rows[] = {
-      {"a name longer than its buffer", [&] { return abr_device_format({kDLOpenCL, 2}, out, sizeof out); },
+      {"a name longer than its buffer",
+       [&] {
+         return abr_device_format({kDLOpenCL, 2}, out, sizeof out);
+       },
        ABR_ERR_INVALID_ARGUMENT, "abr_device_format: 'opencl:2' needs 9 bytes, out has 3"},
       {"a dtype name longer than its buffer", [&] { return abr_dtype_format(f32, out, sizeof out); },
        ABR_ERR_INVALID_ARGUMENT, "abr_dtype_format: 'float32' needs 8 bytes, out has 3"},
@@ -162,7 +180,10 @@ TEST_CASE("bad input: the whole message, entry point named once") {
        "abr_device_parse: unknown device 'gpu:0'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed', "
        "'opencl:N' or 'dlpack_device_T:N'"},
       {"an unknown dtype", [&] { return abr_dtype_parse("floaty", &dtype); }, ABR_ERR_INVALID_ARGUMENT, nullptr},
-      {"a NULL native stream", [&] { return abr_stream_wrap(rt, {kDLOpenCL, 0}, nullptr, &stream); },
+      {"a NULL native stream",
+       [&] {
+         return abr_stream_wrap(rt, {kDLOpenCL, 0}, nullptr, &stream);
+       },
        ABR_ERR_INVALID_ARGUMENT, "abr_stream_wrap: native stream is NULL"},
       {"a NULL source", [&] { return abr_to_device(rt, nullptr, cpu, nullptr, nullptr, &result); },
        ABR_ERR_INVALID_ARGUMENT, "abr_to_device: src is NULL"},

@@ -57,12 +57,16 @@ TEST_CASE("abr_copy from every legal layout into a compact tensor, for every ele
     for (const Layout& layout : layouts()) {
       for (int misalign : {0, 1}) {
         const std::string name = layout.name;
-    CAPTURE(name);
+        CAPTURE(name);
         CAPTURE(type.bits);
         CAPTURE(misalign);
         auto source = pattern(4096 * item + 1);
-        DLTensor src{source.data() + misalign, cpu, static_cast<int32_t>(layout.shape.size()), type,
-                     const_cast<int64_t*>(layout.shape.data()), const_cast<int64_t*>(layout.strides.data()),
+        DLTensor src{source.data() + misalign,
+                     cpu,
+                     static_cast<int32_t>(layout.shape.size()),
+                     type,
+                     const_cast<int64_t*>(layout.shape.data()),
+                     const_cast<int64_t*>(layout.strides.data()),
                      static_cast<uint64_t>(layout.first) * item};
         if (layout.shape.empty()) src.shape = src.strides = nullptr;
         std::vector<unsigned char> target(4096 * item, 0);
@@ -87,8 +91,9 @@ TEST_CASE("abr_copy scatters a compact source into strided, negative and offset 
     const std::string name = layout.name;
     CAPTURE(name);
     auto source = pattern(4096 * 4);
-    DLTensor src{source.data(), cpu, static_cast<int32_t>(layout.shape.size()), f32,
-                 const_cast<int64_t*>(layout.shape.data()), nullptr, 0};
+    DLTensor src{
+        source.data(), cpu, static_cast<int32_t>(layout.shape.size()), f32, const_cast<int64_t*>(layout.shape.data()),
+        nullptr,       0};
     if (layout.shape.empty()) src.shape = nullptr;
     std::vector<unsigned char> target(4096 * 4, 0);
     DLTensor dst = src;
@@ -169,9 +174,9 @@ TEST_CASE("half and bfloat16 conversions round to nearest even and keep specials
   CHECK(float_to_half(1.0f) == 0x3C00);
   CHECK(float_to_half(-2.0f) == 0xC000);
   CHECK(float_to_half(65504.0f) == 0x7BFF);
-  CHECK(float_to_half(65520.0f) == 0x7C00);          // rounds to infinity
+  CHECK(float_to_half(65520.0f) == 0x7C00);                // rounds to infinity
   CHECK(float_to_half(5.960464477539063e-08f) == 0x0001);  // smallest subnormal
-  CHECK(float_to_half(1.0f + 1.0f / 2048) == 0x3C00);     // tie goes to even
+  CHECK(float_to_half(1.0f + 1.0f / 2048) == 0x3C00);      // tie goes to even
   CHECK(float_to_half(1.0f + 3.0f / 2048) == 0x3C02);
   CHECK(float_to_half(std::numeric_limits<float>::infinity()) == 0x7C00);
   CHECK(std::isnan(half_to_float(float_to_half(std::nanf("")))));

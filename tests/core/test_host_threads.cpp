@@ -63,7 +63,8 @@ TEST_CASE("staging_shape: chunks grow with the threads within 8 to 64 MiB, and n
   CHECK(&abr::host_threads() == &abr::host_threads());
 }
 
-TEST_CASE("copy_layout_in_parallel writes what the one-thread engine writes: packs, scatters, casts, negative strides") {
+TEST_CASE(
+    "copy_layout_in_parallel writes what the one-thread engine writes: packs, scatters, casts, negative strides") {
   // Views large enough to be cut (>= 512 KiB per box), each walked once on one
   // thread and once on up to 4: the destinations must be identical byte for byte.
   const int64_t rows = 1000, cols = 700;

@@ -195,7 +195,7 @@ TEST_CASE("an asynchronous destination's last writes keep their blocks from reus
   LaggingSide to_a(device_a, std::chrono::milliseconds(20)), to_b(device_b, std::chrono::microseconds(0));
   abr::HostMemorySide from_first(first.data(), 1), from_second(second.data(), 1);
   abr::run_pipeline(from_first, to_a, bytes, kShape, *pool, provider);
-  CHECK(pool->stats().bytes_waiting > 0);  // returned, but still being written from
+  CHECK(pool->stats().bytes_waiting > 0);                                // returned, but still being written from
   abr::run_pipeline(from_second, to_b, bytes, kShape, *pool, provider);  // must not refill those blocks
   to_a.drain();
   to_b.drain();

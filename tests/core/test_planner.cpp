@@ -47,8 +47,7 @@ struct World {
 struct Tensor {
   std::vector<int64_t> shape, strides;
   DLTensor t{};
-  Tensor(DLDevice device, std::vector<int64_t> shape_, std::vector<int64_t> strides_ = {},
-         uintptr_t data = 0x100000)
+  Tensor(DLDevice device, std::vector<int64_t> shape_, std::vector<int64_t> strides_ = {}, uintptr_t data = 0x100000)
       : shape(std::move(shape_)), strides(std::move(strides_)) {
     t.data = reinterpret_cast<void*>(data);
     t.device = device;
@@ -76,8 +75,7 @@ Endpoint device_memory(const World& world, DLDevice device, void* context, const
   return side;
 }
 // A new tensor's device.
-Endpoint new_tensor_on(const World& world, DLDevice device, void* context = nullptr,
-                       const Capabilities& can = {}) {
+Endpoint new_tensor_on(const World& world, DLDevice device, void* context = nullptr, const Capabilities& can = {}) {
   Endpoint side = abr::describe_endpoint(world.devices, device, "destination", /*must_exist=*/true);
   side.context = context;
   side.can = can;
@@ -95,12 +93,14 @@ TEST_CASE("planner: maps_to_host decides who reshapes a strided host source, wha
   mapped.maps_to_host = true;
   for (DLDevice device : {DLDevice{kDLCUDA, 0}, DLDevice{kDLOpenCL, 0}}) {
     CAPTURE(device.device_type);
-    const Plan walk = abr::plan_transfer(strided.layout(), host_memory(world), new_tensor_on(world, device, &c0, mapped), {});
+    const Plan walk =
+        abr::plan_transfer(strided.layout(), host_memory(world), new_tensor_on(world, device, &c0, mapped), {});
     CHECK(walk.move == Move::HostWalk);
     CHECK(walk.pack == Step::None);
     CHECK(detail(walk).find("through mapped memory") != std::string::npos);
 
-    const Plan dma = abr::plan_transfer(strided.layout(), host_memory(world), new_tensor_on(world, device, &c0, dma_only), {});
+    const Plan dma =
+        abr::plan_transfer(strided.layout(), host_memory(world), new_tensor_on(world, device, &c0, dma_only), {});
     CHECK(dma.move != Move::HostWalk);
     CHECK(dma.pack == Step::Host);  // packed on the host, into pinned memory
     CHECK(dma.path == ABR_PATH_HOST_TO_DEVICE);
@@ -142,10 +142,10 @@ TEST_CASE("planner: between backends, blocks are shared with the side that page-
     Capabilities src_can, dst_can;
     bool at_source, shared;
   } cases[] = {
-      {&opencl_src, {kDLCUDA, 0}, cannot, locks, true, true},    // the OpenCL side's blocks, locked by CUDA too
-      {&cuda_src, {kDLOpenCL, 0}, locks, cannot, false, true},   // the same from the other direction
+      {&opencl_src, {kDLCUDA, 0}, cannot, locks, true, true},     // the OpenCL side's blocks, locked by CUDA too
+      {&cuda_src, {kDLOpenCL, 0}, locks, cannot, false, true},    // the same from the other direction
       {&cuda_src, {kDLOpenCL, 0}, cannot, cannot, false, false},  // nobody can: the destination's, plain
-      {&opencl_src, {kDLCUDA, 0}, locks, locks, false, true},    // both can: the destination's, locked by the source
+      {&opencl_src, {kDLCUDA, 0}, locks, locks, false, true},     // both can: the destination's, locked by the source
   };
   for (const Case& c : cases) {
     CAPTURE(c.src->t.device.device_type);
@@ -156,8 +156,7 @@ TEST_CASE("planner: between backends, blocks are shared with the side that page-
     CHECK(plan.move == Move::Staged);
     CHECK(plan.staging_at_source == c.at_source);
     CHECK(plan.staging_shared == c.shared);
-    CHECK(detail(plan).find(c.shared ? "pinned for both drivers" : "through pinned host memory") !=
-          std::string::npos);
+    CHECK(detail(plan).find(c.shared ? "pinned for both drivers" : "through pinned host memory") != std::string::npos);
   }
 }
 
@@ -256,15 +255,24 @@ TEST_CASE("planner: the plan names who executes every move, and views name no on
        abr::Executor::None},
       {"host copy", abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), copy),
        abr::Executor::Host},
-      {"host to device", abr::plan_transfer(host.layout(), host_memory(world, true), new_tensor_on(world, {kDLCUDA, 0}, &c0, alone), {}),
+      {"host to device",
+       abr::plan_transfer(host.layout(), host_memory(world, true), new_tensor_on(world, {kDLCUDA, 0}, &c0, alone), {}),
        abr::Executor::Destination},
-      {"device to host", abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, alone), new_tensor_on(world, {kDLCPU, 0}), {}),
+      {"device to host",
+       abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, alone),
+                          new_tensor_on(world, {kDLCPU, 0}), {}),
        abr::Executor::Source},
-      {"device copy", abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, alone), new_tensor_on(world, {kDLCUDA, 0}, &c0, alone), copy),
+      {"device copy",
+       abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, alone),
+                          new_tensor_on(world, {kDLCUDA, 0}, &c0, alone), copy),
        abr::Executor::Source},
-      {"peer copy", abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, peer), new_tensor_on(world, {kDLCUDA, 1}, &c1, peer), {}),
+      {"peer copy",
+       abr::plan_transfer(on_cuda.layout(), device_memory(world, {kDLCUDA, 0}, &c0, peer),
+                          new_tensor_on(world, {kDLCUDA, 1}, &c1, peer), {}),
        abr::Executor::Source},
-      {"staged between backends", abr::plan_transfer(on_opencl.layout(), device_memory(world, {kDLOpenCL, 0}, &c0, alone), new_tensor_on(world, {kDLCUDA, 0}, &c1, alone), {}),
+      {"staged between backends",
+       abr::plan_transfer(on_opencl.layout(), device_memory(world, {kDLOpenCL, 0}, &c0, alone),
+                          new_tensor_on(world, {kDLCUDA, 0}, &c1, alone), {}),
        abr::Executor::Pipeline},
   };
   for (const Row& row : rows) {
@@ -280,7 +288,8 @@ TEST_CASE("planner: the source is handed back only as a view on its own device o
   abr::TransferOptions ours, theirs;
   ours.source_reads_as_view = true;
   CHECK(abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), ours).hand_back);
-  CHECK_FALSE(abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), theirs).hand_back);
+  CHECK_FALSE(
+      abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), theirs).hand_back);
   abr::TransferOptions copy = ours;
   copy.copy = ABR_COPY_ALWAYS;
   CHECK_FALSE(abr::plan_transfer(host.layout(), host_memory(world), new_tensor_on(world, {kDLCPU, 0}), copy).hand_back);

@@ -187,9 +187,7 @@ class FakeBackend final : public abr::DeviceBackend {
   const abr::BackendReport& report() const override { return report_; }
   const abr::Capabilities& capabilities() const override { return can_; }
   abr::DeviceTraits traits(DLDevice device) override { return {0, &contexts_[device.device_id]}; }
-  void* memory_context(const abr::Layout& tensor) override {
-    return &contexts_[buffers.of(tensor).device];
-  }
+  void* memory_context(const abr::Layout& tensor) override { return &contexts_[buffers.of(tensor).device]; }
   abr::DeviceMemory allocate(DLDevice device, uint64_t bytes, abr::Stream*) override {
     Buffer* buffer = buffers.add(device.device_id, bytes);
     return {buffer, std::make_unique<BufferStorage>(buffer)};
@@ -221,8 +219,8 @@ std::unique_ptr<abr::DeviceBackend> make_fake(const abr_runtime_options&, std::s
 
 //                                    type       name       backend  numbered host   address locked new
 constexpr abr::DeviceKind kFakeKinds[] = {{kDLExtDev, "ext_dev", kFakeId, true, false, false, false, true}};
-const abr::BackendDescriptor kFakeBackend{kFakeId, "Fake", "fake", kFakeKinds, 1, 0, nullptr, nullptr,
-                                          make_fake, nullptr, /*ipc=*/false};
+const abr::BackendDescriptor kFakeBackend{kFakeId, "Fake",    "fake",  kFakeKinds,   1, 0, nullptr,
+                                          nullptr, make_fake, nullptr, /*ipc=*/false};
 
 struct FakeRuntime {
   abr_runtime* rt = new abr_runtime(nullptr, {&kFakeBackend});
@@ -341,7 +339,8 @@ TEST_CASE("plug-in backend: the core transfers, every value and ownership counte
     CHECK(report.path == ABR_PATH_STAGED);
     const std::vector<float> moved = values_of<float>(rt, on1.t->dl_tensor);
     for (int r = 0; r < 5; ++r)
-      for (int c = 0; c < 6; ++c) CHECK(moved[static_cast<std::size_t>(r * 6 + c)] == host[static_cast<std::size_t>(c * 5 + r)]);
+      for (int c = 0; c < 6; ++c)
+        CHECK(moved[static_cast<std::size_t>(r * 6 + c)] == host[static_cast<std::size_t>(c * 5 + r)]);
 
     // Into an existing strided tensor on the device: every other element of a 6 x 10 buffer.
     Managed wide_src(host.data(), f32, {6, 10 / 2});

@@ -28,21 +28,40 @@ TEST_CASE("malformed descriptors are refused with a distinct status and the sour
       {"huge ndim", [](Managed& m) { m.tensor().ndim = 1 << 20; }, ABR_ERR_DLPACK_NDIM, "exceeds the limit"},
       {"NULL shape", [](Managed& m) { m.tensor().shape = nullptr; }, ABR_ERR_DLPACK_SHAPE, "shape is NULL"},
       {"negative extent", [](Managed& m) { m.shape[1] = -4; }, ABR_ERR_DLPACK_SHAPE, "shape[1] = -4 is negative"},
-      {"element overflow", [](Managed& m) { m.shape = {INT64_MAX / 2, 3}; m.tensor().shape = m.shape.data(); },
+      {"element overflow",
+       [](Managed& m) {
+         m.shape = {INT64_MAX / 2, 3};
+         m.tensor().shape = m.shape.data();
+       },
        ABR_ERR_DLPACK_OVERFLOW, "element count"},
-      {"byte overflow", [](Managed& m) { m.shape = {INT64_MAX / 4 + 1, 1}; m.tensor().shape = m.shape.data(); },
+      {"byte overflow",
+       [](Managed& m) {
+         m.shape = {INT64_MAX / 4 + 1, 1};
+         m.tensor().shape = m.shape.data();
+       },
        ABR_ERR_DLPACK_OVERFLOW, "byte size"},
-      {"stride overflow", [](Managed& m) { m.strides = {INT64_MAX / 2, 1}; m.tensor().strides = m.strides.data(); },
+      {"stride overflow",
+       [](Managed& m) {
+         m.strides = {INT64_MAX / 2, 1};
+         m.tensor().strides = m.strides.data();
+       },
        ABR_ERR_DLPACK_OVERFLOW, "the producer's strides are invalid"},
       // CuPy 13.4 to 14.2: x[::-1] of float32 exports (2^64 - 4) / 4 instead of -1 (cupy/cupy#10172).
-      {"CuPy's unsigned strides", [](Managed& m) { m.strides = {static_cast<int64_t>((~uint64_t{0} - 3) / 4), 1};
-                                                   m.tensor().strides = m.strides.data(); },
+      {"CuPy's unsigned strides",
+       [](Managed& m) {
+         m.strides = {static_cast<int64_t>((~uint64_t{0} - 3) / 4), 1};
+         m.tensor().strides = m.strides.data();
+       },
        ABR_ERR_DLPACK_OVERFLOW, "as signed byte strides, wrapping as an unsigned division would, they read [-4, 4]"},
       {"byte_offset near 2^64", [](Managed& m) { m.tensor().byte_offset = UINT64_MAX - 8; }, ABR_ERR_DLPACK_OVERFLOW,
        "outside the address space"},
       // The view reaches exactly INT64_MIN bytes below its first element (found by the fuzzer: UBSan
       // "negation of -9223372036854775808" in the address-space check).
-      {"view down to INT64_MIN", [](Managed& m) { m.strides = {INT64_MIN / 8, 1}; m.tensor().strides = m.strides.data(); },
+      {"view down to INT64_MIN",
+       [](Managed& m) {
+         m.strides = {INT64_MIN / 8, 1};
+         m.tensor().strides = m.strides.data();
+       },
        ABR_ERR_DLPACK_OVERFLOW, "outside the address space"},
       {"NULL data", [](Managed& m) { m.tensor().data = nullptr; }, ABR_ERR_DLPACK_DATA, "data is NULL"},
       {"unknown device type", [](Managed& m) { m.tensor().device.device_type = static_cast<DLDeviceType>(5); },
@@ -50,20 +69,36 @@ TEST_CASE("malformed descriptors are refused with a distinct status and the sour
       {"negative device id", [](Managed& m) { m.tensor().device.device_id = -2; }, ABR_ERR_DLPACK_DEVICE,
        "negative device id"},
       {"cpu device id", [](Managed& m) { m.tensor().device.device_id = 3; }, ABR_ERR_DLPACK_DEVICE, "has only id 0"},
-      {"unknown dtype code", [](Managed& m) { m.tensor().dtype = {42, 32, 1}; }, ABR_ERR_DLPACK_DTYPE,
-       "unknown dtype code 42"},
+      {"unknown dtype code",
+       [](Managed& m) {
+         m.tensor().dtype = {42, 32, 1};
+       },
+       ABR_ERR_DLPACK_DTYPE, "unknown dtype code 42"},
       {"lanes 0", [](Managed& m) { m.tensor().dtype.lanes = 0; }, ABR_ERR_DLPACK_DTYPE, "lanes = 0"},
       {"lanes 4", [](Managed& m) { m.tensor().dtype.lanes = 4; }, ABR_ERR_DLPACK_DTYPE, "lanes = 4"},
       {"bits 0", [](Managed& m) { m.tensor().dtype.bits = 0; }, ABR_ERR_DLPACK_DTYPE, "cannot have bits = 0"},
-      {"float bits 24", [](Managed& m) { m.tensor().dtype.bits = 24; }, ABR_ERR_DLPACK_DTYPE, "float cannot have bits = 24"},
-      {"bool bits 32", [](Managed& m) { m.tensor().dtype = {kDLBool, 32, 1}; }, ABR_ERR_DLPACK_DTYPE,
-       "bool cannot have bits = 32"},
-      {"float4 bits 8", [](Managed& m) { m.tensor().dtype = {kDLFloat4_e2m1fn, 8, 1}; }, ABR_ERR_DLPACK_DTYPE,
-       "float4_e2m1fn cannot have bits = 8"},
-      {"sub-byte", [](Managed& m) { m.tensor().dtype = {kDLFloat4_e2m1fn, 4, 1}; }, ABR_ERR_UNSUPPORTED,
-       "sub-byte dtype"},
-      {"opaque handle", [](Managed& m) { m.tensor().dtype = {kDLOpaqueHandle, 64, 1}; }, ABR_ERR_UNSUPPORTED,
-       "opaque-handle"},
+      {"float bits 24", [](Managed& m) { m.tensor().dtype.bits = 24; }, ABR_ERR_DLPACK_DTYPE,
+       "float cannot have bits = 24"},
+      {"bool bits 32",
+       [](Managed& m) {
+         m.tensor().dtype = {kDLBool, 32, 1};
+       },
+       ABR_ERR_DLPACK_DTYPE, "bool cannot have bits = 32"},
+      {"float4 bits 8",
+       [](Managed& m) {
+         m.tensor().dtype = {kDLFloat4_e2m1fn, 8, 1};
+       },
+       ABR_ERR_DLPACK_DTYPE, "float4_e2m1fn cannot have bits = 8"},
+      {"sub-byte",
+       [](Managed& m) {
+         m.tensor().dtype = {kDLFloat4_e2m1fn, 4, 1};
+       },
+       ABR_ERR_UNSUPPORTED, "sub-byte dtype"},
+      {"opaque handle",
+       [](Managed& m) {
+         m.tensor().dtype = {kDLOpaqueHandle, 64, 1};
+       },
+       ABR_ERR_UNSUPPORTED, "opaque-handle"},
   };
   for (const Case& c : cases) {
     const std::string name = c.name;
@@ -157,10 +192,10 @@ TEST_CASE("a struct whose version is 0 is refused by name, before anything moves
   abr_pool_stats stats{};
   CHECK(abr_pool_get_stats(rt, &stats) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("abr_pool_stats.version is 0"));
-  struct abr_device_info info{};
+  struct abr_device_info info {};
   CHECK(abr_device_info(rt, 0, &info) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("abr_device_info.version is 0"));
-  struct abr_backend_info backend{};
+  struct abr_backend_info backend {};
   CHECK(abr_backend_info(rt, ABR_BACKEND_HOST, &backend) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(error_mentions("abr_backend_info.version is 0"));
   CHECK(abr_last_error_backend_code() == 0);  // not a backend's error

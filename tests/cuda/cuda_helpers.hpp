@@ -80,21 +80,27 @@ struct NoDriverFindings {
 // primary context made current: what another library does with the driver.
 struct RawDriver {
   Fake fake;
-  decltype(&cuDevicePrimaryCtxRetain) retain = fake.driver<decltype(cuDevicePrimaryCtxRetain)>(ABR_TEST_CUDA_SYMBOL(cuDevicePrimaryCtxRetain));
+  decltype(&cuDevicePrimaryCtxRetain) retain =
+      fake.driver<decltype(cuDevicePrimaryCtxRetain)>(ABR_TEST_CUDA_SYMBOL(cuDevicePrimaryCtxRetain));
   decltype(&cuDevicePrimaryCtxRelease) release =
       fake.driver<decltype(cuDevicePrimaryCtxRelease)>(ABR_TEST_CUDA_SYMBOL(cuDevicePrimaryCtxRelease));
   decltype(&cuCtxPushCurrent) push = fake.driver<decltype(cuCtxPushCurrent)>(ABR_TEST_CUDA_SYMBOL(cuCtxPushCurrent));
   decltype(&cuCtxPopCurrent) pop = fake.driver<decltype(cuCtxPopCurrent)>(ABR_TEST_CUDA_SYMBOL(cuCtxPopCurrent));
-  decltype(&cuCtxSynchronize) sync_context = fake.driver<decltype(cuCtxSynchronize)>(ABR_TEST_CUDA_SYMBOL(cuCtxSynchronize));
+  decltype(&cuCtxSynchronize) sync_context =
+      fake.driver<decltype(cuCtxSynchronize)>(ABR_TEST_CUDA_SYMBOL(cuCtxSynchronize));
   decltype(&cuStreamCreate) stream_create = fake.driver<decltype(cuStreamCreate)>(ABR_TEST_CUDA_SYMBOL(cuStreamCreate));
-  decltype(&cuStreamDestroy) stream_destroy = fake.driver<decltype(cuStreamDestroy)>(ABR_TEST_CUDA_SYMBOL(cuStreamDestroy));
-  decltype(&cuStreamSynchronize) stream_sync = fake.driver<decltype(cuStreamSynchronize)>(ABR_TEST_CUDA_SYMBOL(cuStreamSynchronize));
-  decltype(&cuStreamWaitEvent) wait_event = fake.driver<decltype(cuStreamWaitEvent)>(ABR_TEST_CUDA_SYMBOL(cuStreamWaitEvent));
+  decltype(&cuStreamDestroy) stream_destroy =
+      fake.driver<decltype(cuStreamDestroy)>(ABR_TEST_CUDA_SYMBOL(cuStreamDestroy));
+  decltype(&cuStreamSynchronize) stream_sync =
+      fake.driver<decltype(cuStreamSynchronize)>(ABR_TEST_CUDA_SYMBOL(cuStreamSynchronize));
+  decltype(&cuStreamWaitEvent) wait_event =
+      fake.driver<decltype(cuStreamWaitEvent)>(ABR_TEST_CUDA_SYMBOL(cuStreamWaitEvent));
   decltype(&cuEventCreate) event_create = fake.driver<decltype(cuEventCreate)>(ABR_TEST_CUDA_SYMBOL(cuEventCreate));
   decltype(&cuEventRecord) event_record = fake.driver<decltype(cuEventRecord)>(ABR_TEST_CUDA_SYMBOL(cuEventRecord));
   decltype(&cuEventDestroy) event_destroy = fake.driver<decltype(cuEventDestroy)>(ABR_TEST_CUDA_SYMBOL(cuEventDestroy));
   decltype(&cuMemAlloc) alloc = fake.driver<decltype(cuMemAlloc)>(ABR_TEST_CUDA_SYMBOL(cuMemAlloc));
-  decltype(&cuMemAllocAsync) alloc_async = fake.driver<decltype(cuMemAllocAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemAllocAsync));
+  decltype(&cuMemAllocAsync) alloc_async =
+      fake.driver<decltype(cuMemAllocAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemAllocAsync));
   decltype(&cuMemFree) free = fake.driver<decltype(cuMemFree)>(ABR_TEST_CUDA_SYMBOL(cuMemFree));
   decltype(&cuMemFreeAsync) free_async = fake.driver<decltype(cuMemFreeAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemFreeAsync));
   decltype(&cuMemHostAlloc) host_alloc = fake.driver<decltype(cuMemHostAlloc)>(ABR_TEST_CUDA_SYMBOL(cuMemHostAlloc));
@@ -103,13 +109,18 @@ struct RawDriver {
       fake.driver<decltype(cuMemHostRegister)>(ABR_TEST_CUDA_SYMBOL(cuMemHostRegister));
   decltype(&cuMemHostUnregister) host_unregister =
       fake.driver<decltype(cuMemHostUnregister)>(ABR_TEST_CUDA_SYMBOL(cuMemHostUnregister));
-  decltype(&cuMemcpyHtoDAsync) upload = fake.driver<decltype(cuMemcpyHtoDAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync));
-  decltype(&cuMemcpyDtoDAsync) device_copy = fake.driver<decltype(cuMemcpyDtoDAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoDAsync));
-  decltype(&cuPointerGetAttribute) attribute = fake.driver<decltype(cuPointerGetAttribute)>(ABR_TEST_CUDA_SYMBOL(cuPointerGetAttribute));
+  decltype(&cuMemcpyHtoDAsync) upload =
+      fake.driver<decltype(cuMemcpyHtoDAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync));
+  decltype(&cuMemcpyDtoDAsync) device_copy =
+      fake.driver<decltype(cuMemcpyDtoDAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoDAsync));
+  decltype(&cuPointerGetAttribute) attribute =
+      fake.driver<decltype(cuPointerGetAttribute)>(ABR_TEST_CUDA_SYMBOL(cuPointerGetAttribute));
   decltype(&cuPointerGetAttributes) attributes =
       fake.driver<decltype(cuPointerGetAttributes)>(ABR_TEST_CUDA_SYMBOL(cuPointerGetAttributes));
-  decltype(&cuIpcGetMemHandle) ipc_get = fake.driver<decltype(cuIpcGetMemHandle)>(ABR_TEST_CUDA_SYMBOL(cuIpcGetMemHandle));
-  decltype(&cuIpcOpenMemHandle) ipc_open = fake.driver<decltype(cuIpcOpenMemHandle)>(ABR_TEST_CUDA_SYMBOL(cuIpcOpenMemHandle));
+  decltype(&cuIpcGetMemHandle) ipc_get =
+      fake.driver<decltype(cuIpcGetMemHandle)>(ABR_TEST_CUDA_SYMBOL(cuIpcGetMemHandle));
+  decltype(&cuIpcOpenMemHandle) ipc_open =
+      fake.driver<decltype(cuIpcOpenMemHandle)>(ABR_TEST_CUDA_SYMBOL(cuIpcOpenMemHandle));
   CUcontext context = nullptr;
   int device_;
 

@@ -76,9 +76,15 @@
 // operations (by sequence number) that is guaranteed to run before.
 using Clock = std::map<int, uint64_t>;
 
-struct CUctx_st { int device; };
-struct CUmod_st { int unused; };
-struct CUfunc_st { int kernel; };  // 0..3: abr_copy_{1,2,4,8}; 4: abr_cast
+struct CUctx_st {
+  int device;
+};
+struct CUmod_st {
+  int unused;
+};
+struct CUfunc_st {
+  int kernel;
+};  // 0..3: abr_copy_{1,2,4,8}; 4: abr_cast
 // An interprocess event's counts, in a shared page (a memfd) both processes map.
 struct SharedEventCounts {
   std::atomic<uint64_t> recorded;
@@ -115,7 +121,7 @@ std::atomic<CUresult> g_sticky{CUDA_SUCCESS};
 std::atomic<int64_t> g_delay_us{0};
 std::atomic<int64_t> g_fail_alloc_in{0};  // the n-th allocation from now fails; 0: none
 std::atomic<int64_t> g_launches{0};
-std::atomic<int64_t> g_fail_launch_in{0};  // the n-th launch from now faults (sticky)
+std::atomic<int64_t> g_fail_launch_in{0};    // the n-th launch from now faults (sticky)
 std::atomic<int64_t> g_fail_register_in{0};  // the n-th cuMemHostRegister from now fails
 std::atomic<int64_t> g_pageable_async{0};    // async copies from or to memory not page-locked
 int g_device_count = 2;
@@ -126,7 +132,7 @@ std::atomic<int> g_retained[kMaxDevices];
 
 std::mutex g_findings_mutex;
 std::deque<std::string>& g_findings = *new std::deque<std::string>;  // a deque: texts handed out never move
-std::string& g_label = *new std::string;  // what the test harness is running
+std::string& g_label = *new std::string;                             // what the test harness is running
 
 void finding(const char* format, ...) __attribute__((format(printf, 1, 2)));
 void finding(const char* format, ...) {
@@ -154,13 +160,13 @@ struct Range {
   bool stream_ordered = false;  // cuMemAllocAsync
   int alloc_stream = -1;
   uint64_t alloc_seq = 0;
-  bool freed = false;  // a free is queued: no use may follow
+  bool freed = false;      // a free is queued: no use may follow
   bool abandoned = false;  // allocated when a sticky error struck: left to the driver, as libraries must
   std::vector<Use> uses;
-  int fd = -1;                // cuMemAlloc memory: the memfd behind it (shareable through IPC)
-  uint64_t mapped = 0;        // bytes mmapped (memfd or imported), 0: from aligned_alloc
-  int imported_refs = 0;      // a mapping cuIpcOpenMemHandle made: its open count
-  std::string ipc_key;        // of an imported mapping: the exporter's pid, fd and inode
+  int fd = -1;            // cuMemAlloc memory: the memfd behind it (shareable through IPC)
+  uint64_t mapped = 0;    // bytes mmapped (memfd or imported), 0: from aligned_alloc
+  int imported_refs = 0;  // a mapping cuIpcOpenMemHandle made: its open count
+  std::string ipc_key;    // of an imported mapping: the exporter's pid, fd and inode
 };
 std::mutex g_memory_mutex;
 // By start address (device addresses tagged). Never destroyed: what a lost device
@@ -339,8 +345,10 @@ FakeStream* default_stream(int device) {
   }
   auto* made = new FakeStream(device);  // lives until exit
   std::lock_guard<std::mutex> lock(g_stream_mutex);
-  if (!g_default[device]) g_default[device] = made;
-  else made = nullptr;  // another thread won: ours is never used (leaked, harmless)
+  if (!g_default[device])
+    g_default[device] = made;
+  else
+    made = nullptr;  // another thread won: ours is never used (leaked, harmless)
   return g_default[device];
 }
 
@@ -366,9 +374,10 @@ void note_use(CUdeviceptr address, FakeStream* stream, uint64_t seq, const char*
   Range* range = find_locked(address, 1, &start);
   if (!range || range->device < 0) return;
   if (range->stream_ordered && !stream->ordered_after(range->alloc_stream, range->alloc_seq))
-    finding("use-before-alloc: %s on stream %d uses the allocation at %#llx made by cuMemAllocAsync on stream %d, "
-            "with no event ordering it after the allocation",
-            call, stream->id(), static_cast<unsigned long long>(start), range->alloc_stream);
+    finding(
+        "use-before-alloc: %s on stream %d uses the allocation at %#llx made by cuMemAllocAsync on stream %d, "
+        "with no event ordering it after the allocation",
+        call, stream->id(), static_cast<unsigned long long>(start), range->alloc_stream);
   range->uses.push_back({stream->id(), seq});
 }
 
@@ -395,13 +404,13 @@ void fault() {
   for (auto& entry : g_ranges) entry.second.abandoned = true;
 }
 
-#define FAKE_GUARD()                                            \
-  do {                                                          \
+#define FAKE_GUARD()                                             \
+  do {                                                           \
     if (g_sticky.load() != CUDA_SUCCESS) return g_sticky.load(); \
   } while (0)
-#define FAKE_NEED_CONTEXT()                                 \
-  do {                                                      \
-    FAKE_GUARD();                                           \
+#define FAKE_NEED_CONTEXT()                                   \
+  do {                                                        \
+    FAKE_GUARD();                                             \
     if (t_current.empty()) return CUDA_ERROR_INVALID_CONTEXT; \
   } while (0)
 
@@ -442,16 +451,20 @@ void run_kernel(int kernel, CUdeviceptr src, CUdeviceptr dst, const abr::cuda::W
       d += idx * w.dst_stride[k];
     }
     if (!present_device(src + s, src_size) || !present_device(dst + d, dst_size)) return fault();
-    if (cast) cast(real_of(src + s), 0, real_of(dst + d), 0, 1);
-    else std::memcpy(real_of(dst + d), real_of(src + s), src_size);
+    if (cast)
+      cast(real_of(src + s), 0, real_of(dst + d), 0, 1);
+    else
+      std::memcpy(real_of(dst + d), real_of(src + s), src_size);
   }
 }
 
 // Frees a range the driver still knows (caller holds g_memory_mutex).
 void release_locked(std::map<uint64_t, Range>::iterator it) {
   if (it->second.device >= 0) g_released[it->first] = it->second.size;
-  if (it->second.mapped) munmap(it->second.real, it->second.mapped);
-  else std::free(it->second.real);
+  if (it->second.mapped)
+    munmap(it->second.real, it->second.mapped);
+  else
+    std::free(it->second.real);
   if (it->second.fd >= 0) close(it->second.fd);
   g_ranges.erase(it);
 }
@@ -491,8 +504,9 @@ struct ExitReport {
       ++(entry.second.device >= 0 ? devices : pinned);
     }
     if (devices || pinned)
-      std::fprintf(stderr, "fake libcuda at exit: %llu device allocation(s) (%llu bytes) and %llu pinned (%llu bytes) "
-                           "were never freed\n",
+      std::fprintf(stderr,
+                   "fake libcuda at exit: %llu device allocation(s) (%llu bytes) and %llu pinned (%llu bytes) "
+                   "were never freed\n",
                    static_cast<unsigned long long>(devices), static_cast<unsigned long long>(device_bytes),
                    static_cast<unsigned long long>(pinned), static_cast<unsigned long long>(pinned_bytes));
     if (!g_registered.empty() && g_sticky.load() == CUDA_SUCCESS)
@@ -526,16 +540,21 @@ extern "C" {
 // "reset" (clears a sticky error and the armed failures), "clear_findings".
 __attribute__((visibility("default"))) int fake_cuda_control(const char* what, long long value) {
   const std::string name = what;
-  if (name == "delay_us") g_delay_us = value;
-  else if (name == "fail_alloc") g_fail_alloc_in = value;
-  else if (name == "fault_launch") g_fail_launch_in = value;
-  else if (name == "fail_register") g_fail_register_in = value;
+  if (name == "delay_us")
+    g_delay_us = value;
+  else if (name == "fail_alloc")
+    g_fail_alloc_in = value;
+  else if (name == "fault_launch")
+    g_fail_launch_in = value;
+  else if (name == "fail_register")
+    g_fail_register_in = value;
   else if (name == "reset")
     g_sticky = CUDA_SUCCESS, g_fail_alloc_in = 0, g_fail_launch_in = 0, g_fail_register_in = 0, g_delay_us = 0;
   else if (name == "clear_findings") {
     std::lock_guard<std::mutex> lock(g_findings_mutex);
     g_findings.clear();
-  } else return -1;
+  } else
+    return -1;
   return 0;
 }
 
@@ -549,7 +568,7 @@ __attribute__((visibility("default"))) void fake_cuda_label(const char* label) {
 __attribute__((visibility("default"))) const char* fake_cuda_finding(long long n) {
   std::lock_guard<std::mutex> lock(g_findings_mutex);
   return n >= 0 && n < static_cast<long long>(g_findings.size()) ? g_findings[static_cast<std::size_t>(n)].c_str()
-                                                                   : nullptr;
+                                                                 : nullptr;
 }
 
 // "device_allocations", "pinned_allocations", "registered_ranges" (live now),
@@ -582,7 +601,8 @@ __attribute__((visibility("default"))) long long fake_cuda_stat(const char* what
 
 // ---------------------------------------------------------------- driver API
 
-CUresult cuInit(unsigned int) { count_call(__func__);
+CUresult cuInit(unsigned int) {
+  count_call(__func__);
   if (const char* code = std::getenv("FAKE_CUDA_INIT_ERROR")) return static_cast<CUresult>(std::atoi(code));
   if (const char* count = std::getenv("FAKE_CUDA_DEVICES")) g_device_count = std::atoi(count);
   if (g_device_count > kMaxDevices) g_device_count = kMaxDevices;
@@ -591,7 +611,8 @@ CUresult cuInit(unsigned int) { count_call(__func__);
   return CUDA_SUCCESS;
 }
 
-CUresult cuDriverGetVersion(int* version) { count_call(__func__);
+CUresult cuDriverGetVersion(int* version) {
+  count_call(__func__);
   *version = 13000;
   return CUDA_SUCCESS;
 }
@@ -627,65 +648,79 @@ CUresult cuGetErrorString(CUresult error, const char** text) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetCount(int* count) { count_call(__func__);
+CUresult cuDeviceGetCount(int* count) {
+  count_call(__func__);
   *count = g_device_count;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGet(CUdevice* device, int ordinal) { count_call(__func__);
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  count_call(__func__);
   if (ordinal < 0 || ordinal >= g_device_count) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetName(char* name, int len, CUdevice device) { count_call(__func__);
+CUresult cuDeviceGetName(char* name, int len, CUdevice device) {
+  count_call(__func__);
   std::snprintf(name, static_cast<std::size_t>(len), "Fake CUDA device %d", device);
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceTotalMem(size_t* bytes, CUdevice) { count_call(__func__);
+CUresult cuDeviceTotalMem(size_t* bytes, CUdevice) {
+  count_call(__func__);
   *bytes = std::size_t{1} << 30;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice) { count_call(__func__);
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice) {
+  count_call(__func__);
   *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceCanAccessPeer(int* can, CUdevice, CUdevice) { count_call(__func__);
+CUresult cuDeviceCanAccessPeer(int* can, CUdevice, CUdevice) {
+  count_call(__func__);
   *can = 1;
   return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) { count_call(__func__);
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  count_call(__func__);
   FAKE_GUARD();
   ++g_retained[device];
   *context = &g_contexts[device];
   return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxRelease(CUdevice device) { count_call(__func__);
+CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
+  count_call(__func__);
   // The last reference destroys the context, and the driver frees its memory.
   if (--g_retained[device] == 0) destroy_context(device);
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPushCurrent(CUcontext context) { count_call(__func__);
+CUresult cuCtxPushCurrent(CUcontext context) {
+  count_call(__func__);
   t_current.push_back(context);
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPopCurrent(CUcontext* context) { count_call(__func__);
+CUresult cuCtxPopCurrent(CUcontext* context) {
+  count_call(__func__);
   if (t_current.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (context) *context = t_current.back();
   t_current.pop_back();
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int) { count_call(__func__); return CUDA_SUCCESS; }
+CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int) {
+  count_call(__func__);
+  return CUDA_SUCCESS;
+}
 
-CUresult cuCtxSynchronize() { count_call(__func__);
+CUresult cuCtxSynchronize() {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   const int device = current_device();
   std::vector<FakeStream*> streams;
@@ -704,8 +739,8 @@ static char* shared_memory(uint64_t bytes, int* fd, uint64_t* mapped) {
   *fd = memfd_create("fake-cuda", MFD_CLOEXEC);
   if (*fd < 0) return nullptr;
   void* real = ftruncate(*fd, static_cast<off_t>(*mapped)) == 0
-                   ? mmap(nullptr, *mapped, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0)
-                   : MAP_FAILED;
+      ? mmap(nullptr, *mapped, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0)
+      : MAP_FAILED;
   if (real != MAP_FAILED) return static_cast<char*>(real);
   close(*fd);
   *fd = -1;
@@ -741,9 +776,13 @@ static CUresult allocate(CUdeviceptr* ptr, size_t bytes, FakeStream* ordered_on)
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemAlloc(CUdeviceptr* ptr, size_t bytes) { count_call(__func__); return allocate(ptr, bytes, nullptr); }
+CUresult cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
+  count_call(__func__);
+  return allocate(ptr, bytes, nullptr);
+}
 
-CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream stream) { count_call(__func__);
+CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream stream) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   return allocate(ptr, bytes, stream_of(stream));
 }
@@ -776,7 +815,8 @@ static CUresult check_free(uint64_t address, bool device, const char* call) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemFree(CUdeviceptr ptr) { count_call(__func__);
+CUresult cuMemFree(CUdeviceptr ptr) {
+  count_call(__func__);
   if (const CUresult status = check_free(ptr, true, "cuMemFree")) return status;
   std::vector<Use> uses;
   {
@@ -793,7 +833,8 @@ CUresult cuMemFree(CUdeviceptr ptr) { count_call(__func__);
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) { count_call(__func__);
+CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+  count_call(__func__);
   if (const CUresult status = check_free(ptr, true, "cuMemFreeAsync")) return status;
   FakeStream* s = stream_of(stream);
   {
@@ -804,9 +845,10 @@ CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) { count_call(__func__)
               static_cast<unsigned long long>(ptr), s->id(), range.alloc_stream);
     for (const Use& use : range.uses)
       if (!s->ordered_after(use.stream, use.seq))
-        finding("use-after-free: cuMemFreeAsync(%#llx) on stream %d is not ordered after its use by operation %llu "
-                "of stream %d",
-                static_cast<unsigned long long>(ptr), s->id(), static_cast<unsigned long long>(use.seq), use.stream);
+        finding(
+            "use-after-free: cuMemFreeAsync(%#llx) on stream %d is not ordered after its use by operation %llu "
+            "of stream %d",
+            static_cast<unsigned long long>(ptr), s->id(), static_cast<unsigned long long>(use.seq), use.stream);
     range.freed = true;
   }
   s->submit([ptr] {
@@ -817,7 +859,8 @@ CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) { count_call(__func__)
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemHostAlloc(void** pointer, size_t bytes, unsigned int) { count_call(__func__);
+CUresult cuMemHostAlloc(void** pointer, size_t bytes, unsigned int) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (fail_allocation()) return CUDA_ERROR_OUT_OF_MEMORY;
   char* real = static_cast<char*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
@@ -829,7 +872,8 @@ CUresult cuMemHostAlloc(void** pointer, size_t bytes, unsigned int) { count_call
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemFreeHost(void* pointer) { count_call(__func__);
+CUresult cuMemFreeHost(void* pointer) {
+  count_call(__func__);
   const auto address = reinterpret_cast<uint64_t>(pointer);
   if (const CUresult status = check_free(address, false, "cuMemFreeHost")) return status;
   std::lock_guard<std::mutex> lock(g_memory_mutex);
@@ -846,7 +890,9 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute attribute, con
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       *static_cast<int*>(data) = !range ? 0 : range->device < 0 ? range->context : range->device;
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = range ? start : 0; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = range ? start : 0;
+      return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = range ? range->size : 0; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:  // the default pool's, for cuMemAllocAsync memory
       *static_cast<CUmemoryPool*>(data) =
@@ -856,21 +902,24 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute attribute, con
   }
 }
 
-CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) { count_call(__func__);
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  count_call(__func__);
   FAKE_GUARD();
   uint64_t start = 0;
   const Range* range = find_range(ptr, 1, &start);
   if (!range) {  // as the driver answers for pageable memory: an error in every trace
-    finding("cuPointerGetAttribute(%#llx) on memory the driver does not know: CUDA_ERROR_INVALID_VALUE "
-            "(cuPointerGetAttributes answers without an error)",
-            static_cast<unsigned long long>(ptr));
+    finding(
+        "cuPointerGetAttribute(%#llx) on memory the driver does not know: CUDA_ERROR_INVALID_VALUE "
+        "(cuPointerGetAttributes answers without an error)",
+        static_cast<unsigned long long>(ptr));
     return CUDA_ERROR_INVALID_VALUE;
   }
   return pointer_attribute(data, attribute, range, start);
 }
 
 // Unknown memory is no error: every attribute reads as zero, as the driver documents.
-CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr) { count_call(__func__);
+CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr) {
+  count_call(__func__);
   FAKE_GUARD();
   uint64_t start = 0;
   const Range* range = find_range(ptr, 1, &start);
@@ -905,7 +954,8 @@ static bool pinned_host(const void* pointer, size_t bytes, FakeStream* stream, u
   return false;
 }
 
-CUresult cuMemHostRegister(void* pointer, size_t bytes, unsigned int) { count_call(__func__);
+CUresult cuMemHostRegister(void* pointer, size_t bytes, unsigned int) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (!pointer || !bytes) return CUDA_ERROR_INVALID_VALUE;
   int64_t n = g_fail_register_in.load();
@@ -925,7 +975,8 @@ CUresult cuMemHostRegister(void* pointer, size_t bytes, unsigned int) { count_ca
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemHostUnregister(void* pointer) { count_call(__func__);
+CUresult cuMemHostUnregister(void* pointer) {
+  count_call(__func__);
   FAKE_GUARD();
   const auto start = reinterpret_cast<uint64_t>(pointer);
   if (t_current.empty()) {
@@ -953,7 +1004,8 @@ CUresult cuMemHostUnregister(void* pointer) { count_call(__func__);
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) { count_call(__func__);
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (used_after_free(dst, bytes, "cuMemcpyHtoDAsync") || !checked_device(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
@@ -966,7 +1018,8 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstr
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) { count_call(__func__);
+CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (used_after_free(src, bytes, "cuMemcpyDtoHAsync") || !checked_device(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
@@ -979,7 +1032,8 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream st
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) { count_call(__func__);
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (used_after_free(dst, bytes, "cuMemcpyDtoDAsync") || used_after_free(src, bytes, "cuMemcpyDtoDAsync") ||
       !checked_device(dst, bytes) || !checked_device(src, bytes))
@@ -996,30 +1050,35 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstr
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t bytes, CUstream stream) { count_call(__func__);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t bytes, CUstream stream) {
+  count_call(__func__);
   return cuMemcpyDtoDAsync(dst, src, bytes, stream);
 }
 
-CUresult cuStreamCreate(CUstream* stream, unsigned int) { count_call(__func__);
+CUresult cuStreamCreate(CUstream* stream, unsigned int) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   *stream = reinterpret_cast<CUstream>(new FakeStream(current_device()));
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamDestroy(CUstream stream) { count_call(__func__);
+CUresult cuStreamDestroy(CUstream stream) {
+  count_call(__func__);
   FakeStream* s = stream_of(stream);
   s->synchronize();
   if (s != default_stream(s->device())) delete s;
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamSynchronize(CUstream stream) { count_call(__func__);
+CUresult cuStreamSynchronize(CUstream stream) {
+  count_call(__func__);
   FAKE_GUARD();
   stream_of(stream)->synchronize();
   return g_sticky.load();
 }
 
-CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) { count_call(__func__);
+CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
+  count_call(__func__);
   FAKE_GUARD();
   // Anything the fake did not create is not a stream (the real driver may crash instead).
   if (reinterpret_cast<uintptr_t>(stream) < 4096) return CUDA_ERROR_INVALID_HANDLE;
@@ -1027,7 +1086,8 @@ CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) { count_call(__func
   return CUDA_SUCCESS;
 }
 
-CUresult cuEventCreate(CUevent* event, unsigned int flags) { count_call(__func__);
+CUresult cuEventCreate(CUevent* event, unsigned int flags) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
   auto made = std::make_unique<CUevent_st>();
@@ -1053,7 +1113,8 @@ static void wait_shared_event(const EventState& state, uint64_t target) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
-CUresult cuEventRecord(CUevent event, CUstream stream) { count_call(__func__);
+CUresult cuEventRecord(CUevent event, CUstream stream) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   FakeStream* s = stream_of(stream);
   std::shared_ptr<EventState> state = event->state;
@@ -1076,15 +1137,18 @@ CUresult cuEventRecord(CUevent event, CUstream stream) { count_call(__func__);
   return CUDA_SUCCESS;
 }
 
-CUresult cuEventQuery(CUevent event) { count_call(__func__);
+CUresult cuEventQuery(CUevent event) {
+  count_call(__func__);
   FAKE_GUARD();
   EventState& state = *event->state;
-  if (state.shared) return shared_event_done(state, state.shared->recorded.load()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  if (state.shared)
+    return shared_event_done(state, state.shared->recorded.load()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.completed >= state.recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult cuEventSynchronize(CUevent event) { count_call(__func__);
+CUresult cuEventSynchronize(CUevent event) {
+  count_call(__func__);
   FAKE_GUARD();
   EventState& state = *event->state;
   if (state.shared) {
@@ -1097,12 +1161,14 @@ CUresult cuEventSynchronize(CUevent event) { count_call(__func__);
   return g_sticky.load();
 }
 
-CUresult cuEventDestroy(CUevent event) { count_call(__func__);
+CUresult cuEventDestroy(CUevent event) {
+  count_call(__func__);
   delete event;  // queued records and waits keep the state alive
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) { count_call(__func__);
+CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   std::shared_ptr<EventState> state = event->state;
   if (state->shared && state->remote_pid) {  // another process's event: only its counts are shared
@@ -1174,7 +1240,8 @@ static CUresult open_ipc_handle(const char* bytes, const char* call, FakeIpcHand
   return CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) { count_call(__func__);
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   auto it = g_ranges.find(ptr);
@@ -1188,15 +1255,17 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) { count_call
   // On the H100 (driver 580) this returns CUDA_ERROR_INVALID_VALUE, and compute-sanitizer
   // counts the failed call as an error: callers ask CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE first.
   if (range.stream_ordered)
-    finding("cuIpcGetMemHandle(%#llx): memory from a stream-ordered pool has no IPC handle (the driver refuses it "
-            "and compute-sanitizer reports the call); check CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE first",
-            static_cast<unsigned long long>(ptr));
+    finding(
+        "cuIpcGetMemHandle(%#llx): memory from a stream-ordered pool has no IPC handle (the driver refuses it "
+        "and compute-sanitizer reports the call); check CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE first",
+        static_cast<unsigned long long>(ptr));
   // Pool memory (cuMemAllocAsync), imported mappings and host memory cannot be exported.
   if (range.device < 0 || range.freed || range.fd < 0) return CUDA_ERROR_INVALID_VALUE;
   return fill_ipc_handle(handle->reserved, range.fd, range.size) ? CUDA_SUCCESS : CUDA_ERROR_MAP_FAILED;
 }
 
-CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int flags) { count_call(__func__);
+CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int flags) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) return CUDA_ERROR_INVALID_VALUE;
   FakeIpcHandle handle;
@@ -1226,15 +1295,18 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int
   return CUDA_SUCCESS;
 }
 
-CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) { count_call(__func__);
+CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   std::vector<Use> uses;
   {
     std::lock_guard<std::mutex> lock(g_memory_mutex);
     auto it = g_ranges.find(ptr);
     if (it == g_ranges.end() || it->second.imported_refs == 0) {
-      finding("cuIpcCloseMemHandle(%#llx) of memory cuIpcOpenMemHandle did not return (or closed more often than "
-              "opened)", static_cast<unsigned long long>(ptr));
+      finding(
+          "cuIpcCloseMemHandle(%#llx) of memory cuIpcOpenMemHandle did not return (or closed more often than "
+          "opened)",
+          static_cast<unsigned long long>(ptr));
       return CUDA_ERROR_INVALID_VALUE;
     }
     if (--it->second.imported_refs > 0) return CUDA_SUCCESS;
@@ -1242,22 +1314,25 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) { count_call(__func__);
   }
   for (const Use& use : uses)
     if (!use_finished(use))
-      finding("use-after-close: cuIpcCloseMemHandle(%#llx) while operation %llu of stream %d, which uses it, is "
-              "still queued",
-              static_cast<unsigned long long>(ptr), static_cast<unsigned long long>(use.seq), use.stream);
+      finding(
+          "use-after-close: cuIpcCloseMemHandle(%#llx) while operation %llu of stream %d, which uses it, is "
+          "still queued",
+          static_cast<unsigned long long>(ptr), static_cast<unsigned long long>(use.seq), use.stream);
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   release_locked(g_ranges.find(ptr));
   return CUDA_SUCCESS;
 }
 
-CUresult cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) { count_call(__func__);
+CUresult cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) {
+  count_call(__func__);
   FAKE_GUARD();
   const EventState& state = *event->state;
   if (!state.shared || state.remote_pid) return CUDA_ERROR_INVALID_VALUE;  // not CU_EVENT_INTERPROCESS
   return fill_ipc_handle(handle->reserved, state.fd, sizeof(SharedEventCounts)) ? CUDA_SUCCESS : CUDA_ERROR_MAP_FAILED;
 }
 
-CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle bytes) { count_call(__func__);
+CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle bytes) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   FakeIpcHandle handle;
   int fd = -1;
@@ -1275,7 +1350,8 @@ CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle bytes) { count_ca
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) { count_call(__func__);
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
+  count_call(__func__);
   if (device < 0 || device >= g_device_count) return CUDA_ERROR_INVALID_DEVICE;
   std::memset(uuid->bytes, 0, sizeof uuid->bytes);
   std::memcpy(uuid->bytes, "fake-gpu-", 9);
@@ -1283,7 +1359,8 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) { count_call(__func__);
   return CUDA_SUCCESS;
 }
 
-CUresult cuModuleLoadData(CUmodule* module, const void* image) { count_call(__func__);
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   uint32_t magic = 0;
   std::memcpy(&magic, image, sizeof magic);
@@ -1293,9 +1370,13 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) { count_call(__fu
   return CUDA_SUCCESS;
 }
 
-CUresult cuModuleUnload(CUmodule) { count_call(__func__); return CUDA_SUCCESS; }
+CUresult cuModuleUnload(CUmodule) {
+  count_call(__func__);
+  return CUDA_SUCCESS;
+}
 
-CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) { count_call(__func__);
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
+  count_call(__func__);
   static CUfunc_st kernels[5] = {{0}, {1}, {2}, {3}, {4}};
   for (int k = 0; k < 4; ++k)
     if (std::strcmp(name, abr::cuda::kCopyKernelNames[k]) == 0) return *function = &kernels[k], CUDA_SUCCESS;
@@ -1304,7 +1385,8 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
 }
 
 CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigned int, unsigned int block_x,
-                        unsigned int, unsigned int, unsigned int, CUstream stream, void** params, void**) { count_call(__func__);
+                        unsigned int, unsigned int, unsigned int, CUstream stream, void** params, void**) {
+  count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (block_x == 0 || block_x > 1024) return CUDA_ERROR_INVALID_VALUE;
   ++g_launches;

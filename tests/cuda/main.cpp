@@ -13,7 +13,7 @@
 
 #include "tests/cuda/cuda_helpers.hpp"
 
-int sticky_child_main();  // test_sticky_child.cpp: the child's side of that test
+int sticky_child_main();                    // test_sticky_child.cpp: the child's side of that test
 int ipc_child_main(int argc, char** argv);  // test_ipc.cpp: the importing process
 
 int main(int argc, char** argv) {
@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   // Each test's fixture fails it for its own findings; this line sums them up for the log.
   test::Fake fake;
   const long long findings = fake ? fake.stat("findings") : 0;
-  if (findings > 0) std::fprintf(stderr, "the fake CUDA driver has %lld finding(s) in all; the last: %s\n", findings,
-                                 fake.finding(findings - 1));
+  if (findings > 0)
+    std::fprintf(stderr, "the fake CUDA driver has %lld finding(s) in all; the last: %s\n", findings,
+                 fake.finding(findings - 1));
   return failed;
 }

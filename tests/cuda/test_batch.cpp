@@ -19,7 +19,8 @@ struct Batch {
   Batch(int tensors, std::size_t elements) {
     for (int i = 0; i < tensors; ++i) {
       data.push_back(iota(elements, i * 100000));
-      sources.push_back(std::make_unique<Managed>(data.back().data(), i32, std::vector<int64_t>{static_cast<int64_t>(elements)}));
+      sources.push_back(
+          std::make_unique<Managed>(data.back().data(), i32, std::vector<int64_t>{static_cast<int64_t>(elements)}));
       pointers.push_back(&sources.back()->managed);
     }
     out.assign(pointers.size(), nullptr);

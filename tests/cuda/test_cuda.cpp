@@ -58,7 +58,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA discovery: devices, cuda_host and the 
   CHECK(host == 1);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pageable host memory: staged from two chunks up, the driver's own copy below, values intact") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA pageable host memory: staged from two chunks up, the driver's own copy below, values intact") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -111,7 +112,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pinned memory: cuda_host results, dire
   CHECK(plain.deleted == 0);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA abr_copy is the first call of a runtime: into another runtime's device memory") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA abr_copy is the first call of a runtime: into another runtime's device memory") {
   Runtime maker;
   if (!cuda_devices(maker)) return;
   std::vector<int32_t> data = iota(64);
@@ -130,7 +132,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA abr_copy is the first call of a runtim
   CHECK(out == twice);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA managed memory is accepted as a source, to the CPU as a view and to a device as a copy") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA managed memory is accepted as a source, to the CPU as a view and to a device as a copy") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   std::vector<int32_t> data = iota(32, 5);  // stands in for cuMemAllocManaged memory: host-addressable
@@ -157,9 +160,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA strided, negative, offset, 0-d and emp
     uint64_t offset;
   };
   const View views[] = {
-      {"transposed", {4, 6}, {1, 4}, 0},          {"sliced", {3, 2}, {8, 2}, 4},
-      {"negative", {6}, {-1}, 5 * 4},              {"0-d", {}, {}, 12},
-      {"empty", {0, 3}, {3, 1}, 0},                {"size-1 dims", {1, 24, 1}, {99, 1, 7}, 0},
+      {"transposed", {4, 6}, {1, 4}, 0}, {"sliced", {3, 2}, {8, 2}, 4},
+      {"negative", {6}, {-1}, 5 * 4},    {"0-d", {}, {}, 12},
+      {"empty", {0, 3}, {3, 1}, 0},      {"size-1 dims", {1, 24, 1}, {99, 1, 7}, 0},
   };
   for (const View& v : views) {
     for (bool cast : {false, true}) {
@@ -175,8 +178,10 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA strided, negative, offset, 0-d and emp
       for_each_index(shape, [&](const std::vector<int64_t>& index) {
         int32_t expected;
         std::memcpy(&expected, element_at(source.tensor(), index, 4), 4);
-        if (cast) same &= static_cast<const double*>(home->data)[i++] == static_cast<double>(expected);
-        else same &= static_cast<const int32_t*>(home->data)[i++] == expected;
+        if (cast)
+          same &= static_cast<const double*>(home->data)[i++] == static_cast<double>(expected);
+        else
+          same &= static_cast<const int32_t*>(home->data)[i++] == expected;
       });
       CHECK(same);
     }
@@ -186,10 +191,20 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA strided, negative, offset, 0-d and emp
 TEST_CASE_FIXTURE(NoDriverFindings, "CUDA every dtype survives a device cast and back") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
-  const DLDataType types[] = {dt(kDLBool, 8),  dt(kDLInt, 8),    dt(kDLInt, 16),  dt(kDLInt, 64),
-                              dt(kDLUInt, 8),  dt(kDLUInt, 16),  dt(kDLUInt, 32), dt(kDLUInt, 64),
-                              dt(kDLFloat, 16), dt(kDLBfloat, 16), f32,           f64,
-                              dt(kDLComplex, 64), dt(kDLComplex, 128)};
+  const DLDataType types[] = {dt(kDLBool, 8),
+                              dt(kDLInt, 8),
+                              dt(kDLInt, 16),
+                              dt(kDLInt, 64),
+                              dt(kDLUInt, 8),
+                              dt(kDLUInt, 16),
+                              dt(kDLUInt, 32),
+                              dt(kDLUInt, 64),
+                              dt(kDLFloat, 16),
+                              dt(kDLBfloat, 16),
+                              f32,
+                              f64,
+                              dt(kDLComplex, 64),
+                              dt(kDLComplex, 128)};
   std::vector<int32_t> data{0, 1, 2, 3, 100, 7};
   for (const DLDataType& type : types) {
     CAPTURE(int(type.code));
@@ -216,7 +231,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA every dtype survives a device cast and
   }
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA device copies: strided device views are packed by kernels, overlapping copies are safe") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA device copies: strided device views are packed by kernels, overlapping copies are safe") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -283,11 +299,12 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA peer copies between devices, and stagi
   CHECK(std::memcmp(home->data, data.data(), data.size() * 4) == 0);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks: several 8 MiB chunks each way, values intact, blocks back in the pool") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA <-> OpenCL in chunks: several 8 MiB chunks each way, values intact, blocks back in the pool") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
-  if (fake) fake.control("delay_us", 1000);  // the CUDA side lags: a block reused too early shows
+  if (fake) fake.control("delay_us", 1000);               // the CUDA side lags: a block reused too early shows
   const std::size_t n = (std::size_t{20} << 20) / 4 + 5;  // three chunks, the last one short
   std::vector<int32_t> data = iota(n, -100);
   Managed source(data.data(), i32, {static_cast<int64_t>(n)});
@@ -328,7 +345,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA streams: async transfers in stream ord
   if (fake) fake.control("delay_us", 0);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA stream values: 1 and 2 are the legacy and per-thread streams, 0 and junk are refused") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA stream values: 1 and 2 are the legacy and per-thread streams, 0 and junk are refused") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   for (uintptr_t value : {uintptr_t{1}, uintptr_t{2}}) {
@@ -352,7 +370,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA stream values: 1 and 2 are the legacy 
   }
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pointers are checked: host memory, the wrong device, a view past its allocation") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA pointers are checked: host memory, the wrong device, a view past its allocation") {
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;
@@ -376,7 +395,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA pointers are checked: host memory, the
   }
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA out of memory: a clean status, the source still the caller's, the runtime still working") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA out of memory: a clean status, the source still the caller's, the runtime still working") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -429,7 +449,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA memory is all given back: device buffe
 }
 
 #ifdef ABR_FAULT_INJECTION
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer is clean: status, ownership, no leak, runtime still works") {
+TEST_CASE_FIXTURE(
+    NoDriverFindings,
+    "CUDA: every injected failure of a transfer is clean: status, ownership, no leak, runtime still works") {
   Runtime rt;
   const int n = cuda_devices(rt);
   if (n == 0) return;
@@ -514,10 +536,12 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
        [&](abr_runtime* r, int& deleted) {
          std::vector<std::unique_ptr<Managed>> sources;
          std::vector<DLManagedTensorVersioned*> pointers, out(7, nullptr);
-         for (int i = 0; i < 6; ++i) sources.push_back(std::make_unique<Managed>(data.data() + i * 64, f32, std::vector<int64_t>{64}));
+         for (int i = 0; i < 6; ++i)
+           sources.push_back(std::make_unique<Managed>(data.data() + i * 64, f32, std::vector<int64_t>{64}));
          sources.push_back(std::make_unique<Managed>(big.data(), f32, std::vector<int64_t>{rows, cols}));
          for (auto& source : sources) pointers.push_back(&source->managed);
-         const abr_status status = abr_to_device_many(r, pointers.data(), 7, cuda0, nullptr, nullptr, out.data(), nullptr);
+         const abr_status status =
+             abr_to_device_many(r, pointers.data(), 7, cuda0, nullptr, nullptr, out.data(), nullptr);
          deleted = 0;
          for (auto& source : sources) deleted += source->deleted;
          for (DLManagedTensorVersioned* t : out) {
@@ -530,12 +554,14 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
        [&](abr_runtime* r, int& deleted) {
          std::vector<std::unique_ptr<Managed>> sources;
          std::vector<DLManagedTensorVersioned*> pointers, out(4, nullptr);
-         for (int i = 0; i < 3; ++i) sources.push_back(std::make_unique<Managed>(data.data() + i * 64, f32, std::vector<int64_t>{64}));
+         for (int i = 0; i < 3; ++i)
+           sources.push_back(std::make_unique<Managed>(data.data() + i * 64, f32, std::vector<int64_t>{64}));
          sources.push_back(std::make_unique<Managed>(big.data(), f32, std::vector<int64_t>{rows, cols}));
          for (auto& source : sources) pointers.push_back(&source->managed);
          abr_stream* stream = nullptr;
          abr_status status = abr_stream_create(r, cuda0, &stream);
-         if (status == ABR_OK) status = abr_to_device_many(r, pointers.data(), 4, cuda0, nullptr, stream, out.data(), nullptr);
+         if (status == ABR_OK)
+           status = abr_to_device_many(r, pointers.data(), 4, cuda0, nullptr, stream, out.data(), nullptr);
          abr_stream_destroy(stream);
          deleted = 0;
          for (auto& source : sources) deleted += source->deleted;
@@ -558,8 +584,10 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA: every injected failure of a transfer 
            CHECK(done == nullptr);
            CHECK(error_mentions("injected fault"));
          }
-         if (done) abr_stream_release(stream);  // the work goes on; the runtime keeps the source
-         else abr_stream_destroy(stream);
+         if (done)
+           abr_stream_release(stream);  // the work goes on; the runtime keeps the source
+         else
+           abr_stream_destroy(stream);
          if (done) {
            CHECK(abr_event_synchronize(done) == ABR_OK);
            abr_event_destroy(done);

@@ -135,9 +135,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "device cache: trim frees it, a limit bounds
   CHECK(fake.stat("device_allocations") == live);
   // At the limit a returned block is freed, not kept.
   REQUIRE(abr_device_cache_set_limit(rt, 4096) == ABR_OK);
-  {
-    Owned a(to_cuda0(rt, host)), b(to_cuda0(rt, host));
-  }
+  { Owned a(to_cuda0(rt, host)), b(to_cuda0(rt, host)); }
   wait_cached(rt, 4096);
   REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);  // waits for the reclaimer: both are back (one freed) by now
   CHECK(fake.stat("device_allocations") == live);
@@ -184,11 +182,11 @@ TEST_CASE_FIXTURE(NoDriverFindings, "device cache: a runtime destroyed with bloc
     live = fake.stat("device_allocations");
     { Owned cached(to_cuda0(rt, host)); }
     wait_cached(rt, 8192);
-    outliving = to_cuda0(rt, host);  // the cached block, lent
+    outliving = to_cuda0(rt, host);   // the cached block, lent
     Owned other(to_cuda0(rt, host));  // a new one, deleted before the runtime
     CHECK(fake.stat("device_allocations") == live + 2);
   }
   CHECK(fake.stat("device_allocations") == live + 1);  // the cache's block went with the runtime
-  outliving->deleter(outliving);  // after its runtime: freed, not cached
+  outliving->deleter(outliving);                       // after its runtime: freed, not cached
   CHECK(fake.stat("device_allocations") == live);
 }

@@ -16,17 +16,36 @@ namespace {
 
 #define ABR_COUNTED(name) ABR_TEST_CUDA_SYMBOL(name)
 // Every entry point a transfer may call, by its exported name.
-const char* const kCalls[] = {
-    ABR_COUNTED(cuCtxPushCurrent), ABR_COUNTED(cuCtxPopCurrent), ABR_COUNTED(cuCtxSynchronize),
-    ABR_COUNTED(cuMemAlloc), ABR_COUNTED(cuMemAllocAsync), ABR_COUNTED(cuMemFree), ABR_COUNTED(cuMemFreeAsync),
-    ABR_COUNTED(cuMemHostAlloc), ABR_COUNTED(cuMemFreeHost), ABR_COUNTED(cuPointerGetAttribute),
-    ABR_COUNTED(cuPointerGetAttributes), ABR_COUNTED(cuMemHostRegister), ABR_COUNTED(cuMemHostUnregister),
-    ABR_COUNTED(cuMemcpyHtoDAsync), ABR_COUNTED(cuMemcpyDtoHAsync), ABR_COUNTED(cuMemcpyDtoDAsync),
-    ABR_COUNTED(cuMemcpyPeerAsync), ABR_COUNTED(cuStreamCreate), ABR_COUNTED(cuStreamDestroy),
-    ABR_COUNTED(cuStreamSynchronize), ABR_COUNTED(cuStreamGetCtx), ABR_COUNTED(cuEventCreate),
-    ABR_COUNTED(cuEventRecord), ABR_COUNTED(cuEventQuery), ABR_COUNTED(cuEventSynchronize),
-    ABR_COUNTED(cuEventDestroy), ABR_COUNTED(cuStreamWaitEvent), ABR_COUNTED(cuLaunchKernel),
-    ABR_COUNTED(cuDevicePrimaryCtxRetain), ABR_COUNTED(cuDevicePrimaryCtxRelease)};
+const char* const kCalls[] = {ABR_COUNTED(cuCtxPushCurrent),
+                              ABR_COUNTED(cuCtxPopCurrent),
+                              ABR_COUNTED(cuCtxSynchronize),
+                              ABR_COUNTED(cuMemAlloc),
+                              ABR_COUNTED(cuMemAllocAsync),
+                              ABR_COUNTED(cuMemFree),
+                              ABR_COUNTED(cuMemFreeAsync),
+                              ABR_COUNTED(cuMemHostAlloc),
+                              ABR_COUNTED(cuMemFreeHost),
+                              ABR_COUNTED(cuPointerGetAttribute),
+                              ABR_COUNTED(cuPointerGetAttributes),
+                              ABR_COUNTED(cuMemHostRegister),
+                              ABR_COUNTED(cuMemHostUnregister),
+                              ABR_COUNTED(cuMemcpyHtoDAsync),
+                              ABR_COUNTED(cuMemcpyDtoHAsync),
+                              ABR_COUNTED(cuMemcpyDtoDAsync),
+                              ABR_COUNTED(cuMemcpyPeerAsync),
+                              ABR_COUNTED(cuStreamCreate),
+                              ABR_COUNTED(cuStreamDestroy),
+                              ABR_COUNTED(cuStreamSynchronize),
+                              ABR_COUNTED(cuStreamGetCtx),
+                              ABR_COUNTED(cuEventCreate),
+                              ABR_COUNTED(cuEventRecord),
+                              ABR_COUNTED(cuEventQuery),
+                              ABR_COUNTED(cuEventSynchronize),
+                              ABR_COUNTED(cuEventDestroy),
+                              ABR_COUNTED(cuStreamWaitEvent),
+                              ABR_COUNTED(cuLaunchKernel),
+                              ABR_COUNTED(cuDevicePrimaryCtxRetain),
+                              ABR_COUNTED(cuDevicePrimaryCtxRelease)};
 
 using Counts = std::map<std::string, long long>;
 
@@ -95,22 +114,17 @@ TEST_CASE_FIXTURE(NoDriverFindings, "driver calls of one 4 KiB transfer, path by
   abr_stream* stream = nullptr;
   REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
 
-  const Counts pinned_h2d_on_stream = calls_of(fake, [&] {
-    REQUIRE(abr_copy(rt, &pinned.t->dl_tensor, &device.t->dl_tensor, nullptr, stream) == ABR_OK);
-  });
+  const Counts pinned_h2d_on_stream = calls_of(
+      fake, [&] { REQUIRE(abr_copy(rt, &pinned.t->dl_tensor, &device.t->dl_tensor, nullptr, stream) == ABR_OK); });
   REQUIRE(abr_stream_synchronize(stream) == ABR_OK);  // before the runtime's own stream writes there too
-  const Counts pinned_h2d = calls_of(fake, [&] {
-    REQUIRE(abr_copy(rt, &pinned.t->dl_tensor, &device.t->dl_tensor, nullptr, nullptr) == ABR_OK);
-  });
-  const Counts pageable_h2d = calls_of(fake, [&] {
-    REQUIRE(abr_copy(rt, &pageable.tensor(), &device.t->dl_tensor, nullptr, nullptr) == ABR_OK);
-  });
-  const Counts pageable_d2h = calls_of(fake, [&] {
-    REQUIRE(abr_copy(rt, &device.t->dl_tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK);
-  });
-  const Counts d2d_on_stream = calls_of(fake, [&] {
-    REQUIRE(abr_copy(rt, &device.t->dl_tensor, &device2.t->dl_tensor, nullptr, stream) == ABR_OK);
-  });
+  const Counts pinned_h2d = calls_of(
+      fake, [&] { REQUIRE(abr_copy(rt, &pinned.t->dl_tensor, &device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
+  const Counts pageable_h2d = calls_of(
+      fake, [&] { REQUIRE(abr_copy(rt, &pageable.tensor(), &device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
+  const Counts pageable_d2h = calls_of(
+      fake, [&] { REQUIRE(abr_copy(rt, &device.t->dl_tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK); });
+  const Counts d2d_on_stream = calls_of(
+      fake, [&] { REQUIRE(abr_copy(rt, &device.t->dl_tensor, &device2.t->dl_tensor, nullptr, stream) == ABR_OK); });
   REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
   abr_pool_stats lent = ABR_POOL_STATS_INIT;
   REQUIRE(abr_device_cache_get_stats(rt, &lent) == ABR_OK);
@@ -133,7 +147,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "driver calls of one 4 KiB transfer, path by
   // allocation, no synchronization, no event.
   CHECK(of(pinned_h2d_on_stream, ABR_COUNTED(cuMemcpyHtoDAsync)) == 1);
   CHECK(of(pinned_h2d_on_stream, ABR_COUNTED(cuStreamSynchronize)) == 0);
-  CHECK(of(pinned_h2d_on_stream, ABR_COUNTED(cuMemAlloc)) + of(pinned_h2d_on_stream, ABR_COUNTED(cuMemAllocAsync)) == 0);
+  CHECK(of(pinned_h2d_on_stream, ABR_COUNTED(cuMemAlloc)) + of(pinned_h2d_on_stream, ABR_COUNTED(cuMemAllocAsync)) ==
+        0);
   CHECK(of(pinned_h2d_on_stream, ABR_COUNTED(cuEventRecord)) == 0);
   CHECK(of(d2d_on_stream, ABR_COUNTED(cuMemcpyDtoDAsync)) == 1);
   CHECK(of(d2d_on_stream, ABR_COUNTED(cuStreamSynchronize)) == 0);

@@ -15,8 +15,7 @@ using namespace test;
 
 namespace {
 
-DLManagedTensorVersioned* copy_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device,
-                                  abr_stream* stream) {
+DLManagedTensorVersioned* copy_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device, abr_stream* stream) {
   abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
   options.copy = ABR_COPY_ALWAYS;
   DLManagedTensorVersioned* out = nullptr;
@@ -90,8 +89,10 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     Managed into(seen.data(), i32, {static_cast<int64_t>(n)});
     REQUIRE(abr_copy(rt, &*copy, &into.tensor(), nullptr, consumer) == ABR_OK);
     REQUIRE(abr_stream_synchronize(consumer) == ABR_OK);
-    if (wait) CHECK(seen == data);
-    else CHECK(seen != data);  // read before the copy landed: what a missing wait costs
+    if (wait)
+      CHECK(seen == data);
+    else
+      CHECK(seen != data);  // read before the copy landed: what a missing wait costs
     REQUIRE(abr_event_synchronize(written) == ABR_OK);
     abr_event_destroy(written);
     REQUIRE(abr_stream_synchronize(producer) == ABR_OK);  // lets go of `view` while it lives

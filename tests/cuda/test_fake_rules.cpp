@@ -133,12 +133,15 @@ TEST_CASE("fake driver: cuPointerGetAttribute on pageable memory is a finding, c
   CHECK(cu.take_findings(before).empty());
 }
 
-TEST_CASE("fake driver: cuMemHostRegister as on the H100; unregistering under a queued copy, without a context or after it, are findings") {
+TEST_CASE(
+    "fake driver: cuMemHostRegister as on the H100; unregistering under a queued copy, without a context or after it, "
+    "are findings") {
   if (!fake_loaded()) return;
   RawDriver cu;
   void* allocated = nullptr;
   REQUIRE(cu.host_alloc(&allocated, 4096, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS);
-  CHECK(cu.host_register(allocated, 4096, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_ERROR_INVALID_VALUE);  // already page-locked
+  CHECK(cu.host_register(allocated, 4096, CU_MEMHOSTREGISTER_PORTABLE) ==
+        CUDA_ERROR_INVALID_VALUE);  // already page-locked
   REQUIRE(cu.free_host(allocated) == CUDA_SUCCESS);
 
   // Pageable memory: an async copy from it is counted until it is registered.

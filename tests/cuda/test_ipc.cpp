@@ -39,8 +39,14 @@ std::string hex(const unsigned char* data, std::size_t size) {
 }
 
 // Exit codes of the child, each naming the step that went wrong.
-enum IpcChildResult : int { kIpcPassed = 0, kIpcBadArguments = 30, kIpcNoRuntime, kIpcNotImported, kIpcStale,
-                            kIpcFindings };
+enum IpcChildResult : int {
+  kIpcPassed = 0,
+  kIpcBadArguments = 30,
+  kIpcNoRuntime,
+  kIpcNotImported,
+  kIpcStale,
+  kIpcFindings
+};
 
 }  // namespace
 
@@ -76,7 +82,8 @@ int ipc_child_main(int argc, char** argv) {
   return fake && fake.stat("findings") > 0 ? kIpcFindings : kIpcPassed;
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a child process imports after the exporter's lagging stream, not before") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA IPC: a child process imports after the exporter's lagging stream, not before") {
   Runtime rt;
   if (cuda_devices(rt) == 0) return;
   Fake fake;
@@ -120,7 +127,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a child process imports after the
   cu.stream_destroy(lagging);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a handle of our tensor, imported in the same process, views its memory") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA IPC: a handle of our tensor, imported in the same process, views its memory") {
   Runtime rt;
   if (cuda_devices(rt) == 0) return;
   std::vector<int32_t> host = iota(1000);
@@ -158,13 +166,13 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: a view inside an allocation expor
   REQUIRE(abr_ipc_import(rt, &handle, nullptr, &imported) == ABR_OK);
   Owned view(imported);
   CHECK(view->device.device_id == last.device_id);
-  CHECK(static_cast<char*>(view->data) + view->byte_offset ==
-        static_cast<char*>(tensor->data) + 10 * sizeof(int32_t));
+  CHECK(static_cast<char*>(view->data) + view->byte_offset == static_cast<char*>(tensor->data) + 10 * sizeof(int32_t));
   REQUIRE(view->strides);
   CHECK(view->strides[0] == 2);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: host memory, OpenCL and stream-ordered pool memory are refused by name") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "CUDA IPC: host memory, OpenCL and stream-ordered pool memory are refused by name") {
   Runtime rt;
   if (cuda_devices(rt) == 0) return;
   std::vector<int32_t> host = iota(16);
@@ -185,7 +193,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA IPC: host memory, OpenCL and stream-or
   CHECK(abr_ipc_export(rt, &pooled.tensor(), nullptr, &handle) == ABR_ERR_UNSUPPORTED);
   CHECK(std::string(abr_last_error()).find("stream-ordered pool") != std::string::npos);
   CHECK(abr_last_error_backend_code() == 0);  // refused before asking the driver (sanitizers report its refusal)
-  CHECK(handle.size == 0);  // nothing written on failure
+  CHECK(handle.size == 0);                    // nothing written on failure
   REQUIRE(cu.free_async(pool, stream) == CUDA_SUCCESS);
   cu.stream_sync(stream);
   cu.stream_destroy(stream);

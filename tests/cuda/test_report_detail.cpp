@@ -30,8 +30,8 @@ void check_detail(const abr_transfer_report& report, abr_path expected, const ch
 }
 
 // to_device with a report; the result is deleted at once (its values are tested elsewhere).
-void to_device_detail(abr_runtime* rt, Managed& src, DLDevice dst, DLDataType dtype, uint32_t flags,
-                      abr_path expected, const char* scenario) {
+void to_device_detail(abr_runtime* rt, Managed& src, DLDevice dst, DLDataType dtype, uint32_t flags, abr_path expected,
+                      const char* scenario) {
   abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
   abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);

@@ -39,7 +39,8 @@ void copy_ok(abr_runtime* rt, const DLTensor& src, const DLTensor& dst, abr_stre
 
 }  // namespace
 
-TEST_CASE_FIXTURE(NoDriverFindings, "staged into a strided CUDA view: pageable host bytes in chunks, then scattered by a kernel") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "staged into a strided CUDA view: pageable host bytes in chunks, then scattered by a kernel") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   StagingChunkMib chunks("1");
@@ -89,7 +90,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, cas
   CHECK(stats.bytes_in_use == 0);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return before their DMAs ran; no block is refilled early") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "staged uploads on a caller's stream return before their DMAs ran; no block is refilled early") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   StagingChunkMib chunks("1");
@@ -121,7 +123,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staged uploads on a caller's stream return 
   for (const Managed& source : sources) CHECK(source.deleted == 1);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed or scattered row by row, one chunk at a time") {
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "a strided or converted host side is packed or scattered row by row, one chunk at a time") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   StagingChunkMib chunks("1");
@@ -168,7 +171,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a strided or converted host side is packed 
 // and CUDA OpenCL's mapped ones at its own: 7-11 GB/s either way. The blocks must be
 // OpenCL's, registered with CUDA (40-44 GB/s): no CUDA page-locked block, and no
 // CUDA copy from memory CUDA has not page-locked.
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL stages through OpenCL's mapped blocks registered with CUDA, unregistered when freed") {
+TEST_CASE_FIXTURE(
+    NoDriverFindings,
+    "CUDA <-> OpenCL stages through OpenCL's mapped blocks registered with CUDA, unregistered when freed") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -191,8 +196,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL stages through OpenCL's map
   Owned back(move_to(rt, take(on_cl), cuda0, &report));
   CHECK(report.path == ABR_PATH_STAGED);
   if (fake) {
-    CHECK(fake.stat("pinned_allocations") == pinned);    // OpenCL's blocks, not CUDA's
-    CHECK(fake.stat("pageable_async_copies") == pageable);  // every CUDA copy from registered memory
+    CHECK(fake.stat("pinned_allocations") == pinned);         // OpenCL's blocks, not CUDA's
+    CHECK(fake.stat("pageable_async_copies") == pageable);    // every CUDA copy from registered memory
     CHECK(fake.stat("registered_ranges") >= registered + 3);  // one per block in flight
   }
   Owned home(move_to(rt, take(back), cpu));
@@ -201,7 +206,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL stages through OpenCL's map
   if (fake) CHECK(fake.stat("registered_ranges") == registered);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL when CUDA refuses to register a block: values intact, that block copied as pageable") {
+TEST_CASE_FIXTURE(
+    NoDriverFindings,
+    "CUDA <-> OpenCL when CUDA refuses to register a block: values intact, that block copied as pageable") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   Fake fake;
@@ -223,7 +230,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL when CUDA refuses to regist
   CHECK(std::memcmp(home->data, data.data(), n * 4) == 0);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "a runtime destroyed with CUDA <-> OpenCL blocks cached unregisters them while CUDA's context lives") {
+TEST_CASE_FIXTURE(
+    NoDriverFindings,
+    "a runtime destroyed with CUDA <-> OpenCL blocks cached unregisters them while CUDA's context lives") {
   Fake fake;
   const long long registered = fake ? fake.stat("registered_ranges") : 0;
   {
@@ -242,7 +251,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "a runtime destroyed with CUDA <-> OpenCL bl
   if (loaded) CHECK(loaded.stat("registered_ranges") == registered);
 }
 
-TEST_CASE_FIXTURE(NoDriverFindings, "abr_copy with ABR_TRANSFER_NO_HOST_STAGING: CUDA <-> OpenCL refused, nothing written; a report when it runs") {
+TEST_CASE_FIXTURE(
+    NoDriverFindings,
+    "abr_copy with ABR_TRANSFER_NO_HOST_STAGING: CUDA <-> OpenCL refused, nothing written; a report when it runs") {
   Runtime rt;
   if (!cuda_devices(rt)) return;
   std::vector<int32_t> data = iota(1000, 3), zeros(1000, 0);

@@ -26,7 +26,15 @@ namespace {
 
 // Exit codes of the child, each naming the step that went wrong.
 enum ChildResult : int {
-  kPassed = 0, kNoRuntime = 10, kNoDevice, kNoDriver, kNoKernel, kNoFault, kNotLost, kSourceLost, kNotFlagged,
+  kPassed = 0,
+  kNoRuntime = 10,
+  kNoDevice,
+  kNoDriver,
+  kNoKernel,
+  kNoFault,
+  kNotLost,
+  kSourceLost,
+  kNotFlagged,
   kNoWarning
 };
 

@@ -20,7 +20,7 @@ alignas(256) unsigned char arena[kArena];
 
 // The input's fixed header; missing bytes read as zero, so short inputs count too.
 struct Header {
-  uint8_t op;              // what to ask for (see run())
+  uint8_t op;  // what to ask for (see run())
   int8_t ndim;
   uint8_t code, bits;
   uint16_t lanes;
@@ -29,7 +29,7 @@ struct Header {
   uint32_t version_major, version_minor;
   uint64_t flags;
   uint64_t byte_offset;
-  int64_t data_offset;     // from the middle of the arena; INT64_MIN = NULL
+  int64_t data_offset;  // from the middle of the arena; INT64_MIN = NULL
   uint8_t cast_code, cast_bits;
   uint16_t cast_lanes;
   uint32_t transfer_flags;

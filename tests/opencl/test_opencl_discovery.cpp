@@ -55,8 +55,7 @@ TEST_CASE("PoCL appears as an OpenCL device sharing host memory; every OpenCL de
 
 TEST_CASE("a missing ICD loader or a disabled backend is a report, not an error") {
   std::string reason;
-  CHECK(abr::opencl::load_api("/nonexistent/libOpenCL.so.1", abr::opencl::NamespacePolicy::Auto, &reason) ==
-        nullptr);
+  CHECK(abr::opencl::load_api("/nonexistent/libOpenCL.so.1", abr::opencl::NamespacePolicy::Auto, &reason) == nullptr);
   CHECK(reason.find("cannot load the OpenCL ICD loader /nonexistent/libOpenCL.so.1") == 0);
   const abr::BackendReport missing = abr::opencl::discover_with(nullptr, reason).report;
   CHECK(missing.info.available == 0);

@@ -11,8 +11,7 @@ using namespace test;
 
 namespace {
 
-DLManagedTensorVersioned* copy_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device,
-                                  abr_stream* stream) {
+DLManagedTensorVersioned* copy_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device, abr_stream* stream) {
   abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
   options.copy = ABR_COPY_ALWAYS;
   DLManagedTensorVersioned* out = nullptr;

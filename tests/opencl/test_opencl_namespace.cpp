@@ -41,12 +41,12 @@ struct ForeignLlvm {
 
 TEST_CASE("a private copy of the ICD loader and its driver works, and its devices match the shared copy's") {
   std::string reason;
-  const std::unique_ptr<abr::opencl::Api> own = abr::opencl::load_api("libOpenCL.so.1", NamespacePolicy::Private,
-                                                                      &reason);
+  const std::unique_ptr<abr::opencl::Api> own =
+      abr::opencl::load_api("libOpenCL.so.1", NamespacePolicy::Private, &reason);
   REQUIRE_MESSAGE(own, reason);
   CHECK(own->private_namespace);
-  const std::unique_ptr<abr::opencl::Api> shared = abr::opencl::load_api("libOpenCL.so.1", NamespacePolicy::Global,
-                                                                         &reason);
+  const std::unique_ptr<abr::opencl::Api> shared =
+      abr::opencl::load_api("libOpenCL.so.1", NamespacePolicy::Global, &reason);
   REQUIRE_MESSAGE(shared, reason);
   CHECK_FALSE(shared->private_namespace);
   // Two loaders, not one.
@@ -105,9 +105,10 @@ TEST_CASE("another LLVM in the global scope is found, and named where it would s
   reason.clear();
   opened = abr::opencl::open_loader("libOpenCL.so.1", NamespacePolicy::Global, &reason);
   CHECK(opened.handle == nullptr);
-  CHECK(reason == "not opened: libfake-llvm.so's LLVM would crash PoCL beside it in the shared namespace, which "
-                  "ARRAYBRIDGE_OPENCL_NAMESPACE=global asks for; unset it to give libOpenCL.so.1 a namespace of its "
-                  "own");
+  CHECK(reason ==
+        "not opened: libfake-llvm.so's LLVM would crash PoCL beside it in the shared namespace, which "
+        "ARRAYBRIDGE_OPENCL_NAMESPACE=global asks for; unset it to give libOpenCL.so.1 a namespace of its "
+        "own");
 
   // A loader that cannot be opened at all says so, in either namespace.
   CHECK(abr::opencl::load_api("/nonexistent/libOpenCL.so.1", NamespacePolicy::Auto, &reason) == nullptr);

@@ -17,17 +17,42 @@ using namespace test;
 
 namespace {
 
-const std::vector<DLDataType> kAllDtypes = {
-    dt(kDLBool, 8),  dt(kDLInt, 8),   dt(kDLInt, 16),  i32, dt(kDLInt, 64),     u8,
-    dt(kDLUInt, 16), dt(kDLUInt, 32), dt(kDLUInt, 64), dt(kDLFloat, 16), dt(kDLBfloat, 16), f32,
-    f64,             dt(kDLComplex, 64), dt(kDLComplex, 128)};
+const std::vector<DLDataType> kAllDtypes = {dt(kDLBool, 8),
+                                            dt(kDLInt, 8),
+                                            dt(kDLInt, 16),
+                                            i32,
+                                            dt(kDLInt, 64),
+                                            u8,
+                                            dt(kDLUInt, 16),
+                                            dt(kDLUInt, 32),
+                                            dt(kDLUInt, 64),
+                                            dt(kDLFloat, 16),
+                                            dt(kDLBfloat, 16),
+                                            f32,
+                                            f64,
+                                            dt(kDLComplex, 64),
+                                            dt(kDLComplex, 128)};
 
-const std::vector<double> kValues = {0, 1, -1, 2.5, -3.75, 100, 300, -1e6, 4e9, 1e20, -1e30, 0.1,
-                                     std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+const std::vector<double> kValues = {0,
+                                     1,
+                                     -1,
+                                     2.5,
+                                     -3.75,
+                                     100,
+                                     300,
+                                     -1e6,
+                                     4e9,
+                                     1e20,
+                                     -1e30,
+                                     0.1,
+                                     std::numeric_limits<double>::infinity(),
+                                     -std::numeric_limits<double>::infinity()};
 
 std::size_t size_of(DLDataType t) { return t.bits / 8; }
 
-bool same_dtype_for_test(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
+bool same_dtype_for_test(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
 
 // kValues converted to `dtype` by the host engine, as a compact CPU tensor.
 DLManagedTensorVersioned* host_values(abr_runtime* rt, DLDataType dtype, std::vector<double> values = kValues) {
@@ -60,14 +85,10 @@ struct ViewCase {
 
 // Views of an 8 x 16 float32 buffer.
 const std::vector<ViewCase> kViews = {
-    {"compact", {8, 16}, {}, 0, true},
-    {"transposed", {16, 8}, {1, 16}, 0, true},
-    {"step-2 slice", {8, 8}, {16, 2}, 4, true},
-    {"negative strides", {8, 16}, {-16, -1}, 127 * 4, true},
-    {"offset row", {10}, {1}, 40, true},
-    {"0-d", {}, {}, 12, true},
-    {"zero-size", {0, 16}, {}, 0, true},
-    {"broadcast", {4, 16}, {0, 1}, 0, false},
+    {"compact", {8, 16}, {}, 0, true},          {"transposed", {16, 8}, {1, 16}, 0, true},
+    {"step-2 slice", {8, 8}, {16, 2}, 4, true}, {"negative strides", {8, 16}, {-16, -1}, 127 * 4, true},
+    {"offset row", {10}, {1}, 40, true},        {"0-d", {}, {}, 12, true},
+    {"zero-size", {0, 16}, {}, 0, true},        {"broadcast", {4, 16}, {0, 1}, 0, false},
 };
 
 std::vector<float> base_values() {
@@ -177,7 +198,8 @@ TEST_CASE("abr_runtime_set_staging: out-of-range values refused, and the shape i
     std::string detail;
     Owned result(move_to(rt, &src.managed, ocl0, ABR_COPY_ALWAYS, ABR_PATH_STAGED, {}, &detail));
     CHECK(read_mem(static_cast<cl_mem>(result->data), 0, data.size() * 4) ==
-          std::vector<char>(reinterpret_cast<char*>(data.data()), reinterpret_cast<char*>(data.data()) + data.size() * 4));
+          std::vector<char>(reinterpret_cast<char*>(data.data()),
+                            reinterpret_cast<char*>(data.data()) + data.size() * 4));
     return detail;
   };
   REQUIRE(abr_runtime_set_staging(rt, 3, 64 << 10) == ABR_OK);
@@ -195,7 +217,7 @@ TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views 
   Runtime rt;
   ClEnv env;
   std::vector<float> base = base_values();
-  Owned ours(upload(rt, base.data(), base.size() * 4));  // in the runtime's context
+  Owned ours(upload(rt, base.data(), base.size() * 4));      // in the runtime's context
   cl_mem theirs = env.buffer(base.size() * 4, base.data());  // in the test's own context
 
   for (const ViewCase& v : kViews) {
@@ -235,8 +257,9 @@ TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views 
       for (std::size_t i = 0; i < fresh.size(); ++i) fresh[i] = 1000.0f + static_cast<float>(i);
       Owned target(upload(rt, base.data(), base.size() * 4));
       std::vector<float> reference = base;
-      DLTensor host_src{fresh.data(), cpu, static_cast<int32_t>(v.shape.size()), f32,
-                        const_cast<int64_t*>(v.shape.data()), nullptr, 0};
+      DLTensor host_src{
+          fresh.data(), cpu, static_cast<int32_t>(v.shape.size()), f32, const_cast<int64_t*>(v.shape.data()),
+          nullptr,      0};
       DLTensor device_dst = view_of(target->data, v, ocl0);
       REQUIRE_MESSAGE(abr_copy(rt, &host_src, &device_dst, nullptr, nullptr) == ABR_OK, abr_last_error());
       DLTensor reference_dst = view_of(reference.data(), v, cpu);

@@ -19,8 +19,7 @@ static struct {
 static uintptr_t work_stream; /* what current_work_stream answers for non-CPU devices */
 
 typedef struct {
-  PyObject_HEAD
-  DLManagedTensorVersioned* tensor; /* owned */
+  PyObject_HEAD DLManagedTensorVersioned* tensor; /* owned */
 } PeerObject;
 
 static PyTypeObject PeerType;
@@ -109,8 +108,12 @@ static int allocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* e
   return 0;
 }
 
-static DLPackExchangeAPI peer_api = {{{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL}, allocate,
-                                     from_py_object, to_py_object, dltensor_from_py_object, current_work_stream};
+static DLPackExchangeAPI peer_api = {{{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
+                                     allocate,
+                                     from_py_object,
+                                     to_py_object,
+                                     dltensor_from_py_object,
+                                     current_work_stream};
 
 /* Peer(x): holds the versioned tensor x.__dlpack__(max_version=(1, 3)) exports. */
 static PyObject* peer_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -145,8 +148,10 @@ static void peer_dealloc(PeerObject* self) {
 /* For NumPy to read a Peer back: a legacy-free versioned capsule of a view. */
 static void capsule_destructor(PyObject* capsule) {
   DLManagedTensorVersioned* t = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-  if (t) t->deleter(t);
-  else PyErr_Clear();
+  if (t)
+    t->deleter(t);
+  else
+    PyErr_Clear();
 }
 
 static PyObject* peer_dlpack(PyObject* self, PyObject* args, PyObject* kwargs) {

@@ -22,7 +22,7 @@ struct Scenario {
 };
 
 inline abr_status transfer(abr_runtime* rt, Managed& src, DLDevice device, abr_copy_mode copy, DLDataType dtype,
-                    abr_stream* stream, int& deleted) {
+                           abr_stream* stream, int& deleted) {
   abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
   abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.copy = copy;
@@ -80,7 +80,7 @@ inline uint64_t walk_faults(abr_runtime* rt, const std::vector<Scenario>& scenar
       if (status == ABR_OK) continue;  // the point was on a path this run did not need
       CHECK((status == ABR_ERR_OUT_OF_MEMORY || status == ABR_ERR_BACKEND));
       CHECK(error_mentions("injected fault"));
-      CHECK(deleted == 0);  // the source is still the caller's
+      CHECK(deleted == 0);                           // the source is still the caller's
       REQUIRE(scenario.run(rt, deleted) == ABR_OK);  // and the runtime still works
       ++failed_here;
     }

@@ -24,9 +24,7 @@ struct Managed {
   std::vector<int64_t> shape, strides;
   int deleted = 0;
 
-  static void count_versioned(DLManagedTensorVersioned* self) {
-    static_cast<Managed*>(self->manager_ctx)->deleted++;
-  }
+  static void count_versioned(DLManagedTensorVersioned* self) { static_cast<Managed*>(self->manager_ctx)->deleted++; }
   static void count_legacy(DLManagedTensor* self) { static_cast<Managed*>(self->manager_ctx)->deleted++; }
 
   Managed(void* data, DLDataType dtype, std::vector<int64_t> shape_, std::vector<int64_t> strides_ = {},

@@ -75,7 +75,8 @@ inline std::vector<char> read_mem(cl_mem mem, std::size_t offset, std::size_t by
   cl_command_queue queue = clCreateCommandQueueWithProperties(context, device, nullptr, &status);
   REQUIRE(status == CL_SUCCESS);
   std::vector<char> out(bytes);
-  if (bytes) REQUIRE(clEnqueueReadBuffer(queue, mem, CL_TRUE, offset, bytes, out.data(), 0, nullptr, nullptr) == CL_SUCCESS);
+  if (bytes)
+    REQUIRE(clEnqueueReadBuffer(queue, mem, CL_TRUE, offset, bytes, out.data(), 0, nullptr, nullptr) == CL_SUCCESS);
   clReleaseCommandQueue(queue);
   return out;
 }

@@ -17,7 +17,8 @@ static void load_backends(void) {
   for (k = 0; k < kinds && backend_count < MAX_BACKENDS; ++k) {
     abr_device_kind kind = ABR_DEVICE_KIND_INIT;
     if (abr_device_kind_get(k, &kind) != ABR_OK) continue;
-    for (b = 0; b < backend_count && backend_ids[b] != kind.backend; ++b) {}
+    for (b = 0; b < backend_count && backend_ids[b] != kind.backend; ++b) {
+    }
     if (b < backend_count) continue;
     backend_ids[backend_count] = kind.backend;
     memcpy(backend_names[backend_count], kind.backend_name, sizeof kind.backend_name);
@@ -39,10 +40,14 @@ static int utf8_length(const unsigned char* s) {
   int length, i;
   unsigned long code;
   if (s[0] < 0x80) return 1;
-  if (s[0] >= 0xc2 && s[0] <= 0xdf) length = 2, code = s[0] & 0x1fu;
-  else if (s[0] >= 0xe0 && s[0] <= 0xef) length = 3, code = s[0] & 0x0fu;
-  else if (s[0] >= 0xf0 && s[0] <= 0xf4) length = 4, code = s[0] & 0x07u;
-  else return 0;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf)
+    length = 2, code = s[0] & 0x1fu;
+  else if (s[0] >= 0xe0 && s[0] <= 0xef)
+    length = 3, code = s[0] & 0x0fu;
+  else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+    length = 4, code = s[0] & 0x07u;
+  else
+    return 0;
   for (i = 1; i < length; ++i) {
     if ((s[i] & 0xc0u) != 0x80u) return 0; /* the NUL ends it too */
     code = (code << 6) | (s[i] & 0x3fu);
@@ -103,9 +108,12 @@ static void json_string(const char* text) {
       fwrite(s, 1, (size_t)length, stdout);
       s += length;
     } else {
-      if (*s == '"' || *s == '\\') printf("\\%c", *s);
-      else if (*s < 0x20 || *s == 0x7f) printf("\\u%04x", *s);
-      else putchar(*s);
+      if (*s == '"' || *s == '\\')
+        printf("\\%c", *s);
+      else if (*s < 0x20 || *s == 0x7f)
+        printf("\\u%04x", *s);
+      else
+        putchar(*s);
       ++s;
     }
   }
@@ -129,14 +137,13 @@ static void print_pool(abr_runtime* rt, int json) {
     return;
   }
   if (json) {
-    printf(", \"pinned_pool\": {\"bytes_pinned\": %llu, \"bytes_in_use\": %llu, \"bytes_cached\": %llu, "
-           "\"bytes_waiting\": %llu, \"peak_bytes_pinned\": %llu, \"limit_bytes\": %llu, \"blocks_pinned\": %llu, "
-           "\"hits\": %llu, \"misses\": %llu}",
-           (unsigned long long)s.bytes_pinned, (unsigned long long)s.bytes_in_use,
-           (unsigned long long)s.bytes_cached, (unsigned long long)s.bytes_waiting,
-           (unsigned long long)s.peak_bytes_pinned,
-           (unsigned long long)s.limit_bytes, (unsigned long long)s.blocks_pinned, (unsigned long long)s.hits,
-           (unsigned long long)s.misses);
+    printf(
+        ", \"pinned_pool\": {\"bytes_pinned\": %llu, \"bytes_in_use\": %llu, \"bytes_cached\": %llu, "
+        "\"bytes_waiting\": %llu, \"peak_bytes_pinned\": %llu, \"limit_bytes\": %llu, \"blocks_pinned\": %llu, "
+        "\"hits\": %llu, \"misses\": %llu}",
+        (unsigned long long)s.bytes_pinned, (unsigned long long)s.bytes_in_use, (unsigned long long)s.bytes_cached,
+        (unsigned long long)s.bytes_waiting, (unsigned long long)s.peak_bytes_pinned, (unsigned long long)s.limit_bytes,
+        (unsigned long long)s.blocks_pinned, (unsigned long long)s.hits, (unsigned long long)s.misses);
   } else {
     char line[512];
     snprintf(line, sizeof line,
@@ -173,8 +180,10 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  if (json) printf("{\"version\": \"%s\", \"backends\": [", abr_version_string());
-  else printf("libarraybridge %s\n\nBackends:\n", abr_version_string());
+  if (json)
+    printf("{\"version\": \"%s\", \"backends\": [", abr_version_string());
+  else
+    printf("libarraybridge %s\n\nBackends:\n", abr_version_string());
   load_backends();
   for (i = 0; i < backend_count; ++i) {
     struct abr_backend_info b = ABR_BACKEND_INFO_INIT;
@@ -190,17 +199,21 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (json) printf("], \"devices\": [");
-  else printf("\nDevices:\n  %-5s %-12s %-8s %10s  %-6s %s\n", "index", "DLDevice", "backend", "memory", "shares", "name, then platform");
+  if (json)
+    printf("], \"devices\": [");
+  else
+    printf("\nDevices:\n  %-5s %-12s %-8s %10s  %-6s %s\n", "index", "DLDevice", "backend", "memory", "shares",
+           "name, then platform");
   for (i = 0; i < count; ++i) {
     struct abr_device_info d = ABR_DEVICE_INFO_INIT;
     if (abr_device_info(rt, i, &d) != ABR_OK) continue;
     if (json) {
-      printf("%s{\"index\": %d, \"device_type\": %d, \"device_id\": %d, \"backend\": \"%s\", \"memory_bytes\": %llu, "
-             "\"shares_host_memory\": %s, \"lost\": %s, \"name\": ",
-             i ? ", " : "", i, (int)d.device.device_type, d.device.device_id, backend_name(d.backend),
-             (unsigned long long)d.memory_bytes, (d.flags & ABR_DEVICE_SHARES_HOST_MEMORY) ? "true" : "false",
-             (d.flags & ABR_DEVICE_LOST_FLAG) ? "true" : "false");
+      printf(
+          "%s{\"index\": %d, \"device_type\": %d, \"device_id\": %d, \"backend\": \"%s\", \"memory_bytes\": %llu, "
+          "\"shares_host_memory\": %s, \"lost\": %s, \"name\": ",
+          i ? ", " : "", i, (int)d.device.device_type, d.device.device_id, backend_name(d.backend),
+          (unsigned long long)d.memory_bytes, (d.flags & ABR_DEVICE_SHARES_HOST_MEMORY) ? "true" : "false",
+          (d.flags & ABR_DEVICE_LOST_FLAG) ? "true" : "false");
       json_string(d.name);
       printf(", \"platform\": ");
       json_string(d.platform);

@@ -14,9 +14,9 @@ int names_init(void) {
   names.debug_level = PyLong_FromLong(10);
   names.exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
   return names.dlpack && names.dlpack_slow && names.max_version_key && names.max_version && names.debug_level &&
-                 names.exchange_api
-             ? 0
-             : -1;
+          names.exchange_api
+      ? 0
+      : -1;
 }
 
 int parse_arguments(const char* function, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,

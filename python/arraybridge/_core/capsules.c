@@ -44,9 +44,7 @@ static void finish_legacy_view(Release* node) {
   Py_DECREF(owner);
 }
 
-static void versioned_view_deleter(DLManagedTensorVersioned* self) {
-  release_later(&((VersionedView*)self)->release);
-}
+static void versioned_view_deleter(DLManagedTensorVersioned* self) { release_later(&((VersionedView*)self)->release); }
 
 static void legacy_view_deleter(DLManagedTensor* self) { release_later(&((LegacyView*)self)->release); }
 
@@ -207,12 +205,14 @@ int consume_capsule(PyObject* capsule, Imported* out) {
     } else if (strcmp(name, kUsedVersioned) == 0 || strcmp(name, kUsedLegacy) == 0) {
       PyErr_Format(PyExc_BufferError,
                    "arraybridge: this DLPack capsule was already consumed (its name is '%s'); "
-                   "a capsule can be imported only once", name);
+                   "a capsule can be imported only once",
+                   name);
       return -1;
     } else {
       PyErr_Format(PyExc_BufferError,
                    "arraybridge: not a DLPack capsule: its name is '%.100s', expected "
-                   "'dltensor_versioned' or 'dltensor'", name);
+                   "'dltensor_versioned' or 'dltensor'",
+                   name);
       return -1;
     }
   }

@@ -37,13 +37,13 @@ void core_drain(void); /* with the GIL held: finish what deleters queued */
 
 /* A DLPack tensor taken from a producer, owned by the caller until handed on. */
 typedef struct {
-  void* tensor;   /* a DLManagedTensorVersioned*, or a DLManagedTensor* when !versioned */
+  void* tensor; /* a DLManagedTensorVersioned*, or a DLManagedTensor* when !versioned */
   int versioned;
-  int any_thread; /* its deleter may run on any thread without the GIL (one of our own views) */
+  int any_thread;        /* its deleter may run on any thread without the GIL (one of our own views) */
   uintptr_t work_stream; /* the producer's current CUDA stream (DLPack value) from its exchange API, else 0 */
-  int resolved;   /* the producer's lazy bits were resolved into a copy first (torch's conj/neg views) */
-  int keep_pending; /* set by the caller: a Tensor whose work is still queued is not waited for; see after */
-  abr_event* after; /* with keep_pending: the queued work a Tensor source waits for (borrowed), else NULL */
+  int resolved;          /* the producer's lazy bits were resolved into a copy first (torch's conj/neg views) */
+  int keep_pending;      /* set by the caller: a Tensor whose work is still queued is not waited for; see after */
+  abr_event* after;      /* with keep_pending: the queued work a Tensor source waits for (borrowed), else NULL */
 } Imported;
 
 const DLTensor* imported_tensor(const Imported* imported);
@@ -70,11 +70,10 @@ PyObject* capsule_name(PyObject* module, PyObject* capsule);
 /* ---------------------------------------------------------- tensor.c */
 
 typedef struct {
-  PyObject_HEAD
-  DLManagedTensorVersioned* tensor; /* owned; NULL only while being made */
-  abr_transfer_report report;       /* what the transfer that made it did (its version set before) */
+  PyObject_HEAD DLManagedTensorVersioned* tensor; /* owned; NULL only while being made */
+  abr_transfer_report report;                     /* what the transfer that made it did (its version set before) */
   PyObject* weakrefs;
-  PyObject* ready;                  /* an Event while the work that fills it may be queued, else NULL */
+  PyObject* ready; /* an Event while the work that fills it may be queued, else NULL */
 } TensorObject;
 
 extern PyTypeObject TensorBaseType;
@@ -90,8 +89,8 @@ PyObject* event_new(abr_event* event, PyObject* keep);
 /* An object that deletes both views (either may be NULL) when it goes: an Event's
  * `keep` for a copy's borrowed arrays. NULL with an exception (nothing taken). */
 PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* second);
-int event_settle(PyObject* event);     /* blocks (without the GIL) until done: 0, or -1 with an exception */
-int event_ready(PyObject* event);      /* 1 done, 0 not yet, -1 with an exception; never blocks */
+int event_settle(PyObject* event);        /* blocks (without the GIL) until done: 0, or -1 with an exception */
+int event_ready(PyObject* event);         /* 1 done, 0 not yet, -1 with an exception; never blocks */
 abr_event* event_handle(PyObject* event); /* NULL once known to be done */
 /* Waits on the host for a Tensor's queued work, if any: 0, or -1 with an exception. */
 int tensor_settle(PyObject* tensor);
@@ -100,12 +99,12 @@ int tensor_settle(PyObject* tensor);
 
 /* Interned strings and constants, made at import (names_init, -1 on failure). */
 typedef struct {
-  PyObject* dlpack;           /* "__dlpack__" */
-  PyObject* dlpack_slow;      /* "_dlpack_slow" */
-  PyObject* max_version_key;  /* ("max_version",): kwnames of the versioned request */
-  PyObject* max_version;      /* (1, DLPACK_MINOR_VERSION): the newest DLPack this build speaks */
-  PyObject* debug_level;      /* 10: logging.DEBUG, the key of a logger's level cache */
-  PyObject* exchange_api;     /* "__dlpack_c_exchange_api__" */
+  PyObject* dlpack;          /* "__dlpack__" */
+  PyObject* dlpack_slow;     /* "_dlpack_slow" */
+  PyObject* max_version_key; /* ("max_version",): kwnames of the versioned request */
+  PyObject* max_version;     /* (1, DLPACK_MINOR_VERSION): the newest DLPack this build speaks */
+  PyObject* debug_level;     /* 10: logging.DEBUG, the key of a logger's level cache */
+  PyObject* exchange_api;    /* "__dlpack_c_exchange_api__" */
 } Names;
 
 extern Names names;
@@ -123,20 +122,20 @@ int parse_arguments(const char* function, PyObject* const* args, Py_ssize_t narg
 
 /* Python callables the package registers once with _core.setup(). */
 typedef struct {
-  PyObject* tensor_type;   /* arraybridge.Tensor, a subclass of TensorBase */
-  PyObject* parse_device;  /* (device) -> (type, id) */
-  PyObject* parse_dtype;   /* (dtype) -> (code, bits, lanes) */
-  PyObject* stream_handle; /* (stream) -> int handle, 0 for none */
-  PyObject* producer_strides; /* (producer, itemsize) -> element strides it meant, or None */
-  PyObject* error;         /* (status, context, dst or None) -> exception instance */
-  PyObject* log_transfer;  /* (tensor, context) -> None, logs at DEBUG */
-  PyObject* producer_traits; /* (type) -> PRODUCER_* bits of what its framework is known to do */
-  PyObject* vet_producer;    /* (producer) -> what to import in its place; raises for what must not be exported */
-  PyObject* torch_refusal;   /* (tensor, role, problem, detail) -> the exception refusing a torch tensor */
+  PyObject* tensor_type;         /* arraybridge.Tensor, a subclass of TensorBase */
+  PyObject* parse_device;        /* (device) -> (type, id) */
+  PyObject* parse_dtype;         /* (dtype) -> (code, bits, lanes) */
+  PyObject* stream_handle;       /* (stream) -> int handle, 0 for none */
+  PyObject* producer_strides;    /* (producer, itemsize) -> element strides it meant, or None */
+  PyObject* error;               /* (status, context, dst or None) -> exception instance */
+  PyObject* log_transfer;        /* (tensor, context) -> None, logs at DEBUG */
+  PyObject* producer_traits;     /* (type) -> PRODUCER_* bits of what its framework is known to do */
+  PyObject* vet_producer;        /* (producer) -> what to import in its place; raises for what must not be exported */
+  PyObject* torch_refusal;       /* (tensor, role, problem, detail) -> the exception refusing a torch tensor */
   PyObject* to_device_structure; /* to_device's own arguments, for a list, tuple or dict of arrays */
   PyObject* copy_structure;      /* copy's own arguments, for a list, tuple or dict of arrays */
-  PyObject* log_cache;     /* the "arraybridge" logger's level cache, or NULL */
-  uint32_t runtime_flags;  /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
+  PyObject* log_cache;           /* the "arraybridge" logger's level cache, or NULL */
+  uint32_t runtime_flags;        /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
 } Hooks;
 
 extern Hooks hooks;

@@ -6,10 +6,9 @@
 #include "core.h"
 
 typedef struct {
-  PyObject_HEAD
-  abr_event* event; /* owned */
-  int done;         /* waited for, or seen complete: never asked again */
-  PyObject* keep;   /* what the queued work reads or writes and nothing else keeps alive, or NULL */
+  PyObject_HEAD abr_event* event; /* owned */
+  int done;                       /* waited for, or seen complete: never asked again */
+  PyObject* keep;                 /* what the queued work reads or writes and nothing else keeps alive, or NULL */
 } EventObject;
 
 static void event_dealloc(EventObject* self) {
@@ -36,8 +35,7 @@ int event_settle(PyObject* event) {
   if (self->done) return 0;
   abr_status status;
   Py_BEGIN_ALLOW_THREADS status = abr_event_synchronize(self->event);
-  Py_END_ALLOW_THREADS
-  if (status != ABR_OK) {
+  Py_END_ALLOW_THREADS if (status != ABR_OK) {
     raise_status(status, "waiting for queued work", NULL);
     return -1;
   }
@@ -103,7 +101,8 @@ static PyObject* event_repr(EventObject* self) {
 }
 
 static PyMethodDef event_methods[] = {
-    {"wait", (PyCFunction)event_wait, METH_NOARGS, "wait() -> None: blocks until the work is done (raises if it failed)"},
+    {"wait", (PyCFunction)event_wait, METH_NOARGS,
+     "wait() -> None: blocks until the work is done (raises if it failed)"},
     {"is_ready", (PyCFunction)event_is_ready, METH_NOARGS, "is_ready() -> whether the work is done; never blocks"},
     {NULL, NULL, 0, NULL},
 };
@@ -114,8 +113,9 @@ PyTypeObject EventType = {
     .tp_dealloc = (destructor)event_dealloc,
     .tp_repr = (reprfunc)event_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The completion of work queued with non_blocking=True: wait() blocks until it is done, is_ready() "
-              "asks without blocking. Made by arraybridge.copy(..., non_blocking=True) and held by the Tensors "
-              "to_device(..., non_blocking=True) returns.",
+    .tp_doc =
+        "The completion of work queued with non_blocking=True: wait() blocks until it is done, is_ready() "
+        "asks without blocking. Made by arraybridge.copy(..., non_blocking=True) and held by the Tensors "
+        "to_device(..., non_blocking=True) returns.",
     .tp_methods = event_methods,
 };

@@ -54,19 +54,18 @@ static int exchange_allocate(DLTensor* prototype, DLManagedTensorVersioned** out
     forward_exception(error_ctx, set_error);
   } else {
     int64_t strides[ABR_MAX_NDIM] = {0};
-    DLManagedTensorVersioned zero = {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL, NULL,
-                                     DLPACK_FLAG_BITMASK_READ_ONLY,
-                                     {(void*)zeros, {kDLCPU, 0}, prototype->ndim, prototype->dtype, prototype->shape,
-                                      strides, 0}};
+    DLManagedTensorVersioned zero = {
+        {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
+        NULL,
+        NULL,
+        DLPACK_FLAG_BITMASK_READ_ONLY,
+        {(void*)zeros, {kDLCPU, 0}, prototype->ndim, prototype->dtype, prototype->shape, strides, 0}};
     abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
     options.copy = ABR_COPY_ALWAYS;
     abr_status status;
-    Py_BEGIN_ALLOW_THREADS
-    status = abr_to_device(runtime, &zero, prototype->device, &options, NULL, out);
-    Py_END_ALLOW_THREADS
-    if (status == ABR_OK) {
-      result = 0;
-    } else if (set_error) {
+    Py_BEGIN_ALLOW_THREADS status = abr_to_device(runtime, &zero, prototype->device, &options, NULL, out);
+    Py_END_ALLOW_THREADS if (status == ABR_OK) { result = 0; }
+    else if (set_error) {
       set_error(error_ctx, status == ABR_ERR_OUT_OF_MEMORY ? "MemoryError" : "ValueError", abr_last_error());
     }
   }
@@ -112,8 +111,8 @@ static int exchange_to_py_object(DLManagedTensorVersioned* tensor, void** out) {
       (t->ndim > 0 && !t->shape)) {
     PyErr_Format(PyExc_BufferError,
                  "arraybridge: cannot hold a DLPack %u.%u tensor with %d dimensions (this build speaks DLPack 1.x, "
-                 "0 to %d dimensions with a shape)", tensor->version.major, tensor->version.minor, (int)t->ndim,
-                 ABR_MAX_NDIM);
+                 "0 to %d dimensions with a shape)",
+                 tensor->version.major, tensor->version.minor, (int)t->ndim, ABR_MAX_NDIM);
     return -1;
   }
   if (hooks_ready() < 0) return -1;
@@ -174,9 +173,9 @@ static const DLPackExchangeAPI* find_api(PyTypeObject* type) {
     if (dict && !(found = PyDict_GetItemWithError(dict, names.exchange_api)) && PyErr_Occurred()) PyErr_Clear();
   }
   if (!found) return NULL;
-  const DLPackExchangeAPIHeader* header =
-      PyCapsule_IsValid(found, kCapsuleName) ? (const DLPackExchangeAPIHeader*)PyCapsule_GetPointer(found, kCapsuleName)
-                                             : NULL;
+  const DLPackExchangeAPIHeader* header = PyCapsule_IsValid(found, kCapsuleName)
+      ? (const DLPackExchangeAPIHeader*)PyCapsule_GetPointer(found, kCapsuleName)
+      : NULL;
   if (!header) {
     log_debug(PyUnicode_FromFormat("%s.__dlpack_c_exchange_api__ is not a \"%s\" capsule: using __dlpack__",
                                    type->tp_name, kCapsuleName));
@@ -186,9 +185,11 @@ static const DLPackExchangeAPI* find_api(PyTypeObject* type) {
   while (usable && usable->version.major != DLPACK_MAJOR_VERSION) usable = usable->prev_api;
   const DLPackExchangeAPI* api = (const DLPackExchangeAPI*)usable;
   if (!api || !api->managed_tensor_from_py_object_no_sync || !api->current_work_stream) {
-    log_debug(PyUnicode_FromFormat("%s's DLPack exchange API is version %u.%u%s; this build speaks %d.x: using "
-                                   "__dlpack__", type->tp_name, header->version.major, header->version.minor,
-                                   api ? " without the functions a consumer needs" : "", DLPACK_MAJOR_VERSION));
+    log_debug(
+        PyUnicode_FromFormat("%s's DLPack exchange API is version %u.%u%s; this build speaks %d.x: using "
+                             "__dlpack__",
+                             type->tp_name, header->version.major, header->version.minor,
+                             api ? " without the functions a consumer needs" : "", DLPACK_MAJOR_VERSION));
     return NULL;
   }
   return api;

@@ -22,11 +22,12 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "setup() takes the hooks as keywords");
     return NULL;
   }
-  if (take_hook(kwargs, "tensor_type", &hooks.tensor_type) < 0 || take_hook(kwargs, "parse_device", &hooks.parse_device) < 0 ||
+  if (take_hook(kwargs, "tensor_type", &hooks.tensor_type) < 0 ||
+      take_hook(kwargs, "parse_device", &hooks.parse_device) < 0 ||
       take_hook(kwargs, "parse_dtype", &hooks.parse_dtype) < 0 ||
       take_hook(kwargs, "stream_handle", &hooks.stream_handle) < 0 ||
-      take_hook(kwargs, "producer_strides", &hooks.producer_strides) < 0 || take_hook(kwargs, "error", &hooks.error) < 0 ||
-      take_hook(kwargs, "log_transfer", &hooks.log_transfer) < 0 ||
+      take_hook(kwargs, "producer_strides", &hooks.producer_strides) < 0 ||
+      take_hook(kwargs, "error", &hooks.error) < 0 || take_hook(kwargs, "log_transfer", &hooks.log_transfer) < 0 ||
       take_hook(kwargs, "producer_traits", &hooks.producer_traits) < 0 ||
       take_hook(kwargs, "vet_producer", &hooks.vet_producer) < 0 ||
       take_hook(kwargs, "torch_refusal", &hooks.torch_refusal) < 0 ||
@@ -36,8 +37,7 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
   PyObject* flags = PyDict_GetItemString(kwargs, "runtime_flags");
   hooks.runtime_flags = flags ? (uint32_t)PyLong_AsUnsignedLong(flags) : 0;
   if (PyErr_Occurred()) return NULL;
-  if (!PyType_Check(hooks.tensor_type) ||
-      !PyType_IsSubtype((PyTypeObject*)hooks.tensor_type, &TensorBaseType)) {
+  if (!PyType_Check(hooks.tensor_type) || !PyType_IsSubtype((PyTypeObject*)hooks.tensor_type, &TensorBaseType)) {
     PyErr_SetString(PyExc_TypeError, "setup(): tensor_type must subclass _core.TensorBase");
     return NULL;
   }
@@ -46,16 +46,18 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
   Py_CLEAR(hooks.log_cache);
   if (logger) {
     PyObject* cache = PyObject_GetAttrString(logger, "_cache");
-    if (cache && PyDict_Check(cache)) hooks.log_cache = cache;
-    else Py_XDECREF(cache);
+    if (cache && PyDict_Check(cache))
+      hooks.log_cache = cache;
+    else
+      Py_XDECREF(cache);
     PyErr_Clear();
   }
   Py_RETURN_NONE;
 }
 
 void raise_status(abr_status status, const char* context, const DLDevice* dst) {
-  PyObject* where = dst ? Py_BuildValue("(ii)", (int)dst->device_type, (int)dst->device_id)
-                        : (Py_INCREF(Py_None), Py_None);
+  PyObject* where =
+      dst ? Py_BuildValue("(ii)", (int)dst->device_type, (int)dst->device_id) : (Py_INCREF(Py_None), Py_None);
   PyObject* error = where ? PyObject_CallFunction(hooks.error, "isO", (int)status, context, where) : NULL;
   Py_XDECREF(where);
   if (error) {

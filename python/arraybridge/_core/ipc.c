@@ -21,9 +21,10 @@ PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t na
   if (source.versioned && ((const DLManagedTensorVersioned*)source.tensor)->flags & DLPACK_FLAG_BITMASK_READ_ONLY) {
     /* the importer opens the memory writable: DLTensor, which the C API takes, has no flags */
     imported_delete(&source);
-    PyErr_SetString(PyExc_BufferError, "arraybridge: x is read-only (its owner treats it as immutable), and an IPC "
-                                       "handle opens its memory writable in the other process; share a copy "
-                                       "(arraybridge.to_device(x, device, copy=True))");
+    PyErr_SetString(PyExc_BufferError,
+                    "arraybridge: x is read-only (its owner treats it as immutable), and an IPC "
+                    "handle opens its memory writable in the other process; share a copy "
+                    "(arraybridge.to_device(x, device, copy=True))");
     return NULL;
   }
   if (!stream) stream = source.work_stream; /* the producer's current stream, from its exchange API */
@@ -31,13 +32,12 @@ PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t na
   const DLDevice device = tensor->device;
   abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
   abr_status status = ABR_OK;
-  Py_BEGIN_ALLOW_THREADS
-  abr_stream* wrapped = NULL;
+  Py_BEGIN_ALLOW_THREADS abr_stream* wrapped = NULL;
   if (stream && device.device_type == kDLCUDA) status = abr_stream_wrap(runtime, device, (void*)stream, &wrapped);
   if (status == ABR_OK) status = abr_ipc_export(runtime, tensor, wrapped, &handle);
   abr_stream_destroy(wrapped);
-  Py_END_ALLOW_THREADS
-  imported_delete(&source); /* the handle names the memory, not this reference: the exporter keeps x alive */
+  Py_END_ALLOW_THREADS imported_delete(
+      &source); /* the handle names the memory, not this reference: the exporter keeps x alive */
   core_drain();
   if (status != ABR_OK) {
     raise_status(status, "ipc_handle", NULL);
@@ -54,8 +54,7 @@ PyObject* core_ipc_import(PyObject* module, PyObject* data) {
   if (PyBytes_AsStringAndSize(data, &bytes, &size) < 0) return NULL;
   abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
   if (size > (Py_ssize_t)sizeof handle.data) {
-    PyErr_Format(PyExc_ValueError, "arraybridge: %zd bytes are no IPC handle (at most %zu)", size,
-                 sizeof handle.data);
+    PyErr_Format(PyExc_ValueError, "arraybridge: %zd bytes are no IPC handle (at most %zu)", size, sizeof handle.data);
     return NULL;
   }
   memcpy(handle.data, bytes, (size_t)size);
@@ -67,10 +66,9 @@ PyObject* core_ipc_import(PyObject* module, PyObject* data) {
   if (!result) return NULL;
   DLManagedTensorVersioned* out = NULL;
   abr_status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = abr_ipc_import(runtime, &handle, NULL, &out); /* waits for the exporter's queued work */
-  Py_END_ALLOW_THREADS
-  if (status != ABR_OK) {
+  Py_BEGIN_ALLOW_THREADS status =
+      abr_ipc_import(runtime, &handle, NULL, &out); /* waits for the exporter's queued work */
+  Py_END_ALLOW_THREADS if (status != ABR_OK) {
     Py_DECREF(result);
     raise_status(status, "from_ipc", NULL);
     return NULL;

@@ -48,10 +48,10 @@ PyObject* core_devices(PyObject* module, PyObject* unused) {
     struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     const abr_status status = abr_device_info(rt, i, &info);
     if (status != ABR_OK) return checked(status, "reading a device", list);
-    PyObject* row = Py_BuildValue("(iiiNNKI)", (int)info.device.device_type, (int)info.device.device_id,
-                                  (int)info.backend, text(info.name, sizeof info.name),
-                                  text(info.platform, sizeof info.platform),
-                                  (unsigned long long)info.memory_bytes, (unsigned)info.flags);
+    PyObject* row =
+        Py_BuildValue("(iiiNNKI)", (int)info.device.device_type, (int)info.device.device_id, (int)info.backend,
+                      text(info.name, sizeof info.name), text(info.platform, sizeof info.platform),
+                      (unsigned long long)info.memory_bytes, (unsigned)info.flags);
     if (!row || PyList_Append(list, row) < 0) Py_CLEAR(list);
     Py_XDECREF(row);
   }
@@ -113,8 +113,7 @@ PyObject* core_pool_trim(PyObject* module, PyObject* only_if_running) {
   uint64_t released = 0;
   abr_status status;
   Py_BEGIN_ALLOW_THREADS status = abr_pool_trim(rt, &released); /* may wait for the devices' queued work */
-  Py_END_ALLOW_THREADS
-  return checked(status, "trimming the pool", PyLong_FromUnsignedLongLong(released));
+  Py_END_ALLOW_THREADS return checked(status, "trimming the pool", PyLong_FromUnsignedLongLong(released));
 }
 
 PyObject* core_set_staging(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {

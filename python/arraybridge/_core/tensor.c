@@ -78,12 +78,15 @@ static PyObject* tensor_dlpack(TensorObject* self, PyObject* const* args, Py_ssi
   const int versioned = major >= 1;
   const int read_only = (self->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   if ((!stream || stream == Py_None) && (!copy || copy == Py_None || copy == Py_False) &&
-      (!dl_device || dl_device == Py_None || is_own_device(self, dl_device)) && major >= 0 &&
-      (versioned || !read_only))
+      (!dl_device || dl_device == Py_None || is_own_device(self, dl_device)) && major >= 0 && (versioned || !read_only))
     /* No stream to order on: a consumer reads the data once this returns. */
     return tensor_settle((PyObject*)self) < 0 ? NULL : export_capsule(self->tensor, (PyObject*)self, versioned, 0);
-  PyObject* call[6] = {NULL, (PyObject*)self, stream ? stream : Py_None, max_version ? max_version : Py_None,
-                       dl_device ? dl_device : Py_None, copy ? copy : Py_None}; /* call[0]: vectorcall's spare slot */
+  PyObject* call[6] = {NULL,
+                       (PyObject*)self,
+                       stream ? stream : Py_None,
+                       max_version ? max_version : Py_None,
+                       dl_device ? dl_device : Py_None,
+                       copy ? copy : Py_None}; /* call[0]: vectorcall's spare slot */
   return PyObject_VectorcallMethod(names.dlpack_slow, call + 1, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
@@ -91,8 +94,10 @@ static PyObject* int_tuple(const int64_t* values, int32_t count) {
   PyObject* tuple = PyTuple_New(count);
   for (int32_t i = 0; tuple && i < count; ++i) {
     PyObject* value = PyLong_FromLongLong(values[i]);
-    if (!value) Py_CLEAR(tuple);
-    else PyTuple_SET_ITEM(tuple, i, value);
+    if (!value)
+      Py_CLEAR(tuple);
+    else
+      PyTuple_SET_ITEM(tuple, i, value);
   }
   return tuple;
 }
@@ -137,8 +142,7 @@ static PyObject* tensor_dtype(TensorObject* self, void* unused) {
 static PyObject* tensor_device_name(TensorObject* self, void* unused) {
   (void)unused;
   char name[ABR_NAME_MAX];
-  return name_or_error(abr_device_format(self->tensor->dl_tensor.device, name, sizeof name), name,
-                       "naming the device");
+  return name_or_error(abr_device_format(self->tensor->dl_tensor.device, name, sizeof name), name, "naming the device");
 }
 
 static PyObject* tensor_data_ptr(TensorObject* self, void* unused) {
@@ -180,7 +184,7 @@ static PyObject* tensor_report(TensorObject* self, void* unused) {
 
 /* The struct-module format of a dtype the buffer protocol can name, else NULL. */
 static const char* buffer_format(DLDataType dtype) {
-  static const char* const kInts[] = {"b", "h", "i", "q"}, *const kUints[] = {"B", "H", "I", "Q"};
+  static const char *const kInts[] = {"b", "h", "i", "q"}, *const kUints[] = {"B", "H", "I", "Q"};
   const int width = dtype.bits == 8 ? 0 : dtype.bits == 16 ? 1 : dtype.bits == 32 ? 2 : dtype.bits == 64 ? 3 : -1;
   if (dtype.lanes != 1) return NULL;
   switch (dtype.code) {
@@ -213,8 +217,9 @@ static int compact_bytes(const DLTensor* t, const Py_ssize_t* strides, Py_ssize_
 static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
   const DLTensor* t = &self->tensor->dl_tensor;
   if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost) {
-    PyErr_SetString(PyExc_BufferError, "arraybridge: only a tensor in host memory (cpu, cuda_host) has the buffer "
-                                       "protocol; take this one through DLPack");
+    PyErr_SetString(PyExc_BufferError,
+                    "arraybridge: only a tensor in host memory (cpu, cuda_host) has the buffer "
+                    "protocol; take this one through DLPack");
     return -1;
   }
   if ((flags & PyBUF_WRITABLE) && (self->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
@@ -224,8 +229,10 @@ static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
   if (tensor_settle((PyObject*)self) < 0) return -1; /* the reader reads as soon as this returns */
   const char* format = buffer_format(t->dtype);
   if (!format && (flags & PyBUF_FORMAT)) {
-    PyErr_Format(PyExc_BufferError, "arraybridge: the buffer protocol has no format for dtype (%d, %d, %d); take "
-                 "the tensor through DLPack", t->dtype.code, t->dtype.bits, t->dtype.lanes);
+    PyErr_Format(PyExc_BufferError,
+                 "arraybridge: the buffer protocol has no format for dtype (%d, %d, %d); take "
+                 "the tensor through DLPack",
+                 t->dtype.code, t->dtype.bits, t->dtype.lanes);
     return -1;
   }
   const Py_ssize_t item = (Py_ssize_t)dtype_item_bytes(t->dtype);
@@ -245,12 +252,13 @@ static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
   const int any = (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS;
   const int refused = any ? !(c_order || f_order)
                           : ((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS && !c_order) ||
-                                ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && !f_order) ||
-                                ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !c_order);
+          ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && !f_order) ||
+          ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !c_order);
   if (refused) {
     PyMem_Free(dims);
-    PyErr_SetString(PyExc_BufferError, "arraybridge: the tensor is strided, and the consumer asked for contiguous "
-                                       "memory (arraybridge.mpi_buffer packs it for MPI)");
+    PyErr_SetString(PyExc_BufferError,
+                    "arraybridge: the tensor is strided, and the consumer asked for contiguous "
+                    "memory (arraybridge.mpi_buffer packs it for MPI)");
     return -1;
   }
   view->buf = (char*)t->data + t->byte_offset;
@@ -299,13 +307,11 @@ static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
   abr_runtime* runtime = handle && device.device_type == kDLCUDA ? core_runtime() : NULL;
   if (!runtime) return tensor_wait(self, NULL);
   abr_status status;
-  Py_BEGIN_ALLOW_THREADS
-  abr_stream* consumer = NULL;
+  Py_BEGIN_ALLOW_THREADS abr_stream* consumer = NULL;
   status = abr_stream_wrap(runtime, device, (void*)handle, &consumer);
   if (status == ABR_OK) status = abr_stream_wait_event(consumer, pending);
   abr_stream_release(consumer); /* nothing of ours was queued on it: only the wait */
-  Py_END_ALLOW_THREADS
-  if (status != ABR_OK) {
+  Py_END_ALLOW_THREADS if (status != ABR_OK) {
     raise_status(status, "__dlpack__", NULL);
     return NULL;
   }
@@ -370,7 +376,7 @@ PyObject* untracked_type(PyObject* module, PyObject* cls) {
     if (!name) goto fail;
     if (!strcmp(name, "__module__") || !strcmp(name, "__qualname__") || !strcmp(name, "__slots__") ||
         !strcmp(name, "__dict__") || !strcmp(name, "__weakref__"))
-      continue; /* the new type's own, or meaningless on it */
+      continue;                                            /* the new type's own, or meaningless on it */
     if (PyObject_SetAttr(type, key, value) < 0) goto fail; /* dunders also fill their C slots (__repr__) */
   }
   return type;

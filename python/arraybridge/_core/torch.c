@@ -18,10 +18,11 @@ static int intern(PyObject** slot, const char* text) {
 }
 
 static int names_ready(void) {
-  return intern(&is_conj, "is_conj") < 0 || intern(&is_neg, "is_neg") < 0 || intern(&resolve_conj, "resolve_conj") < 0 ||
-                 intern(&resolve_neg, "resolve_neg") < 0 || intern(&requires_grad, "requires_grad") < 0
-             ? -1
-             : 0;
+  return intern(&is_conj, "is_conj") < 0 || intern(&is_neg, "is_neg") < 0 ||
+          intern(&resolve_conj, "resolve_conj") < 0 || intern(&resolve_neg, "resolve_neg") < 0 ||
+          intern(&requires_grad, "requires_grad") < 0
+      ? -1
+      : 0;
 }
 
 /* The three checks as the last torch type defines them (its methods and the
@@ -39,7 +40,8 @@ static int checks_for(PyTypeObject* type) {
     Py_XDECREF(conj);
     Py_XDECREF(neg);
     Py_XDECREF(grad);
-    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "arraybridge: %s.requires_grad is no descriptor", type->tp_name);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_TypeError, "arraybridge: %s.requires_grad is no descriptor", type->tp_name);
     return -1;
   }
   Py_XSETREF(type_is_conj, conj);
@@ -90,8 +92,10 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, PyObject** r
     if (purpose == IMPORT_NO_COPY || purpose == IMPORT_SHARED)
       return refuse(x, role, bit, purpose == IMPORT_SHARED ? "shared" : "no copy");
     PyObject* resolved = x;
-    if (conj) resolved = PyObject_CallMethodNoArgs(x, resolve_conj);
-    else Py_INCREF(x); /* Py_NewRef is 3.10+; the package supports 3.9 */
+    if (conj)
+      resolved = PyObject_CallMethodNoArgs(x, resolve_conj);
+    else
+      Py_INCREF(x); /* Py_NewRef is 3.10+; the package supports 3.9 */
     if (resolved && neg) Py_SETREF(resolved, PyObject_CallMethodNoArgs(resolved, resolve_neg));
     if (!resolved) return -1;
     *replacement = resolved;

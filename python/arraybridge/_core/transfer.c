@@ -70,9 +70,12 @@ static int parse_device(PyObject* device, DLDevice* out) {
 }
 
 static int parse_copy(PyObject* copy, abr_copy_mode* out) {
-  if (!copy || copy == Py_None) *out = ABR_COPY_IF_NEEDED;
-  else if (copy == Py_True) *out = ABR_COPY_ALWAYS;
-  else if (copy == Py_False) *out = ABR_COPY_NEVER;
+  if (!copy || copy == Py_None)
+    *out = ABR_COPY_IF_NEEDED;
+  else if (copy == Py_True)
+    *out = ABR_COPY_ALWAYS;
+  else if (copy == Py_False)
+    *out = ABR_COPY_NEVER;
   else {
     PyErr_Format(PyExc_ValueError, "arraybridge: copy must be None, True or False, not %R", copy);
     return -1;
@@ -232,8 +235,8 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
     }
     if (status == 0) status = keep_read_only(immutable, out);
   } else
-    PyErr_Format(PyExc_TypeError, "arraybridge: %s.__dlpack__() returned %s, not a DLPack capsule",
-                 Py_TYPE(x)->tp_name, Py_TYPE(capsule)->tp_name);
+    PyErr_Format(PyExc_TypeError, "arraybridge: %s.__dlpack__() returned %s, not a DLPack capsule", Py_TYPE(x)->tp_name,
+                 Py_TYPE(capsule)->tp_name);
   Py_DECREF(capsule);
   return status;
 }
@@ -281,8 +284,10 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   PyObject* source = resolved ? resolved : x;
   out->resolved = resolved != NULL;
   int status = exchange_import(source, out);
-  if (status != 0) status = status < 0 ? -1 : keep_read_only(immutable, out);
-  else status = import_exported(source, role, immutable, out);
+  if (status != 0)
+    status = status < 0 ? -1 : keep_read_only(immutable, out);
+  else
+    status = import_exported(source, role, immutable, out);
   if (status < 0 && (traits & PRODUCER_TORCH)) torch_refusal(x, role);
   Py_XDECREF(resolved);
   return status;
@@ -303,10 +308,11 @@ static void log_transfer(PyObject* tensor, const char* context) {
     if (!enabled) PyErr_Clear();
   }
   PyObject* done = PyObject_CallFunction(hooks.log_transfer, "Os", tensor, context);
-  if (done) Py_DECREF(done);
-  else PyErr_WriteUnraisable(hooks.log_transfer); /* the transfer itself succeeded */
+  if (done)
+    Py_DECREF(done);
+  else
+    PyErr_WriteUnraisable(hooks.log_transfer); /* the transfer itself succeeded */
 }
-
 
 /* True when the C API promises a view whatever the planner finds: the same
  * device, no forced copy, dtype or layout, no stream. The runtime still plans
@@ -314,8 +320,8 @@ static void log_transfer(PyObject* tensor, const char* context) {
 static int is_view_by_contract(const Request* request, DLDevice src, DLDevice dst) {
   const abr_transfer_options* o = &request->options;
   return src.device_type == dst.device_type && src.device_id == dst.device_id && o->copy != ABR_COPY_ALWAYS &&
-         o->dtype.code == 0 && o->dtype.bits == 0 && o->dtype.lanes == 0 &&
-         !(o->flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !request->stream;
+      o->dtype.code == 0 && o->dtype.bits == 0 && o->dtype.lanes == 0 &&
+      !(o->flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !request->stream;
 }
 
 /* Host copies this small keep the GIL: releasing and retaking it (and deferring
@@ -345,9 +351,12 @@ static void say_resolved(abr_transfer_report* report, const DLManagedTensorVersi
 /* The device whose stream orders a transfer between `src` and `dst`: the CUDA
  * side, else the OpenCL side; 0 when both are host memory. */
 static int queue_side(DLDevice src, DLDevice dst, DLDevice* out) {
-  if (dst.device_type == kDLCUDA || (src.device_type != kDLCUDA && dst.device_type == kDLOpenCL)) *out = dst;
-  else if (src.device_type == kDLCUDA || src.device_type == kDLOpenCL) *out = src;
-  else return 0;
+  if (dst.device_type == kDLCUDA || (src.device_type != kDLCUDA && dst.device_type == kDLOpenCL))
+    *out = dst;
+  else if (src.device_type == kDLCUDA || src.device_type == kDLOpenCL)
+    *out = src;
+  else
+    return 0;
   return 1;
 }
 
@@ -382,8 +391,10 @@ static abr_stream* own_queue(abr_runtime* runtime, DLDevice device) {
 static int default_queue(abr_runtime* runtime, DLDevice src, DLDevice dst, uintptr_t* cuda, abr_stream** own) {
   DLDevice side;
   if (!queue_side(src, dst, &side)) return 0;
-  if (side.device_type == kDLCUDA) *cuda = 1;
-  else if (!(*own = own_queue(runtime, side)) && PyErr_Occurred()) return -1;
+  if (side.device_type == kDLCUDA)
+    *cuda = 1;
+  else if (!(*own = own_queue(runtime, side)) && PyErr_Occurred())
+    return -1;
   return 0;
 }
 
@@ -400,8 +411,7 @@ static int hold_completion(abr_event* done, PyObject* keep, PyObject** out) {
   if (*out) return 0;
   abr_status status; /* no room for the Event: the work is waited for instead */
   Py_BEGIN_ALLOW_THREADS status = abr_event_synchronize(done);
-  Py_END_ALLOW_THREADS
-  abr_event_destroy(done);
+  Py_END_ALLOW_THREADS abr_event_destroy(done);
   (void)status;
   return -1;
 }
@@ -426,14 +436,16 @@ static PyObject* run(PyObject* x, Request* request) {
     Py_DECREF(result);
     return PyErr_Format(PyExc_ValueError,
                         "arraybridge: stream= orders CUDA work, and neither side of this %s is on CUDA (CPU and "
-                        "OpenCL transfers here are synchronous: pass stream=None)", request->context);
+                        "OpenCL transfers here are synchronous: pass stream=None)",
+                        request->context);
   }
   result->report.version = ABR_TRANSFER_REPORT_VERSION;
   request->options.report = &result->report;
   DLManagedTensorVersioned* out = NULL;
   abr_status status = ABR_OK;
-  const int hold_gil = !src.after && (is_view_by_contract(request, src_device, dst) ||
-                                      is_small_host_copy(imported_tensor(&src), dst, request->stream));
+  const int hold_gil = !src.after &&
+      (is_view_by_contract(request, src_device, dst) ||
+       is_small_host_copy(imported_tensor(&src), dst, request->stream));
   /* Data that moves waits for the producer's current stream when its exchange API
    * named one and the caller did not (the C API does not synchronize). */
   if (!hold_gil && !request->stream) request->stream = src.work_stream;
@@ -459,8 +471,7 @@ static PyObject* run(PyObject* x, Request* request) {
       Py_DECREF(result);
       return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    abr_stream* wrapped = NULL;
+    Py_BEGIN_ALLOW_THREADS abr_stream* wrapped = NULL;
     if (request->stream)
       status =
           abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src_device, (void*)request->stream, &wrapped);
@@ -470,8 +481,10 @@ static PyObject* run(PyObject* x, Request* request) {
     if (status == ABR_OK) status = abr_to_device(runtime, movable, dst, &request->options, stream, &out);
     if (status == ABR_OK && request->non_blocking && stream && abr_event_record(stream, &done) != ABR_OK)
       status = abr_stream_synchronize(stream); /* no event to hold: waited for now */
-    if (done) abr_stream_release(wrapped); /* the work goes on; the runtime keeps the source until it is done */
-    else if (wrapped) abr_stream_destroy(wrapped); /* waits for the copy queued on it */
+    if (done)
+      abr_stream_release(wrapped); /* the work goes on; the runtime keeps the source until it is done */
+    else if (wrapped)
+      abr_stream_destroy(wrapped);                                       /* waits for the copy queued on it */
     if (status != ABR_OK && movable->deleter) movable->deleter(movable); /* the runtime leaves a failed source to us */
     Py_END_ALLOW_THREADS
   }
@@ -557,8 +570,8 @@ const char core_to_device_doc[] =
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"x", "device", "copy", "stream", "dtype", "strict", "contiguous",
-                                       "non_blocking"};
+  static const char* const kNames[] = {"x",     "device", "copy",       "stream",
+                                       "dtype", "strict", "contiguous", "non_blocking"};
   static PyObject* interned[8];
   PyObject* a[8];
   if (hooks_ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 8, 2, 2, a) < 0)
@@ -728,8 +741,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, NULL, out, &report);
     if (status != ABR_OK) delete_imports(imports, movable, n);
   } else {
-    Py_BEGIN_ALLOW_THREADS
-    abr_stream* wrapped = NULL;
+    Py_BEGIN_ALLOW_THREADS abr_stream* wrapped = NULL;
     status = queue ? abr_stream_wrap(runtime, queue_device, (void*)queue, &wrapped) : ABR_OK;
     abr_stream* stream = wrapped ? wrapped : own;
     /* Arrays imported without a sync (exchange APIs) are read after the work their
@@ -743,8 +755,10 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
       status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, stream, out, &report);
     if (status == ABR_OK && stream && abr_event_record(stream, &batch_done) != ABR_OK)
       status = abr_stream_synchronize(stream);
-    if (batch_done) abr_stream_release(wrapped);
-    else if (wrapped) abr_stream_destroy(wrapped);
+    if (batch_done)
+      abr_stream_release(wrapped);
+    else if (wrapped)
+      abr_stream_destroy(wrapped);
     if (status != ABR_OK) delete_imports(imports, movable, n);
     Py_END_ALLOW_THREADS
   }
@@ -760,7 +774,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     tensor->tensor = out[i];
     memcpy(tensor->report.detail, report.detail, detail_size); /* the batch's line */
   }
-  PyObject* ready = NULL; /* the batch's one Event, held by every Tensor */
+  PyObject* ready = NULL;                                       /* the batch's one Event, held by every Tensor */
   if (hold_completion(batch_done, NULL, &ready) < 0) goto done; /* the results go with `results` */
   for (Py_ssize_t i = 0; ready && i < n; ++i) {
     Py_INCREF(ready);
@@ -870,18 +884,21 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
     abr_stream* own = NULL;
     if (non_blocking && !src_stream && !dst_stream) {
       uintptr_t cuda = 0;
-      if (default_queue(runtime, src_device, dst_device, &cuda, &own) < 0) status = ABR_ERR_INVALID_ARGUMENT;
-      else if (cuda && dst_device.device_type == kDLCUDA) dst_stream = cuda;
-      else src_stream = cuda;
+      if (default_queue(runtime, src_device, dst_device, &cuda, &own) < 0)
+        status = ABR_ERR_INVALID_ARGUMENT;
+      else if (cuda && dst_device.device_type == kDLCUDA)
+        dst_stream = cuda;
+      else
+        src_stream = cuda;
     }
     if (status != ABR_OK) {
       /* default_queue raised */
     } else if (!non_blocking && is_small_host_copy(&src->dl_tensor, dst_device, src_stream | dst_stream)) {
       status = abr_copy_versioned(runtime, src, dst, &options, NULL);
     } else {
-      Py_BEGIN_ALLOW_THREADS
-      status = copy_following(runtime, src, dst, &options, src_stream ? &src_device : NULL, src_stream,
-                              dst_stream ? &dst_device : NULL, dst_stream, own, non_blocking ? &done : NULL);
+      Py_BEGIN_ALLOW_THREADS status =
+          copy_following(runtime, src, dst, &options, src_stream ? &src_device : NULL, src_stream,
+                         dst_stream ? &dst_device : NULL, dst_stream, own, non_blocking ? &done : NULL);
       Py_END_ALLOW_THREADS
     }
   }
@@ -889,8 +906,7 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   PyObject* both = done ? keep_views(src, dst) : NULL;
   if (done && !both) { /* no room to keep them: waited for instead */
     Py_BEGIN_ALLOW_THREADS abr_event_synchronize(done);
-    Py_END_ALLOW_THREADS
-    abr_event_destroy(done);
+    Py_END_ALLOW_THREADS abr_event_destroy(done);
     done = NULL;
   }
   if (!both) {
@@ -971,11 +987,9 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     tensors[imported] = &movable[imported]->dl_tensor;
   }
   abr_status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = wait_for_producers(runtime, imports, movable, 2 * n);
+  Py_BEGIN_ALLOW_THREADS status = wait_for_producers(runtime, imports, movable, 2 * n);
   if (status == ABR_OK) status = abr_copy_many(runtime, tensors, tensors + n, (size_t)n, &options, NULL, NULL);
-  Py_END_ALLOW_THREADS
-  if (status != ABR_OK) {
+  Py_END_ALLOW_THREADS if (status != ABR_OK) {
     Request request;
     init_request(&request, "copy");
     raise_error(status, &request);
