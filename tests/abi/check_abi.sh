@@ -7,7 +7,7 @@
 #  - the CUDA tools see the library's device code: cuobjdump (the toolkit's, or
 #    the nvidia-cuda-cuobjdump wheel in .venv) lists sm_80 and sm_90 in it.
 # Struct layouts are pinned by static asserts in tests/abi/test_abi_layout.cpp
-# and tests/ffi/rust/tests/layout.rs; abr_version_number() by tests/abi/abi_test.c.
+# and rust/arraybridge/tests/layout.rs; abr_version_number() by tests/abi/abi_test.c.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 lib=${1:?usage: check_abi.sh LIBRARY}

@@ -1,9 +1,9 @@
 # ArrayBridge.jl: libarraybridge from Julia through `ccall`, mirroring the C
-# declarations that tests/ffi/rust checks byte for byte. Julia is not installed
+# declarations that rust/arraybridge/tests/layout.rs checks byte for byte. Julia is not installed
 # on the project's build machine, so this module is NOT tested in CI; it is kept
 # small and exact. Usage (after `make`):
 #
-#   push!(LOAD_PATH, "tests/ffi/julia"); using ArrayBridge
+#   push!(LOAD_PATH, "julia"); using ArrayBridge
 #   rt = ArrayBridge.Runtime()
 #   x = Float32[1, 2, 3, 4]
 #   back = ArrayBridge.round_trip(rt, x, ArrayBridge.opencl(0))   # host -> opencl:0 -> host
