@@ -342,7 +342,7 @@ test-install: all
 	bash tests/install/test_install.sh $(BUILD)
 
 test-rust: lib
-	bash tests/ffi/rust/run.sh $(BUILD)
+	bash rust/run.sh $(BUILD)
 
 # ---------------------------------------------------------------- Python package
 
@@ -359,6 +359,34 @@ $(PY_STAMP): $(wildcard python/*.py python/*.toml python/arraybridge/* python/ar
 
 test-python: python
 	.venv/bin/python -m pytest -q -rs tests/python
+
+# The self-contained wheel in dist/ (libarraybridge bundled by auditwheel; CUDA and
+# OpenCL stay the system's), and the Python suite against it in a fresh venv.
+.PHONY: wheel test-wheel
+wheel: lib
+	@bash dev/setup_python.sh demo
+	bash dev/build_wheel.sh $(BUILD)
+
+test-wheel: wheel $(FAKE_CUDA) $(FAKE_LLVM)
+	@bash dev/setup_python.sh test
+	bash dev/build_wheel.sh test $(BUILD)
+
+# ---------------------------------------------------------------- docs and style
+
+# The references generated from the code (docs/reference/: the C API from the header's
+# comments, the Python API from the docstrings), then the links of every Markdown file.
+# `make test` and `make check` run dev/check_docs.sh: the committed references must be
+# current, every public function documented, every relative link resolving.
+.PHONY: docs format
+docs: python
+	python3 dev/docs_c_api.py
+	.venv/bin/python dev/docs_python_api.py
+	python3 dev/check_links.py
+
+# Rewrites every C and C++ file but the public headers in the style of .clang-format
+# (`make check` fails on one that differs: dev/check_format.sh).
+format:
+	bash dev/check_format.sh --fix
 
 # ---------------------------------------------------------------- demo
 
