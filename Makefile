@@ -381,6 +381,7 @@ test-wheel: wheel $(FAKE_CUDA) $(FAKE_LLVM)
 docs: python
 	python3 dev/docs_c_api.py
 	.venv/bin/python dev/docs_python_api.py
+	.venv/bin/python -W error -m pdoc arraybridge -o $(BUILD)/docs/python
 	python3 dev/check_links.py
 
 # Rewrites every C and C++ file but the public headers in the style of .clang-format
