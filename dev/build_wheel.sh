@@ -84,7 +84,8 @@ EOF
   say "$dist/$(basename "$wheel") ($(du -h "$dist/$(basename "$wheel")" | cut -f1), $((SECONDS - start)) s)"
 }
 
-current_wheel() { ls "$dist"/arraybridge-"$version"-"$cp_tag"-*.whl 2>/dev/null | head -1; }
+# The wheel in dist/ for this version and Python, or nothing (never a failure: set -e and pipefail).
+current_wheel() { ls "$dist"/arraybridge-"$version"-"$cp_tag"-*.whl 2>/dev/null | head -1 || true; }
 
 if [ "$mode" = build ]; then
   build_wheel
