@@ -14,7 +14,7 @@ from test_cuda_fake import run_with_fake_cuda
 
 def test_opencl_round_trip_queued_then_read_by_numpy():
     x = np.arange(1 << 18, dtype=np.float32).reshape(512, 512)
-    t = ab.to_device(x, "opencl:0", non_blocking=True)
+    t = ab.to_device(x, "opencl:0", copy=True, non_blocking=True)  # copy: never a wrap of x (aligned or not)
     assert t.device == "opencl:0" and t.report.path == "host_to_device"
     back = ab.to_device(t, "cpu", non_blocking=True)  # after t's work, on the same queue
     np.testing.assert_array_equal(np.from_dlpack(back), x)  # NumPy waits on the host
