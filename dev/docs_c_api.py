@@ -14,6 +14,8 @@ import pathlib
 import re
 import sys
 
+import docs_reference  # beside this file
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HEADER = ROOT / "include" / "arraybridge" / "arraybridge.h"
 EXPORTS = ROOT / "capi" / "exports.txt"
@@ -133,22 +135,7 @@ def build():
 
 
 def main(argv):
-    check = "--check" in argv
-    args = [a for a in argv if a != "--check"]
-    target = pathlib.Path(args[0]) if args else ROOT / "docs" / "reference" / "c-api.md"
-    text, problems = build()
-    for problem in problems:
-        print(f"docs_c_api: {problem}", file=sys.stderr)
-    if problems:
-        return 1
-    if check:
-        if not target.exists() or target.read_text() != text:
-            print(f"docs_c_api: {target} is out of date with the header: run make docs", file=sys.stderr)
-            return 1
-        return 0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    return 0
+    return docs_reference.run(argv, "docs_c_api", ROOT / "docs" / "reference" / "c-api.md", build, "the header")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import inspect
 import pathlib
 import sys
 
+import docs_reference  # beside this file
+
 import arraybridge
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -104,22 +106,7 @@ def build():
 
 
 def main(argv):
-    check = "--check" in argv
-    args = [a for a in argv if a != "--check"]
-    target = pathlib.Path(args[0]) if args else ROOT / "docs" / "reference" / "python-api.md"
-    text, problems = build()
-    for problem in problems:
-        print(f"docs_python_api: {problem}", file=sys.stderr)
-    if problems:
-        return 1
-    if check:
-        if not target.exists() or target.read_text() != text:
-            print(f"docs_python_api: {target} is out of date with the docstrings: run make docs", file=sys.stderr)
-            return 1
-        return 0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    return 0
+    return docs_reference.run(argv, "docs_python_api", ROOT / "docs" / "reference" / "python-api.md", build, "the docstrings")
 
 
 if __name__ == "__main__":
