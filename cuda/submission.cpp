@@ -40,9 +40,11 @@ class CudaSubmission final : public Submission {
   CudaSubmission& operator=(const CudaSubmission&) = delete;
 
   void write(const Layout& device, uint64_t offset, const char* host, std::size_t n) override {
+    queued_ = true;
     device_->check(cu().cuMemcpyHtoDAsync(device_first(device) + offset, host, n, stream_), "cuMemcpyHtoDAsync");
   }
   void read(const Layout& device, uint64_t offset, char* host, std::size_t n) override {
+    queued_ = true;
     device_->check(cu().cuMemcpyDtoHAsync(host, device_first(device) + offset, n, stream_), "cuMemcpyDtoHAsync");
   }
   std::unique_ptr<Event> write_chunk(const Layout& device, uint64_t offset, const char* host, std::size_t n) override {
@@ -54,22 +56,28 @@ class CudaSubmission final : public Submission {
     return record_event(device_, stream_);
   }
   void copy(const Layout& from, const Layout& to, std::size_t n) override {
+    queued_ = true;
     device_->check(cu().cuMemcpyDtoDAsync(device_first(to), device_first(from), n, stream_), "cuMemcpyDtoDAsync");
   }
   void walk(const Layout& src, const Layout& dst) override {
+    queued_ = true;
     launch_walk(*device_, stream_, src, device_base(src), dst, device_base(dst));
   }
   Layout temporary(const Layout& like, DLDataType dtype) override {
+    queued_ = true;
     return temps_.emplace_back(device_, stream_, like, dtype).layout;
   }
   char* pinned(std::size_t bytes) override { return blocks_.emplace_back(pool_.acquire(pinned_, bytes)).data(); }
   char* map(const Layout& device, bool) override {
     fail(ABR_ERR_INTERNAL, "a plan mapped {} memory, which CUDA reaches by DMA only", device_string(device.device));
   }
-  void wait() override { device_->check(cu().cuStreamSynchronize(stream_), "cuStreamSynchronize"); }
+  void wait() override {
+    device_->check(cu().cuStreamSynchronize(stream_), "cuStreamSynchronize");
+    queued_ = false;
+  }
   void finish() override {
     mark_blocks_used();
-    if (!caller_) wait();
+    if (!caller_ && queued_) wait();  // after an explicit wait() with nothing queued since, done already
     finished_ = true;
   }
   void settle() noexcept override {
@@ -94,6 +102,7 @@ class CudaSubmission final : public Submission {
   CUstream stream_ = nullptr;
   Stream* caller_ = nullptr;
   bool finished_ = false;
+  bool queued_ = false;  // work queued since the last wait()
   PinnedPool& pool_;
   StagingProvider& pinned_;
   HostRegistrar registrar_;

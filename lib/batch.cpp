@@ -33,6 +33,8 @@ namespace {
 constexpr uint64_t kCoalesceMax = uint64_t{64} << 10;
 constexpr uint64_t kBlockMax = uint64_t{16} << 20;
 constexpr uint64_t kSlotAlignment = 256;  // each result starts as DLPack recommends
+// Gathered reads (see move_in_order) land in pinned blocks of at least this size.
+constexpr std::size_t kLandingBlock = std::size_t{1} << 20;
 constexpr std::size_t kMaxBatch = std::size_t{1} << 24;
 
 // The source a host wrap keeps alive, given to it only at commit: until then a
@@ -55,7 +57,29 @@ struct Runtime::BatchItem {
   uint64_t bytes = 0;   // bytes written to the result; 0 for a view
   uint64_t offset = 0;  // in the coalesced block
   bool coalesced = false;
+  bool gather = false;  // a small read into its new host buffer (gathered_read)
 };
+
+// One move of a batch, in the caller's order.
+struct Runtime::OrderedMove {
+  const Plan* plan;
+  const Layout* src;
+  const Layout* dst;
+  bool gather;  // lands in a pinned block and is copied out after the submission's one wait
+};
+
+namespace {
+
+// Whether a move is a small read from a device reached by DMA only into pageable
+// host memory: alone, the driver copies into pageable memory and the host waits for
+// each (one synchronous copy per tensor); gathered, every read of the submission is
+// queued into pinned memory, the host waits once and copies each out.
+bool gathered_read(const Plan& plan, const Endpoint& from, bool dst_pinned, uint64_t bytes) {
+  return plan.path == ABR_PATH_DEVICE_TO_HOST && plan.move == Move::Bytes && plan.pack == Step::None &&
+      plan.scatter == Step::None && !from.can.maps_to_host && !dst_pinned && bytes > 0 && bytes <= kCoalesceMax;
+}
+
+}  // namespace
 
 void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
                              const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
@@ -102,6 +126,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       check_stream(stream, item.src.device, dst);
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
       item.coalesced = item.plan.path == ABR_PATH_HOST_TO_DEVICE && item.bytes > 0 && item.bytes <= kCoalesceMax;
+      item.gather = gathered_read(item.plan, from, /*dst_pinned=*/to.pinned, item.bytes);
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
     }
@@ -186,13 +211,26 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
 
   // 2b. The moves. After a failure here, work queued on the stream may still read
   // the sources: it is waited for before they go back to the caller.
+  std::vector<Layout> results;  // the destinations of the moves below
+  std::vector<OrderedMove> moves;
+  std::vector<std::size_t> item_of;  // each move's item
+  results.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const BatchItem& item = items[i];
+    if (item.coalesced || item.plan.move == Move::View) continue;
+    results.push_back(compact_layout(dst, item.plan.dtype, item.src.shape, data[i]));
+    moves.push_back({&item.plan, &item.src, &results.back(), item.gather});
+    item_of.push_back(i);
+  }
   std::size_t at = count;  // the item moving; count while the coalesced block does
   try {
     if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
-    for (at = 0; at < count; ++at) {
-      const BatchItem& item = items[at];
-      if (!item.coalesced && item.plan.move != Move::View)
-        execute(item.plan, item.src, compact_layout(dst, item.plan.dtype, item.src.shape, data[at]), stream);
+    std::size_t move = 0;
+    try {
+      move_in_order(moves, stream, move);
+    } catch (const Error&) {
+      if (move < moves.size()) at = item_of[move];
+      throw;
     }
   } catch (const Error& e) {
     if (stream) {
@@ -279,6 +317,79 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
   work->finish();
 }
 
+// The moves of a batch, in order. Consecutive moves on one device context share
+// one submission, its waits deferred, finished when the next move is elsewhere
+// (another context, the host engine, the pipeline, a peer copy) and at the end;
+// before a host-side step the caller's stream is waited for too, so every move
+// sees the ones before it. Gathered reads land in pinned blocks of their
+// submission and are copied out after its one wait. `at` names the move running
+// (moves.size() for the last wait). Returns the device submissions opened.
+uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at) {
+  struct Landed {
+    const char* block;
+    char* to;
+    std::size_t n;
+  };
+  std::vector<Landed> landed;  // gathered reads of the open submission
+  char* landing = nullptr;     // free space in its current pinned block
+  std::size_t landing_left = 0;
+  void* open_context = nullptr;
+  std::unique_ptr<Submission> open;  // the moves of consecutive pairs on one device context
+  bool queued = false;               // device work queued on the caller's stream and not yet waited for
+  uint32_t submissions = 0;
+  const auto finish_open = [&] {
+    if (!open) return;
+    if (!landed.empty()) {
+      open->wait();
+      for (const Landed& read : landed) std::memcpy(read.to, read.block, read.n);
+      landed.clear();
+      landing_left = 0;
+    }
+    open->finish();
+    open.reset();
+  };
+  for (at = 0; at < moves.size(); ++at) {
+    const OrderedMove& move = moves[at];
+    const Plan& plan = *move.plan;
+    const bool on_device =
+        (plan.executor == Executor::Source || plan.executor == Executor::Destination) && plan.move != Move::Peer;
+    if (!on_device) {
+      finish_open();
+      if (stream && queued) stream->synchronize();  // the host's step reads what the stream wrote
+      queued = false;
+      execute(plan, *move.src, *move.dst, stream);
+      continue;
+    }
+    const bool at_source = plan.executor == Executor::Source;
+    const DLDevice device = at_source ? move.src->device : move.dst->device;
+    void* context = at_source ? plan.src_context : plan.dst_context;
+    if (!open || open_context != context) {
+      finish_open();
+      open = submit_routed(*backend_of(device.device_type), device, context, stream);
+      open->defer_waits();
+      open_context = context;
+      ++submissions;
+    }
+    if (move.gather) {
+      const std::size_t n = static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
+      const std::size_t slot = (n + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+      if (slot > landing_left) {
+        landing_left = std::max(slot, kLandingBlock);
+        landing = open->pinned(landing_left);
+      }
+      open->read(*move.src, 0, landing, n);
+      landed.push_back({landing, const_cast<char*>(first_element(*move.dst)), n});
+      landing += slot;
+      landing_left -= slot;
+    } else {
+      submit_device_move(plan, *move.src, *move.dst, *open);
+    }
+    queued = stream != nullptr;
+  }
+  finish_open();
+  return submissions;
+}
+
 // abr_copy_many: every pair validated and planned before anything moves; then
 // each in order. Consecutive moves on one device context share one submission,
 // finished when the next pair is elsewhere (another context, the host engine, the
@@ -294,6 +405,7 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   struct Pair {
     Layout src, dst;
     Plan plan;
+    bool gather = false;
   };
   std::vector<Pair> pairs(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -306,52 +418,28 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
       const Endpoint from = endpoint_of(pair.src, pair.dst.device, "source");
       const Endpoint to = endpoint_of(pair.dst, pair.src.device, "destination");
       pair.plan = plan_copy(pair.src, from, pair.dst, to, opts);
+      pair.gather = gathered_read(pair.plan, from, to.pinned, pair.src.numel * pair.dst.itemsize);
       check_stream(stream, pair.src.device, pair.dst.device);
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("pair {}: {}", i, e.what()), e.backend_code());
     }
   }
 
-  void* open_context = nullptr;
-  std::unique_ptr<Submission> open;  // the moves of consecutive pairs on one device context
-  bool queued = false;               // device work queued on the caller's stream and not yet waited for
-  const auto finish_open = [&] {
-    if (open) open->finish();
-    open.reset();
-  };
+  std::vector<OrderedMove> moves;
+  moves.reserve(count);
   uint64_t moved = 0;
-  uint32_t submissions = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const Pair& pair = pairs[i];
-    const Plan& plan = pair.plan;
-    try {
-      const bool on_device =
-          (plan.executor == Executor::Source || plan.executor == Executor::Destination) && plan.move != Move::Peer;
-      if (!on_device) {
-        finish_open();
-        if (stream && queued) stream->synchronize();  // the host's step reads what the stream wrote
-        queued = false;
-        execute(plan, pair.src, pair.dst, stream);
-      } else {
-        const bool at_source = plan.executor == Executor::Source;
-        const DLDevice device = at_source ? pair.src.device : pair.dst.device;
-        void* context = at_source ? plan.src_context : plan.dst_context;
-        if (!open || open_context != context) {
-          finish_open();
-          open = submit_routed(*backend_of(device.device_type), device, context, stream);
-          open->defer_waits();
-          open_context = context;
-          ++submissions;
-        }
-        submit_device_move(plan, pair.src, pair.dst, *open);
-        queued = stream != nullptr;
-      }
-    } catch (const Error& e) {
-      throw Error(e.status(), fmt::format("pair {}: {}", i, e.what()), e.backend_code());
-    }
+  for (const Pair& pair : pairs) {
+    moves.push_back({&pair.plan, &pair.src, &pair.dst, pair.gather});
     moved += pair.src.numel * pair.dst.itemsize;
   }
-  finish_open();
+  std::size_t at = 0;
+  uint32_t submissions = 0;
+  try {
+    submissions = move_in_order(moves, stream, at);
+  } catch (const Error& e) {
+    if (at == count) throw;  // the last submission's wait: no one pair
+    throw Error(e.status(), fmt::format("pair {}: {}", at, e.what()), e.backend_code());
+  }
   report.tensors = static_cast<uint32_t>(count);
   report.copies = static_cast<uint32_t>(count);
   report.bytes_moved = moved;

@@ -49,8 +49,9 @@ class Submission {
   virtual char* map(const Layout& device, bool write) = 0;
   // Waits until the work so far is done: the host reads what it wrote next.
   virtual void wait() = 0;
-  // More moves follow before finish(): a write need not be waited for on its own
-  // (its host memory stays unchanged until finish()). Reads into host memory still are.
+  // More moves follow before finish(): no read or write need be waited for on its
+  // own. The caller leaves their host memory alone until wait() or finish() (the
+  // queue runs them in order, so a later write still sees an earlier read's bytes).
   virtual void defer_waits() {}
   // Done submitting: flushed onto the caller's stream, or waited for.
   virtual void finish() = 0;

@@ -57,10 +57,11 @@ class ClSubmission final : public Submission {
   }
   void read(const Layout& device, uint64_t offset, char* host, std::size_t n) override {
     unmap_pending();
-    check(cl_.EnqueueReadBuffer(queue_, mem_of(device), blocking(), device.byte_offset + offset, n, host, 0, nullptr,
-                                nullptr),
-          "clEnqueueReadBuffer");
-    waited_ = !async_;
+    const cl_bool wait = deferred_ ? CL_FALSE : blocking();
+    check(
+        cl_.EnqueueReadBuffer(queue_, mem_of(device), wait, device.byte_offset + offset, n, host, 0, nullptr, nullptr),
+        "clEnqueueReadBuffer");
+    waited_ = wait == CL_TRUE;
   }
   std::unique_ptr<Event> write_chunk(const Layout& device, uint64_t offset, const char* host, std::size_t n) override {
     unmap_pending();
@@ -141,7 +142,7 @@ class ClSubmission final : public Submission {
   bool async_ = false;
   bool waited_ = false;  // the last command was blocking: nothing is left to wait for
   bool completed_ = false;
-  bool deferred_ = false;  // defer_waits(): writes are not waited for one by one
+  bool deferred_ = false;  // defer_waits(): reads and writes are not waited for one by one
   std::deque<MemRef> temps_;
   std::deque<MappedView> maps_;
 };

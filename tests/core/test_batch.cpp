@@ -277,3 +277,26 @@ TEST_CASE("copy_many: a bad pair moves nothing and names its place") {
   CHECK(std::string(abr_last_error()) == "abr_copy_many: pair 1: the destination is NULL");
   CHECK(abr_copy_many(rt, nullptr, nullptr, 0, nullptr, nullptr, nullptr) == ABR_OK);
 }
+
+// The reads of one context share a submission and are waited for once (each read
+// queued without blocking): every result still holds its own tensor's values.
+TEST_CASE("batch: 64 PoCL tensors to the CPU, read with one wait, each with its own values") {
+  Runtime rt;
+  Sources sources;
+  for (int i = 0; i < 64; ++i) sources.add(1024 + static_cast<std::size_t>(i), static_cast<float>(i * 10000));
+  Results on_device(64), on_host(64);
+  REQUIRE_MESSAGE(many(rt, sources, on_device, ocl0, ABR_COPY_ALWAYS) == ABR_OK, abr_last_error());
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(
+      abr_to_device_many(rt, on_device.out.data(), 64, cpu, nullptr, nullptr, on_host.out.data(), &report) == ABR_OK,
+      abr_last_error());
+  std::fill(on_device.out.begin(), on_device.out.end(), nullptr);  // consumed
+  CHECK(report.copies == 64);
+  for (std::size_t i = 0; i < 64; ++i) {
+    CAPTURE(i);
+    const DLTensor& t = on_host.out[i]->dl_tensor;
+    REQUIRE((t.device.device_type == kDLCPU && t.shape[0] == static_cast<int64_t>(1024 + i)));
+    const float* values = static_cast<const float*>(t.data);
+    CHECK(std::vector<float>(values, values + t.shape[0]) == sources.data[i]);
+  }
+}

@@ -113,3 +113,37 @@ TEST_CASE_FIXTURE(NoDriverFindings, "copy_many: 32 pageable copies into cuda:0 w
   if (fake) CHECK(fake.stat(sync) - syncs_before == 1);
   for (std::size_t i = 0; i < 32; ++i) CHECK(read_back(rt, zeros.out[i]->dl_tensor) == batch.data[i]);
 }
+
+// Small reads into new pageable host buffers are gathered: each lands in pinned
+// memory with the others and the host waits once, instead of one synchronous driver
+// copy into pageable memory per tensor.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: 32 small cuda:0 tensors to the CPU wait for the device once") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  Batch batch(32, 1024);
+  REQUIRE(batch.to(rt, cuda0) == ABR_OK);
+  std::vector<DLManagedTensorVersioned*> on_device = batch.out, on_host(32, nullptr);
+  const char* const sync = "calls:" ABR_TEST_CUDA_SYMBOL(cuStreamSynchronize);
+  const char* const reads = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoHAsync);
+  const long long syncs_before = fake ? fake.stat(sync) : 0, reads_before = fake ? fake.stat(reads) : 0;
+  const long long pageable_before = fake ? fake.stat("pageable_async_copies") : 0;
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(
+      abr_to_device_many(rt, on_device.data(), 32, cpu, nullptr, nullptr, on_host.data(), &report) == ABR_OK,
+      abr_last_error());
+  std::fill(batch.out.begin(), batch.out.end(), nullptr);  // consumed by the second batch
+  if (fake) {
+    CHECK(fake.stat(reads) - reads_before == 32);
+    CHECK(fake.stat(sync) - syncs_before == 1);
+    CHECK(fake.stat("pageable_async_copies") - pageable_before == 0);
+  }
+  CHECK(report.copies == 32);
+  for (std::size_t i = 0; i < 32; ++i) {
+    CAPTURE(i);
+    const DLTensor& t = on_host[i]->dl_tensor;
+    REQUIRE(t.device.device_type == kDLCPU);
+    CHECK(std::vector<int32_t>(static_cast<int32_t*>(t.data), static_cast<int32_t*>(t.data) + 1024) == batch.data[i]);
+    on_host[i]->deleter(on_host[i]);
+  }
+}
