@@ -114,6 +114,11 @@ Baseline memcpy_baseline(const Options& options, void* dst, const void* src, uin
 // abr_to_device_many, beside the loop of one abr_to_device per tensor (both copies).
 Result batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device, uint64_t tensor_bytes);
 
+// The "batch D2H" rows: 256 device tensors of `tensor_bytes` each to the CPU in one
+// abr_to_device_many, beside the loop of one abr_to_device per tensor.
+Result batch_d2h_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
+                        uint64_t tensor_bytes);
+
 // The "copy_many H2D" rows: 256 host tensors into existing device tensors in one
 // abr_copy_many, beside the loop of one abr_copy per pair.
 Result copy_batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
@@ -149,6 +154,8 @@ void run_python_staging_cases(const Options& options, const Report& report);
 void run_python_gpu_batch_cases(const Options& options, const Report& report);
 // Host copies from Python (ab.copy, to_device(copy=True), many small arrays) beside NumPy's own.
 void run_python_host_copy_cases(const Options& options, const Report& report);
+// Tensors between two arraybridge.nixl peers beside NIXL used directly on NumPy arrays.
+void run_python_nixl_cases(const Options& options, const Report& report);
 
 // Cases across processes: CUDA IPC beside torch's own, MPI ping-pong beside mpi4py
 // on NumPy arrays (process_cases.cpp).

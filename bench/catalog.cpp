@@ -24,6 +24,7 @@ const CaseInfo kCases[] = {
     {"zero-copy round trip", Where::Cpu, false, ""},
     {"batch", Where::Cpu, true, "loop >= 5x (256 x 4 KiB)"},
     {"batch H2D", Where::OpenCl, true, "loop >= 5x (256 x 4 KiB)"},
+    {"batch D2H", Where::OpenCl, true, "loop >= 2x (256 x 4 KiB)"},
     {"copy_many H2D", Where::OpenCl, true, ""},
     {"H2D existing buffer", Where::OpenCl, true, "clWrite >= 0.9x from 64 KiB; memcpy >= 0.9x (CPU device, large)"},
     {"D2H existing buffer", Where::OpenCl, true, "clRead >= 0.9x from 64 KiB; memcpy >= 0.9x (CPU device, large)"},
@@ -54,6 +55,7 @@ const CaseInfo kCases[] = {
     {"py to_device copy", Where::Cpu, true, "a.copy: <= 3x its time at 1 KiB, >= 0.9x from 256 KiB"},
     {"py many small", Where::Cpu, false, "np loop: <= 3x its time"},
     {"py batch", Where::Cpu, false, "py loop >= 5x (256 x 4 KiB, one to_device of the list)"},
+    {"py nixl send", Where::Cpu, true, "nixl pre >= 0.3x from 16 MiB (ours adds a pack and an unpack copy)"},
     {"py H2D existing", Where::Cuda, true, ""},
     {"py D2H existing", Where::Cuda, true, "torch >= 2x (64 MiB+, 16+ cores)"},
     {"py H2D new buffer", Where::Cuda, true, ""},
@@ -107,6 +109,8 @@ const BaselineInfo kBaselines[] = {
     {"torch ipc", "torch's CUDA IPC (torch.multiprocessing sharing) of the same tensors, over the same pipe"},
     {"np mpi", "mpi4py ping-pong of a NumPy array of the same size, in the same ranks"},
     {"cupy", "CuPy doing the same (set, get, asarray, asnumpy) on the same arrays"},
+    {"nixl reg", "NIXL directly on the same NumPy arrays: register both, one READ, deregister, each time"},
+    {"nixl pre", "NIXL directly on the same NumPy arrays registered beforehand: one READ request, posted each time"},
 };
 
 }  // namespace

@@ -135,6 +135,45 @@ Result batch_result(abr_runtime* rt, const Options& options, const char* name, D
   return r;
 }
 
+Result batch_d2h_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
+                        uint64_t tensor_bytes) {
+  constexpr std::size_t kTensors = HostBatch::kTensors;
+  HostBatch batch(tensor_bytes);
+  const abr_transfer_options copy = always_copy();
+  std::vector<DLManagedTensorVersioned*> on_device(kTensors), out(kTensors);
+  check(abr_to_device_many(rt, batch.pointers.data(), kTensors, device, &copy, nullptr, on_device.data(), nullptr),
+        "abr_to_device_many");
+  // Borrowed headers over the device tensors: each call consumes its own.
+  std::vector<DLManagedTensorVersioned> sources(kTensors);
+  std::vector<DLManagedTensorVersioned*> pointers(kTensors);
+  const auto refresh = [&] {
+    for (std::size_t i = 0; i < kTensors; ++i) {
+      sources[i] = borrowed(on_device[i]->dl_tensor);
+      pointers[i] = &sources[i];
+    }
+  };
+  const DLDevice cpu{kDLCPU, 0};
+  const Options settled = settled_for_new_buffers(options, tensor_bytes * kTensors);
+  Result r{name, device_name(device), tensor_bytes * kTensors};
+  r.size_bytes = tensor_bytes;
+  r.shape = std::to_string(kTensors) + " tensors";
+  r.seconds = time_it(settled, [&] {
+                refresh();
+                check(abr_to_device_many(rt, pointers.data(), kTensors, cpu, &copy, nullptr, out.data(), nullptr),
+                      "abr_to_device_many");
+                for (DLManagedTensorVersioned* t : out) t->deleter(t);
+              }).median_s;
+  r.baselines.push_back(baseline("loop", time_it(settled, [&] {
+                                           refresh();
+                                           for (std::size_t i = 0; i < kTensors; ++i)
+                                             check(abr_to_device(rt, pointers[i], cpu, &copy, nullptr, &out[i]),
+                                                   "abr_to_device");
+                                           for (DLManagedTensorVersioned* t : out) t->deleter(t);
+                                         }).median_s));
+  for (DLManagedTensorVersioned* t : on_device) t->deleter(t);
+  return r;
+}
+
 Result copy_batch_result(abr_runtime* rt, const Options& options, const char* name, DLDevice device,
                          uint64_t tensor_bytes) {
   constexpr std::size_t kTensors = HostBatch::kTensors;

@@ -56,6 +56,8 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, D
     progress(name, bytes);
     if (selected(options, "batch H2D") && bytes <= (uint64_t{1} << 20))
       report(batch_result(rt, options, "batch H2D", device, bytes));
+    if (selected(options, "batch D2H") && bytes <= (uint64_t{1} << 20))
+      report(batch_d2h_result(rt, options, "batch D2H", device, bytes));
     if (selected(options, "copy_many H2D") && bytes <= (uint64_t{1} << 20))
       report(copy_batch_result(rt, options, "copy_many H2D", device, bytes));
     Buffer src(elements), dst(elements);
