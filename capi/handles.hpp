@@ -34,7 +34,11 @@ struct abr_event {
   static constexpr uint32_t kAlive = 0xAB5E7E47, kDead = 0xDEADE7E4;
   uint32_t magic = kAlive;
   std::unique_ptr<abr::Event> impl;  // nullptr: complete when recorded
-  explicit abr_event(std::unique_ptr<abr::Event> event) : impl(std::move(event)) {}
+  // The runtime's: once the event is seen complete, what released streams kept for
+  // work up to it can go at once, not at the runtime's next transfer.
+  std::shared_ptr<abr::PendingReleases> releases;
+  abr_event(std::unique_ptr<abr::Event> event, std::shared_ptr<abr::PendingReleases> pending)
+      : impl(std::move(event)), releases(std::move(pending)) {}
   ~abr_event() { magic = kDead; }
 };
 

@@ -56,7 +56,8 @@ abr_status abr_event_record(abr_stream* stream, abr_event** out) {
   return guarded(__func__, [&] {
     require_pointer(out, "out");
     *out = nullptr;
-    *out = new abr_event(require_pointer(stream_of(stream), "stream")->record());
+    abr::Stream& recorded = *require_pointer(stream_of(stream), "stream");
+    *out = new abr_event(recorded.record(), stream->releases);
   });
 }
 
@@ -65,6 +66,7 @@ abr_status abr_event_query(abr_event* event) {
   const abr_status status = guarded(__func__, [&] {
     abr_event& e = event_of(event);
     complete = !e.impl || e.impl->complete();
+    if (complete && e.releases) e.releases->collect();
   });
   return status == ABR_OK && !complete ? ABR_NOT_READY : status;
 }
@@ -73,6 +75,7 @@ abr_status abr_event_synchronize(abr_event* event) {
   return guarded(__func__, [&] {
     abr_event& e = event_of(event);
     if (e.impl) e.impl->wait();
+    if (e.releases) e.releases->collect();
   });
 }
 

@@ -432,7 +432,9 @@ ABR_API abr_status abr_stream_wait(abr_stream* stream, abr_stream* other);
 ABR_API void abr_stream_destroy(abr_stream* stream);
 /* Accepts NULL. Lets go of the stream without waiting: its queued work goes on,
  * and the sources it keeps alive are released once that work has completed
- * (checked on the runtime's later calls; abr_runtime_destroy waits for the rest).
+ * (checked on the runtime's later calls, and by abr_event_query and
+ * abr_event_synchronize once an event of that runtime's streams is complete;
+ * abr_runtime_destroy waits for the rest).
  * A wrapped native stream stays its owner's, who keeps it alive until that work
  * has completed (abr_event_record before this call says when). After the runtime
  * is destroyed this waits, as abr_stream_destroy does. */
@@ -443,7 +445,9 @@ ABR_API void abr_stream_release(abr_stream* stream);
  * CPU's inline stream it is complete when recorded. */
 ABR_API abr_status abr_event_record(abr_stream* stream, abr_event** out);
 /* Never blocks: ABR_OK when the work is complete (or failed: abr_event_synchronize
- * says which), ABR_NOT_READY while it runs. */
+ * says which), ABR_NOT_READY while it runs. Once it is complete, what released
+ * streams of the runtime kept for completed work is released here (see
+ * abr_stream_release), as it is by abr_event_synchronize. */
 ABR_API abr_status abr_event_query(abr_event* event);
 /* Blocks until the work is complete; its failure, if any, is the status. */
 ABR_API abr_status abr_event_synchronize(abr_event* event);

@@ -119,3 +119,29 @@ def test_a_batch_queued_at_once_shares_one_event():
         np.testing.assert_array_equal(np.from_dlpack(result), array)
     structure = ab.to_device({"a": arrays[:3], "b": arrays[-1]}, "opencl:0", non_blocking=True)
     np.testing.assert_array_equal(np.from_dlpack(structure["b"].to("cpu")), arrays[-1])
+
+
+def test_a_source_goes_as_soon_as_its_queued_work_is_seen_done():
+    # Not at the runtime's next transfer: waiting on the Tensor (or seeing it ready)
+    # releases what the queued work kept, so the source's memory goes back then.
+    out = run_with_fake_cuda("""
+        import gc, weakref, numpy as np, arraybridge as ab
+        x = np.arange(1 << 16, dtype=np.int32)
+        for ask in ("wait", "is_ready"):
+            src = ab.to_device(x, "cuda_host")
+            kept = weakref.ref(src)
+            t = ab.to_device(src, "cuda:0", non_blocking=True)
+            del src
+            gc.collect()
+            assert kept() is not None, ask  # the queued copy still reads it
+            if ask == "wait":
+                t.wait()
+            else:
+                while not t.is_ready():
+                    pass
+            gc.collect()
+            assert kept() is None, ask
+            np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), x)
+        print("ok")
+    """, delay_us=50000)
+    assert out.strip() == "ok"

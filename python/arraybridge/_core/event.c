@@ -41,6 +41,7 @@ int event_settle(PyObject* event) {
   }
   self->done = 1;
   Py_CLEAR(self->keep);
+  core_drain(); /* sources the runtime let go of once the work was done */
   return 0;
 }
 
@@ -55,6 +56,7 @@ int event_ready(PyObject* event) {
   }
   self->done = 1;
   Py_CLEAR(self->keep);
+  core_drain(); /* sources the runtime let go of once the work was done */
   return 1;
 }
 
