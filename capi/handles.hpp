@@ -24,7 +24,8 @@ struct abr_stream {
   static constexpr uint32_t kAlive = 0xAB575EA3, kDead = 0xDEAD5753;
   uint32_t magic = kAlive;
   std::unique_ptr<abr::Stream> impl;
-  std::shared_ptr<abr::PendingReleases> releases;  // the runtime's: where abr_stream_release leaves its work
+  // The runtime's: where abr_stream_release, and abr_event_record, leave what the stream keeps for its work.
+  std::shared_ptr<abr::PendingReleases> releases;
   abr_stream(std::unique_ptr<abr::Stream> stream, std::shared_ptr<abr::PendingReleases> pending)
       : impl(std::move(stream)), releases(std::move(pending)) {}
   ~abr_stream() { magic = kDead; }

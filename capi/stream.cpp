@@ -28,7 +28,10 @@ abr_status abr_stream_wrap(abr_runtime* runtime, DLDevice device, void* native, 
 }
 
 abr_status abr_stream_synchronize(abr_stream* stream) {
-  return guarded(__func__, [&] { require_pointer(stream_of(stream), "stream")->synchronize(); });
+  return guarded(__func__, [&] {
+    require_pointer(stream_of(stream), "stream")->synchronize();
+    stream->releases->collect();  // what an event recorded on it handed over
+  });
 }
 
 abr_status abr_stream_wait(abr_stream* stream, abr_stream* other) {
@@ -42,6 +45,7 @@ abr_status abr_stream_wait(abr_stream* stream, abr_stream* other) {
 void abr_stream_destroy(abr_stream* stream) {
   if (!stream || stream->magic != abr_stream::kAlive) return;
   guarded(__func__, [&] { stream->impl->synchronize(); });  // pending work finishes first
+  stream->releases->collect();                              // what an event recorded on it handed over
   delete stream;
 }
 
@@ -57,7 +61,11 @@ abr_status abr_event_record(abr_stream* stream, abr_event** out) {
     require_pointer(out, "out");
     *out = nullptr;
     abr::Stream& recorded = *require_pointer(stream_of(stream), "stream");
-    *out = new abr_event(recorded.record(), stream->releases);
+    auto made = std::make_unique<abr_event>(recorded.record(), stream->releases);
+    // What the stream keeps for work up to the event goes to the runtime's pending
+    // releases, so it goes once this event (or a later one) is seen complete.
+    stream->releases->add(recorded.take_retained());
+    *out = made.release();
   });
 }
 

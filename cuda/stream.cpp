@@ -162,6 +162,15 @@ std::vector<Retained> CudaStream::let_go() {
   return handed;
 }
 
+std::vector<Retained> CudaStream::take_retained() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Retained> handed;
+  handed.reserve(pending_.size());  // throws before anything moved
+  for (auto& [event, storage] : pending_) handed.push_back({std::move(event), std::move(storage)});
+  pending_.clear();
+  return handed;
+}
+
 std::unique_ptr<Event> CudaStream::record() {
   Scope scope(*device_);
   return record_event(device_, stream_);

@@ -46,6 +46,7 @@ class CudaStream final : public Stream {
   void wait_for(Stream& other) override;
   void wait_for_event(Event& event) override;
   std::vector<Retained> let_go() override;
+  std::vector<Retained> take_retained() override;
   std::unique_ptr<Event> record() override;
 
   std::size_t pending() const;  // storage still waiting for its work

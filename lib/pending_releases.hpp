@@ -1,5 +1,6 @@
-// What streams let go of without waiting (abr_stream_release) keeps its storage
-// (sources the queued work still reads) until that work completes. The runtime
+// What streams let go of without waiting (abr_stream_release), or hand over when
+// an event is recorded on them (abr_event_record), keeps its storage (sources the
+// queued work still reads) until that work completes. The runtime
 // releases what has completed on its later calls and waits for the rest when it
 // is destroyed; a stream let go of after that waits for its own work.
 #pragma once

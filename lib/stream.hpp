@@ -48,6 +48,11 @@ class Stream {
     synchronize();
     return {};
   }
+  // Hands over the storage kept alive so far, each with the event that frees it;
+  // the stream stays in use (abr_event_record gives it to the runtime's pending
+  // releases, so that it goes once an event shows the work done). A backend that
+  // does not track its work keeps nothing to hand over.
+  virtual std::vector<Retained> take_retained() { return {}; }
   // An event after the work submitted so far; nullptr when that work is already complete.
   virtual std::unique_ptr<Event> record() = 0;
 };

@@ -77,6 +77,14 @@ void QueueStream::wait_for_event(Event& event) {
 }
 
 std::vector<Retained> QueueStream::let_go() {
+  std::vector<Retained> handed = take_retained();
+  std::lock_guard<std::mutex> lock(mutex_);
+  let_go_ = true;
+  context_->api().Flush(queue_.get());
+  return handed;
+}
+
+std::vector<Retained> QueueStream::take_retained() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Retained> handed;
   try {
@@ -87,8 +95,6 @@ std::vector<Retained> QueueStream::let_go() {
     context_->api().Finish(queue_.get());
   }
   pending_.clear();
-  let_go_ = true;
-  context_->api().Flush(queue_.get());
   return handed;
 }
 

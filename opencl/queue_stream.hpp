@@ -29,6 +29,7 @@ class QueueStream final : public Stream {
   void wait_for(Stream& other) override;
   void wait_for_event(Event& event) override;
   std::vector<Retained> let_go() override;
+  std::vector<Retained> take_retained() override;
   std::unique_ptr<Event> record() override;
 
   // Storage still waiting for its work (for tests and statistics).

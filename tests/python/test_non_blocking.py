@@ -4,6 +4,7 @@ waits for it: NumPy and the buffer protocol on the host, a consumer's CUDA strea
 on the device. On PoCL in process; on the fake CUDA driver, whose streams lag, a
 read before the wait is shown to be wrong."""
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -145,3 +146,17 @@ def test_a_source_goes_as_soon_as_its_queued_work_is_seen_done():
         print("ok")
     """, delay_us=50000)
     assert out.strip() == "ok"
+
+
+def test_on_the_runtimes_own_opencl_queue_a_source_goes_once_its_work_is_waited_for():
+    # The queue is kept for later work: what it kept for this transfer is handed to
+    # the runtime when the event is recorded, so the wait releases it.
+    n = 1 << 22  # 16 MiB: a write PoCL queues rather than runs at once
+    src = ab.to_device(np.arange(n, dtype=np.float32), "cpu", copy=True)
+    kept = weakref.ref(src)
+    t = ab.to_device(src, "opencl:0", copy=True, non_blocking=True)
+    del src
+    t.wait()
+    gc.collect()
+    assert kept() is None
+    np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), np.arange(n, dtype=np.float32))
