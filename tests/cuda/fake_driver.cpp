@@ -32,8 +32,9 @@
 //    as on the H100; async copies from memory neither allocated page-locked nor
 //    registered are counted ("pageable_async_copies": the real driver runs them
 //    synchronously, through its own staging, at a fraction of the link's speed).
-//  - CUDA IPC as the driver documents it: cuMemAlloc memory is shareable (a memfd
-//    here, mapped by the importer through /proc/<pid>/fd), cuMemAllocAsync pool
+//  - CUDA IPC as the driver documents it: cuMemAlloc memory is shareable (carved
+//    from a few large sparse memfds here, not one descriptor per allocation, and
+//    mapped by the importer through /proc/<pid>/fd), cuMemAllocAsync pool
 //    memory and any pointer that is not an allocation's base are refused;
 //    opening a handle in its own process is CUDA_ERROR_INVALID_CONTEXT, opening
 //    it again in one process counts references, cuMemFree of an imported mapping
@@ -152,6 +153,8 @@ struct Use {
   uint64_t seq;  // the operation that uses the memory
 };
 
+struct SharedRegion;
+
 struct Range {
   uint64_t size;
   int device;   // -1: page-locked host memory
@@ -163,10 +166,11 @@ struct Range {
   bool freed = false;      // a free is queued: no use may follow
   bool abandoned = false;  // allocated when a sticky error struck: left to the driver, as libraries must
   std::vector<Use> uses;
-  int fd = -1;            // cuMemAlloc memory: the memfd behind it (shareable through IPC)
-  uint64_t mapped = 0;    // bytes mmapped (memfd or imported), 0: from aligned_alloc
-  int imported_refs = 0;  // a mapping cuIpcOpenMemHandle made: its open count
-  std::string ipc_key;    // of an imported mapping: the exporter's pid, fd and inode
+  SharedRegion* region = nullptr;  // cuMemAlloc memory: the region it was carved from
+  uint64_t offset = 0;             // ... and where in it (its header page precedes it)
+  uint64_t mapped = 0;             // imported: bytes mmapped from `real - kPage`
+  int imported_refs = 0;           // a mapping cuIpcOpenMemHandle made: its open count
+  std::string ipc_key;             // of an imported mapping: its handle (pid, fd, inode, offset, generation)
 };
 std::mutex g_memory_mutex;
 // By start address (device addresses tagged). Never destroyed: what a lost device
@@ -189,6 +193,100 @@ std::set<uint64_t>& g_unregistered_with_context = *new std::set<uint64_t>;
 std::map<uint64_t, uint64_t>& g_released = *new std::map<uint64_t, uint64_t>;
 
 thread_local std::vector<CUcontext> t_current;
+
+// ---------------------------------------------------------------- shared regions
+
+// cuMemAlloc memory is carved from a few shared regions (sparse memfds of a
+// GiB or more, each mapped once), not a memfd per allocation: a process holds
+// more allocations than its descriptor limit, and another process still maps an
+// allocation through /proc/<pid>/fd/<region fd> at its offset (CUDA IPC). Each
+// allocation follows a header page holding its generation, zeroed on free, so a
+// handle to freed or reused memory is refused. Freed pages go back to the
+// kernel (a hole punched), so a long run's memory stays flat.
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kRegionBytes = uint64_t{1} << 30;
+
+struct SharedRegion {
+  int fd;
+  char* base;
+  uint64_t bytes;
+  pid_t owner;                              // a forked child leaves its parent's regions alone
+  std::map<uint64_t, uint64_t> free_spans;  // offset -> bytes, coalesced
+};
+struct AllocationHeader {
+  uint64_t generation;  // 0: freed
+  uint64_t bytes;
+};
+std::vector<SharedRegion*>& g_regions = *new std::vector<SharedRegion*>;  // never unmapped: lives until exit
+uint64_t g_generation = 0;
+
+uint64_t pages_for(uint64_t bytes) { return (std::max<uint64_t>(bytes, 1) + kPage - 1) / kPage * kPage; }
+
+SharedRegion* new_region(uint64_t bytes) {
+  const int fd = memfd_create("fake-cuda-memory", MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  void* base = ftruncate(fd, static_cast<off_t>(bytes)) == 0
+      ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0)
+      : MAP_FAILED;
+  if (base == MAP_FAILED) {
+    close(fd);
+    return nullptr;
+  }
+  auto* region = new SharedRegion{fd, static_cast<char*>(base), bytes, getpid(), {{0, bytes}}};
+  g_regions.push_back(region);
+  return region;
+}
+
+// First fit of `bytes` (page multiple) in `region`, or false.
+bool carve(SharedRegion* region, uint64_t bytes, uint64_t* offset) {
+  for (auto it = region->free_spans.begin(); it != region->free_spans.end(); ++it) {
+    if (it->second < bytes) continue;
+    *offset = it->first;
+    if (it->second > bytes) region->free_spans[it->first + bytes] = it->second - bytes;
+    region->free_spans.erase(it);
+    return true;
+  }
+  return false;
+}
+
+// Room for `bytes` behind a header page, from this process's regions (caller
+// holds g_memory_mutex); the data's address, or nullptr.
+char* region_allocate(uint64_t bytes, SharedRegion** region, uint64_t* offset) {
+  const uint64_t span = kPage + pages_for(bytes);
+  uint64_t start = 0;
+  *region = nullptr;
+  for (SharedRegion* candidate : g_regions)
+    if (candidate->owner == getpid() && carve(candidate, span, &start)) {
+      *region = candidate;
+      break;
+    }
+  if (!*region) {
+    *region = new_region(std::max(kRegionBytes, span));
+    if (!*region || !carve(*region, span, &start)) return nullptr;
+  }
+  *offset = start + kPage;
+  auto* header = reinterpret_cast<AllocationHeader*>((*region)->base + start);
+  *header = {++g_generation, bytes};
+  return (*region)->base + *offset;
+}
+
+// Gives an allocation's pages back to the kernel and its span to the region.
+void region_free(SharedRegion* region, uint64_t offset, uint64_t bytes) {
+  if (region->owner != getpid()) return;  // inherited through fork: the parent's memory
+  uint64_t start = offset - kPage, span = kPage + pages_for(bytes);
+  fallocate(region->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(start),
+            static_cast<off_t>(span));  // the header's generation reads 0 from now on
+  auto next = region->free_spans.lower_bound(start);
+  if (next != region->free_spans.end() && next->first == start + span) {
+    span += next->second;
+    next = region->free_spans.erase(next);
+  }
+  if (next != region->free_spans.begin() && std::prev(next)->first + std::prev(next)->second == start) {
+    std::prev(next)->second += span;
+    return;
+  }
+  region->free_spans[start] = span;
+}
 
 char* real_of(CUdeviceptr address) { return reinterpret_cast<char*>(address ^ kDeviceTag); }
 
@@ -313,6 +411,9 @@ class FakeStream {
 
 std::mutex g_stream_mutex;
 std::map<int, FakeStream*>& g_streams = *new std::map<int, FakeStream*>;  // live streams by id
+// cuCtxSynchronize calls waiting on streams they listed: a stream is not deleted under them.
+int g_context_syncs = 0;
+std::condition_variable g_context_syncs_done;
 int g_next_stream_id = 1;
 FakeStream* g_default[kMaxDevices];  // the legacy / per-thread stream of each device
 
@@ -327,7 +428,8 @@ FakeStream::FakeStream(int device) : device_(device) {
 
 FakeStream::~FakeStream() {
   {
-    std::lock_guard<std::mutex> lock(g_stream_mutex);
+    std::unique_lock<std::mutex> lock(g_stream_mutex);
+    g_context_syncs_done.wait(lock, [] { return g_context_syncs == 0; });
     g_streams.erase(id_);
   }
   {
@@ -365,6 +467,21 @@ bool use_finished(const Use& use) {
   return it == g_streams.end() || it->second->finished(use.seq);
 }
 
+// Keeps of a long-lived allocation's uses (the runtime's device cache reuses one
+// for ever) only those a check can still need: the last of each live stream (a
+// stream runs in order, so ordering after it orders after the earlier ones; a
+// destroyed stream ran everything). Caller holds g_memory_mutex.
+void forget_covered_uses(std::vector<Use>& uses) {
+  std::map<int, uint64_t> last;
+  {
+    std::lock_guard<std::mutex> lock(g_stream_mutex);
+    for (const Use& use : uses)
+      if (g_streams.count(use.stream)) last[use.stream] = std::max(last[use.stream], use.seq);
+  }
+  uses.clear();
+  for (const auto& entry : last) uses.push_back({entry.first, entry.second});
+}
+
 // Stream-ordered rules for an operation `seq` on `stream` that touches the
 // allocation holding `address`: it must be ordered after the allocation. The
 // use is recorded so that the free can be checked against it.
@@ -378,6 +495,7 @@ void note_use(CUdeviceptr address, FakeStream* stream, uint64_t seq, const char*
         "use-before-alloc: %s on stream %d uses the allocation at %#llx made by cuMemAllocAsync on stream %d, "
         "with no event ordering it after the allocation",
         call, stream->id(), static_cast<unsigned long long>(start), range->alloc_stream);
+  if (range->uses.size() >= 32) forget_covered_uses(range->uses);
   range->uses.push_back({stream->id(), seq});
 }
 
@@ -461,11 +579,12 @@ void run_kernel(int kernel, CUdeviceptr src, CUdeviceptr dst, const abr::cuda::W
 // Frees a range the driver still knows (caller holds g_memory_mutex).
 void release_locked(std::map<uint64_t, Range>::iterator it) {
   if (it->second.device >= 0) g_released[it->first] = it->second.size;
-  if (it->second.mapped)
-    munmap(it->second.real, it->second.mapped);
+  if (it->second.region)
+    region_free(it->second.region, it->second.offset, it->second.size);
+  else if (it->second.mapped)
+    munmap(it->second.real - kPage, it->second.mapped);
   else
     std::free(it->second.real);
-  if (it->second.fd >= 0) close(it->second.fd);
   g_ranges.erase(it);
 }
 
@@ -728,12 +847,19 @@ CUresult cuCtxSynchronize() {
     std::lock_guard<std::mutex> lock(g_stream_mutex);
     for (const auto& entry : g_streams)
       if (entry.second->device() == device) streams.push_back(entry.second);
+    ++g_context_syncs;  // another thread's cuStreamDestroy waits until we are done with them
   }
-  for (FakeStream* stream : streams) stream->synchronize();  // streams are destroyed only after their work
+  for (FakeStream* stream : streams) stream->synchronize();
+  {
+    std::lock_guard<std::mutex> lock(g_stream_mutex);
+    --g_context_syncs;
+  }
+  g_context_syncs_done.notify_all();
   return g_sticky.load();
 }
 
-// Shared memory another process can map through /proc/<pid>/fd/<fd>; nullptr when none.
+// A page of its own another process can map through /proc/<pid>/fd/<fd> (an
+// interprocess event's counts); nullptr when none.
 static char* shared_memory(uint64_t bytes, int* fd, uint64_t* mapped) {
   *mapped = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
   *fd = memfd_create("fake-cuda", MFD_CLOEXEC);
@@ -752,15 +878,20 @@ static CUresult allocate(CUdeviceptr* ptr, size_t bytes, FakeStream* ordered_on)
   if (fail_allocation()) return CUDA_ERROR_OUT_OF_MEMORY;
   // cuMemAlloc memory can be shared with other processes (IPC); a stream-ordered
   // pool's cannot, as with the driver's default pool.
-  int fd = -1;
-  uint64_t mapped = 0;
-  char* real = ordered_on ? static_cast<char*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256))
-                          : shared_memory(bytes, &fd, &mapped);
+  SharedRegion* region = nullptr;
+  uint64_t offset = 0;
+  char* real = nullptr;
+  if (ordered_on) {
+    real = static_cast<char*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256));
+  } else {
+    std::lock_guard<std::mutex> lock(g_memory_mutex);
+    real = region_allocate(bytes, &region, &offset);
+  }
   if (!real) return CUDA_ERROR_OUT_OF_MEMORY;
   *ptr = reinterpret_cast<CUdeviceptr>(real) ^ kDeviceTag;
   Range range{bytes, current_device(), current_device(), real};
-  range.fd = fd;
-  range.mapped = mapped;
+  range.region = region;
+  range.offset = offset;
   if (ordered_on) {  // the allocation is a point in the stream's order
     range.stream_ordered = true;
     range.alloc_stream = ordered_on->id();
@@ -1195,19 +1326,22 @@ CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
 // ---------------------------------------------------------------- IPC
 
 // What a fake IPC handle holds (CU_IPC_HANDLE_SIZE bytes): the exporting process,
-// the memfd behind the memory or event there, and its inode (so a closed fd whose
-// number was reused is never mistaken for it).
+// the memfd behind the memory or event there and its inode (so a closed fd whose
+// number was reused is never mistaken for it); for memory, where the allocation
+// lies in that region and its generation (so freed or reused memory is refused).
 struct FakeIpcHandle {
   char magic[8];
   int32_t pid;
   int32_t fd;
   uint64_t inode;
   uint64_t bytes;
+  uint64_t offset;
+  uint64_t generation;
 };
 static_assert(sizeof(FakeIpcHandle) <= CU_IPC_HANDLE_SIZE, "a fake IPC handle must fit the driver's");
 constexpr char kIpcMagic[8] = "fakeipc";
 
-static bool fill_ipc_handle(char* out, int fd, uint64_t bytes) {
+static bool fill_ipc_handle(char* out, int fd, uint64_t bytes, uint64_t offset = 0, uint64_t generation = 0) {
   struct stat facts {};
   if (fstat(fd, &facts) != 0) return false;
   FakeIpcHandle handle{};
@@ -1216,6 +1350,8 @@ static bool fill_ipc_handle(char* out, int fd, uint64_t bytes) {
   handle.fd = fd;
   handle.inode = facts.st_ino;
   handle.bytes = bytes;
+  handle.offset = offset;
+  handle.generation = generation;
   std::memset(out, 0, CU_IPC_HANDLE_SIZE);
   std::memcpy(out, &handle, sizeof handle);
   return true;
@@ -1260,8 +1396,11 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
         "and compute-sanitizer reports the call); check CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE first",
         static_cast<unsigned long long>(ptr));
   // Pool memory (cuMemAllocAsync), imported mappings and host memory cannot be exported.
-  if (range.device < 0 || range.freed || range.fd < 0) return CUDA_ERROR_INVALID_VALUE;
-  return fill_ipc_handle(handle->reserved, range.fd, range.size) ? CUDA_SUCCESS : CUDA_ERROR_MAP_FAILED;
+  if (range.device < 0 || range.freed || !range.region) return CUDA_ERROR_INVALID_VALUE;
+  const auto* header = reinterpret_cast<const AllocationHeader*>(range.real - kPage);
+  return fill_ipc_handle(handle->reserved, range.region->fd, range.size, range.offset, header->generation)
+      ? CUDA_SUCCESS
+      : CUDA_ERROR_MAP_FAILED;
 }
 
 CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int flags) {
@@ -1271,8 +1410,8 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int
   FakeIpcHandle handle;
   int fd = -1;
   if (const CUresult status = open_ipc_handle(bytes.reserved, "cuIpcOpenMemHandle", &handle, &fd)) return status;
-  const std::string key =
-      std::to_string(handle.pid) + ":" + std::to_string(handle.fd) + ":" + std::to_string(handle.inode);
+  const std::string key = std::to_string(handle.pid) + ":" + std::to_string(handle.fd) + ":" +
+      std::to_string(handle.inode) + ":" + std::to_string(handle.offset) + ":" + std::to_string(handle.generation);
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   for (auto& entry : g_ranges)  // opened before in this context: one more reference, the same pointer
     if (entry.second.imported_refs && entry.second.ipc_key == key && entry.second.context == current_device()) {
@@ -1281,12 +1420,26 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle bytes, unsigned int
       *ptr = entry.first;
       return CUDA_SUCCESS;
     }
-  const uint64_t mapped = (std::max<uint64_t>(handle.bytes, 1) + 4095) / 4096 * 4096;
-  void* real = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // The allocation and its header page, which must still hold the handle's generation.
+  const uint64_t mapped = kPage + pages_for(handle.bytes);
+  struct stat facts {};
+  if (handle.offset < kPage || handle.offset % kPage || handle.generation == 0 || fstat(fd, &facts) != 0 ||
+      handle.offset - kPage + mapped > static_cast<uint64_t>(facts.st_size)) {
+    close(fd);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* window =
+      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(handle.offset - kPage));
   close(fd);  // the mapping keeps the memory
-  if (real == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
+  if (window == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
+  const auto* header = static_cast<const AllocationHeader*>(window);
+  if (header->generation != handle.generation || header->bytes != handle.bytes) {
+    munmap(window, mapped);
+    return CUDA_ERROR_INVALID_HANDLE;  // the exporter freed it (and may have reused the place)
+  }
+  char* real = static_cast<char*>(window) + kPage;
   *ptr = reinterpret_cast<CUdeviceptr>(real) ^ kDeviceTag;
-  Range range{handle.bytes, current_device(), current_device(), static_cast<char*>(real)};
+  Range range{handle.bytes, current_device(), current_device(), real};
   range.mapped = mapped;
   range.imported_refs = 1;
   range.ipc_key = key;

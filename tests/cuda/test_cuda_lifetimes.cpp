@@ -3,8 +3,12 @@
 // context, and one thread's staging block reused under another thread's DMA.
 // Against the fake driver each fails today's mistakes; on a GPU the same cases
 // check values (ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1).
+#include <dirent.h>
+#include <sys/resource.h>
+
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,4 +126,66 @@ TEST_CASE_FIXTURE(NoDriverFindings,
   if (fake) fake.control("delay_us", 0);
   CHECK(failed.load() == 0);
   CHECK(wrong.load() == 0);
+}
+
+namespace {
+
+// Descriptors this process has open now.
+int open_descriptors() {
+  int n = 0;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (const dirent* entry = readdir(dir))
+      if (entry->d_name[0] != '.') ++n;
+    closedir(dir);
+  }
+  return n - 1;  // the directory's own
+}
+
+// Lowers the soft descriptor limit while it lives.
+struct DescriptorLimit {
+  rlimit before{};
+  explicit DescriptorLimit(rlim_t soft) {
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+    rlimit lowered = before;
+    lowered.rlim_cur = soft;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  }
+  ~DescriptorLimit() { setrlimit(RLIMIT_NOFILE, &before); }
+};
+
+}  // namespace
+
+// Device memory is no descriptor of the process (the fake once made a memfd per
+// allocation): a program holds more buffers than its descriptor limit.
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA more live buffers than the descriptor limit allows: every value intact") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  Fake fake;
+  const long long allocations_before = fake ? fake.stat("device_allocations") : 0;
+  const int limit = std::max(256, open_descriptors() + 32);  // room for what the runtime opens itself
+  const int buffers = limit + 100;
+  std::vector<std::unique_ptr<Owned>> held;
+  {
+    DescriptorLimit lowered(static_cast<rlim_t>(limit));
+    for (int i = 0; i < buffers; ++i) {
+      std::vector<int32_t> data = iota(256, i * 1000);
+      Managed source(data.data(), i32, {256});
+      DLManagedTensorVersioned* device = nullptr;
+      abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+      options.copy = ABR_COPY_ALWAYS;
+      const abr_status status = abr_to_device(rt, &source.managed, cuda0, &options, nullptr, &device);
+      const std::string error = status == ABR_OK ? "" : abr_last_error();
+      INFO("buffer " << i << " of " << buffers << " under a limit of " << limit << ": " << error);
+      REQUIRE(status == ABR_OK);
+      held.push_back(std::make_unique<Owned>(device));
+    }
+    if (fake) CHECK(fake.stat("device_allocations") - allocations_before >= buffers);
+    for (int i = 0; i < buffers; ++i) {
+      const std::vector<int32_t> back = read_back(rt, **held[static_cast<std::size_t>(i)]);
+      REQUIRE(back == iota(256, i * 1000));
+    }
+    held.clear();
+    REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);  // the device cache kept them for reuse: back to the driver
+  }
+  if (fake) CHECK(fake.stat("device_allocations") == allocations_before);
 }
