@@ -3,42 +3,23 @@
 // the view's layout and the GPU's UUID into abr_ipc_handle's bytes. The importer
 // finds the same GPU by UUID, opens the memory (cuIpcOpenMemHandle, closed by the
 // tensor's deleter after this process's queued work) and orders itself after the
-// event. The header's comment on abr_ipc_export states the lifetime rule.
-#include <signal.h>
+// event. The header's comment on abr_ipc_export states the lifetime rule; the
+// bytes and their checks, all made before any driver call, are ipc_handle.cpp's.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "lib/device_kinds.hpp"
 #include "lib/export.hpp"
 #include "lib/log.hpp"
 #include "cuda/backend.hpp"
+#include "cuda/ipc_handle.hpp"
 #include "cuda/stream.hpp"
 
 namespace abr::cuda {
 namespace {
 
-constexpr char kMagic[8] = {'a', 'b', 'r', '-', 'i', 'p', 'c', 1};  // the last byte is the format's version
-
-// The handle's fixed part; shape then strides (ndim each) follow it.
-struct IpcBody {
-  char magic[8];
-  int32_t exporter_pid;
-  int32_t exporter_ordinal;  // for messages: the GPU's number in the exporting process
-  CUipcMemHandle memory;     // the whole allocation holding the view
-  CUipcEventHandle event;    // after the work queued before the export
-  CUuuid gpu;
-  DLDataType dtype;
-  int32_t ndim;
-  uint64_t offset;  // the first element's byte offset in the allocation
-  uint64_t allocation_bytes;
-  uint64_t address;  // the first element's address in the exporting process
-};
-
 bool same_gpu(const CUuuid& a, const CUuuid& b) { return std::memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0; }
-
-bool process_exited(int32_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 // Memory opened with cuIpcOpenMemHandle, closed in its device's context.
 class IpcMapping final : public Storage {
@@ -85,16 +66,13 @@ uint32_t Backend::ipc_export(const Layout& tensor, Stream* stream, unsigned char
          "an empty {} tensor has no memory to share with another process: send its shape "
          "instead",
          device_string(tensor.device));
-  const std::size_t dims_bytes = 2 * static_cast<std::size_t>(tensor.ndim()) * sizeof(int64_t);
-  if (sizeof(IpcBody) + dims_bytes > capacity) fail(ABR_ERR_INTERNAL, "an IPC handle outgrew abr_ipc_handle");
   memory_context(tensor);  // the memory is this device's, and the whole view lies in one allocation
   std::shared_ptr<Device> owner = device(tensor.device);
   Scope scope(*owner);
   const CUdeviceptr first = reinterpret_cast<CUdeviceptr>(tensor.data) + tensor.byte_offset;
   const PointerFacts facts = pointer_facts(*owner, first + static_cast<uint64_t>(tensor.min_byte));
 
-  IpcBody body{};
-  std::memcpy(body.magic, kMagic, sizeof kMagic);
+  IpcHandleBody body{};
   // Asked first: the driver refuses pool memory too, but sanitizers report the failed call.
   if (from_memory_pool(*owner, facts.start))
     fail(ABR_ERR_UNSUPPORTED,
@@ -106,7 +84,6 @@ uint32_t Backend::ipc_export(const Layout& tensor, Stream* stream, unsigned char
   CUevent event = owner->ipc_event();
   owner->check(cu_->cuEventRecord(event, native_stream(stream)), "cuEventRecord (interprocess)");
   owner->check(cu_->cuIpcGetEventHandle(&body.event, event), "cuIpcGetEventHandle");
-  body.exporter_pid = static_cast<int32_t>(getpid());
   body.exporter_ordinal = tensor.device.device_id;
   body.gpu = owner->uuid();
   body.dtype = tensor.dtype;
@@ -114,41 +91,14 @@ uint32_t Backend::ipc_export(const Layout& tensor, Stream* stream, unsigned char
   body.offset = first - facts.start;
   body.allocation_bytes = facts.size;
   body.address = first;
-  std::memcpy(out, &body, sizeof body);
-  std::memcpy(out + sizeof body, tensor.shape.data(), dims_bytes / 2);
-  std::memcpy(out + sizeof body + dims_bytes / 2, tensor.strides.data(), dims_bytes / 2);
-  return static_cast<uint32_t>(sizeof body + dims_bytes);
+  return write_ipc_handle(body, tensor.shape, tensor.strides, out, capacity);
 }
 
 DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::size_t size, Stream* stream) {
-  IpcBody body{};
-  if (size >= sizeof body) std::memcpy(&body, handle, sizeof body);
-  if (size < sizeof body || std::memcmp(body.magic, kMagic, sizeof kMagic) != 0)
-    fail(ABR_ERR_INVALID_ARGUMENT,
-         "these {} bytes are not an IPC handle from abr_ipc_export (or come from an "
-         "arraybridge with another handle format)",
-         size);
-  if (body.ndim < 0 || body.ndim > ABR_MAX_NDIM ||
-      size != sizeof body + 2 * static_cast<std::size_t>(body.ndim) * sizeof(int64_t))
-    fail(ABR_ERR_INVALID_ARGUMENT, "the IPC handle is damaged: {} bytes for {} dimensions", size, body.ndim);
-  Dims shape(static_cast<std::size_t>(body.ndim)), strides(static_cast<std::size_t>(body.ndim));
-  std::memcpy(shape.data(), handle + sizeof body, shape.size() * sizeof(int64_t));
-  std::memcpy(strides.data(), handle + sizeof body + shape.size() * sizeof(int64_t), strides.size() * sizeof(int64_t));
-  // The view must lie inside the allocation, as it did when exported: checked
-  // with the offset standing in for the address.
-  DLTensor probe{reinterpret_cast<void*>(static_cast<uintptr_t>(body.offset) | 1),
-                 {kDLCUDA, 0},
-                 body.ndim,
-                 body.dtype,
-                 shape.data(),
-                 strides.data(),
-                 0};
-  const Layout layout = validate_tensor(probe, Role::Source, "the IPC handle's tensor");
-  if (layout.numel > 0 &&
-      (static_cast<uint64_t>(-layout.min_byte) > body.offset ||
-       body.offset + static_cast<uint64_t>(layout.max_byte_end) > body.allocation_bytes))
-    fail(ABR_ERR_INVALID_ARGUMENT, "the IPC handle is damaged: its view reaches outside its {}-byte allocation",
-         body.allocation_bytes);
+  const IpcHandleContents handle_read = read_ipc_handle(handle, size);  // no driver call before this passes
+  const IpcHandleBody& body = handle_read.body;
+  const Dims& shape = handle_read.shape;
+  const Dims& strides = handle_read.strides;
 
   std::shared_ptr<Device> here;
   for (const auto& candidate : devices_)
@@ -177,7 +127,7 @@ DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::
 
   CUdeviceptr base = 0;
   const CUresult opened = cu_->cuIpcOpenMemHandle(&base, body.memory, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-  if (opened != CUDA_SUCCESS && process_exited(body.exporter_pid))
+  if (opened != CUDA_SUCCESS && !exporter_alive(body))
     fail_backend(ABR_ERR_INVALID_ARGUMENT, opened,
                  "the process that exported this IPC handle (pid {}) has exited, "
                  "and its memory with it ({})",
@@ -192,7 +142,7 @@ DLManagedTensorVersioned* Backend::ipc_import(const unsigned char* handle, std::
 
   CUevent event = nullptr;
   const CUresult event_opened = cu_->cuIpcOpenEventHandle(&event, body.event);
-  if (event_opened != CUDA_SUCCESS && process_exited(body.exporter_pid))
+  if (event_opened != CUDA_SUCCESS && !exporter_alive(body))
     fail_backend(ABR_ERR_INVALID_ARGUMENT, event_opened,
                  "the process that exported this IPC handle (pid {}) has "
                  "exited ({})",
