@@ -36,8 +36,9 @@ def parse_device(device):
             kind = DLDeviceType(int(kind))
         except (ValueError, TypeError):
             raise ValueError(f"arraybridge: unknown DLPack device type {kind!r} in {device!r}") from None
-        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-            raise ValueError(f"arraybridge: the device id in {device!r} must be an int >= 0")
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 2**31:
+            raise ValueError(f"arraybridge: the device id in {device!r} must be an int from 0 to 2**31 - 1 "
+                             "(DLPack's int32)")
         return kind, index
     raise TypeError(f"arraybridge: a device is a string like 'cpu', 'cuda:0', 'cuda_host' or 'opencl:0', "
                     f"or a (type, id) pair; got {device!r}")

@@ -93,7 +93,12 @@ const DLTensor* imported_tensor(const Imported* imported) {
                              : &((DLManagedTensor*)imported->tensor)->dl_tensor;
 }
 
+/* Keeps any exception in flight, as capsule_destructor does: a failed call deletes
+ * its imports after raising, and a producer's deleter may run Python code, which
+ * must not start with an exception set (it would fail, and lose ours). */
 void imported_delete(Imported* imported) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
   if (imported->versioned) {
     DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)imported->tensor;
     if (t->deleter) t->deleter(t);
@@ -102,6 +107,7 @@ void imported_delete(Imported* imported) {
     if (t->deleter) t->deleter(t);
   }
   imported->tensor = NULL;
+  PyErr_Restore(type, value, traceback);
 }
 
 static void finish_foreign(Release* node) {

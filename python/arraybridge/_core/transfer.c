@@ -129,10 +129,17 @@ int parse_stream(PyObject* stream, uintptr_t* out) {
 
 /* ------------------------------------------------------------------ import */
 
+/* Whether `t->shape` may be read for its `ndim` extents. The runtime validates every
+ * field, but the shortcuts below read the shape before it is called: a producer's
+ * NULL shape or wild ndim must reach the runtime's refusal, not crash them. */
+static int has_readable_shape(const DLTensor* t) {
+  return t->ndim >= 0 && t->ndim <= ABR_MAX_NDIM && (t->ndim == 0 || t->shape);
+}
+
 /* Whether a stride times the item size overflows 64 bits on a dim that is walked:
  * no real tensor has such strides (the runtime would refuse them). */
 static int has_impossible_strides(const DLTensor* t) {
-  if (!t->strides) return 0;
+  if (!t->strides || !has_readable_shape(t)) return 0;
   const int64_t item = dtype_item_bytes(t->dtype);
   for (int32_t i = 0; i < t->ndim; ++i) {
     int64_t bytes;
@@ -330,7 +337,7 @@ static int is_view_by_contract(const Request* request, DLDevice src, DLDevice ds
 #define HOLD_GIL_HOST_BYTES (1u << 20)
 
 static int is_small_host_copy(const DLTensor* src, DLDevice dst, uintptr_t stream) {
-  if (src->device.device_type != kDLCPU || dst.device_type != kDLCPU || stream) return 0;
+  if (src->device.device_type != kDLCPU || dst.device_type != kDLCPU || stream || !has_readable_shape(src)) return 0;
   uint64_t bytes = (uint64_t)dtype_item_bytes(src->dtype);
   for (int32_t i = 0; i < src->ndim && bytes <= HOLD_GIL_HOST_BYTES; ++i) bytes *= (uint64_t)src->shape[i];
   return bytes <= HOLD_GIL_HOST_BYTES;
@@ -694,6 +701,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   for (Py_ssize_t i = 0; i < n && hold_gil; ++i) {
     const DLTensor* t = imported_tensor(&imports[i]);
     hold_gil = imports[i].versioned && is_small_host_copy(t, request.dst, 0);
+    if (!hold_gil) break; /* t's shape may be unreadable */
     uint64_t bytes = (uint64_t)dtype_item_bytes(t->dtype);
     for (int32_t d = 0; d < t->ndim; ++d) bytes *= (uint64_t)t->shape[d];
     host_bytes += bytes;
