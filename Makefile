@@ -216,6 +216,25 @@ $(ASAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(ASAN_C
 test-cuda: $(BUILD)/bin/cuda-tests
 	$(BUILD)/bin/cuda-tests
 
+# The soak (tests/soak/): 10^6 transfers on 8 threads over every path and device,
+# sampled every 10^5 for growth; about a minute here, so not in make test (the
+# soak-short suite is). CUDA is the fake driver unless SOAK_CUDA_LIBRARY names
+# another: make soak SOAK_CUDA_LIBRARY=libcuda.so.1 on a GPU machine.
+SOAK := $(BUILD)/bin/arraybridge-soak
+SOAK_SRCS := tests/soak/soak.cpp tests/soak/workload.cpp tests/soak/samples.cpp
+SOAK_CUDA_LIBRARY ?= $(abspath $(FAKE_CUDA))
+SOAK_ARGS ?= --transfers 1000000 --threads 8 --sample-every 100000
+$(SOAK): $(SOAK_SRCS:%.cpp=$(BUILD)/obj/%.o) $(SHLIB) $(BUILD)/lib/libarraybridge.so
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CXX) -pthread -o $@ $(SOAK_SRCS:%.cpp=$(BUILD)/obj/%.o) -L$(BUILD)/lib -larraybridge -Wl,-rpath,'$$ORIGIN/../lib'
+
+.PHONY: soak
+soak: $(SOAK) $(FAKE_CUDA)
+	@mkdir -p $(BUILD)/soak
+	ARRAYBRIDGE_CUDA_LIBRARY=$(SOAK_CUDA_LIBRARY) $(SOAK) $(SOAK_ARGS) --json $(BUILD)/soak/soak.json \
+	  > $(BUILD)/soak/soak.txt; status=$$?; cat $(BUILD)/soak/soak.txt; exit $$status
+
 $(BUILD)/bin/c-abi-test: tests/abi/abi_test.c include/arraybridge/arraybridge.h $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
@@ -233,17 +252,27 @@ $(BUILD)/bin/concurrent-create: tests/abi/concurrent_create.c include/arraybridg
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_SECONDS ?= 300
 FUZZ_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-$(FUZZ_DIR)/obj/%.o: %.cpp
+# The host engine's element loops are left uninstrumented for coverage (why: tests/fuzz/coverage_ignore.txt).
+FUZZ_COVERAGE_IGNORE := tests/fuzz/coverage_ignore.txt
+$(FUZZ_DIR)/obj/%.o: %.cpp $(FUZZ_COVERAGE_IGNORE)
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$@)
-	$(Q)clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+	$(Q)clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g $(WARN) -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
+	  -fsanitize-coverage-ignorelist=$(FUZZ_COVERAGE_IGNORE) -MMD -MP -c $< -o $@
 
 $(FUZZ_DIR)/fuzz-transfer: tests/fuzz/fuzz_transfer.cpp $(CORE_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o) $(FATBIN_OBJ)
 	$(call say,LD,$@)
 	$(Q)clang++ $(CPPFLAGS_ALL) $(CXXSTD) -O1 -g -pthread $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ -ldl
 
-fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer
+# abr_ipc_import against the fake CUDA driver (tests/fuzz/fuzz_ipc_import.cpp), which it loads at run time.
+$(FUZZ_DIR)/fuzz-ipc-import: tests/fuzz/fuzz_ipc_import.cpp $(CORE_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o) $(FATBIN_OBJ) | $(FAKE_CUDA)
+	$(call say,LD,$@)
+	$(Q)clang++ $(CPPFLAGS_ALL) -DABR_FAKE_CUDA_PATH='"$(abspath $(FAKE_CUDA))"' $(CXXSTD) -O1 -g -pthread $(FUZZ_FLAGS) \
+	  -fsanitize=fuzzer -o $@ $^ -ldl
+
+fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer $(FUZZ_DIR)/fuzz-ipc-import
 	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
+	bash tests/fuzz/run_ipc.sh $(BUILD) $(FUZZ_SECONDS)
 
 # The C ABI program again, linked with the ASan + UBSan core (statically: that
 # build is not position-independent). concurrent_create is not: ASan's own thread
@@ -302,7 +331,7 @@ test-tsan: $(TSAN_DIR)/bin/thread-tests $(TSAN_DIR)/bin/cuda-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/cuda-tests
 
 TEST_PROGRAMS := $(FAKE_LLVM) $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
-  $(FUZZ_DIR)/fuzz-transfer
+  $(FUZZ_DIR)/fuzz-transfer $(FUZZ_DIR)/fuzz-ipc-import $(SOAK)
 
 # Both run the suites of tests/suites.txt: `make test` all of them (what CI runs),
 # `make check` the quick tier (no sanitizers, fuzzing or valgrind).
