@@ -244,6 +244,79 @@ if "py batch" in chosen:
     print(f"py batch|{256 * 4096}|{ours!r}|{loop!r}", flush=True)
 )PY";
 
+// Tensors between two NIXL peers (issue 38), beside NIXL used directly on the same NumPy
+// arrays: registering them each time, and registered beforehand. Prints
+// "py nixl send|<bytes>|<ours>|<register each time>|<registered before>" in seconds, or
+// "missing: <what>".
+const char* kNixlScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+if not ab.nixl_available():
+    print(f"missing: NIXL is not installed for {sys.executable} (pip install --no-deps nixl-cu12)"); sys.exit(0)
+from arraybridge import nixl
+from arraybridge._nixl import _load_nixl
+raw = _load_nixl()
+reps, warm = int(sys.argv[1]), int(sys.argv[2])
+def median(fn, n):
+    runs = max(3, reps // 4) if n >= (64 << 20) else reps
+    for _ in range(max(warm, 2) if n >= (64 << 20) else max(warm, 5)):
+        fn()
+    t = time.perf_counter(); fn(); once = time.perf_counter() - t
+    calls = max(1, min(1000, int(2e-3 / max(once, 1e-9))))
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t) / calls)
+    return sorted(times)[len(times) // 2]
+def finish(agent, handle):  # polls a posted READ to its end, as NIXL's examples do
+    state = agent.transfer(handle)
+    while state == "PROC":
+        state = agent.check_xfer_state(handle)
+    assert state == "DONE", state
+# Two peers (and two bare agents for the baselines) in this one process: UCX moves
+# the bytes between them with cma, as it does between two processes on one machine.
+sender, receiver = nixl.Peer("bench-send"), nixl.Peer("bench-recv")
+sender.connect(receiver.address)
+receiver.peers(wait_for=1)
+A, B = raw.nixl_agent("bench-raw-a"), raw.nixl_agent("bench-raw-b")  # registering each time
+C, D = raw.nixl_agent("bench-pre-c"), raw.nixl_agent("bench-pre-d")  # registered beforehand
+B.add_remote_agent(A.get_agent_metadata())
+D.add_remote_agent(C.get_agent_metadata())
+for n in (int(s) for s in sys.argv[3].split(",")):
+    x = np.ones(n // 4, dtype=np.float32)
+    out = np.zeros_like(x)
+    def ours():
+        sent = sender.send(x, to="bench-recv")
+        receiver.recv("bench-send", out=out).wait()
+        sent.wait()
+    here, there = [(out.ctypes.data, n, 0)], [(x.ctypes.data, n, 0)]
+    def register_each_time():
+        src = A.register_memory([(x.ctypes.data, n, 0, "")], "DRAM")
+        dst = B.register_memory([(out.ctypes.data, n, 0, "")], "DRAM")
+        B.add_remote_agent(A.get_partial_agent_metadata(src))  # the reader learns the new registration
+        handle = B.initialize_xfer("READ", B.get_xfer_descs(here, "DRAM"), B.get_xfer_descs(there, "DRAM"),
+                                   "bench-raw-a")
+        finish(B, handle)
+        handle.release()
+        B.deregister_memory(dst)
+        A.deregister_memory(src)
+    src = C.register_memory([(x.ctypes.data, n, 0, "")], "DRAM")
+    dst = D.register_memory([(out.ctypes.data, n, 0, "")], "DRAM")
+    D.add_remote_agent(C.get_partial_agent_metadata(src))
+    prepared = D.initialize_xfer("READ", D.get_xfer_descs(here, "DRAM"), D.get_xfer_descs(there, "DRAM"),
+                                 "bench-pre-c")  # made once, posted each time
+    times = [median(ours, n), median(register_each_time, n), median(lambda: finish(D, prepared), n)]
+    prepared.release()
+    D.deregister_memory(dst)
+    C.deregister_memory(src)
+    x[:] = 3
+    ours()
+    assert (out == 3).all(), "the nixl send row moved the wrong values"
+    print(f"py nixl send|{n}|" + "|".join(repr(t) for t in times), flush=True)
+    del x, out
+sender.close(); receiver.close()
+)PY";
+
 // Inside a checkout (run from its root, as `make demo` does) `make python` builds the
 // package; elsewhere the advice is the package's own install.
 std::string install_hint() {
@@ -428,6 +501,31 @@ void run_python_host_copy_cases(const Options& options, const Report& report) {
     ++rows;
   }
   if (rows == 0) note("Python host copies not measured: " + not_measured_reason(output, error));
+}
+
+void run_python_nixl_cases(const Options& options, const Report& report) {
+  if (!selected(options, "py nixl send") || !device_selected(options, {kDLCPU, 0})) return;
+  progress("tensors over NIXL from Python", 0);
+  std::string sizes;  // 4 KiB (a message's floor) to 1 GiB
+  for (uint64_t size : options.sizes)
+    if (size >= (4ull << 10) && size <= (1ull << 30)) sizes += (sizes.empty() ? "" : ",") + std::to_string(size);
+  if (sizes.empty()) return;
+  std::string error;
+  const std::string output = run_sized_script(options, kNixlScript, sizes, "py nixl send", &error);
+  int rows = 0;
+  for (const std::string& line : lines_of(output)) {
+    char name[32] = {};
+    unsigned long long bytes = 0;
+    double ours = 0, each_time = 0, before = 0;
+    if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf|%lf", name, &bytes, &ours, &each_time, &before) != 5) continue;
+    Result r{name, "cpu", bytes};
+    r.seconds = ours;
+    r.baselines.push_back(baseline("nixl reg", each_time));
+    r.baselines.push_back(baseline("nixl pre", before));
+    report(r);
+    ++rows;
+  }
+  if (rows == 0) note("Python NIXL cases not measured: " + not_measured_reason(output, error));
 }
 
 }  // namespace bench

@@ -13,6 +13,7 @@ from ._errors import (ArrayBridgeError, CopyRequiredError, DeviceError, DLPackEr
 from ._ipc import IpcHandle, from_ipc, ipc_handle
 from ._lib import ffi as _ffi, lib as _lib
 from ._mpi import mpi_buffer, mpi_cuda_aware
+from ._nixl import NixlPeer, NixlTransfer, PeerLostError, nixl_available
 from ._pool import device_cache_stats, pool_stats, pool_trim, set_device_cache_limit, set_staging
 from ._seed import (CPU_MEMORY_TYPES, GPU_MEMORY_TYPES, SUPPORTED_MEMORY_TYPES, MemoryType, convert_memory,
                     detect_memory_type)
@@ -27,5 +28,5 @@ __all__ = [
     "MemoryType", "OutOfMemoryError", "SUPPORTED_MEMORY_TYPES", "StreamError", "Tensor", "TransferReport", "backends",
     "convert_memory", "copy", "copy_many", "detect_memory_type", "devices", "from_dlpack", "from_ipc", "ipc_handle",
     "mpi_buffer", "mpi_cuda_aware", "pool_stats", "pool_trim", "set_staging", "to_device", "to_device_many",
-    "device_cache_stats", "set_device_cache_limit",
+    "device_cache_stats", "set_device_cache_limit", "NixlPeer", "NixlTransfer", "PeerLostError", "nixl_available",
 ]

@@ -1,0 +1,125 @@
+"""arraybridge tensors over NIXL (UCX) between two processes on this machine: six dtypes
+and a torch tensor, strided views packed and scattered with their gaps untouched, a
+cast and an OpenCL tensor, 256 MiB in one transfer, a peer that dies on either side
+(an error within seconds, never a hang), registrations that do not grow over 1000
+sends, and VRAM to VRAM on a machine with a GPU. Each side is a process of its own;
+about 90 s in all on 2 busy cores (the 256 MiB and 1000-send tests 20 s each)."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+WORKER = os.path.join(os.path.dirname(__file__), "nixl_worker.py")
+INSTALLED = any(importlib.util.find_spec(name) for name in ("nixl", "nixl_cu13", "nixl_cu12"))
+# Skipped only where NIXL is not installed at all; installed but broken is a failure.
+pytestmark = pytest.mark.skipif(not INSTALLED, reason="NIXL is not installed (dev/setup_python.sh test installs "
+                                "nixl-cu12 with --no-deps)")
+
+
+def cuda_gpu():
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def exchange(scenario, timeout=120, opencl=False):
+    """Runs the scenario's sender and receiver; returns both (returncode, stdout+stderr)."""
+    env = dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="0" if opencl else "1")
+    env.pop("ARRAYBRIDGE_CUDA_LIBRARY", None)  # the fake driver's pointers are no memory UCX can read
+    env.setdefault("NIXL_LOG_LEVEL", "WARN")  # not a line per agent made
+    sender = subprocess.Popen([sys.executable, WORKER, "send", scenario], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        first = said = ""
+        while not first.startswith("listening "):  # NIXL may log before it
+            said += first
+            first = sender.stdout.readline()
+            assert first, said + sender.stdout.read()
+        receiver = subprocess.run([sys.executable, WORKER, "recv", scenario, first.split()[1]], env=env,
+                                  capture_output=True, text=True, timeout=timeout)
+        sent = sender.communicate(timeout=30)[0]
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+            sender.wait()
+    return (sender.returncode, sent), (receiver.returncode, receiver.stdout + receiver.stderr)
+
+
+def assert_both_ok(scenario, **kwargs):
+    (sent_code, sent), (got_code, got) = exchange(scenario, **kwargs)
+    assert sent_code == 0 and "send ok" in sent, sent
+    assert got_code == 0 and "recv ok" in got, got
+    return sent, got
+
+
+def test_nixl_is_importable_here():
+    # In a process of its own, as every test here: UCX's memory hooks stay out of the test runner.
+    check = "import arraybridge as ab; assert ab.nixl_available(); print('ok')"
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1"))
+    assert done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+def test_host_tensors_of_six_dtypes_and_torch():
+    assert_both_ok("host")
+
+
+def test_strided_views_are_packed_and_scattered_into_their_gaps_untouched():
+    assert_both_ok("strided", opencl=True)
+
+
+def test_256_mib_in_one_transfer():
+    assert_both_ok("big")
+
+
+def test_registrations_do_not_grow_over_1000_sends():
+    sent, got = assert_both_ok("registrations")
+    assert '"registrations": 1' in sent and '"registrations": 1' in got, sent + got  # one 64 MiB block each
+
+
+def test_a_sender_that_dies_mid_transfer_is_an_error_not_a_hang():
+    (sent_code, sent), (got_code, got) = exchange("sender_dies", timeout=60)
+    assert sent_code == 3, sent
+    assert got_code == 0 and "recv ok" in got and "figure lost_after" in got, got
+
+
+def test_a_receiver_that_dies_is_an_error_for_the_sender():
+    (sent_code, sent), (got_code, got) = exchange("receiver_dies", timeout=60)
+    assert got_code == 3, got
+    assert sent_code == 0 and "send ok" in sent and "figure lost_after" in sent, sent
+
+
+@pytest.mark.skipif(not cuda_gpu(), reason="no CUDA GPU here (torch.cuda.is_available() is False): VRAM to VRAM "
+                    "over UCX cuda_ipc runs on the GPU machine")
+def test_vram_to_vram_between_two_processes():
+    assert_both_ok("vram")
+
+
+BAD_ARGUMENTS = """
+import arraybridge as ab
+def refused(call, words):
+    try:
+        call()
+    except ValueError as error:
+        assert words in str(error), error
+    else:
+        raise AssertionError(f"not refused: {words}")
+refused(lambda: ab.NixlPeer(""), "non-empty string")
+with ab.NixlPeer("lonely") as peer:
+    refused(lambda: peer.send([1, 2], to="nobody"), "no peer named 'nobody'")
+    refused(lambda: peer.recv(), "name the peer")
+    assert peer.stats()["registrations"] == 0, peer.stats()
+refused(lambda: peer.send([1], to="x"), "is closed")
+print("refused ok")
+"""
+
+
+def test_bad_arguments_are_named():
+    # In a process of its own: a NIXL agent's UCX threads stay out of the test runner.
+    done = subprocess.run([sys.executable, "-c", BAD_ARGUMENTS], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1"))
+    assert done.returncode == 0 and "refused ok" in done.stdout, done.stdout + done.stderr
