@@ -528,7 +528,9 @@ ABR_API abr_status abr_runtime_set_staging(abr_runtime* runtime, uint32_t thread
  * stream-ordered pool (cuMemAllocAsync) cannot be shared this way and is refused
  * naming why. The importer waits for the work queued on `stream` before the
  * export (NULL: on the legacy default stream, which follows every blocking
- * stream). Host memory and OpenCL have no CUDA IPC: ABR_ERR_UNSUPPORTED.
+ * stream). Host memory and OpenCL have no CUDA IPC: ABR_ERR_UNSUPPORTED. The
+ * handle names the exporter by its pid and its start time, read from
+ * /proc/self/stat: without /proc, export fails with ABR_ERR_UNSUPPORTED.
  *
  * abr_ipc_import, in another process: *out is a zero-copy tensor on the same
  * memory, on this process's number for the same GPU, whose deleter closes the
@@ -537,6 +539,15 @@ ABR_API abr_status abr_runtime_set_staging(abr_runtime* runtime, uint32_t thread
  * a handle twice gives two tensors on one mapping. In the exporting process itself
  * the result is a view of the memory after the device's queued work. The result is
  * writable: a DLTensor carries no READ_ONLY flag to pass on.
+ *
+ * Before it asks the driver anything, abr_ipc_import checks the handle and refuses
+ * it with ABR_ERR_INVALID_ARGUMENT, naming why: bytes that are no handle, or are
+ * damaged (cut short or changed on the way: a checksum covers them); a handle
+ * written by a newer arraybridge's handle format (both versions named); a view
+ * outside its allocation; an exporting process that has exited. The exporter is
+ * known by its pid and its start time, so a handle whose exporter exited is refused
+ * even when its pid now names another process (an importer that cannot see the
+ * exporter in /proc, such as one in another pid namespace, takes it for exited).
  *
  * Lifetime: the exporter keeps the tensor, and the runtime that exported it, alive
  * until every importer has deleted its tensor. CUDA does not count importers, and
