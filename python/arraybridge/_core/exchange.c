@@ -181,8 +181,11 @@ static const DLPackExchangeAPI* find_api(PyTypeObject* type) {
                                    type->tp_name, kCapsuleName));
     return NULL;
   }
+  /* Bounded: a prev_api chain that leads back into itself would otherwise never end. */
+  enum { kMaxChain = 16 };
   const DLPackExchangeAPIHeader* usable = header;
-  while (usable && usable->version.major != DLPACK_MAJOR_VERSION) usable = usable->prev_api;
+  for (int hops = 0; usable && usable->version.major != DLPACK_MAJOR_VERSION; ++hops)
+    usable = hops < kMaxChain ? usable->prev_api : NULL;
   const DLPackExchangeAPI* api = (const DLPackExchangeAPI*)usable;
   if (!api || !api->managed_tensor_from_py_object_no_sync || !api->current_work_stream) {
     log_debug(
@@ -233,7 +236,8 @@ int exchange_import(PyObject* x, Imported* out) {
     void* stream = NULL;
     if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
       if (!PyErr_Occurred())
-        PyErr_Format(PyExc_RuntimeError, "arraybridge: %s's current_work_stream failed", Py_TYPE(x)->tp_name);
+        PyErr_Format(PyExc_BufferError, "arraybridge: %s's DLPack exchange API failed to say its current stream",
+                     Py_TYPE(x)->tp_name); /* a failed export, as __dlpack__'s would be */
       imported_delete(out);
       return -1;
     }

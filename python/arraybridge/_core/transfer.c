@@ -940,6 +940,28 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   Py_RETURN_NONE;
 }
 
+/* abr_copy_many takes plain DLTensors, which carry no flags: a READ_ONLY destination
+ * (a read-only array, a legacy capsule, a JAX or TensorFlow array) is refused here,
+ * with copy's exception class and the destination's place, before anything moves. */
+static int refuse_read_only(const DLManagedTensorVersioned* dst, const char* role) {
+  if (!(dst->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return 0;
+  PyObject* like = PyObject_CallFunction(hooks.error, "isO", (int)ABR_ERR_READ_ONLY, "copy", Py_None);
+  PyObject* name = like ? PyObject_GetAttrString(like, "status_name") : NULL;
+  PyObject* refusal = name
+      ? PyObject_CallFunction((PyObject*)Py_TYPE(like), "NiO",
+                              PyUnicode_FromFormat("copy: %s is marked READ_ONLY (a read-only array, a legacy "
+                                                   "DLPack capsule, a JAX or TensorFlow array): copy into a "
+                                                   "writable array",
+                                                   role),
+                              (int)ABR_ERR_READ_ONLY, name)
+      : NULL;
+  if (refusal) PyErr_SetObject((PyObject*)Py_TYPE(refusal), refusal);
+  Py_XDECREF(refusal);
+  Py_XDECREF(name);
+  Py_XDECREF(like);
+  return -1;
+}
+
 const char core_copy_many_doc[] =
     "copy_many(srcs, dsts, *, strict=False)\n--\n\n"
     "copy(srcs[i], dsts[i]) for every pair of two lists of the same length, in one\n"
@@ -993,6 +1015,10 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     movable[imported] = imported_for_any_thread(&imports[imported]);
     if (!movable[imported]) goto done; /* deleted already */
     tensors[imported] = &movable[imported]->dl_tensor;
+    if (!source && refuse_read_only(movable[imported], role) < 0) {
+      ++imported; /* taken: given back below */
+      goto done;
+    }
   }
   abr_status status;
   Py_BEGIN_ALLOW_THREADS status = wait_for_producers(runtime, imports, movable, 2 * n);

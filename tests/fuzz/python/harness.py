@@ -104,7 +104,7 @@ class Source:
             self.memory = None
             return None
         numpy_type = _NUMPY.get((code, bits))
-        if numpy_type is not None and lanes == 1 and all(abs(s) < 2**40 for s in strides) and max(shape, default=0) < MAX_SPAN:
+        if numpy_type is not None and lanes == 1 and all(abs(s) < 2**40 for s in strides) and math.prod(max(s, 1) for s in shape) < MAX_SPAN:
             flat = np.frombuffer(self.memory, dtype=np.uint8)[misalign:misalign + high - low]
             base = flat.view(numpy_type) if len(flat) % item == 0 and misalign == 0 else None
             if base is not None:

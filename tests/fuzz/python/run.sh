@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 python=$root/.venv/bin/python
 failed=0
-for target in to_device from_dlpack; do
+for target in to_device from_dlpack copy exchange; do
   work=$build/fuzz-python/$target
   mkdir -p "$work" "$here/regressions/$target"
   log=$(mktemp)
