@@ -156,8 +156,7 @@ std::vector<Retained> CudaStream::let_go() {
     auto last = record_event(device_, stream_);
     handed.push_back({std::move(last), std::make_unique<OwnedStream>(device_, stream_)});
   }
-  for (auto& [event, storage] : pending_) handed.push_back({std::move(event), std::move(storage)});
-  pending_.clear();
+  hand_over_pending(handed);
   let_go_ = true;
   return handed;
 }
@@ -165,10 +164,27 @@ std::vector<Retained> CudaStream::let_go() {
 std::vector<Retained> CudaStream::take_retained() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Retained> handed;
-  handed.reserve(pending_.size());  // throws before anything moved
+  hand_over_pending(handed);
+  return handed;
+}
+
+void CudaStream::hand_over_pending(std::vector<Retained>& handed) noexcept {
+  try {
+    handed.reserve(handed.size() + pending_.size());
+  } catch (const std::bad_alloc&) {  // cannot hand them over: wait for the work, then let them go
+    try {
+      if (!device_->lost()) {
+        Scope scope(*device_);
+        device_->cu().cuStreamSynchronize(stream_);
+      }
+    } catch (const std::exception& e) {  // no context: the device is unusable, its work will not run
+      log::warn("waiting for a stream whose storage could not be handed over: {}", e.what());
+    }
+    pending_.clear();
+    return;
+  }
   for (auto& [event, storage] : pending_) handed.push_back({std::move(event), std::move(storage)});
   pending_.clear();
-  return handed;
 }
 
 std::unique_ptr<Event> CudaStream::record() {

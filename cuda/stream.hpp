@@ -53,6 +53,9 @@ class CudaStream final : public Stream {
 
  private:
   void release_completed();  // caller holds mutex_
+  // Moves what retain() kept, each with its event, onto `handed`; waits for the
+  // stream instead when the list cannot grow (caller holds mutex_).
+  void hand_over_pending(std::vector<Retained>& handed) noexcept;
 
   std::shared_ptr<Device> device_;
   CUstream stream_;

@@ -336,8 +336,10 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
   void* open_context = nullptr;
   std::unique_ptr<Submission> open;  // the moves of consecutive pairs on one device context
   bool queued = false;               // device work queued on the caller's stream and not yet waited for
+  bool read_queued = false;          // a read into host memory queued on `open`, not yet waited for
   uint32_t submissions = 0;
   const auto finish_open = [&] {
+    read_queued = false;
     if (!open) return;
     if (!landed.empty()) {
       open->wait();
@@ -382,7 +384,14 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
       landing += slot;
       landing_left -= slot;
     } else {
+      // The host engine packs a source on the host now: an earlier move of this
+      // submission may still be writing that memory (a DMA-only device's queued read).
+      if (read_queued && plan.pack == Step::Host) {
+        open->wait();
+        read_queued = false;
+      }
       submit_device_move(plan, *move.src, *move.dst, *open);
+      read_queued = read_queued || plan.path == ABR_PATH_DEVICE_TO_HOST;
     }
     queued = stream != nullptr;
   }
@@ -405,7 +414,6 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   struct Pair {
     Layout src, dst;
     Plan plan;
-    bool gather = false;
   };
   std::vector<Pair> pairs(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -418,7 +426,6 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
       const Endpoint from = endpoint_of(pair.src, pair.dst.device, "source");
       const Endpoint to = endpoint_of(pair.dst, pair.src.device, "destination");
       pair.plan = plan_copy(pair.src, from, pair.dst, to, opts);
-      pair.gather = gathered_read(pair.plan, from, to.pinned, pair.src.numel * pair.dst.itemsize);
       check_stream(stream, pair.src.device, pair.dst.device);
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("pair {}: {}", i, e.what()), e.backend_code());
@@ -429,7 +436,9 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   moves.reserve(count);
   uint64_t moved = 0;
   for (const Pair& pair : pairs) {
-    moves.push_back({&pair.plan, &pair.src, &pair.dst, pair.gather});
+    // Never gathered: a later pair may read or write a destination, which must hold
+    // its bytes by then (a gathered read lands only at the submission's end).
+    moves.push_back({&pair.plan, &pair.src, &pair.dst, /*gather=*/false});
     moved += pair.src.numel * pair.dst.itemsize;
   }
   std::size_t at = 0;

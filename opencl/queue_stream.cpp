@@ -77,8 +77,8 @@ void QueueStream::wait_for_event(Event& event) {
 }
 
 std::vector<Retained> QueueStream::let_go() {
-  std::vector<Retained> handed = take_retained();
   std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Retained> handed = hand_over_pending();
   let_go_ = true;
   context_->api().Flush(queue_.get());
   return handed;
@@ -86,6 +86,10 @@ std::vector<Retained> QueueStream::let_go() {
 
 std::vector<Retained> QueueStream::take_retained() {
   std::lock_guard<std::mutex> lock(mutex_);
+  return hand_over_pending();
+}
+
+std::vector<Retained> QueueStream::hand_over_pending() {
   std::vector<Retained> handed;
   try {
     handed.reserve(pending_.size());

@@ -37,6 +37,9 @@ class QueueStream final : public Stream {
 
  private:
   void release_completed();  // caller holds mutex_
+  // What retain() kept, each with its marker; waits for the queue instead when the
+  // list cannot be made (caller holds mutex_).
+  std::vector<Retained> hand_over_pending();
 
   std::shared_ptr<Context> context_;
   Ref<cl_command_queue> queue_;

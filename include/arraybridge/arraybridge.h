@@ -384,7 +384,7 @@ ABR_API abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersi
  * the call). Every pair is validated and planned before anything moves, so a bad
  * pair moves nothing ("pair 3: ..."). The moves of consecutive pairs on one device
  * context share one submission: without a stream they are waited for once, when
- * the next pair is elsewhere or the call ends (pageable writes are not waited for
+ * the next pair is elsewhere or the call ends (reads and writes are not waited for
  * one by one). Every pair sees the results of the pairs before it. A driver
  * failure mid-way leaves the earlier pairs' destinations written. */
 ABR_API abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, const DLTensor* const* dsts,

@@ -147,3 +147,40 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: 32 small cuda:0 tensors to the CPU w
     on_host[i]->deleter(on_host[i]);
   }
 }
+
+// A later pair whose source the host engine packs (a transposed view) reads page-locked
+// memory an earlier pair's queued read is still filling: it waits for that read first.
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "copy_many: a pair packed on the host sees an earlier pair's read into its source") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  constexpr int64_t kSide = 64;
+  const std::vector<int32_t> data = iota(kSide * kSide, 1);
+  std::vector<int32_t> zeros(kSide * kSide, 0);
+  Managed host(const_cast<int32_t*>(data.data()), i32, {kSide * kSide}), blank(zeros.data(), i32, {kSide * kSide}),
+      blank2(zeros.data(), i32, {kSide * kSide});
+  Owned on_device(move_to(rt, &host.managed, cuda0));
+  Owned landing(move_to(rt, &blank.managed, cuda_host));  // page-locked: the read into it is queued
+  Owned result(move_to(rt, &blank2.managed, cuda0));
+  int64_t shape[2] = {kSide, kSide}, transposed[2] = {1, kSide};
+  DLTensor as_matrix = *landing;
+  as_matrix.ndim = 2;
+  as_matrix.shape = shape;
+  as_matrix.strides = transposed;  // packed by the host engine into pinned staging
+  DLTensor result_matrix = *result;
+  result_matrix.ndim = 2;
+  result_matrix.shape = shape;
+  result_matrix.strides = nullptr;
+  const DLTensor* srcs[2] = {&*on_device, &as_matrix};
+  const DLTensor* dsts[2] = {&*landing, &result_matrix};
+  {
+    Lag lag(20000);  // the read lags the host by 20 ms
+    REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, nullptr) == ABR_OK, abr_last_error());
+  }
+  const std::vector<int32_t> got = read_back(rt, *result);
+  bool transposed_right = true;
+  for (int64_t i = 0; i < kSide && transposed_right; ++i)
+    for (int64_t j = 0; j < kSide; ++j)
+      transposed_right = transposed_right && got[i * kSide + j] == data[j * kSide + i];
+  CHECK(transposed_right);
+}
