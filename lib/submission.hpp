@@ -50,8 +50,9 @@ class Submission {
   // Waits until the work so far is done: the host reads what it wrote next.
   virtual void wait() = 0;
   // More moves follow before finish(): no read or write need be waited for on its
-  // own. The caller leaves their host memory alone until wait() or finish() (the
-  // queue runs them in order, so a later write still sees an earlier read's bytes).
+  // own. The host leaves their host memory alone until wait() or finish(); on the
+  // device the queue runs them in order, so a later write of the same submission
+  // reads what an earlier read wrote.
   virtual void defer_waits() {}
   // Done submitting: flushed onto the caller's stream, or waited for.
   virtual void finish() = 0;

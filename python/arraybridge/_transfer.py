@@ -120,12 +120,9 @@ def _same_shape(src, dst, where="src"):
 
 def _copy_structure(src, dst, strict=False, non_blocking=False):
     """copy of a structure into a structure of the same shape: every pair in one
-    batch (_core.copy_many), which returns when the copies are done."""
-    if non_blocking:
-        raise ValueError("copy: non_blocking=True takes one pair of arrays; a structure is copied in one batch that "
-                         "returns when it is done: pass non_blocking=False, or copy its pairs one by one")
+    batch (_core.copy_many); with non_blocking, its Event (or None when done)."""
     _same_shape(src, dst)
-    _core.copy_many(_leaves(src, []), _leaves(dst, []), strict=strict)
+    return _core.copy_many(_leaves(src, []), _leaves(dst, []), strict=strict, non_blocking=non_blocking)
 
 
 _core.setup(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,

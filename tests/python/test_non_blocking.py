@@ -56,13 +56,23 @@ def test_copy_non_blocking_returns_an_event_and_keeps_both_arrays():
         ab.Event()
 
 
-def test_structures_go_leaf_by_leaf_and_a_structure_copy_refuses_non_blocking():
+def test_structures_go_leaf_by_leaf_and_a_structure_copy_is_queued_as_one_batch():
     batch = {"a": np.arange(10.0), "b": [np.ones(3, dtype=np.int8)]}
     moved = ab.to_device(batch, "opencl:0", non_blocking=True)
     np.testing.assert_array_equal(np.from_dlpack(moved["a"].to("cpu")), batch["a"])
     np.testing.assert_array_equal(np.from_dlpack(moved["b"][0].to("cpu")), batch["b"][0])
-    with pytest.raises(ValueError, match="non_blocking=True takes one pair"):
-        ab.copy([np.zeros(3)], [np.zeros(3)], non_blocking=True)
+
+    into = {"a": ab.to_device(np.zeros(10), "opencl:0"), "b": [ab.to_device(np.zeros(3, dtype=np.int8), "opencl:0")]}
+    done = ab.copy({"a": np.arange(10.0) * 2, "b": [np.full(3, 7, dtype=np.int8)]}, into, non_blocking=True)
+    assert done is None or isinstance(done, ab.Event)
+    gc.collect()  # the sources' only owner is the Event
+    if done is not None:
+        done.wait()
+    np.testing.assert_array_equal(np.from_dlpack(into["a"].to("cpu")), np.arange(10.0) * 2)
+    np.testing.assert_array_equal(np.from_dlpack(into["b"][0].to("cpu")), np.full(3, 7, dtype=np.int8))
+    # Host memory only: nothing to queue on, done when it returns.
+    host = [np.zeros(4)]
+    assert ab.copy([np.ones(4)], host, non_blocking=True) is None and (host[0] == 1).all()
 
 
 def test_cuda_queued_work_is_waited_for_by_every_reader():
@@ -97,6 +107,15 @@ def test_cuda_queued_work_is_waited_for_by_every_reader():
         gc.collect()
         done.wait()
         np.testing.assert_array_equal(np.from_dlpack(device.to("cpu")), x[::-1])
+
+        # A structure copy is one queued batch; its Event keeps every array.
+        into = [ab.to_device(np.zeros(n, dtype=np.int32), "cuda:0") for _ in range(3)]
+        done = ab.copy([ab.to_device(x + i, "cuda_host") for i in range(3)], into, non_blocking=True)
+        assert isinstance(done, ab.Event) and not done.is_ready()
+        gc.collect()  # the pinned sources' only owner is the Event
+        done.wait()
+        for i in range(3):
+            np.testing.assert_array_equal(np.from_dlpack(into[i].to("cpu")), x + i)
 
         # A batch is queued at once too: every Tensor waits for the one event.
         parts = [ab.to_device(x[i:i + 1024], "cuda_host") for i in range(0, 4096, 1024)]

@@ -89,6 +89,8 @@ PyObject* event_new(abr_event* event, PyObject* keep);
 /* An object that deletes both views (either may be NULL) when it goes: an Event's
  * `keep` for a copy's borrowed arrays. NULL with an exception (nothing taken). */
 PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* second);
+/* The same for `count` views (NULL entries allowed); on failure (NULL) they are still the caller's. */
+PyObject* keep_many(DLManagedTensorVersioned* const* views, Py_ssize_t count);
 int event_settle(PyObject* event);        /* blocks (without the GIL) until done: 0, or -1 with an exception */
 int event_ready(PyObject* event);         /* 1 done, 0 not yet, -1 with an exception; never blocks */
 abr_event* event_handle(PyObject* event); /* NULL once known to be done */

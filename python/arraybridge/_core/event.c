@@ -63,26 +63,32 @@ int event_ready(PyObject* event) {
 abr_event* event_handle(PyObject* event) { return ((EventObject*)event)->done ? NULL : ((EventObject*)event)->event; }
 
 typedef struct {
-  DLManagedTensorVersioned* views[2];
+  Py_ssize_t count;
+  DLManagedTensorVersioned* views[]; /* borrowed views the queued work uses; NULL entries allowed */
 } Kept;
 
 static void release_kept(PyObject* capsule) {
   Kept* kept = (Kept*)PyCapsule_GetPointer(capsule, "arraybridge.kept");
   if (!kept) return;
-  for (int i = 0; i < 2; ++i)
+  for (Py_ssize_t i = 0; i < kept->count; ++i)
     if (kept->views[i] && kept->views[i]->deleter) kept->views[i]->deleter(kept->views[i]);
   PyMem_Free(kept);
   core_drain();
 }
 
-PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* second) {
-  Kept* kept = (Kept*)PyMem_Malloc(sizeof *kept);
+PyObject* keep_many(DLManagedTensorVersioned* const* views, Py_ssize_t count) {
+  Kept* kept = (Kept*)PyMem_Malloc(sizeof *kept + (size_t)count * sizeof kept->views[0]);
   if (!kept) return PyErr_NoMemory();
-  kept->views[0] = first;
-  kept->views[1] = second;
+  kept->count = count;
+  for (Py_ssize_t i = 0; i < count; ++i) kept->views[i] = views[i];
   PyObject* capsule = PyCapsule_New(kept, "arraybridge.kept", release_kept);
   if (!capsule) PyMem_Free(kept);
   return capsule;
+}
+
+PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* second) {
+  DLManagedTensorVersioned* const both[2] = {first, second};
+  return keep_many(both, 2);
 }
 
 static PyObject* event_wait(EventObject* self, PyObject* unused) {

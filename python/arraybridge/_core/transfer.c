@@ -355,6 +355,8 @@ static void say_resolved(abr_transfer_report* report, const DLManagedTensorVersi
            "copied by the producer to resolve its conj/neg bits (torch's resolve_conj/resolve_neg), then viewed");
 }
 
+static int on_device(DLDevice a, DLDevice b) { return a.device_type == b.device_type && a.device_id == b.device_id; }
+
 /* The device whose stream orders a transfer between `src` and `dst`: the CUDA
  * side, else the OpenCL side; 0 when both are host memory. */
 static int queue_side(DLDevice src, DLDevice dst, DLDevice* out) {
@@ -963,22 +965,28 @@ static int refuse_read_only(const DLManagedTensorVersioned* dst, const char* rol
 }
 
 const char core_copy_many_doc[] =
-    "copy_many(srcs, dsts, *, strict=False)\n--\n\n"
+    "copy_many(srcs, dsts, *, strict=False, non_blocking=False)\n--\n\n"
     "copy(srcs[i], dsts[i]) for every pair of two lists of the same length, in one\n"
     "runtime call: every pair is checked before anything moves (a bad pair names its\n"
-    "place and moves nothing), and the copies on one device wait for it once.";
+    "place and moves nothing), and the copies on one device wait for it once.\n"
+    "non_blocking: return once the copies are queued, with an Event to wait on (None\n"
+    "when they are done already), which keeps every array alive until then. They are\n"
+    "queued on one stream, as copy queues one pair: that of the first pair's device\n"
+    "side, when every pair has that device on one side; otherwise they run now.";
 
 PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"srcs", "dsts", "strict"};
-  static PyObject* interned[3];
-  PyObject* a[3];
-  if (hooks_ready() < 0 || parse_arguments("copy_many", args, nargs, kwnames, kNames, interned, 3, 2, 2, a) < 0)
+  static const char* const kNames[] = {"srcs", "dsts", "strict", "non_blocking"};
+  static PyObject* interned[4];
+  PyObject* a[4];
+  if (hooks_ready() < 0 || parse_arguments("copy_many", args, nargs, kwnames, kNames, interned, 4, 2, 2, a) < 0)
     return NULL;
   abr_transfer_options options;
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
-  if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0) return NULL;
+  int non_blocking = 0;
+  if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0)
+    return NULL;
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   PyObject* srcs = PySequence_Fast(a[0], "arraybridge: copy_many takes a list of source arrays");
@@ -1020,17 +1028,49 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
       goto done;
     }
   }
+  /* non_blocking: one stream for every pair, on the side queue_side picks for the
+   * first pair, when every pair has that device on one side; else the copies run now. */
+  DLDevice queue_device = {kDLCPU, 0};
+  int queued = non_blocking && n > 0 && queue_side(tensors[0]->device, tensors[n]->device, &queue_device);
+  for (Py_ssize_t i = 0; queued && i < n; ++i)
+    queued = on_device(tensors[i]->device, queue_device) || on_device(tensors[n + i]->device, queue_device);
+  uintptr_t cuda = 0;
+  abr_stream* own = NULL;
+  if (queued && default_queue(runtime, tensors[0]->device, tensors[n]->device, &cuda, &own) < 0) goto done;
   abr_status status;
-  Py_BEGIN_ALLOW_THREADS status = wait_for_producers(runtime, imports, movable, 2 * n);
-  if (status == ABR_OK) status = abr_copy_many(runtime, tensors, tensors + n, (size_t)n, &options, NULL, NULL);
+  abr_event* copied = NULL; /* with non_blocking: after the copies, which the Event's caller waits for */
+  Py_BEGIN_ALLOW_THREADS abr_stream* wrapped = NULL;
+  status = wait_for_producers(runtime, imports, movable, 2 * n);
+  if (status == ABR_OK && queued && cuda) status = abr_stream_wrap(runtime, queue_device, (void*)cuda, &wrapped);
+  abr_stream* stream = wrapped ? wrapped : queued ? own : NULL;
+  if (status == ABR_OK) status = abr_copy_many(runtime, tensors, tensors + n, (size_t)n, &options, stream, NULL);
+  if (status == ABR_OK && stream && abr_event_record(stream, &copied) != ABR_OK)
+    status = abr_stream_synchronize(stream);
+  if (status != ABR_OK && stream) abr_stream_synchronize(stream); /* earlier pairs' work may use the views */
+  if (copied)
+    abr_stream_release(wrapped);
+  else if (wrapped)
+    abr_stream_destroy(wrapped);
   Py_END_ALLOW_THREADS if (status != ABR_OK) {
     Request request;
     init_request(&request, "copy");
     raise_error(status, &request);
     goto done;
   }
-  answer = Py_None;
-  Py_INCREF(answer);
+  /* Queued work keeps every view (and so every array) until it is done: the Event holds them. */
+  PyObject* kept = copied ? keep_many(movable, 2 * n) : NULL;
+  if (copied && !kept) { /* no room to keep them: waited for instead (MemoryError raised) */
+    Py_BEGIN_ALLOW_THREADS abr_event_synchronize(copied);
+    Py_END_ALLOW_THREADS abr_event_destroy(copied);
+    goto done;
+  }
+  if (kept) imported = 0; /* the Event's now */
+  PyObject* event = NULL;
+  const int held = hold_completion(copied, kept, &event);
+  Py_XDECREF(kept);
+  if (held < 0) goto done;
+  answer = event ? event : Py_None;
+  if (!event) Py_INCREF(answer);
 done:
   for (Py_ssize_t i = 0; i < imported; ++i) /* borrowed: every import goes back */
     if (movable[i] && movable[i]->deleter) movable[i]->deleter(movable[i]);
