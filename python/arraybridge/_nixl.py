@@ -310,7 +310,9 @@ class NixlTransfer:
     """One send or receive under way. `wait()` blocks until it completes (a send: the
     receiver has read the bytes and its slot is free again; a receive: the tensor is
     there, and is returned); `done()` asks without blocking. A peer that dies makes
-    either raise PeerLostError; one that stays silent, TimeoutError."""
+    either raise PeerLostError; one that stays silent, TimeoutError, after which the
+    transfer may be waited for again (its slot stays taken until it ends or the peer
+    closes)."""
 
     def __init__(self, peer, step, timeout):
         self._peer, self._step, self._timeout = peer, step, timeout
@@ -319,7 +321,10 @@ class NixlTransfer:
     def done(self):
         """Whether the transfer has completed (or failed: wait() then raises), without blocking."""
         if not self._finished:
-            self._advance(block=False, deadline=0.0)
+            try:
+                self._advance(block=False, deadline=0.0)
+            except TimeoutError:
+                return False
         return self._finished
 
     def wait(self, timeout=None):
@@ -335,6 +340,8 @@ class NixlTransfer:
     def _advance(self, block, deadline):
         try:
             finished, result = self._step(block, deadline)
+        except TimeoutError:
+            raise  # not an end: the transfer goes on, and wait() may be called again
         except Exception as error:
             self._finished, self._error = True, error
             return
@@ -429,7 +436,9 @@ class NixlPeer:
     def _handshake(self, sock, timeout):
         sock.settimeout(timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        metadata = self._call(self._agent.get_agent_metadata)
+        with self._agent_lock:  # the blocks the metadata describes, taken together with it
+            metadata = self._agent.get_agent_metadata()
+            described = {id(b) for a in list(self._arenas.values()) for b in a.blocks}
         hello = json.dumps({"type": "hello", "name": self.name, "metadata": metadata.hex()}).encode()
         sock.sendall(_FRAME.pack(len(hello)) + hello)
         reply = _read_frame(sock)
@@ -444,7 +453,7 @@ class NixlPeer:
             self._call(self._agent.add_remote_agent, bytes.fromhex(reply["metadata"]))
             sock.settimeout(None)  # the reader blocks; its waits are bounded by the waiters' deadlines
             link = _Link(remote, sock)
-            link.known_blocks.update(id(b) for a in self._arenas.values() for b in a.blocks)  # in the metadata sent
+            link.known_blocks.update(described)
             self._links[remote] = link
             self._links_changed.notify_all()
         return remote
@@ -468,9 +477,10 @@ class NixlPeer:
         """The arena for a tensor on `device`: its GPU's VRAM where UCX reaches it, else host memory."""
         kind, _, index = device.partition(":")
         key = ("VRAM", int(index or 0)) if kind == "cuda" and self._reaches_vram() else ("DRAM", 0)
-        if key not in self._arenas:
-            self._arenas[key] = _Arena(self, *key)
-        return self._arenas[key]
+        with self._agent_lock:  # one arena per key, whichever thread asks first
+            if key not in self._arenas:
+                self._arenas[key] = _Arena(self, *key)
+            return self._arenas[key]
 
     def _reaches_vram(self):
         """UCX moves VRAM itself when it was built with CUDA and a real GPU is there (torch
@@ -526,8 +536,9 @@ class NixlPeer:
         except BaseException:
             arena.give_back(slot)
             raise
-        self._counts["sends"] += 1
-        self._counts["bytes_sent"] += nbytes
+        with self._agent_lock:
+            self._counts["sends"] += 1
+            self._counts["bytes_sent"] += nbytes
 
         def step(block, deadline):
             try:
@@ -588,8 +599,9 @@ class NixlPeer:
                 raise
             raise ArrayBridgeError(f"arraybridge.nixl: NIXL could not start reading {nbytes} bytes from peer "
                                    f"{link.name!r}: {type(error).__name__} {error}", None, "transfer_failed") from error
-        self._counts["receives"] += 1
-        self._counts["bytes_received"] += nbytes
+        with self._agent_lock:
+            self._counts["receives"] += 1
+            self._counts["bytes_received"] += nbytes
 
         def step(block, end):
             polls, failure = 0, None

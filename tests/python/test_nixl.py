@@ -123,3 +123,30 @@ def test_bad_arguments_are_named():
     done = subprocess.run([sys.executable, "-c", BAD_ARGUMENTS], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1"))
     assert done.returncode == 0 and "refused ok" in done.stdout, done.stdout + done.stderr
+
+
+TIMEOUT_THEN_DONE = """
+import numpy as np
+from arraybridge import nixl
+with nixl.Peer("a") as a, nixl.Peer("b") as b:
+    a.connect(b.address)
+    b.peers(wait_for=1)
+    x = np.arange(1000, dtype=np.int32)
+    sent = a.send(x, to="b")
+    try:
+        sent.wait(timeout=0.2)  # nobody receives yet
+        raise SystemExit("no TimeoutError")
+    except TimeoutError:
+        pass
+    assert not sent.done()
+    got = b.recv("a").wait()
+    sent.wait()  # the same transfer, waited for again: it ends once b has read it
+    assert (np.from_dlpack(got) == x).all() and a.stats()["slots_in_use"] == 0, a.stats()
+    print("retried ok")
+"""
+
+
+def test_a_timed_out_wait_can_be_waited_for_again():
+    done = subprocess.run([sys.executable, "-c", TIMEOUT_THEN_DONE], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
+    assert done.returncode == 0 and "retried ok" in done.stdout, done.stdout + done.stderr
