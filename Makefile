@@ -350,9 +350,9 @@ check: bootstrap
 	bash tests/run_all.sh $(BUILD) quick
 
 # Everything a GPU machine can tell us (dev/gpu_check.sh): real-driver CUDA tests,
-# compute-sanitizer, every OpenCL driver, the Python suite and the CUDA benchmark,
+# compute-sanitizer, every OpenCL driver, the Python suite, the CUDA benchmark and the soak,
 # in one dated folder with a summary. Without a GPU it runs on the fake, saying so.
-gpu-check: all $(BUILD)/bin/cuda-tests $(BUILD)/bin/unit-tests
+gpu-check: all $(BUILD)/bin/cuda-tests $(BUILD)/bin/unit-tests $(SOAK)
 	bash dev/gpu_check.sh --no-build
 
 test-unit: $(BUILD)/bin/unit-tests

@@ -17,6 +17,9 @@
 #   python        the Python suite (torch, CuPy and JAX where installed)
 #   bench-cuda    arraybridge-bench --device cuda, JSON with device, driver, CUDA, CPU,
 #                 cores and commit; on the fake only a smoke run (its timings mean nothing)
+#   soak          make soak's 10^6 transfers on 8 threads with CUDA on the real driver,
+#                 failing on a growing figure (tests/soak/); needs a GPU (make test runs
+#                 a short one on the fake)
 # Without a GPU it runs end to end against the fake driver and marks each step that
 # needs real hardware SKIPPED with the reason. Exits non-zero if any step FAILED.
 set -u
@@ -77,7 +80,7 @@ note "gpu-check $(date +%F) in $out"
 sed 's/^/  /' "$out/machine.txt" | tee -a "$summary"
 
 if [ $do_build = 1 ]; then
-  step build make -j"$(nproc)" all "$build/bin/cuda-tests" "$build/bin/unit-tests"
+  step build make -j"$(nproc)" all "$build/bin/cuda-tests" "$build/bin/unit-tests" "$build/bin/arraybridge-soak"
 else
   skip build "--no-build: using the binaries in $build"
 fi
@@ -114,6 +117,13 @@ else
   step bench-cuda env ARRAYBRIDGE_CUDA_LIBRARY="$PWD/$build/fake-cuda/libcuda.so.1" \
     "$build/bin/arraybridge-bench" --device cuda --sizes 1M --reps 1 --json "$out/bench-cuda.json"
   note "             (no GPU: a smoke run on the fake driver; its timings mean nothing)"
+fi
+
+if [ $real_gpu = 1 ]; then
+  step soak env ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1 "$build/bin/arraybridge-soak" --transfers 1000000 --threads 8 \
+    --sample-every 100000 --json "$out/soak.json"
+else
+  skip soak "no GPU: the soak on the real driver needs one (make test runs soak-short on the fake)"
 fi
 
 note "gpu-check: $failed step(s) failed"
