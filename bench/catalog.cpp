@@ -109,8 +109,8 @@ const BaselineInfo kBaselines[] = {
     {"torch ipc", "torch's CUDA IPC (torch.multiprocessing sharing) of the same tensors, over the same pipe"},
     {"np mpi", "mpi4py ping-pong of a NumPy array of the same size, in the same ranks"},
     {"cupy", "CuPy doing the same (set, get, asarray, asnumpy) on the same arrays"},
-    {"nixl reg", "NIXL directly on the same NumPy arrays: register both, one READ, deregister, each time"},
-    {"nixl pre", "NIXL directly on the same NumPy arrays registered beforehand: one READ request, posted each time"},
+    {"nixl reg", "NIXL on the same NumPy arrays: register both, one READ, deregister, each time"},
+    {"nixl pre", "NIXL on the same NumPy arrays, registered beforehand: one READ each time"},
 };
 
 }  // namespace

@@ -107,31 +107,55 @@ TEST_CASE("OpenCL abr_stream_wait_event: a second queue waits on the device, the
 }
 
 TEST_CASE("OpenCL abr_stream_release: the source lives until its work is done, then goes; the values arrive") {
-  for (const bool next_call_collects : {true, false}) {
-    CAPTURE(next_call_collects);
+  for (const bool by_query : {false, true}) {
+    CAPTURE(by_query);
     abr_runtime* rt = nullptr;
     REQUIRE(abr_runtime_create(nullptr, &rt) == ABR_OK);
+    // A queue of the runtime's own context (found from a buffer of its), held shut by
+    // a user event: the write stays queued until the test opens it.
+    std::vector<float> seed(16, 0.0f);
+    Managed seed_src(seed.data(), f32, {16});
+    Owned probe(copy_to(rt, &seed_src.managed, ocl0, nullptr));
+    cl_context context = nullptr;
+    REQUIRE(clGetMemObjectInfo(static_cast<cl_mem>(probe->data), CL_MEM_CONTEXT, sizeof context, &context, nullptr) ==
+            CL_SUCCESS);
+    cl_device_id device_id = nullptr;
+    REQUIRE(clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device_id, &device_id, nullptr) == CL_SUCCESS);
+    cl_int status = CL_SUCCESS;
+    cl_command_queue queue = clCreateCommandQueueWithProperties(context, device_id, nullptr, &status);
+    REQUIRE(status == CL_SUCCESS);
+    cl_event gate = clCreateUserEvent(context, &status);
+    REQUIRE(status == CL_SUCCESS);
+    REQUIRE(clEnqueueBarrierWithWaitList(queue, 1, &gate, nullptr) == CL_SUCCESS);
     abr_stream* stream = nullptr;
-    REQUIRE(abr_stream_create(rt, ocl0, &stream) == ABR_OK);
+    REQUIRE(abr_stream_wrap(rt, ocl0, queue, &stream) == ABR_OK);
+
     std::vector<float> data(1 << 16);
     for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0.5f * static_cast<float>(i);
     Managed src(data.data(), f32, {1 << 16});
     Owned device(copy_to(rt, &src.managed, ocl0, stream));
     abr_event* done = nullptr;
     REQUIRE(abr_event_record(stream, &done) == ABR_OK);
-    abr_stream_release(stream);
-    if (abr_event_query(done) == ABR_NOT_READY) CHECK(src.deleted == 0);  // still read by the queued write
-    REQUIRE(abr_event_synchronize(done) == ABR_OK);
-    if (next_call_collects) {
-      std::vector<float> other(16, 1.0f);
-      Managed small(other.data(), f32, {16});
-      Owned copy(copy_to(rt, &small.managed, cpu, nullptr));  // any later call releases what completed
-      CHECK(src.deleted == 1);
+    abr_stream_release(stream);  // returns at once: the write is still shut in
+    CHECK(abr_event_query(done) == ABR_NOT_READY);
+    CHECK(src.deleted == 0);  // still read by the queued write
+
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    if (by_query) {
+      while (abr_event_query(done) == ABR_NOT_READY) {
+      }
+    } else {
+      REQUIRE(abr_event_synchronize(done) == ABR_OK);
     }
-    abr_runtime_destroy(rt);  // releases (after waiting for) whatever is left
+    CHECK(src.deleted == 1);  // seeing the event complete released it, not the runtime's next call
+    abr_runtime_destroy(rt);
     CHECK(src.deleted == 1);
     CHECK(std::memcmp(read_mem(static_cast<cl_mem>(device->data), 0, data.size() * 4).data(), data.data(),
                       data.size() * 4) == 0);
     abr_event_destroy(done);
+    device.reset();
+    probe.reset();
+    clReleaseEvent(gate);
+    clReleaseCommandQueue(queue);
   }
 }

@@ -3,6 +3,8 @@
 # regression inputs (regressions/<target>/) first, then new inputs kept in
 # BUILD/fuzz-python/<target>/. Usage: run.sh BUILD [SECONDS per target, default 30].
 # Prints the executions per target; a finding's input is left in BUILD/fuzz-python/.
+# FUZZ_SEED=N makes the run repeatable (make test sets it: a CI failure then happens
+# again here); unset, each run explores afresh.
 set -uo pipefail
 build=${1:-build}
 seconds=${2:-30}
@@ -15,7 +17,7 @@ for target in to_device from_dlpack copy exchange; do
   mkdir -p "$work" "$here/regressions/$target"
   log=$(mktemp)
   # -timeout: one input past 20 s is a hang; -rss_limit_mb: a runaway allocation is a finding too.
-  "$python" "$here/fuzz_$target.py" -max_total_time="$seconds" -print_final_stats=1 -timeout=20 \
+  "$python" "$here/fuzz_$target.py" -max_total_time="$seconds" ${FUZZ_SEED:+-seed="$FUZZ_SEED"} -print_final_stats=1 -timeout=20 \
     -rss_limit_mb=6144 -artifact_prefix="$build/fuzz-python/$target-" "$work" "$here/regressions/$target" \
     >"$log" 2>&1
   rc=$?
