@@ -271,8 +271,8 @@ $(FUZZ_DIR)/fuzz-ipc-import: tests/fuzz/fuzz_ipc_import.cpp $(CORE_SRCS:%.cpp=$(
 	  -fsanitize=fuzzer -o $@ $^ -ldl
 
 fuzz: bootstrap $(FUZZ_DIR)/fuzz-transfer $(FUZZ_DIR)/fuzz-ipc-import
-	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
-	bash tests/fuzz/run_ipc.sh $(BUILD) $(FUZZ_SECONDS)
+	bash tests/fuzz/run.sh transfer $(BUILD) $(FUZZ_SECONDS)
+	bash tests/fuzz/run.sh ipc $(BUILD) $(FUZZ_SECONDS)
 
 # The C ABI program again, linked with the ASan + UBSan core (statically: that
 # build is not position-independent). concurrent_create is not: ASan's own thread
