@@ -93,7 +93,7 @@ std::string human_bytes(uint64_t bytes) {
   return text;
 }
 
-// Three significant digits at most, never "0.00": 1467 GB/s, 52.3 GB/s, 0.38 GB/s, 170 ns, 35.5 us.
+// Three significant digits at most, never "0.00": 1467 GB/s, 52.3 GB/s, 380 MB/s, 170 ns, 35.5 us.
 std::string rate(const bench::Result& r, double seconds) {
   char text[48];
   if (r.unit == "ns") {
@@ -105,21 +105,29 @@ std::string rate(const bench::Result& r, double seconds) {
     else
       std::snprintf(text, sizeof text, "%.0f ns", ns);
   } else {
-    const double gbps = r.bytes / seconds / 1e9;
-    std::snprintf(text, sizeof text,
-                  gbps >= 100      ? "%.0f GB/s"
-                      : gbps >= 10 ? "%.1f GB/s"
-                      : gbps >= 1  ? "%.2f GB/s"
-                                   : "%.2g GB/s",
-                  gbps);
+    // The unit that puts the figure at 1 or more, so it fits its column however slow a
+    // run was (a loaded machine once gave "0.00089 GB/s", one column too wide).
+    double value = r.bytes / seconds;
+    const char* unit = "B/s";
+    for (const char* larger : {"KB/s", "MB/s", "GB/s"}) {
+      if (value < 1000) break;
+      value /= 1000, unit = larger;
+    }
+    std::snprintf(text, sizeof text, value >= 100 ? "%.0f %s" : value >= 10 ? "%.1f %s" : "%.2f %s", value, unit);
   }
   return text;
 }
 
-// Two significant digits below 0.1 (0.0031x), two decimals up to 100, then whole numbers.
+// Two significant digits below 0.1 (0.0031x), one below 0.001 (0.0009x: 7 columns, the
+// cell's), two decimals up to 100, then whole numbers.
 std::string ratio_text(double ratio) {
   char text[32];
-  std::snprintf(text, sizeof text, ratio >= 100 ? "%.0fx" : ratio >= 0.1 ? "%.2fx" : "%.2gx", ratio);
+  std::snprintf(text, sizeof text,
+                ratio >= 100         ? "%.0fx"
+                    : ratio >= 0.1   ? "%.2fx"
+                    : ratio >= 0.001 ? "%.2gx"
+                                     : "%.1gx",
+                ratio);
   return text;
 }
 
@@ -279,19 +287,6 @@ void write_json(std::ofstream& out, const bench::Options& options, const std::st
 }
 
 }  // namespace
-
-std::string bench::json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20)
-      out += ' ';
-    else
-      out += c;
-  }
-  return out;
-}
 
 int main(int argc, char** argv) {
   bench::Options options;
