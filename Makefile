@@ -221,7 +221,7 @@ test-cuda: $(BUILD)/bin/cuda-tests
 # soak-short suite is). CUDA is the fake driver unless SOAK_CUDA_LIBRARY names
 # another: make soak SOAK_CUDA_LIBRARY=libcuda.so.1 on a GPU machine.
 SOAK := $(BUILD)/bin/arraybridge-soak
-SOAK_SRCS := tests/soak/soak.cpp tests/soak/workload.cpp tests/soak/samples.cpp
+SOAK_SRCS := tests/soak/soak.cpp tests/soak/workload.cpp tests/soak/samples.cpp bench/machine.cpp
 SOAK_CUDA_LIBRARY ?= $(abspath $(FAKE_CUDA))
 SOAK_ARGS ?= --transfers 1000000 --threads 8 --sample-every 100000
 $(SOAK): $(SOAK_SRCS:%.cpp=$(BUILD)/obj/%.o) $(SHLIB) $(BUILD)/lib/libarraybridge.so

@@ -11,6 +11,8 @@
 
 #include <arraybridge/arraybridge.h>
 
+#include "bench/machine.hpp"
+
 namespace bench {
 
 struct Options {
@@ -190,12 +192,5 @@ void progress_row_done(uint64_t weight);
 void progress_clear();   // before anything else is printed
 void progress_resume();  // after it
 uint64_t row_weight(uint64_t size_bytes);
-
-// The "machine" object of the JSON: host CPU and cores, the commit, the CUDA and
-// OpenCL backends as the runtime reports them (driver and CUDA version), the
-// NVIDIA kernel driver, and every device, so a result says where it was measured.
-std::string machine_json(abr_runtime* rt);
-
-std::string json_escape(const std::string& s);
 
 }  // namespace bench

@@ -1,12 +1,11 @@
-// Where a benchmark ran: written into its JSON so results from different
-// machines (or commits) are never compared by mistake.
+// Where a benchmark or a soak ran (machine.hpp).
+#include "bench/machine.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
-
-#include "bench/bench.hpp"
 
 namespace bench {
 namespace {
@@ -33,37 +32,55 @@ std::string output_of(const char* command) {
 
 std::string quoted(const std::string& text) { return "\"" + json_escape(text) + "\""; }
 
-// ARRAYBRIDGE_COMMIT (set by dev/gpu_check.sh for copies without .git), else git's.
-std::string commit() {
+std::string backend_detail(abr_runtime* rt, abr_backend backend) {
+  struct abr_backend_info info = ABR_BACKEND_INFO_INIT;
+  return abr_backend_info(rt, backend, &info) == ABR_OK ? info.detail : "";
+}
+
+}  // namespace
+
+std::string cpu_model() {
+  const std::string cpu = first_line_of("/proc/cpuinfo", "model name\t: ");
+  return cpu.empty() ? "unknown" : cpu;
+}
+
+std::string checkout_commit() {
   if (const char* given = std::getenv("ARRAYBRIDGE_COMMIT")) return given;
   const std::string head = output_of("git rev-parse HEAD 2>/dev/null");
   if (head.empty()) return "unknown";
   return head + (output_of("git status --porcelain --untracked-files=no 2>/dev/null").empty() ? "" : "+changes");
 }
 
-std::string backend_detail(abr_runtime* rt, abr_backend backend) {
-  struct abr_backend_info info {};
-  return abr_backend_info(rt, backend, &info) == ABR_OK ? info.detail : "";
-}
-
-}  // namespace
-
 std::string machine_json(abr_runtime* rt) {
-  std::string cpu = first_line_of("/proc/cpuinfo", "model name\t: ");
-  std::string json = "{\"cpu\": " + quoted(cpu.empty() ? "unknown" : cpu) +
-      ", \"cores\": " + std::to_string(std::thread::hardware_concurrency()) + ", \"commit\": " + quoted(commit()) +
-      ", \"cuda\": " + quoted(backend_detail(rt, ABR_BACKEND_CUDA)) +
+  std::string json = "{\"cpu\": " + quoted(cpu_model()) +
+      ", \"cores\": " + std::to_string(std::thread::hardware_concurrency()) +
+      ", \"commit\": " + quoted(checkout_commit()) + ", \"cuda\": " + quoted(backend_detail(rt, ABR_BACKEND_CUDA)) +
       ", \"opencl\": " + quoted(backend_detail(rt, ABR_BACKEND_OPENCL)) +
       ", \"nvidia_driver\": " + quoted(first_line_of("/proc/driver/nvidia/version")) + ", \"devices\": [";
   int32_t count = 0;
   abr_device_count(rt, &count);
   for (int32_t i = 0; i < count; ++i) {
-    struct abr_device_info info {};
+    struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     if (abr_device_info(rt, i, &info) != ABR_OK) continue;
-    json += std::string(i ? ", " : "") + "{\"device\": " + quoted(device_name(info.device)) +
-        ", \"name\": " + quoted(info.name) + ", \"platform\": " + quoted(info.platform) + "}";
+    char name[ABR_NAME_MAX] = "";
+    abr_device_format(info.device, name, sizeof name);
+    json += std::string(i ? ", " : "") + "{\"device\": " + quoted(name) + ", \"name\": " + quoted(info.name) +
+        ", \"platform\": " + quoted(info.platform) + "}";
   }
   return json + "]}";
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += ' ';
+    else
+      out += c;
+  }
+  return out;
 }
 
 }  // namespace bench

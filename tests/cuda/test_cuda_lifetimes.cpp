@@ -3,7 +3,6 @@
 // context, and one thread's staging block reused under another thread's DMA.
 // Against the fake driver each fails today's mistakes; on a GPU the same cases
 // check values (ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1).
-#include <dirent.h>
 #include <sys/resource.h>
 
 #include <atomic>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "tests/cuda/cuda_helpers.hpp"
+#include "tests/support/process.hpp"
 
 using namespace test;
 
@@ -129,17 +129,6 @@ TEST_CASE_FIXTURE(NoDriverFindings,
 }
 
 namespace {
-
-// Descriptors this process has open now.
-int open_descriptors() {
-  int n = 0;
-  if (DIR* dir = opendir("/proc/self/fd")) {
-    while (const dirent* entry = readdir(dir))
-      if (entry->d_name[0] != '.') ++n;
-    closedir(dir);
-  }
-  return n - 1;  // the directory's own
-}
 
 // Lowers the soft descriptor limit while it lives.
 struct DescriptorLimit {

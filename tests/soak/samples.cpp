@@ -1,11 +1,12 @@
 #include "tests/soak/samples.hpp"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include "bench/machine.hpp"
+#include "tests/support/process.hpp"
 
 namespace soak {
 
@@ -33,16 +34,6 @@ double status_field(const char* field) {
   return -1;
 }
 
-double open_fds() {
-  double n = 0;
-  if (DIR* dir = opendir("/proc/self/fd")) {
-    while (const dirent* entry = readdir(dir))
-      if (entry->d_name[0] != '.') ++n;
-    closedir(dir);
-  }
-  return n - 1;  // the directory's own
-}
-
 Slope slope_of(const std::vector<Sample>& samples, int figure, uint64_t warm_up) {
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   Slope s{0, 0, 0, 0, 0, true};
@@ -63,18 +54,7 @@ Slope slope_of(const std::vector<Sample>& samples, int figure, uint64_t warm_up)
   return s;
 }
 
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20)
-      out += ' ';
-    else
-      out += c;
-  }
-  return out + "\"";
-}
+std::string quoted(const std::string& text) { return "\"" + bench::json_escape(text) + "\""; }
 
 std::string number(double value) {
   char text[64];
@@ -98,8 +78,10 @@ void Samples::add(uint64_t transfers, double seconds, abr_runtime* rt) {
   cache_limit_ = cache.limit_bytes;
   const double rss = status_field("VmRSS:") * 1024, pinned = static_cast<double>(pool.bytes_pinned),
                cached = static_cast<double>(cache.bytes_pinned);
-  samples_.push_back(
-      {transfers, seconds, {rss - pinned - cached, open_fds(), status_field("Threads:"), pinned, cached, rss}});
+  samples_.push_back({transfers,
+                      seconds,
+                      {rss - pinned - cached, static_cast<double>(test::open_descriptors()), status_field("Threads:"),
+                       pinned, cached, rss}});
 }
 
 Verdict Samples::judge(uint64_t transfers) const {

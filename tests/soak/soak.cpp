@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/machine.hpp"
 #include "tests/soak/samples.hpp"
 #include "tests/soak/workload.hpp"
 
@@ -147,24 +148,6 @@ class Run {
   double seconds_ = 0;
 };
 
-std::string first_line_of(const char* command) {
-  std::string line;
-  if (FILE* pipe = popen(command, "r")) {
-    char buffer[256];
-    if (std::fgets(buffer, sizeof buffer, pipe)) line = buffer;
-    pclose(pipe);
-  }
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-  return line;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -175,11 +158,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   soak::Machine machine;
-  machine.cpu = cpu_model();
+  machine.cpu = bench::cpu_model();
   machine.cores = static_cast<int>(std::thread::hardware_concurrency());
-  machine.commit = !options.commit.empty() ? options.commit : first_line_of("git rev-parse HEAD 2>/dev/null");
-  if (options.commit.empty() && !first_line_of("git status --porcelain --untracked-files=no 2>/dev/null").empty())
-    machine.commit += " (with uncommitted changes)";
+  machine.commit = !options.commit.empty() ? options.commit : bench::checkout_commit();
   soak::Workload work;
   work.rt = rt;
   int32_t count = 0;

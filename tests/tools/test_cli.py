@@ -129,6 +129,13 @@ def test_the_table_fits_100_columns_with_a_legend_and_no_progress_in_a_pipe(tmp_
     assert {"memcpy", "malloc+cp"} <= labels
     assert all(r["size_bytes"] > 0 for r in data["results"] if r["case"] != "zero-copy round trip"
                and r["case"] != "python round trip")
+    # The result says where it ran: every device, as the C API lists them (until 2026-11-25 the
+    # machine object asked with unversioned structs, was refused, and listed none), and the
+    # OpenCL backend that served them.
+    machine = data["machine"]
+    assert [d["platform"] for d in machine["devices"]] == _c_api_platforms()
+    assert machine["devices"][0]["device"] == "cpu" and machine["cores"] >= 1 and machine["commit"]
+    assert "opencl:0" not in [d["device"] for d in machine["devices"]] or "device(s)" in machine["opencl"]
 
 
 def test_progress_on_a_terminal_counts_rows_and_is_cleared(tmp_path):
