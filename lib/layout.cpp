@@ -1,5 +1,7 @@
 #include "lib/layout.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -93,6 +95,33 @@ void validate_header(const DLManagedTensorVersioned& tensor, const char* what) {
          tensor.version.major, tensor.version.minor);
 }
 
+namespace {
+
+// Whether no two elements of a layout share memory, by a test that is sure when it
+// says yes: ordered by |stride|, each dimension's stride passes the span of those
+// below it (so a slice, a transpose or a step of a dense tensor always passes).
+// A layout that fails either aliases (strides {1, 1}) or interleaves dimensions so
+// unusually that no framework makes such a tensor; a destination may be neither:
+// it could not hold every source value. Zero strides are refused before this.
+bool elements_disjoint(const Layout& layout) {
+  struct Step {
+    int64_t stride, extent;
+  } steps[ABR_MAX_NDIM];  // |stride| and extent of each dimension of extent > 1
+  int n = 0;
+  for (int i = 0; i < layout.ndim(); ++i)
+    if (layout.shape[i] > 1)  // |INT64_MIN| cannot come: its span overflowed already
+      steps[n++] = {layout.strides[i] < 0 ? -layout.strides[i] : layout.strides[i], layout.shape[i]};
+  std::sort(steps, steps + n, [](const Step& a, const Step& b) { return a.stride < b.stride; });
+  int64_t span = 0;  // how far past its first element the smaller dimensions reach
+  for (int k = 0; k < n; ++k) {
+    if (steps[k].stride <= span) return false;
+    span += steps[k].stride * (steps[k].extent - 1);  // within the extent checked above
+  }
+  return true;
+}
+
+}  // namespace
+
 Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
   Layout out;
   const int32_t type = static_cast<int32_t>(t.device.device_type);
@@ -160,6 +189,11 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
     if (extent > 0 && __builtin_mul_overflow(expected, extent, &expected)) expected = 0;  // only when empty
   }
   out.compact = compact;
+  if (role == Role::Destination && !compact && numel > 1 && !elements_disjoint(out))
+    fail(ABR_ERR_DLPACK_STRIDES,
+         "{}: strides {} over shape {} can give two elements the same memory: ordered by stride, each "
+         "dimension of a destination must step past everything the smaller ones span",
+         what, shape_string(out.strides), shape_string(out.shape));
   if (numel > 0 && __builtin_add_overflow(hi, static_cast<int64_t>(out.itemsize), &hi))
     fail(ABR_ERR_DLPACK_OVERFLOW, "{}: view extent overflows 64 bits", what);
   out.min_byte = numel > 0 ? lo : 0;

@@ -107,7 +107,7 @@ TEST_CASE("abr_copy scatters a compact source into strided, negative and offset 
 
 TEST_CASE("abr_copy refuses what it cannot honour, naming it") {
   Runtime rt;
-  float a[12] = {}, b[12] = {};
+  float a[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, b[12] = {};
   int64_t shape[2] = {3, 4}, other[2] = {4, 3}, zero[2] = {0, 1};
   DLTensor src{a, cpu, 2, f32, shape, nullptr, 0};
   DLTensor dst{b, cpu, 2, f32, other, nullptr, 0};
@@ -117,6 +117,21 @@ TEST_CASE("abr_copy refuses what it cannot honour, naming it") {
   dst.strides = zero;
   CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
   CHECK(error_mentions("destination: zero stride on dim 0"));
+
+  // Non-zero strides that alias: element (0, 1) and (1, 0) are both b[1]. Until
+  // 2026-11-25 this was accepted and the copy kept whichever value came last.
+  int64_t aliasing[2] = {1, 1};
+  dst.strides = aliasing;
+  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  CHECK(error_mentions("destination: strides [1, 1] over shape [3, 4] can give two elements the same memory"));
+  int64_t interleaved[2] = {2, 3};  // disjoint, but interleaved past the rule's reach: refused as well
+  dst.strides = interleaved;
+  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  src.strides = aliasing;  // a source may alias: reading an element twice changes nothing
+  dst.strides = nullptr;
+  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK);
+  CHECK((b[1] == 1 && b[4] == 1 && b[7] == 4 && b[11] == 5));
+  src.strides = nullptr;
 
   Managed ms(a, f32, {3, 4}), md(b, f32, {3, 4});
   md.managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
