@@ -27,6 +27,7 @@ _BLOCK_BYTES = 64 << 20  # an arena grows by at least this much: one registratio
 _ALIGN = 4096  # slots start on page boundaries (what RDMA registration works in)
 _FRAME = struct.Struct("!I")
 _MAX_FRAME = 1 << 24  # a control message is small; a larger length is a broken or foreign peer
+_READS_KEPT = 64  # READ requests kept for reuse (Peer._reads)
 _NIXL_MODULES = ("nixl", "nixl_cu13", "nixl_cu12")
 _IB_DEVICES = "/sys/class/infiniband"
 
@@ -380,7 +381,12 @@ class NixlPeer:
         self._links = {}
         self._links_changed = threading.Condition()
         self._ids = itertools.count(1)
-        self._counts = {"sends": 0, "receives": 0, "bytes_sent": 0, "bytes_received": 0}
+        self._counts = {"sends": 0, "receives": 0, "bytes_sent": 0, "bytes_received": 0, "reads_reused": 0}
+        # READ requests kept for reuse, by (link, local address, mem type, remote address,
+        # bytes, device, mem type): a request NIXL made once is posted again for the next tensor of that size
+        # (slots and the sender's registered blocks come back to the same addresses), which
+        # skips creating and preparing it. Oldest first.
+        self._reads = {}
         self._closed = False
         self._server = socket.create_server(listen)
         self.address = self._server.getsockname()[:2]  # (host, port): where other peers connect
@@ -498,7 +504,9 @@ class NixlPeer:
     def stats(self):
         """Counters: `registrations` (blocks registered with NIXL since the start: flat
         after warm-up, however many tensors follow), `registered_bytes`, `slots_in_use`,
-        sends and receives with their bytes, and the same per arena ("DRAM:0", "VRAM:0")."""
+        sends and receives with their bytes, `reads_reused` (receives that posted a READ
+        request kept from an earlier one of the same size instead of making one), and the
+        first three per arena ("DRAM:0", "VRAM:0")."""
         arenas = {f"{mem}:{index}": {"registrations": a.registrations,
                                      "registered_bytes": sum(b.size for b in a.blocks),
                                      "slots_in_use": a.slots_in_use} for (mem, index), a in self._arenas.items()}
@@ -579,17 +587,22 @@ class NixlPeer:
                              f"{tuple(landing.shape)}")
         arena = self._arena(device if landing is None else landing.device)
         slot = arena.take(nbytes)
-        handle = None
+        handle, key = None, (link, slot.address, arena.mem) + remote  # this link's only: never a successor's
         try:
             if nbytes:
-                local = self._call(self._agent.get_xfer_descs, [(slot.address, nbytes, arena.device_id)], arena.mem)
-                far = self._call(self._agent.get_xfer_descs, [remote[:3]], remote[3])
-                handle = self._call(self._agent.initialize_xfer, "READ", local, far, link.name)
+                handle = self._reads.pop(key, None)  # out of the cache while in use
+                if handle is None:
+                    local = self._call(self._agent.get_xfer_descs, [(slot.address, nbytes, arena.device_id)],
+                                       arena.mem)
+                    far = self._call(self._agent.get_xfer_descs, [remote[:3]], remote[3])
+                    handle = self._call(self._agent.initialize_xfer, "READ", local, far, link.name)
+                else:
+                    self._counts["reads_reused"] += 1
                 if self._call(self._agent.transfer, handle) == "ERR":
                     raise ArrayBridgeError(f"arraybridge.nixl: NIXL refused to start reading {nbytes} bytes from "
                                            f"peer {link.name!r}", None, "transfer_failed")
         except Exception as error:
-            self._finish_read(handle, arena, slot, safe=True)
+            self._finish_read(handle, arena, slot, safe=True, key=None)
             _tell(link, {"type": "failed", "id": ident, "reason": str(error)})
             link.pump(1.0 if _disconnected(error) else 0)  # NIXL may notice before the socket's end arrives
             if link.lost is not None or _disconnected(error):
@@ -614,7 +627,7 @@ class NixlPeer:
                     break
                 link.pump(1.0 if state == "ERR" else 0)  # a failed READ: is the peer gone? its socket says
                 if state == "ERR" or link.lost is not None:
-                    self._finish_read(handle, arena, slot, safe=False)
+                    self._finish_read(handle, arena, slot, safe=False, key=None)
                     if link.lost is not None or (state == "ERR" and _disconnected(failure)):
                         raise PeerLostError(f"arraybridge.nixl: peer {link.name!r} is gone ({_why_lost(link)}) "
                                             f"while reading {nbytes} bytes from it")
@@ -641,14 +654,18 @@ class NixlPeer:
                 receipt = {"type": "failed", "id": ident, "reason": str(error)}
                 raise
             finally:
-                self._finish_read(handle, arena, slot, safe=True)
+                self._finish_read(handle, arena, slot, safe=True, key=key)
                 _tell(link, receipt)
             return True, result
         return NixlTransfer(self, step, timeout)
 
-    def _finish_read(self, handle, arena, slot, safe):
-        """Releases a READ's request and its slot; a READ that may still be writing (safe=False)
-        keeps its slot out of use for good rather than let the next transfer share it."""
+    def _finish_read(self, handle, arena, slot, safe, key):
+        """Releases a READ's slot, and its request unless `key` keeps it for reuse (a READ
+        that completed). A READ that may still be writing (safe=False) keeps its slot out of
+        use for good rather than let the next transfer share it."""
+        if handle is not None and key is not None:
+            self._reads[key] = handle
+            handle = self._reads.pop(next(iter(self._reads))) if len(self._reads) > _READS_KEPT else None
         if handle is not None:
             try:
                 self._call(self._agent.release_xfer_handle, handle)
@@ -656,6 +673,14 @@ class NixlPeer:
                 safe = False
         if safe:
             arena.give_back(slot)
+
+    def _forget_reads(self):
+        """Releases the READ requests kept for reuse."""
+        while self._reads:
+            try:
+                self._call(self._agent.release_xfer_handle, self._reads.popitem()[1])
+            except Exception:  # the agent may have dropped it with its remote
+                pass
 
     def close(self):
         """Tells the connected peers, closes the connections, deregisters the arenas and lets
@@ -668,6 +693,7 @@ class NixlPeer:
         except OSError:
             pass
         self._server.close()
+        self._forget_reads()
         for name, link in list(self._links.items()):
             link.close()
             try:

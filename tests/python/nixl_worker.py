@@ -86,8 +86,9 @@ def big(peer, other, role):
 
 
 def registrations(peer, other, role):
-    """1000 sends of tensors of three sizes: the registrations counted after the first
-    round are all there ever are, on both sides."""
+    """1000 sends of tensors of three sizes, each value checked: the registrations counted
+    after the first round are all there ever are, on both sides, and the receiver makes
+    one READ request per size, posted again for every later tensor of that size."""
     sizes = (1 << 10, 100 << 10, 1 << 20)
     after_first = None
     for i in range(ROUNDS):
@@ -105,6 +106,8 @@ def registrations(peer, other, role):
     assert after_first >= 1 and stats["registrations"] == after_first, (after_first, stats)
     assert stats["slots_in_use"] == 0, stats
     assert stats["sends" if role == "send" else "receives"] == ROUNDS, stats
+    if role != "send":  # slots come back to the same addresses: each size's READ request is made once
+        assert stats["reads_reused"] >= ROUNDS - 2 * len(sizes), stats
 
 
 def sender_dies(peer, other, role):
