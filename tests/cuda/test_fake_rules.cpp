@@ -2,12 +2,16 @@
 // library would call them: each misuse the H100 and compute-sanitizer taught us
 // about is a finding, and the correct sequence next to it is not. (The rules
 // catching the library itself are the CUDA tests' fixture, NoDriverFindings.)
+#include <dlfcn.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "tests/cuda/cuda_helpers.hpp"
+#include "tests/support/process.hpp"
 
 using namespace test;
 
@@ -222,4 +226,72 @@ TEST_CASE("fake driver: CUDA IPC exports whole cuMemAlloc allocations only, and 
   REQUIRE(cu.free_async(pooled, stream) == CUDA_SUCCESS);
   cu.stream_sync(stream);
   cu.stream_destroy(stream);
+}
+
+// The other process of the next test (this binary run with --raw-ipc-open HEX): opens
+// the driver handle HEX through the driver's own entry points, as another library
+// would, closes it again if it opened, and prints the status cuIpcOpenMemHandle gave.
+int raw_ipc_open_child_main(const char* hex) {
+  void* cuda = dlopen(std::getenv("ARRAYBRIDGE_CUDA_LIBRARY"), RTLD_NOW | RTLD_LOCAL);
+  if (!cuda || std::strlen(hex) != 2 * sizeof(CUipcMemHandle)) return 2;
+  CUipcMemHandle handle;
+  for (std::size_t i = 0; i < sizeof handle.reserved; ++i) {
+    unsigned byte = 0;
+    if (std::sscanf(hex + 2 * i, "%2x", &byte) != 1) return 2;
+    handle.reserved[i] = static_cast<char>(byte);
+  }
+  const auto symbol = [&](const char* name) { return dlsym(cuda, name); };
+  const auto init = reinterpret_cast<decltype(&cuInit)>(symbol("cuInit"));
+  const auto retain =
+      reinterpret_cast<decltype(&cuDevicePrimaryCtxRetain)>(symbol(ABR_TEST_CUDA_SYMBOL(cuDevicePrimaryCtxRetain)));
+  const auto push = reinterpret_cast<decltype(&cuCtxPushCurrent)>(symbol(ABR_TEST_CUDA_SYMBOL(cuCtxPushCurrent)));
+  const auto open = reinterpret_cast<decltype(&cuIpcOpenMemHandle)>(symbol(ABR_TEST_CUDA_SYMBOL(cuIpcOpenMemHandle)));
+  const auto close =
+      reinterpret_cast<decltype(&cuIpcCloseMemHandle)>(symbol(ABR_TEST_CUDA_SYMBOL(cuIpcCloseMemHandle)));
+  CUcontext context = nullptr;
+  CUdeviceptr opened = 0;
+  if (!init || !retain || !push || !open || !close || init(0) != CUDA_SUCCESS || retain(&context, 0) != CUDA_SUCCESS ||
+      push(context) != CUDA_SUCCESS)
+    return 3;
+  const CUresult status = open(&opened, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  if (status == CUDA_SUCCESS && close(opened) != CUDA_SUCCESS) return 4;
+  std::printf("%d\n", static_cast<int>(status));
+  return 0;
+}
+
+namespace {
+
+// What cuIpcOpenMemHandle gives `handle` in another process (-1: the child failed).
+int opened_elsewhere(const CUipcMemHandle& handle) {
+  std::string text;
+  for (const char byte : handle.reserved) {
+    char pair[3];
+    std::snprintf(pair, sizeof pair, "%02x", static_cast<unsigned char>(byte));
+    text += pair;
+  }
+  int status = 0;
+  const std::string printed = run_this_program({"--raw-ipc-open", text}, &status);
+  INFO("child exit status " << status << ", printed " << printed);
+  REQUIRE(status == 0);
+  return std::atoi(printed.c_str());
+}
+
+}  // namespace
+
+TEST_CASE("fake driver: an IPC handle to freed memory is refused, also once a new allocation reuses its place") {
+  if (!fake_loaded()) return;
+  RawDriver cu;
+  CUdeviceptr first = 0, second = 0;
+  REQUIRE(cu.alloc(&first, 8192) == CUDA_SUCCESS);
+  CUipcMemHandle old_handle, new_handle;
+  REQUIRE(cu.ipc_get(&old_handle, first) == CUDA_SUCCESS);
+  CHECK(opened_elsewhere(old_handle) == CUDA_SUCCESS);  // live: it opens
+  REQUIRE(cu.free(first) == CUDA_SUCCESS);
+  CHECK(opened_elsewhere(old_handle) == CUDA_ERROR_INVALID_HANDLE);  // freed, its exporter alive: refused
+  REQUIRE(cu.alloc(&second, 8192) == CUDA_SUCCESS);
+  REQUIRE(second == first);                                          // the fake reuses the place (first fit)
+  CHECK(opened_elsewhere(old_handle) == CUDA_ERROR_INVALID_HANDLE);  // another allocation's now: still refused
+  REQUIRE(cu.ipc_get(&new_handle, second) == CUDA_SUCCESS);
+  CHECK(opened_elsewhere(new_handle) == CUDA_SUCCESS);
+  REQUIRE(cu.free(second) == CUDA_SUCCESS);
 }

@@ -5,8 +5,6 @@
 // that fail a check (a changed byte, cut short, a newer writer, an exporter that
 // exited, its pid reused) are refused before any driver call. The Python tests add
 // multiprocessing, double imports and other GPUs.
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,8 +20,7 @@
 #include "cuda/ipc_handle.hpp"
 #include "lib/process_identity.hpp"
 #include "tests/cuda/cuda_helpers.hpp"
-
-extern char** environ;
+#include "tests/support/process.hpp"
 
 using namespace test;
 
@@ -95,30 +92,10 @@ void rewrite(abr_ipc_handle& handle, std::size_t field_offset, T value) {
 
 // The handle a child process exported before it exited (the memory went with it).
 abr_ipc_handle handle_of_exited_child() {
-  int out[2];
-  REQUIRE(pipe(out) == 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  char self[] = "/proc/self/exe";
-  char flag[] = "--ipc-child";
-  char mode[] = "export";
-  char* argv[] = {self, flag, mode, nullptr};
-  pid_t child = 0;
-  const int spawned = posix_spawn(&child, self, &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  std::string text;
-  char buffer[4096];
-  for (ssize_t got; spawned == 0 && (got = read(out[0], buffer, sizeof buffer)) != 0;)
-    if (got > 0) text.append(buffer, static_cast<std::size_t>(got));
-  close(out[0]);
-  REQUIRE(spawned == 0);
   int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  INFO("export child exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status)));
-  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == kIpcPassed));
+  const std::string text = run_this_program({"--ipc-child", "export"}, &status);
+  INFO("export child exit status " << status);
+  REQUIRE(status == kIpcPassed);
   const abr_ipc_handle handle = from_hex(text);
   REQUIRE(handle.size > 0);
   return handle;
@@ -202,19 +179,12 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     REQUIRE(abr_ipc_export(rt, &tensor.t->dl_tensor, wrapped, &handle) == ABR_OK);
     CHECK(std::chrono::steady_clock::now() - started < std::chrono::milliseconds(700));  // no wait for the lag
 
-    char self[] = "/proc/self/exe";
-    char flag[] = "--ipc-child";
-    std::string handle_text = hex(handle.data, handle.size), expected = "7";
-    char* argv[] = {self, flag, handle_text.data(), expected.data(), nullptr};
-    pid_t child = 0;
-    REQUIRE(posix_spawn(&child, self, nullptr, nullptr, argv, environ) == 0);
     int status = 0;
-    REQUIRE(waitpid(child, &status, 0) == child);
-    INFO("child exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status))
+    run_this_program({"--ipc-child", hex(handle.data, handle.size), "7"}, &status);
+    INFO("child exit status " << status
                               << " (30 arguments, 31 runtime, 32 not imported, 33 read before the exporter's "
                                  "stream finished, 34 fake driver findings; 23 is LeakSanitizer's)");
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == kIpcPassed);
+    CHECK(status == kIpcPassed);
   }
   abr_stream_destroy(wrapped);
   cu.stream_destroy(lagging);
