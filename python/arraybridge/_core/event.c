@@ -34,8 +34,10 @@ int event_settle(PyObject* event) {
   EventObject* self = (EventObject*)event;
   if (self->done) return 0;
   abr_status status;
-  Py_BEGIN_ALLOW_THREADS status = abr_event_synchronize(self->event);
-  Py_END_ALLOW_THREADS if (status != ABR_OK) {
+  Py_BEGIN_ALLOW_THREADS
+  status = abr_event_synchronize(self->event);
+  Py_END_ALLOW_THREADS
+  if (status != ABR_OK) {
     raise_status(status, "waiting for queued work", NULL);
     return -1;
   }

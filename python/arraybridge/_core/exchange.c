@@ -63,9 +63,12 @@ static int exchange_allocate(DLTensor* prototype, DLManagedTensorVersioned** out
     abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
     options.copy = ABR_COPY_ALWAYS;
     abr_status status;
-    Py_BEGIN_ALLOW_THREADS status = abr_to_device(runtime, &zero, prototype->device, &options, NULL, out);
-    Py_END_ALLOW_THREADS if (status == ABR_OK) { result = 0; }
-    else if (set_error) {
+    Py_BEGIN_ALLOW_THREADS
+    status = abr_to_device(runtime, &zero, prototype->device, &options, NULL, out);
+    Py_END_ALLOW_THREADS
+    if (status == ABR_OK) {
+      result = 0;
+    } else if (set_error) {
       set_error(error_ctx, status == ABR_ERR_OUT_OF_MEMORY ? "MemoryError" : "ValueError", abr_last_error());
     }
   }

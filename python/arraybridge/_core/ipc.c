@@ -32,12 +32,13 @@ PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t na
   const DLDevice device = tensor->device;
   abr_ipc_handle handle = ABR_IPC_HANDLE_INIT;
   abr_status status = ABR_OK;
-  Py_BEGIN_ALLOW_THREADS abr_stream* wrapped = NULL;
+  Py_BEGIN_ALLOW_THREADS
+  abr_stream* wrapped = NULL;
   if (stream && device.device_type == kDLCUDA) status = abr_stream_wrap(runtime, device, (void*)stream, &wrapped);
   if (status == ABR_OK) status = abr_ipc_export(runtime, tensor, wrapped, &handle);
   abr_stream_destroy(wrapped);
-  Py_END_ALLOW_THREADS imported_delete(
-      &source); /* the handle names the memory, not this reference: the exporter keeps x alive */
+  Py_END_ALLOW_THREADS
+  imported_delete(&source); /* the handle names the memory, not this reference: the exporter keeps x alive */
   core_drain();
   if (status != ABR_OK) {
     raise_status(status, "ipc_handle", NULL);
@@ -66,9 +67,10 @@ PyObject* core_ipc_import(PyObject* module, PyObject* data) {
   if (!result) return NULL;
   DLManagedTensorVersioned* out = NULL;
   abr_status status;
-  Py_BEGIN_ALLOW_THREADS status =
-      abr_ipc_import(runtime, &handle, NULL, &out); /* waits for the exporter's queued work */
-  Py_END_ALLOW_THREADS if (status != ABR_OK) {
+  Py_BEGIN_ALLOW_THREADS
+  status = abr_ipc_import(runtime, &handle, NULL, &out); /* waits for the exporter's queued work */
+  Py_END_ALLOW_THREADS
+  if (status != ABR_OK) {
     Py_DECREF(result);
     raise_status(status, "from_ipc", NULL);
     return NULL;

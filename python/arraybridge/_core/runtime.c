@@ -112,8 +112,10 @@ PyObject* core_pool_trim(PyObject* module, PyObject* only_if_running) {
   if (!rt) return NULL;
   uint64_t released = 0;
   abr_status status;
-  Py_BEGIN_ALLOW_THREADS status = abr_pool_trim(rt, &released); /* may wait for the devices' queued work */
-  Py_END_ALLOW_THREADS return checked(status, "trimming the pool", PyLong_FromUnsignedLongLong(released));
+  Py_BEGIN_ALLOW_THREADS
+  status = abr_pool_trim(rt, &released); /* may wait for the devices' queued work */
+  Py_END_ALLOW_THREADS
+  return checked(status, "trimming the pool", PyLong_FromUnsignedLongLong(released));
 }
 
 PyObject* core_set_staging(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {

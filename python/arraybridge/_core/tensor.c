@@ -307,11 +307,13 @@ static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
   abr_runtime* runtime = handle && device.device_type == kDLCUDA ? core_runtime() : NULL;
   if (!runtime) return tensor_wait(self, NULL);
   abr_status status;
-  Py_BEGIN_ALLOW_THREADS abr_stream* consumer = NULL;
+  Py_BEGIN_ALLOW_THREADS
+  abr_stream* consumer = NULL;
   status = abr_stream_wrap(runtime, device, (void*)handle, &consumer);
   if (status == ABR_OK) status = abr_stream_wait_event(consumer, pending);
   abr_stream_release(consumer); /* nothing of ours was queued on it: only the wait */
-  Py_END_ALLOW_THREADS if (status != ABR_OK) {
+  Py_END_ALLOW_THREADS
+  if (status != ABR_OK) {
     raise_status(status, "__dlpack__", NULL);
     return NULL;
   }

@@ -419,8 +419,10 @@ static int hold_completion(abr_event* done, PyObject* keep, PyObject** out) {
   *out = event_new(done, keep);
   if (*out) return 0;
   abr_status status; /* no room for the Event: the work is waited for instead */
-  Py_BEGIN_ALLOW_THREADS status = abr_event_synchronize(done);
-  Py_END_ALLOW_THREADS abr_event_destroy(done);
+  Py_BEGIN_ALLOW_THREADS
+  status = abr_event_synchronize(done);
+  Py_END_ALLOW_THREADS
+  abr_event_destroy(done);
   (void)status;
   return -1;
 }
@@ -480,7 +482,8 @@ static PyObject* run(PyObject* x, Request* request) {
       Py_DECREF(result);
       return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS abr_stream* wrapped = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    abr_stream* wrapped = NULL;
     if (request->stream)
       status =
           abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src_device, (void*)request->stream, &wrapped);
@@ -751,7 +754,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, NULL, out, &report);
     if (status != ABR_OK) delete_imports(imports, movable, n);
   } else {
-    Py_BEGIN_ALLOW_THREADS abr_stream* wrapped = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    abr_stream* wrapped = NULL;
     status = queue ? abr_stream_wrap(runtime, queue_device, (void*)queue, &wrapped) : ABR_OK;
     abr_stream* stream = wrapped ? wrapped : own;
     /* Arrays imported without a sync (exchange APIs) are read after the work their
@@ -906,17 +910,19 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
     } else if (!non_blocking && is_small_host_copy(&src->dl_tensor, dst_device, src_stream | dst_stream)) {
       status = abr_copy_versioned(runtime, src, dst, &options, NULL);
     } else {
-      Py_BEGIN_ALLOW_THREADS status =
-          copy_following(runtime, src, dst, &options, src_stream ? &src_device : NULL, src_stream,
-                         dst_stream ? &dst_device : NULL, dst_stream, own, non_blocking ? &done : NULL);
+      Py_BEGIN_ALLOW_THREADS
+      status = copy_following(runtime, src, dst, &options, src_stream ? &src_device : NULL, src_stream,
+                              dst_stream ? &dst_device : NULL, dst_stream, own, non_blocking ? &done : NULL);
       Py_END_ALLOW_THREADS
     }
   }
   /* Queued work keeps both views (and so both arrays) until it is done: the Event holds them. */
   PyObject* both = done ? keep_views(src, dst) : NULL;
   if (done && !both) { /* no room to keep them: waited for instead */
-    Py_BEGIN_ALLOW_THREADS abr_event_synchronize(done);
-    Py_END_ALLOW_THREADS abr_event_destroy(done);
+    Py_BEGIN_ALLOW_THREADS
+    abr_event_synchronize(done);
+    Py_END_ALLOW_THREADS
+    abr_event_destroy(done);
     done = NULL;
   }
   if (!both) {
@@ -1039,7 +1045,8 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   if (queued && default_queue(runtime, tensors[0]->device, tensors[n]->device, &cuda, &own) < 0) goto done;
   abr_status status;
   abr_event* copied = NULL; /* with non_blocking: after the copies, which the Event's caller waits for */
-  Py_BEGIN_ALLOW_THREADS abr_stream* wrapped = NULL;
+  Py_BEGIN_ALLOW_THREADS
+  abr_stream* wrapped = NULL;
   status = wait_for_producers(runtime, imports, movable, 2 * n);
   if (status == ABR_OK && queued && cuda) status = abr_stream_wrap(runtime, queue_device, (void*)cuda, &wrapped);
   abr_stream* stream = wrapped ? wrapped : queued ? own : NULL;
@@ -1051,7 +1058,8 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     abr_stream_release(wrapped);
   else if (wrapped)
     abr_stream_destroy(wrapped);
-  Py_END_ALLOW_THREADS if (status != ABR_OK) {
+  Py_END_ALLOW_THREADS
+  if (status != ABR_OK) {
     Request request;
     init_request(&request, "copy");
     raise_error(status, &request);
@@ -1060,8 +1068,10 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   /* Queued work keeps every view (and so every array) until it is done: the Event holds them. */
   PyObject* kept = copied ? keep_many(movable, 2 * n) : NULL;
   if (copied && !kept) { /* no room to keep them: waited for instead (MemoryError raised) */
-    Py_BEGIN_ALLOW_THREADS abr_event_synchronize(copied);
-    Py_END_ALLOW_THREADS abr_event_destroy(copied);
+    Py_BEGIN_ALLOW_THREADS
+    abr_event_synchronize(copied);
+    Py_END_ALLOW_THREADS
+    abr_event_destroy(copied);
     goto done;
   }
   if (kept) imported = 0; /* the Event's now */
