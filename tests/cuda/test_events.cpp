@@ -13,18 +13,6 @@
 
 using namespace test;
 
-namespace {
-
-DLManagedTensorVersioned* copy_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device, abr_stream* stream) {
-  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
-  options.copy = ABR_COPY_ALWAYS;
-  DLManagedTensorVersioned* out = nullptr;
-  REQUIRE(abr_to_device(rt, src, device, &options, stream, &out) == ABR_OK);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE_FIXTURE(NoDriverFindings, "CUDA events: a D2H on a lagging stream is right after its event, not before") {
   Runtime rt;
   if (!cuda_devices(rt)) return;

@@ -9,18 +9,6 @@
 
 using namespace test;
 
-namespace {
-
-DLManagedTensorVersioned* copy_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device, abr_stream* stream) {
-  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
-  options.copy = ABR_COPY_ALWAYS;
-  DLManagedTensorVersioned* out = nullptr;
-  REQUIRE(abr_to_device(rt, src, device, &options, stream, &out) == ABR_OK);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("OpenCL events: pending while the queue is shut, complete after; a wait on the host returns the values") {
   Runtime rt;
   ClEnv env;

@@ -109,6 +109,17 @@ struct Runtime {
 
 inline bool error_mentions(const char* text) { return std::strstr(abr_last_error(), text) != nullptr; }
 
+// A new copy of `src` on `device`, queued on `stream` (NULL: done when it returns);
+// the transfer must succeed.
+inline DLManagedTensorVersioned* copy_to(abr_runtime* rt, DLManagedTensorVersioned* src, DLDevice device,
+                                         abr_stream* stream) {
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.copy = ABR_COPY_ALWAYS;
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE(abr_to_device(rt, src, device, &options, stream, &out) == ABR_OK);
+  return out;
+}
+
 // The runtime's pinned pool statistics (the call must succeed).
 inline abr_pool_stats pool_stats(abr_runtime* rt) {
   abr_pool_stats stats = ABR_POOL_STATS_INIT;
