@@ -10,6 +10,7 @@ The wire: one TCP connection per pair of peers carries the agents' metadata once
 small JSON messages (an offer: where the packed bytes are; done: the slot may be reused).
 The bytes themselves go through NIXL. A peer that disappears closes that connection, so
 every wait ends with PeerLostError instead of a hang."""
+import functools
 import itertools
 import json
 import math
@@ -197,12 +198,20 @@ def _devices():
     return devices()
 
 
-_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2, "int32": 4,
-             "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8, "complex64": 8, "complex128": 16}
+# The dtypes a slot can be viewed as (NumPy, or torch for bfloat16), so sent.
+_SENDABLE = ("bool", "int8", "uint8", "int16", "uint16", "float16", "bfloat16", "int32", "uint32", "float32", "int64",
+             "uint64", "float64", "complex64", "complex128")
+
+
+@functools.lru_cache(maxsize=None)
+def _itemsize(dtype):
+    from ._dtype import parse_dtype  # the library's vocabulary: bits and lanes of the name
+    _, bits, lanes = parse_dtype(dtype)
+    return bits * lanes // 8
 
 
 def _nbytes(dtype, shape):
-    return _ITEMSIZE[dtype] * math.prod(shape)
+    return _itemsize(dtype) * math.prod(shape)
 
 
 class _Link:
@@ -525,8 +534,8 @@ class NixlPeer:
         link = self._link(to)
         tensor = x if isinstance(x, Tensor) else _core.from_dlpack(x)
         kind = tensor.dtype if dtype is None else _dtype_name(dtype)
-        if kind not in _ITEMSIZE:
-            raise ValueError(f"arraybridge.nixl: a {kind} tensor cannot be sent (dtypes: {sorted(_ITEMSIZE)})")
+        if kind not in _SENDABLE:
+            raise ValueError(f"arraybridge.nixl: a {kind} tensor cannot be sent (dtypes: {', '.join(_SENDABLE)})")
         shape = list(tensor.shape)
         nbytes = _nbytes(kind, shape)
         arena = self._arena(tensor.device)
@@ -732,7 +741,7 @@ def _checked_offer(offer, name):
     field checked: it came over the network."""
     shape, kind, nbytes = offer.get("shape"), offer.get("dtype"), offer.get("nbytes")
     address, device, mem, ident = offer.get("address"), offer.get("device"), offer.get("mem"), offer.get("id")
-    if not (isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape) and kind in _ITEMSIZE
+    if not (isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape) and kind in _SENDABLE
             and isinstance(nbytes, int) and nbytes == _nbytes(kind, shape) and isinstance(address, int)
             and isinstance(device, int) and mem in ("DRAM", "VRAM") and isinstance(ident, int)):
         raise ArrayBridgeError(f"arraybridge.nixl: peer {name!r} sent a malformed offer: {offer!r}", None,

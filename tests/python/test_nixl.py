@@ -132,6 +132,11 @@ with nixl.Peer("a") as a, nixl.Peer("b") as b:
     a.connect(b.address)
     b.peers(wait_for=1)
     x = np.arange(1000, dtype=np.int32)
+    try:  # a dtype no slot can be viewed as: refused by name before anything is offered
+        a.send(x, to="b", dtype="float8_e4m3fn")
+        raise SystemExit("float8 was sent")
+    except ValueError as error:
+        assert "a float8_e4m3fn tensor cannot be sent (dtypes: bool, int8," in str(error), error
     sent = a.send(x, to="b")
     try:
         sent.wait(timeout=0.2)  # nobody receives yet
