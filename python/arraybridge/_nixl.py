@@ -391,10 +391,10 @@ class NixlPeer:
         self._links_changed = threading.Condition()
         self._ids = itertools.count(1)
         self._counts = {"sends": 0, "receives": 0, "bytes_sent": 0, "bytes_received": 0, "reads_reused": 0}
-        # READ requests kept for reuse, by (link, local address, mem type, remote address,
-        # bytes, device, mem type): a request NIXL made once is posted again for the next tensor of that size
-        # (slots and the sender's registered blocks come back to the same addresses), which
-        # skips creating and preparing it. Oldest first.
+        # READ requests kept for reuse (under _agent_lock), oldest first, by link, local
+        # address and memory, and the remote (address, bytes, device, memory): NIXL's request
+        # is posted again for the next tensor of that size, since slots and the sender's
+        # blocks come back to the same addresses; that skips making and preparing one.
         self._reads = {}
         self._closed = False
         self._server = socket.create_server(listen)
@@ -599,7 +599,8 @@ class NixlPeer:
         handle, key = None, (link, slot.address, arena.mem) + remote  # this link's only: never a successor's
         try:
             if nbytes:
-                handle = self._reads.pop(key, None)  # out of the cache while in use
+                with self._agent_lock:
+                    handle = self._reads.pop(key, None)  # out of the cache while in use
                 if handle is None:
                     local = self._call(self._agent.get_xfer_descs, [(slot.address, nbytes, arena.device_id)],
                                        arena.mem)
@@ -673,8 +674,9 @@ class NixlPeer:
         that completed). A READ that may still be writing (safe=False) keeps its slot out of
         use for good rather than let the next transfer share it."""
         if handle is not None and key is not None:
-            self._reads[key] = handle
-            handle = self._reads.pop(next(iter(self._reads))) if len(self._reads) > _READS_KEPT else None
+            with self._agent_lock:
+                self._reads[key] = handle
+                handle = self._reads.pop(next(iter(self._reads))) if len(self._reads) > _READS_KEPT else None
         if handle is not None:
             try:
                 self._call(self._agent.release_xfer_handle, handle)
@@ -685,9 +687,11 @@ class NixlPeer:
 
     def _forget_reads(self):
         """Releases the READ requests kept for reuse."""
-        while self._reads:
+        with self._agent_lock:
+            kept, self._reads = list(self._reads.values()), {}
+        for handle in kept:
             try:
-                self._call(self._agent.release_xfer_handle, self._reads.popitem()[1])
+                self._call(self._agent.release_xfer_handle, handle)
             except Exception:  # the agent may have dropped it with its remote
                 pass
 
