@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace bench {
 namespace {
@@ -59,13 +60,14 @@ std::string machine_json(abr_runtime* rt) {
       ", \"nvidia_driver\": " + quoted(first_line_of("/proc/driver/nvidia/version")) + ", \"devices\": [";
   int32_t count = 0;
   abr_device_count(rt, &count);
+  const char* separator = "";
   for (int32_t i = 0; i < count; ++i) {
     struct abr_device_info info = ABR_DEVICE_INFO_INIT;
     if (abr_device_info(rt, i, &info) != ABR_OK) continue;
     char name[ABR_NAME_MAX] = "";
     abr_device_format(info.device, name, sizeof name);
-    json += std::string(i ? ", " : "") + "{\"device\": " + quoted(name) + ", \"name\": " + quoted(info.name) +
-        ", \"platform\": " + quoted(info.platform) + "}";
+    json += std::string(std::exchange(separator, ", ")) + "{\"device\": " + quoted(name) +
+        ", \"name\": " + quoted(info.name) + ", \"platform\": " + quoted(info.platform) + "}";
   }
   return json + "]}";
 }

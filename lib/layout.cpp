@@ -105,17 +105,22 @@ namespace {
 // it could not hold every source value. Zero strides are refused before this.
 bool elements_disjoint(const Layout& layout) {
   struct Step {
-    int64_t stride, extent;
-  } steps[ABR_MAX_NDIM];  // |stride| and extent of each dimension of extent > 1
+    uint64_t stride, extent;  // unsigned: |INT64_MIN| is a valid 1-byte stride's size
+  } steps[ABR_MAX_NDIM];      // |stride| and extent of each dimension of extent > 1
   int n = 0;
-  for (int i = 0; i < layout.ndim(); ++i)
-    if (layout.shape[i] > 1)  // |INT64_MIN| cannot come: its span overflowed already
-      steps[n++] = {layout.strides[i] < 0 ? -layout.strides[i] : layout.strides[i], layout.shape[i]};
+  for (int i = 0; i < layout.ndim(); ++i) {
+    const int64_t stride = layout.strides[i];
+    if (layout.shape[i] > 1)
+      steps[n++] = {stride < 0 ? 0 - static_cast<uint64_t>(stride) : static_cast<uint64_t>(stride),
+                    static_cast<uint64_t>(layout.shape[i])};
+  }
   std::sort(steps, steps + n, [](const Step& a, const Step& b) { return a.stride < b.stride; });
-  int64_t span = 0;  // how far past its first element the smaller dimensions reach
+  // How far past its first element the smaller dimensions reach: at most the view's
+  // extent in elements (hi - lo, checked above), so it fits in 64 unsigned bits.
+  uint64_t span = 0;
   for (int k = 0; k < n; ++k) {
     if (steps[k].stride <= span) return false;
-    span += steps[k].stride * (steps[k].extent - 1);  // within the extent checked above
+    span += steps[k].stride * (steps[k].extent - 1);
   }
   return true;
 }

@@ -596,18 +596,18 @@ class NixlPeer:
                              f"{tuple(landing.shape)}")
         arena = self._arena(device if landing is None else landing.device)
         slot = arena.take(nbytes)
-        handle, key = None, (link, slot.address, arena.mem) + remote  # this link's only: never a successor's
+        # This link's only (never a successor's), this slot's, and the remote bytes'.
+        handle, key = None, (link, slot.address, arena.mem, arena.device_id) + remote
         try:
             if nbytes:
                 with self._agent_lock:
                     handle = self._reads.pop(key, None)  # out of the cache while in use
+                    self._counts["reads_reused"] += handle is not None
                 if handle is None:
                     local = self._call(self._agent.get_xfer_descs, [(slot.address, nbytes, arena.device_id)],
                                        arena.mem)
                     far = self._call(self._agent.get_xfer_descs, [remote[:3]], remote[3])
                     handle = self._call(self._agent.initialize_xfer, "READ", local, far, link.name)
-                else:
-                    self._counts["reads_reused"] += 1
                 if self._call(self._agent.transfer, handle) == "ERR":
                     raise ArrayBridgeError(f"arraybridge.nixl: NIXL refused to start reading {nbytes} bytes from "
                                            f"peer {link.name!r}", None, "transfer_failed")
@@ -673,15 +673,20 @@ class NixlPeer:
         """Releases a READ's slot, and its request unless `key` keeps it for reuse (a READ
         that completed). A READ that may still be writing (safe=False) keeps its slot out of
         use for good rather than let the next transfer share it."""
+        evicted = None
         if handle is not None and key is not None:
             with self._agent_lock:
-                self._reads[key] = handle
-                handle = self._reads.pop(next(iter(self._reads))) if len(self._reads) > _READS_KEPT else None
+                if not self._closed and key[0].lost is None:  # else released below: nothing would post it again
+                    self._reads[key] = handle
+                    evicted = self._reads.pop(next(iter(self._reads))) if len(self._reads) > _READS_KEPT else None
+                    handle = None
+        if evicted is not None:  # an older READ's request, long completed: its failure is no concern of this slot
+            self._release_quietly(evicted)
         if handle is not None:
             try:
                 self._call(self._agent.release_xfer_handle, handle)
             except Exception:
-                safe = False
+                safe = key is not None  # a completed READ's slot is free whatever NIXL says of its request
         if safe:
             arena.give_back(slot)
 
@@ -690,10 +695,13 @@ class NixlPeer:
         with self._agent_lock:
             kept, self._reads = list(self._reads.values()), {}
         for handle in kept:
-            try:
-                self._call(self._agent.release_xfer_handle, handle)
-            except Exception:  # the agent may have dropped it with its remote
-                pass
+            self._release_quietly(handle)
+
+    def _release_quietly(self, handle):
+        try:
+            self._call(self._agent.release_xfer_handle, handle)
+        except Exception:  # the agent may have dropped it with its remote, or be closed
+            pass
 
     def close(self):
         """Tells the connected peers, closes the connections, deregisters the arenas and lets

@@ -127,6 +127,16 @@ TEST_CASE("abr_copy refuses what it cannot honour, naming it") {
   int64_t interleaved[2] = {2, 3};  // disjoint, but interleaved past the rule's reach: refused as well
   dst.strides = interleaved;
   CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  {  // strides at the ends of 64 bits, found in review: judged in unsigned arithmetic, without overflow
+    int8_t bytes[8] = {};
+    int64_t one[1] = {2}, far[1] = {INT64_MIN}, cube[3] = {2, 2, 2}, wide[3] = {-2, INT64_MAX - 1, -(INT64_MAX - 1)};
+    DLTensor from{bytes, cpu, 1, dt(kDLInt, 8), one, nullptr, 0}, into{bytes, cpu, 1, dt(kDLInt, 8), one, far, 0};
+    CHECK(abr_copy(rt, &from, &into, nullptr, nullptr) == ABR_ERR_DLPACK_OVERFLOW);  // disjoint, out of the space
+    from.ndim = into.ndim = 3;
+    from.shape = into.shape = cube;
+    into.strides = wide;  // (0, 1, 1) and (0, 0, 0) are the same byte: the sum of spans wraps a signed 64 bits
+    CHECK(abr_copy(rt, &from, &into, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  }
   src.strides = aliasing;  // a source may alias: reading an element twice changes nothing
   dst.strides = nullptr;
   CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK);

@@ -39,7 +39,7 @@ executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
 coverage=$(grep -E "^#[0-9]+[[:space:]]+DONE" "$log" | grep -oE "cov: [0-9]+ ft: [0-9]+" | tail -1)
 echo "$name: ${executions:-?} executions in ${seconds}s, $coverage, corpus $(ls "$work" | wc -l) new inputs"
 if [ $rc -ne 0 ]; then
-  echo "$name: FAILED (rc $rc); the input is in ${prefix}* - copy it to ${regressions#"$here"/} once fixed"
+  echo "$name: FAILED (rc $rc); the input is in ${prefix}* - copy it to tests/fuzz/${regressions##*/}/ once fixed"
   tail -40 "$log"
 fi
 exit $rc

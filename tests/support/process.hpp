@@ -3,10 +3,12 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,7 @@ inline int open_descriptors() {
 inline std::string run_this_program(const std::vector<std::string>& args, int* status) {
   *status = -1000;
   int out[2];
-  if (pipe(out) != 0) return "";
+  if (pipe2(out, O_CLOEXEC) != 0) return "";  // the child gets the write end as its stdout only
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
@@ -47,8 +49,12 @@ inline std::string run_this_program(const std::vector<std::string>& args, int* s
   close(out[1]);
   std::string text;
   char buffer[4096];
-  for (ssize_t got; spawned == 0 && (got = read(out[0], buffer, sizeof buffer)) != 0;)
-    if (got > 0) text.append(buffer, static_cast<std::size_t>(got));
+  for (ssize_t got; spawned == 0 && (got = read(out[0], buffer, sizeof buffer)) != 0;) {
+    if (got > 0)
+      text.append(buffer, static_cast<std::size_t>(got));
+    else if (errno != EINTR)
+      break;
+  }
   close(out[0]);
   int wait_status = 0;
   if (spawned == 0 && waitpid(child, &wait_status, 0) == child)
