@@ -136,10 +136,12 @@ for n in (int(s) for s in sys.argv[3].split(",")):
     del td, cd, device
 )PY";
 
-// Many tensors and queued work on a GPU, beside torch (issue 35). Prints
-// "<case>|<bytes>|<ours>|<first baseline>|<second baseline>" in seconds (nan for
-// one not measured), or "missing: <what>". The batches: 1000 x 4 KiB, and a
+// Many tensors and queued work on a GPU, beside torch and TensorDict (issue 35).
+// Prints "<case>|<bytes>|<ours>|<first baseline>|<second baseline>" in seconds (nan
+// for one not measured), or "missing: <what>". The batches: 1000 x 4 KiB, and a
 // state-dict shape (200 tensors from 4 KiB to 64 MiB, about 1 GiB, mixed dtypes).
+// The "py td" rows give the same move of ours beside TensorDict's to() of the
+// structure and its consolidate() (every leaf packed into one storage) then to().
 const char* kGpuBatchScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
 try:
     import torch
@@ -148,6 +150,10 @@ except ImportError:
     torch = None
 if torch is None:
     print(f"missing: torch with a GPU is not installed for {sys.executable}"); sys.exit(0)
+try:
+    from tensordict import TensorDict
+except ImportError:
+    TensorDict = None
 reps, warm, chosen = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4].split(",")
 def median(fn):
     for _ in range(warm):
@@ -158,35 +164,56 @@ def median(fn):
     return sorted(times)[len(times) // 2]
 def nbytes(arrays):
     return sum(a.nbytes for a in arrays)
+def tensordict_times(leaves, device):  # (to, consolidate + to), nan without TensorDict
+    if TensorDict is None:
+        return math.nan, math.nan
+    td = TensorDict({f"t{i}": t for i, t in enumerate(leaves)}, batch_size=[])
+    return (median(lambda: td.to(device, non_blocking=True)),
+            median(lambda: td.consolidate().to(device, non_blocking=True)))
 small = [np.full(1024, i, dtype=np.float32) for i in range(1000)]
 dtypes = (np.float32, np.float16, np.int64, np.int8)
 counts = ((8, 64 << 20), (16, 16 << 20), (32, 4 << 20), (48, 1 << 20), (48, 256 << 10), (48, 4 << 10))
 state = {f"w{i}_{j}": np.ones(size // np.dtype(dtypes[j % 4]).itemsize, dtype=dtypes[j % 4])
          for i, (count, size) in enumerate(counts) for j in range(count)}
-for name, arrays in (("batch", small), ("state dict", list(state.values()))):
-    if f"py {name} H2D" in chosen:
-        pinned = [torch.from_numpy(a).pin_memory() for a in arrays]
+for name, short, arrays in (("batch", "batch", small), ("state dict", "state", list(state.values()))):
+    h2d, td_h2d = f"py {name} H2D", f"py td {short} H2D"
+    if h2d in chosen or td_h2d in chosen:
         ours = median(lambda: ab.to_device(arrays, "cuda:0"))
+        pageable = [torch.from_numpy(a) for a in arrays]
+    if h2d in chosen:
         loop = median(lambda: [torch.from_numpy(a).to("cuda", non_blocking=True) for a in arrays])
         if name == "batch":  # torch's loop from pinned memory, which its users pin for this
+            pinned = [t.pin_memory() for t in pageable]
             other = median(lambda: [t.to("cuda", non_blocking=True) for t in pinned])
+            del pinned
         else:  # the link: one pinned block of the same bytes in one copy
             block = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
             other = median(lambda: block.to("cuda", non_blocking=True))
-        print(f"py {name} H2D|{nbytes(arrays)}|{ours!r}|{loop!r}|{other!r}", flush=True)
-        del pinned
-    if f"py {name} D2H" in chosen:
+            del block
+        print(f"{h2d}|{nbytes(arrays)}|{ours!r}|{loop!r}|{other!r}", flush=True)
+    if td_h2d in chosen:
+        to, consolidated = tensordict_times(pageable, "cuda:0")
+        print(f"{td_h2d}|{nbytes(arrays)}|{ours!r}|{to!r}|{consolidated!r}", flush=True)
+    d2h, td_d2h = f"py {name} D2H", f"py td {short} D2H"
+    if d2h in chosen or td_d2h in chosen:
         on_gpu = [torch.from_numpy(a).cuda() for a in arrays]
         ours = median(lambda: ab.to_device(on_gpu, "cpu"))
+    if d2h in chosen:
         loop = median(lambda: [t.to("cpu", non_blocking=True) for t in on_gpu])
         if name == "batch":
             into = [torch.empty_like(t, device="cpu").pin_memory() for t in on_gpu]
             other = median(lambda: [p.copy_(t, non_blocking=True) for p, t in zip(into, on_gpu)])
+            del into
         else:
             block = torch.empty(nbytes(arrays), dtype=torch.uint8, device="cuda:0")
             landing = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
             other = median(lambda: landing.copy_(block, non_blocking=True))
-        print(f"py {name} D2H|{nbytes(arrays)}|{ours!r}|{loop!r}|{other!r}", flush=True)
+            del block, landing
+        print(f"{d2h}|{nbytes(arrays)}|{ours!r}|{loop!r}|{other!r}", flush=True)
+    if td_d2h in chosen:
+        to, consolidated = tensordict_times(on_gpu, "cpu")
+        print(f"{td_d2h}|{nbytes(arrays)}|{ours!r}|{to!r}|{consolidated!r}", flush=True)
+    if d2h in chosen or td_d2h in chosen:
         del on_gpu
 if "py overlap" in chosen:  # a 256 MiB H2D queued beside a matmul of about its length on another stream
     src = ab.to_device(np.ones(256 << 20, dtype=np.uint8), "cuda_host")
@@ -395,7 +422,8 @@ void run_python_staging_cases(const Options& options, const Report& report) {
 
 void run_python_gpu_batch_cases(const Options& options, const Report& report) {
   const std::string chosen =
-      chosen_cases(options, {"py batch H2D", "py batch D2H", "py state dict H2D", "py state dict D2H", "py overlap"});
+      chosen_cases(options, {"py batch H2D", "py batch D2H", "py state dict H2D", "py state dict D2H", "py td batch H2D",
+                             "py td batch D2H", "py td state H2D", "py td state D2H", "py overlap"});
   const DLDevice cuda0{kDLCUDA, 0};
   if (chosen.empty() || !device_selected(options, cuda0)) return;
   progress("many tensors on cuda:0 from Python", 0);
@@ -412,6 +440,11 @@ void run_python_gpu_batch_cases(const Options& options, const Report& report) {
     r.seconds = ours;
     if (case_name == "py overlap") {
       r.baselines.push_back(baseline("longer", first));
+    } else if (case_name.rfind("py td", 0) == 0) {
+      r.shape = case_name.rfind("py td batch", 0) == 0 ? "1000x4KiB" : "200 tensors";
+      const char* missing = "TensorDict is not installed";
+      r.baselines.push_back(baseline("td to", std::isnan(first) ? 0 : first, missing));
+      r.baselines.push_back(baseline("td consol", std::isnan(second) ? 0 : second, missing));
     } else {
       const bool batch = case_name.rfind("py batch", 0) == 0;
       r.shape = batch ? "1000x4KiB" : "200 tensors";
