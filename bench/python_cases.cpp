@@ -422,8 +422,9 @@ void run_python_staging_cases(const Options& options, const Report& report) {
 
 void run_python_gpu_batch_cases(const Options& options, const Report& report) {
   const std::string chosen =
-      chosen_cases(options, {"py batch H2D", "py batch D2H", "py state dict H2D", "py state dict D2H", "py td batch H2D",
-                             "py td batch D2H", "py td state H2D", "py td state D2H", "py overlap"});
+      chosen_cases(options,
+                   {"py batch H2D", "py batch D2H", "py state dict H2D", "py state dict D2H", "py td batch H2D",
+                    "py td batch D2H", "py td state H2D", "py td state D2H", "py overlap"});
   const DLDevice cuda0{kDLCUDA, 0};
   if (chosen.empty() || !device_selected(options, cuda0)) return;
   progress("many tensors on cuda:0 from Python", 0);
