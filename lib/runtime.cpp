@@ -172,6 +172,7 @@ uint64_t Runtime::trim_pool() {
     backend->finish_deferred_releases();
     released += backend->trim_device_cache();
   }
+  HostBuffer::trim_kept();  // process-wide and at most about 1 MiB: not counted as this runtime's
   return released + pool_->trim();
 }
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <vector>
 
 #include "lib/host_buffer.hpp"
 
@@ -18,4 +20,38 @@ TEST_CASE("HostBuffer: small buffers 256-byte aligned, large ones 2 MiB aligned 
     std::memset(buffer.data(), 0x5a, bytes);
     if (bytes) CHECK(static_cast<unsigned char>(buffer.data()[bytes - 1]) == 0x5a);
   }
+}
+
+TEST_CASE("HostBuffer: a small buffer freed is the next one of its size class, eight kept per class at most") {
+  using abr::HostBuffer;
+  if (!HostBuffer::keeps_small_buffers()) {
+    MESSAGE("skipped: this build frees every buffer (AddressSanitizer)");
+    return;
+  }
+  HostBuffer::trim_kept();  // what earlier tests left kept
+  char* first = nullptr;
+  {
+    HostBuffer buffer(1000);  // the 1 KiB class
+    first = buffer.data();
+    std::memset(first, 1, 1000);
+  }
+  {
+    HostBuffer again(1024);  // the same class: the kept buffer
+    CHECK(again.data() == first);
+    HostBuffer other(1000);  // while the first is lent: another one
+    CHECK(other.data() != first);
+    HostBuffer larger(1025);  // the next class (1280 bytes) keeps nothing yet: a new one
+    CHECK(larger.data() != first);
+  }
+  CHECK(HostBuffer::trim_kept() == 2 * 1024 + 1280);
+  CHECK(HostBuffer::trim_kept() == 0);
+  {
+    std::vector<std::unique_ptr<HostBuffer>> many;
+    for (int i = 0; i < 10; ++i) many.push_back(std::make_unique<HostBuffer>(4096));
+  }
+  CHECK(HostBuffer::trim_kept() == 8 * 4096);  // the other two went back to malloc
+  {
+    HostBuffer large(HostBuffer::kKeptMax + 1);  // above the kept sizes: never kept
+  }
+  CHECK(HostBuffer::trim_kept() == 0);
 }
