@@ -65,12 +65,36 @@ ThreadsWords host_threads_words(unsigned threads) {
   return words;
 }
 
+// Text of the plan's own on the stack (std::string allocates past 15 characters,
+// and every abr_copy has a reason: a quarter of a 4 KiB host copy's time went there).
+class StackText {
+ public:
+  void assign(std::string_view text) {
+    buffer_.clear();
+    buffer_.append(text.data(), text.data() + text.size());
+  }
+  void append(std::string_view text) { buffer_.append(text.data(), text.data() + text.size()); }
+  template <class... Args>
+  void format(fmt::format_string<Args...> format, Args&&... args) {
+    buffer_.clear();
+    fmt::format_to(std::back_inserter(buffer_), format, std::forward<Args>(args)...);
+  }
+  bool empty() const { return buffer_.size() == 0; }
+  std::string_view view() const { return {buffer_.data(), buffer_.size()}; }
+
+ private:
+  fmt::basic_memory_buffer<char, 160> buffer_;
+};
+
 // "<what> (<reason>): step, step, step".
-void describe(Plan& plan, std::string_view what, const std::string& reason, const char* move_words) {
-  std::string how;
+void describe(Plan& plan, std::string_view what, std::string_view reason, const char* move_words) {
+  StackText how;
   for (const char* step : {pack_words(plan.pack), move_words, scatter_words(plan.scatter)})
-    if (step) how += how.empty() ? step : std::string(", ") + step;
-  plan.detail.format("{} ({}): {}", what, reason, how);
+    if (step) {
+      if (!how.empty()) how.append(", ");
+      how.append(step);
+    }
+  plan.detail.format("{} ({}): {}", what, reason, how.view());
 }
 
 // Chunks through pinned blocks: the same move whichever sides it joins.
@@ -91,7 +115,7 @@ struct Reshaping {
 
 // One side on the host, the other in device memory.
 void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool host_pinned, const Reshaping& r,
-                      const std::string& reason) {
+                      std::string_view reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   plan.executor = src_host ? Executor::Destination : Executor::Source;  // the device side's backend
   const char* direction = src_host ? "host to device" : "device to host";
@@ -134,7 +158,7 @@ void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool ho
 // Two device views: one device-side copy in a shared context, a peer copy
 // inside one peer domain, otherwise staged through host memory in chunks.
 void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, const TransferOptions& options,
-                          bool pack, bool scatter, const std::string& reason) {
+                          bool pack, bool scatter, std::string_view reason) {
   const DLDevice src = from.device, dst = to.device;
   const Capabilities &src_can = from.can, &dst_can = to.can;
   plan.executor = Executor::Source;  // one context, or a peer copy: the source's backend
@@ -244,27 +268,26 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   require_data_path(from, src_host, to, dst_host);
 
   // Reasons that rule out sharing the source's memory (an existing destination always does).
-  std::string reason;
+  StackText reason;
   if (into)
-    reason = "into an existing tensor";
+    reason.assign("into an existing tensor");
   else if (options.copy == ABR_COPY_ALWAYS)
-    reason = "ABR_COPY_ALWAYS";
+    reason.assign("ABR_COPY_ALWAYS");
   else if (plan.cast)
-    reason = fmt::format("converting {} -> {}", dtype_name(src.dtype), dtype_name(plan.dtype));
+    reason.format("converting {} -> {}", dtype_name(src.dtype), dtype_name(plan.dtype));
   else if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !src.compact)
-    reason = "ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided";
+    reason.assign("ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided");
   else if (src_host && !dst_host && !to.shares_host_memory)
-    reason = fmt::format("{} does not share host memory", device_string(to.device));
+    reason.format("{} does not share host memory", device_string(to.device));
   else if (src_host && !dst_host && to.host_wrap_alignment &&
            (reinterpret_cast<uintptr_t>(src.data) + src.byte_offset + src.min_byte) % to.host_wrap_alignment)
-    reason =
-        fmt::format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment, device_string(to.device));
+    reason.format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment, device_string(to.device));
   else if (!src_host && dst_host)
-    reason = fmt::format("{} memory is not addressable from the host", device_string(src.device));
+    reason.format("{} memory is not addressable from the host", device_string(src.device));
   else if (dst_pinned && !from.pinned)
-    reason = fmt::format("the host memory is not page-locked, which {} promises", device_string(to.device));
+    reason.format("the host memory is not page-locked, which {} promises", device_string(to.device));
   else if (!src_host && !dst_host && !same_device(src.device, to.device))
-    reason = fmt::format("the data lives on {}", device_string(src.device));
+    reason.format("the data lives on {}", device_string(src.device));
 
   if (reason.empty()) {
     if (src_host && !dst_host) {
@@ -277,7 +300,8 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
     }
     return plan;
   }
-  if (options.copy == ABR_COPY_NEVER) fail(ABR_ERR_COPY_REQUIRED, "ABR_COPY_NEVER, but a copy is required: {}", reason);
+  if (options.copy == ABR_COPY_NEVER)
+    fail(ABR_ERR_COPY_REQUIRED, "ABR_COPY_NEVER, but a copy is required: {}", reason.view());
   plan.strided_source = !src.compact;
   const bool src_reshape = plan.strided_source || plan.cast;
   const bool dst_strided = into && !dst->compact;
@@ -294,7 +318,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
       plan.detail.join({"host copy into an existing tensor", plan.cast ? ", converted" : "",
                         plan.overlap ? ", staged through a temporary because the two overlap" : "", threads.view()});
     else
-      plan.detail.join({"host copy (", reason, ")", plan.strided_source ? ", strided source packed" : "",
+      plan.detail.join({"host copy (", reason.view(), ")", plan.strided_source ? ", strided source packed" : "",
                         plan.cast ? ", converted on the host" : "", threads.view()});
   } else if (src_host || dst_host) {
     // The host side's rows, when the host engine reshapes it in chunks; a new destination is compact.
@@ -302,10 +326,10 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
         : into                          ? HostLayoutSide::row_bytes(*dst, plan.dtype)
                                         : 0;
     const Reshaping r{src_reshape, dst_strided, bytes, host_rows};
-    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r, reason);
+    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r, reason.view());
   } else {
     plan.overlap = into && src.data == dst->data && ranges_overlap(src, *dst);
-    plan_between_devices(plan, from, to, options, src_reshape, dst_strided, reason);
+    plan_between_devices(plan, from, to, options, src_reshape, dst_strided, reason.view());
   }
   return plan;
 }
