@@ -66,7 +66,7 @@ ThreadsWords host_threads_words(unsigned threads) {
 }
 
 // Text of the plan's own on the stack (std::string allocates past 15 characters,
-// and every abr_copy has a reason: a quarter of a 4 KiB host copy's time went there).
+// and every abr_copy has a reason: a sixth of a 4 KiB host copy's time went there).
 class StackText {
  public:
   void assign(std::string_view text) {
