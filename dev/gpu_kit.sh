@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# `make gpu-check` on a lent GPU machine in one call. That machine has the GPU,
+# compute-sanitizer, Python 3.12 with torch, CuPy and JAX, but no package registry
+# and no build of ours; the device tool carries the repository and up to 64 MiB of
+# ignored paths. So:
+#
+#   dev/gpu_kit.sh pack        here: builds what gpu-check runs, copies it stripped into
+#                              .gpu-kit/build (the build/ layout), downloads the wheels
+#                              its Python lacks (cffi, pycparser, tvm-ffi, tensordict,
+#                              NIXL) into .gpu-kit/wheels, and notes the commit
+#   dev/gpu_kit.sh run DIR     there: installs the wheels and our package into
+#                              /tmp/site, registers NVIDIA's OpenCL, runs
+#                              dev/gpu_check.sh --no-build into DIR (its bench-cuda
+#                              has the Python rows beside torch, CuPy and TensorDict),
+#                              and packs DIR into DIR.tgz (the device tool brings back
+#                              at most 8 files)
+#
+# The device call: carry [".gpu-kit"], command
+#   bash dev/gpu_kit.sh run "$OUT/gpu-check"
+# (about 4-5 minutes on an H100 machine). Without a GPU, `run` goes through the fake
+# driver, as make gpu-check does, which is how it is tested here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kit=.gpu-kit
+
+# NIXL for CUDA 13 (tests/python/test_nixl.py's VRAM to VRAM case): its wheel is 59 MB,
+# most of it an expert-parallel module for torch we do not use and UCX's benchmark
+# plug-ins; without those and their debug sections it is about 26 MB.
+nixl_wheel() {
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 -d "$tmp" nixl-cu13
+  local wheel dest=$PWD/$kit/wheels
+  wheel=$(ls "$tmp"/nixl_cu13-*.whl)
+  mkdir "$tmp/tree"
+  (cd "$tmp/tree" && unzip -q "$wheel" && rm -rf nixl_ep_cu13 nixl_cu13.libs/ucx/libucx_perftest* &&
+    find . -name '*.so*' -type f -exec strip --strip-debug {} + && zip -q -r -9 "$dest/$(basename "$wheel")" .)
+  rm -rf "$tmp"
+}
+
+pack() {
+  local build=${BUILD:-build}
+  make -j"$(nproc)" all "$build/bin/cuda-tests" "$build/bin/unit-tests" "$build/bin/arraybridge-soak" \
+    "$build/fake-cuda/libcuda.so.1"
+  rm -rf "$kit"
+  mkdir -p "$kit/build/lib" "$kit/build/bin" "$kit/build/fake-cuda" "$kit/wheels"
+  cp -P "$build"/lib/libarraybridge.so* "$kit/build/lib/"
+  cp "$build"/bin/{arraybridge-info,arraybridge-bench,arraybridge-soak,cuda-tests,unit-tests} "$kit/build/bin/"
+  cp "$build"/fake-cuda/libcuda.so.1 "$kit/build/fake-cuda/"  # only where no GPU is found
+  find "$kit/build" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-debug {} +
+  # Wheels for that machine's CPython 3.12 (the pure-Python ones fit any).
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$kit/wheels" cffi pycparser apache-tvm-ffi tensordict 'pyvers<0.3'
+  nixl_wheel
+  git rev-parse HEAD > "$kit/COMMIT"
+  git diff --quiet HEAD -- . ':!.gpu-kit' || echo "gpu_kit: the tree has uncommitted changes beside $(cat "$kit/COMMIT")" >&2
+  local size
+  size=$(du -sm "$kit" | cut -f1)
+  echo "gpu_kit: $kit is $size MiB (the device tool carries 64 MiB in all)"
+  [ "$size" -lt 60 ] || { echo "gpu_kit: too large to carry" >&2; exit 1; }
+}
+
+run() {
+  local out=${1:?usage: gpu_kit.sh run DIR}
+  [ -f "$kit/COMMIT" ] || { echo "gpu_kit: no $kit here: run 'dev/gpu_kit.sh pack' and carry $kit" >&2; exit 2; }
+  local python=${PYTHON:-python3} site=/tmp/site
+  mkdir -p "$out" "$site"
+  export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+  "$python" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --upgrade \
+    --target "$site" "$kit"/wheels/*.whl
+  # Our package, built here against the carried library (setuptools and a compiler are there).
+  ARRAYBRIDGE_BUILD=$PWD/$kit/build "$python" -m pip install -q --disable-pip-version-check --no-index --no-deps \
+    --no-build-isolation --no-compile --upgrade --target "$site" ./python > "$out/package-build.txt" 2>&1 ||
+    { tail -20 "$out/package-build.txt" >&2; exit 1; }
+  if [ -e /proc/driver/nvidia/version ]; then  # NVIDIA's OpenCL beside PoCL: unit-tests run on both
+    { mkdir -p /etc/OpenCL/vendors && echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd; } ||
+      echo "gpu_kit: NVIDIA's OpenCL could not be registered" >&2
+  fi
+  "$python" -c "import torch, numpy; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'numpy', numpy.__version__)" \
+    > "$out/versions.txt" 2>&1 || true
+  local rc=0
+  BUILD=$kit/build PYTHON=$python ARRAYBRIDGE_COMMIT=$(cat "$kit/COMMIT") bash dev/gpu_check.sh --no-build "$out" || rc=$?
+  tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
+  cat "$out/summary.txt"
+  return $rc
+}
+
+case ${1:-} in
+  pack) pack ;;
+  run) run "${2:-}" ;;
+  *) echo "usage: dev/gpu_kit.sh pack | run DIR" >&2; exit 2 ;;
+esac
