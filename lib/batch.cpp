@@ -4,8 +4,8 @@
 // that a failure anywhere leaves every source the caller's and hands nothing out:
 //  1. plan: each source validated and planned against one destination endpoint;
 //  2. prepare, then move: every result's memory and header allocated, then the
-//     work, small copies from host memory to a device coalesced into one block and
-//     one copy (after a failure the stream is waited for before the sources go back);
+//     work, small copies from host memory coalesced into one block and one copy
+//     (after a failure the stream is waited for before the sources go back);
 //  3. commit (cannot fail): headers finished, sources handed to their results,
 //     released, or kept by the stream until its work is done.
 #include <algorithm>
@@ -24,12 +24,14 @@
 namespace abr {
 namespace {
 
-// A copy from host memory to a device this small moves with the others, into a
-// block of at most kBlockMax: a buffer and a write of its own cost about 14 us on
-// PoCL whatever the size, so 256 x 4 KiB in one block ran 28x the loop of one call
-// each, 64 KiB tensors 6.5x; 256 KiB tensors in one 64 MiB block ran 0.26x (the
-// fresh block's mapping costs more than the calls it saves). Copies into host
-// memory are not coalesced: their own cost is a memcpy and about 0.3 us.
+// A copy from host memory this small, to a device or into new host memory, moves
+// with the others into a block of at most kBlockMax: a buffer and a write of its
+// own cost about 14 us on PoCL whatever the size, so 256 x 4 KiB in one block ran
+// 28x the loop of one call each, 64 KiB tensors 6.5x; 256 KiB tensors in one 64 MiB
+// block ran 0.26x (the fresh block's mapping costs more than the calls it saves).
+// Into host memory a buffer of its own costs only a malloc, but 256 of them at once
+// miss glibc's per-thread cache: one block ran 0.82-1.05x the loop at 4 KiB, 0.63-0.86x
+// without (2 cores, bench `batch`, alternating runs).
 constexpr uint64_t kCoalesceMax = uint64_t{64} << 10;
 constexpr uint64_t kBlockMax = uint64_t{16} << 20;
 constexpr uint64_t kSlotAlignment = 256;  // each result starts as DLPack recommends
@@ -125,7 +127,8 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       item.plan = plan_transfer(item.src, from, to, opts);
       check_stream(stream, item.src.device, dst);
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
-      item.coalesced = item.plan.path == ABR_PATH_HOST_TO_DEVICE && item.bytes > 0 && item.bytes <= kCoalesceMax;
+      item.coalesced = item.bytes > 0 && item.bytes <= kCoalesceMax &&
+          (item.plan.path == ABR_PATH_HOST_TO_DEVICE || (item.plan.path == ABR_PATH_HOST_COPY && !to.backend));
       item.gather = gathered_read(item.plan, from, /*dst_pinned=*/to.pinned, item.bytes);
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
@@ -150,10 +153,14 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   DeviceBackend* backend = backend_of(dst.device_type);  // null for the CPU
   std::shared_ptr<Storage> block;
   void* block_handle = nullptr;
-  if (coalesced) {  // device memory: only copies to a device are coalesced
+  if (coalesced && backend) {
     DeviceMemory memory = backend->allocate(dst, block_bytes, stream);
     block_handle = memory.handle;
     block = std::move(memory.storage);
+  } else if (coalesced) {  // new host memory
+    auto buffer = std::make_shared<HostBuffer>(static_cast<std::size_t>(block_bytes));
+    block_handle = buffer->data();
+    block = std::move(buffer);
   }
   std::unique_ptr<Storage> block_stream_share = stream && block ? std::make_unique<SharedStorage>(block) : nullptr;
 
@@ -259,10 +266,8 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   report.copies = copies;
   report.bytes_moved = moved;
   const std::string detail = coalesced
-      ? fmt::format(
-            "{} of {} tensors packed into one {} byte block and moved with one copy; {} view(s), {} "
-            "other copy(ies)",
-            coalesced, count, block_bytes, views, copies - 1)
+      ? fmt::format("{} of {} tensors packed into one {} byte block{}; {} view(s), {} other copy(ies)", coalesced,
+                    count, block_bytes, backend ? " and moved with one copy" : "", views, copies - 1)
       : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
   fit_text(report.detail, sizeof report.detail, detail);
 
@@ -305,6 +310,7 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
                               item.plan.staging.threads);
     }
   };
+  if (!to.backend) return pack_all(static_cast<char*>(block));  // new host memory: the host engine alone
   const Layout whole = compact_layout(dst, DLDataType{kDLUInt, 8, 1}, Dims{static_cast<int64_t>(bytes)}, block);
   std::unique_ptr<Submission> work = submit_routed(*to.backend, dst, to.context, stream);
   if (to.can.maps_to_host) {

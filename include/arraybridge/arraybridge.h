@@ -352,11 +352,11 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
 /* Many tensors to one device in one call, with one set of options and one stream
  * (which may be NULL, as for abr_to_device). Each source gets the result
  * abr_to_device would give it, at a fraction of the cost per tensor: the device
- * and options are resolved once, and small copies from host memory to a device
- * (up to 64 KiB each, 16 MiB in all) are coalesced: packed into one block (pinned
- * memory for a device reached by DMA) and moved with one copy, their results compact
- * views of one device allocation that is freed when the last of them is deleted. Copies
- * into host memory, larger tensors and views go their own way, on the same stream.
+ * and options are resolved once, and small copies from host memory to a device or
+ * into new host memory (up to 64 KiB each, 16 MiB in all) are coalesced: packed into
+ * one block (pinned memory for a device reached by DMA) and moved with one copy, their
+ * results compact views of one allocation that is freed when the last of them is
+ * deleted. Larger tensors and views go their own way, on the same stream.
  * On ABR_OK every source is consumed as abr_to_device consumes it and out[i] is
  * srcs[i]'s result. On failure no source is consumed, every out[i] is NULL, and
  * the message names the index of the first source that failed ("srcs[3]: ...").

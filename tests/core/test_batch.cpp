@@ -93,22 +93,38 @@ TEST_CASE("batch: 256 small copies to PoCL share one buffer, each with its own v
   CHECK(read_back<float>(rt, results.out[255]->dl_tensor) == sources.data[255]);
 }
 
-TEST_CASE("batch: copies into host memory go one by one, each a buffer of its own") {
+TEST_CASE("batch: small copies into host memory share one block that outlives the others; a large one its own") {
   Runtime rt;
   Sources sources;
-  for (int i = 0; i < 16; ++i) sources.add(1024, static_cast<float>(i * 1000));
-  Results results(16);
+  for (int i = 0; i < 16; ++i) sources.add(1024, static_cast<float>(i * 1000));  // 4 KiB each
+  sources.add((std::size_t{1} << 20) / 4, 5.0f);                                 // 1 MiB: a buffer of its own
+  Results results(17);
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
   REQUIRE_MESSAGE(many(rt, sources, results, cpu, ABR_COPY_ALWAYS, &report) == ABR_OK, abr_last_error());
-  CHECK(sources.deleted() == 16);
-  CHECK(report.coalesced == 0);
-  CHECK(report.copies == 16);
-  CHECK(std::string(report.detail) == "16 tensors: 0 view(s), 16 copy(ies), none coalesced");
+  CHECK(sources.deleted() == 17);
+  CHECK(report.coalesced == 16);
+  CHECK(report.copies == 2);
+  CHECK(report.bytes_moved == 16u * 4096 + (1u << 20));
+  CHECK(std::string(report.detail) ==
+        "16 of 17 tensors packed into one 65536 byte block; 0 view(s), 1 other copy(ies)");
+  const auto* block = static_cast<const char*>(results.out[0]->dl_tensor.data);
   for (int i = 0; i < 16; ++i) {
     const DLTensor& t = results.out[i]->dl_tensor;
+    CHECK(static_cast<const char*>(t.data) == block + i * 4096);  // slots of one block, 256-byte aligned
     CHECK(reinterpret_cast<uintptr_t>(t.data) % 256 == 0);
+    CHECK(t.byte_offset == 0);
+    CHECK((results.out[i]->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0);
     CHECK(std::memcmp(t.data, sources.data[i].data(), 4096) == 0);
   }
+  const DLTensor& large = results.out[16]->dl_tensor;
+  CHECK((static_cast<const char*>(large.data) < block || static_cast<const char*>(large.data) >= block + 16 * 4096));
+  CHECK(std::memcmp(large.data, sources.data[16].data(), 1u << 20) == 0);
+  // The block lives until the last of its results goes (ASan would see a use after free).
+  for (int i = 0; i < 15; ++i) {
+    results.out[i]->deleter(results.out[i]);
+    results.out[i] = nullptr;
+  }
+  CHECK(std::memcmp(results.out[15]->dl_tensor.data, sources.data[15].data(), 4096) == 0);
 }
 
 TEST_CASE("batch: to PoCL, small tensors coalesced, a large one on its own, a cast for all") {
