@@ -1,11 +1,13 @@
-"""Before/after table of this folder's runs: each row's ratio against each baseline,
-one figure per run (run 1, run 2). python3 table.py"""
+"""The before/after table of a bench/results folder whose runs are named
+before-*.json and after-*.json: each row's ratio against each baseline, one
+figure per run. python3 bench/before_after.py bench/results/FOLDER"""
 import collections
 import glob
 import json
 import os
+import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+here = sys.argv[1] if len(sys.argv) > 1 else "."
 rows = collections.defaultdict(lambda: collections.defaultdict(list))
 for path in sorted(glob.glob(os.path.join(here, "*.json"))):
     when = "before" if os.path.basename(path).startswith("before-") else "after"
