@@ -16,7 +16,7 @@ constexpr std::size_t kSmallAlignment = 256;
 // Small buffers kept for the next one of their size: a 256-byte aligned buffer needs
 // malloc(bytes + 255), which from 1 KiB of data misses glibc's per-thread cache and
 // takes its slow path (callgrind, a 1 KiB to_device(copy=True) from Python: 392
-// instructions in malloc and 272 in free, a quarter of the runtime's whole call).
+// instructions in malloc and 272 in free, a sixth of what the runtime spends on it).
 // Up to kKeptPerClass buffers per 256-byte class up to kKeptMax (at most about
 // 1 MiB in all). One flag guards it, and a thread that finds it taken goes to malloc
 // instead of waiting: nothing blocks, and a fork child whose parent held the flag
