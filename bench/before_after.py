@@ -9,7 +9,7 @@ import sys
 
 here = sys.argv[1] if len(sys.argv) > 1 else "."
 rows = collections.defaultdict(lambda: collections.defaultdict(list))
-for path in sorted(glob.glob(os.path.join(here, "*.json"))):
+for path in sorted(glob.glob(os.path.join(here, "before-*.json")) + glob.glob(os.path.join(here, "after-*.json"))):
     when = "before" if os.path.basename(path).startswith("before-") else "after"
     for r in json.load(open(path))["results"]:
         size = r.get("size_bytes") or r["bytes"]
