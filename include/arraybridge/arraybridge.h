@@ -336,7 +336,10 @@ ABR_API abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind);
  * A view on src's own device of a src that already has strides, no byte_offset and
  * no IS_COPIED is src itself (no allocation); any other result is a new tensor. IS_COPIED is set when data was copied; READ_ONLY survives a view. A copy
  * is compact row-major. options may be NULL (defaults). stream NULL: synchronous;
- * otherwise the result is valid in that stream's order. A transfer to the
+ * otherwise the result is valid in that stream's order. A source in host memory
+ * may be read by the host during the call (to pack or convert it), not in the
+ * stream's order: work on the stream that still writes it is waited for first, by
+ * the caller (abr_event_synchronize). A transfer to the
  * source's own device with ABR_COPY_IF_NEEDED or _NEVER, no dtype and no
  * ABR_TRANSFER_REQUIRE_CONTIGUOUS is always a view: no data moves.
  */

@@ -179,3 +179,26 @@ def test_on_the_runtimes_own_opencl_queue_a_source_goes_once_its_work_is_waited_
     gc.collect()
     assert kept() is None
     np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), np.arange(n, dtype=np.float32))
+
+
+def test_host_memory_still_being_filled_is_waited_for_on_the_host_before_the_host_reads_it():
+    # A queued D2H into page-locked memory, then that Tensor moved on with
+    # non_blocking: a device-side wait would order the device's reads only, while the
+    # host engine converts (a cast) or packs (a batch's block) on the host at once.
+    out = run_with_fake_cuda("""
+        import numpy as np, arraybridge as ab
+        n = 1 << 16
+        x = np.arange(n, dtype=np.int32)
+        on_device = ab.to_device(x, "cuda:0")
+        for move in ("cast", "batch"):
+            host = ab.to_device(on_device, "cuda_host", non_blocking=True)
+            assert not host.is_ready()  # the lagging stream has not written it yet
+            if move == "cast":
+                moved = ab.to_device(host, "cuda:0", dtype="float64", non_blocking=True)
+                np.testing.assert_array_equal(np.from_dlpack(moved.to("cpu")), x.astype(np.float64))
+            else:
+                moved = ab.to_device_many([host], "cuda:0", non_blocking=True)
+                np.testing.assert_array_equal(np.from_dlpack(moved[0].to("cpu")), x)
+        print("ok")
+    """, delay_us=100000)
+    assert out.strip() == "ok"

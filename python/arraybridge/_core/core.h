@@ -183,6 +183,9 @@ PyObject* core_handover_ns(PyObject* module, PyObject* const* args, Py_ssize_t n
 typedef enum { IMPORT_MAY_COPY, IMPORT_NO_COPY, IMPORT_DESTINATION, IMPORT_SHARED } ImportPurpose;
 /* role: the argument's name, for errors. */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out);
+/* Reads the library's device kinds once, at import: which memory the host reads in
+ * place. 0, or -1 with an exception. */
+int host_kinds_init(void);
 
 /* ---------------------------------------------------------- torch.c */
 

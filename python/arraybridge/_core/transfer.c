@@ -394,6 +394,33 @@ static abr_stream* own_queue(abr_runtime* runtime, DLDevice device) {
   return stream;
 }
 
+/* The device types whose memory the host reads and writes in place (the kind
+ * table's ABR_KIND_HOST_MEMORY), read at import and only read after. */
+static unsigned char host_kinds[64];
+
+int host_kinds_init(void) {
+  int32_t count = 0;
+  if (abr_device_kind_count(&count) != ABR_OK) {
+    PyErr_SetString(PyExc_RuntimeError, "arraybridge: abr_device_kind_count failed");
+    return -1;
+  }
+  for (int32_t i = 0; i < count; ++i) {
+    abr_device_kind kind = ABR_DEVICE_KIND_INIT;
+    if (abr_device_kind_get(i, &kind) == ABR_OK && (unsigned)kind.type < sizeof host_kinds)
+      host_kinds[kind.type] = (kind.flags & ABR_KIND_HOST_MEMORY) != 0;
+  }
+  return 0;
+}
+
+/* Waits for the queued work still filling a source (a Tensor made with
+ * non_blocking). With a stream, the device waits for it; but memory the host reads
+ * in place (a queued read into page-locked memory) the host engine may read at once
+ * (to convert it, or to pack a batch's block), so for that the host waits. */
+static abr_status wait_until_filled(abr_event* after, DLDevice where, abr_stream* stream) {
+  const int host_reads = (unsigned)where.device_type < sizeof host_kinds && host_kinds[where.device_type];
+  return stream && !host_reads ? abr_stream_wait_event(stream, after) : abr_event_synchronize(after);
+}
+
 /* Where non_blocking work goes when the caller names no stream: the legacy default
  * stream of a CUDA side (the DLPack value 1, as torch's default stream), or the
  * runtime's own queue of an OpenCL side; nothing for host memory. -1 with an exception. */
@@ -488,8 +515,7 @@ static PyObject* run(PyObject* x, Request* request) {
       status =
           abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src_device, (void*)request->stream, &wrapped);
     abr_stream* stream = wrapped ? wrapped : own;
-    if (status == ABR_OK && src.after) /* a Tensor still being filled: after its work, on the device if it can */
-      status = stream ? abr_stream_wait_event(stream, src.after) : abr_event_synchronize(src.after);
+    if (status == ABR_OK && src.after) status = wait_until_filled(src.after, src_device, stream);
     if (status == ABR_OK) status = abr_to_device(runtime, movable, dst, &request->options, stream, &out);
     if (status == ABR_OK && request->non_blocking && stream && abr_event_record(stream, &done) != ABR_OK)
       status = abr_stream_synchronize(stream); /* no event to hold: waited for now */
@@ -760,11 +786,10 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     abr_stream* stream = wrapped ? wrapped : own;
     /* Arrays imported without a sync (exchange APIs) are read after the work their
      * producers' current streams had queued: each such stream is waited for once,
-     * and Tensors still being filled after their work (on the device, with a stream). */
+     * and Tensors still being filled after their work (wait_until_filled). */
     if (status == ABR_OK && !(stream && queue == producers)) status = wait_for_producers(runtime, imports, movable, n);
     for (Py_ssize_t i = 0; i < n && status == ABR_OK; ++i)
-      if (imports[i].after)
-        status = stream ? abr_stream_wait_event(stream, imports[i].after) : abr_event_synchronize(imports[i].after);
+      if (imports[i].after) status = wait_until_filled(imports[i].after, imported_tensor(&imports[i])->device, stream);
     if (status == ABR_OK)
       status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, stream, out, &report);
     if (status == ABR_OK && stream && abr_event_record(stream, &batch_done) != ABR_OK)
