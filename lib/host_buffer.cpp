@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "lib/error.hpp"
 #include "lib/fault.hpp"
@@ -19,8 +20,10 @@ constexpr std::size_t kSmallAlignment = 256;
 // instructions in malloc and 272 in free, a sixth of what the runtime spends on it).
 // Up to kKeptPerClass buffers per 256-byte class up to kKeptMax (at most about
 // 1 MiB in all). One flag guards it, and a thread that finds it taken goes to malloc
-// instead of waiting: nothing blocks, and a fork child whose parent held the flag
-// only loses the cache.
+// (or a trim frees nothing) instead of waiting: nothing blocks, and a fork child
+// whose parent held the flag only loses the cache. Memory checkers must see every
+// free to catch a use after it: under AddressSanitizer nothing is kept, and
+// ARRAYBRIDGE_KEEP_HOST_BUFFERS=0 (valgrind's runs) turns the cache off.
 class KeptBuffers {
  public:
   static constexpr std::size_t kClasses = HostBuffer::kKeptMax / kSmallAlignment;
@@ -44,8 +47,7 @@ class KeptBuffers {
     return kept;
   }
   uint64_t free_all() {
-    while (busy_.test_and_set(std::memory_order_acquire)) {
-    }
+    if (busy_.test_and_set(std::memory_order_acquire)) return 0;
     uint64_t released = 0;
     for (std::size_t i = 0; i < kClasses; ++i) {
       for (unsigned j = 0; j < classes_[i].count; ++j) std::free(classes_[i].blocks[j]);
@@ -65,12 +67,26 @@ class KeptBuffers {
   Class classes_[kClasses];
 };
 
-// Under AddressSanitizer every buffer is freed, so that a use after free is caught.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kKeepBuffers = false;
-#else
-constexpr bool kKeepBuffers = true;
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define ABR_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)  // Clang (the fuzzers)
+#if __has_feature(address_sanitizer)
+#define ABR_ADDRESS_SANITIZER 1
 #endif
+#endif
+#ifdef ABR_ADDRESS_SANITIZER
+constexpr bool kCanKeep = false;
+#else
+constexpr bool kCanKeep = true;
+#endif
+
+bool keeping() {
+  static const bool keep = [] {
+    const char* setting = std::getenv("ARRAYBRIDGE_KEEP_HOST_BUFFERS");
+    return kCanKeep && !(setting && std::strcmp(setting, "0") == 0);
+  }();
+  return keep;
+}
 
 // Never destroyed: a tensor may be deleted during the process's static destruction.
 KeptBuffers& kept_buffers() {
@@ -88,7 +104,7 @@ HostBuffer::HostBuffer(std::size_t bytes) {
   const std::size_t alignment = bytes >= kHugePageThreshold ? kHugePage : kSmallAlignment;
   const std::size_t rounded = ((bytes ? bytes : 1) + alignment - 1) / alignment * alignment;  // never NULL
   fault::point(ABR_ERR_OUT_OF_MEMORY, "host allocation");
-  if (kKeepBuffers && rounded <= kKeptMax) allocation_ = kept_buffers().take(rounded);
+  if (rounded <= kKeptMax && keeping()) allocation_ = kept_buffers().take(rounded);
   // malloc and round up by hand: glibc's aligned_alloc gives a freed buffer's pages
   // back and faults them in again on the next call (110 faults per new 4 MiB tensor,
   // 2.3x malloc + memcpy), where malloc keeps them for the next buffer of its size.
@@ -103,12 +119,12 @@ HostBuffer::HostBuffer(std::size_t bytes) {
 }
 
 HostBuffer::~HostBuffer() {
-  if (kKeepBuffers && rounded_ <= kKeptMax && kept_buffers().keep(allocation_, rounded_)) return;
+  if (rounded_ <= kKeptMax && keeping() && kept_buffers().keep(allocation_, rounded_)) return;
   std::free(allocation_);
 }
 
 uint64_t HostBuffer::trim_kept() { return kept_buffers().free_all(); }
 
-bool HostBuffer::keeps_small_buffers() { return kKeepBuffers; }
+bool HostBuffer::keeps_small_buffers() { return keeping(); }
 
 }  // namespace abr

@@ -25,8 +25,8 @@ class HostBuffer final : public Storage {
 
   // Frees the small buffers kept for reuse (abr_pool_trim); returns their bytes.
   static uint64_t trim_kept();
-  // Whether small buffers are kept at all: not under AddressSanitizer, which must
-  // see every free to catch a use after it.
+  // Whether small buffers are kept at all: not under AddressSanitizer, nor with
+  // ARRAYBRIDGE_KEEP_HOST_BUFFERS=0 (memory checkers must see every free).
   static bool keeps_small_buffers();
 
  private:
