@@ -14,7 +14,7 @@ for path in sorted(glob.glob(os.path.join(here, "before-*.json")) + glob.glob(os
     for r in json.load(open(path))["results"]:
         size = r.get("size_bytes") or r["bytes"]
         for b in r["baselines"]:
-            if b.get("seconds"):
+            if b.get("seconds") and r.get("seconds"):
                 rows[(r["case"], size, b["label"])][when].append(b["seconds"] / r["seconds"])
 
 

@@ -152,8 +152,9 @@ if torch is None:
     print(f"missing: torch with a GPU is not installed for {sys.executable}"); sys.exit(0)
 try:
     from tensordict import TensorDict
-except ImportError:
+except Exception as error:  # not installed, or broken beside this torch: the td rows say which
     TensorDict = None
+    print(f"tensordict: {type(error).__name__}: {error}".splitlines()[0][:160], flush=True)
 reps, warm, chosen = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4].split(",")
 def median(fn):
     for _ in range(warm):
@@ -430,6 +431,9 @@ void run_python_gpu_batch_cases(const Options& options, const Report& report) {
   progress("many tensors on cuda:0 from Python", 0);
   std::string error;
   const std::string output = run_sized_script(options, kGpuBatchScript, "0", chosen, &error);
+  std::string td_missing = "TensorDict is not installed";
+  for (const std::string& line : lines_of(output))
+    if (line.rfind("tensordict: ", 0) == 0) td_missing = "TensorDict could not be imported (" + line.substr(12) + ")";
   int rows = 0;
   for (const std::string& line : lines_of(output)) {
     char name[32] = {};
@@ -443,9 +447,8 @@ void run_python_gpu_batch_cases(const Options& options, const Report& report) {
       r.baselines.push_back(baseline("longer", first));
     } else if (case_name.rfind("py td", 0) == 0) {
       r.shape = case_name.rfind("py td batch", 0) == 0 ? "1000x4KiB" : "200 tensors";
-      const char* missing = "TensorDict is not installed";
-      r.baselines.push_back(baseline("td to", std::isnan(first) ? 0 : first, missing));
-      r.baselines.push_back(baseline("td consol", std::isnan(second) ? 0 : second, missing));
+      r.baselines.push_back(baseline("td to", std::isnan(first) ? 0 : first, td_missing));
+      r.baselines.push_back(baseline("td consol", std::isnan(second) ? 0 : second, td_missing));
     } else {
       const bool batch = case_name.rfind("py batch", 0) == 0;
       r.shape = batch ? "1000x4KiB" : "200 tensors";

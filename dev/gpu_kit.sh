@@ -54,8 +54,10 @@ pack() {
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 -d "$kit/wheels" cffi pycparser apache-tvm-ffi tensordict 'pyvers<0.3'
   nixl_wheel
-  git rev-parse HEAD > "$kit/COMMIT"
-  git diff --quiet HEAD -- . ':!.gpu-kit' || echo "gpu_kit: the tree has uncommitted changes beside $(cat "$kit/COMMIT")" >&2
+  git rev-parse HEAD > "$kit/COMMIT" 2>/dev/null || echo unknown > "$kit/COMMIT"
+  if [ -d .git ] && ! git diff --quiet HEAD -- .; then
+    echo "gpu_kit: the tree has uncommitted changes beside $(cat "$kit/COMMIT")" >&2
+  fi
   local size
   size=$(du -sm "$kit" | cut -f1)
   echo "gpu_kit: $kit is $size MiB (the device tool carries 64 MiB in all)"
@@ -82,8 +84,8 @@ run() {
     > "$out/versions.txt" 2>&1 || true
   local rc=0
   BUILD=$kit/build PYTHON=$python ARRAYBRIDGE_COMMIT=$(cat "$kit/COMMIT") bash dev/gpu_check.sh --no-build "$out" || rc=$?
-  tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
-  cat "$out/summary.txt"
+  tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" || echo "gpu_kit: could not pack $out" >&2
+  cat "$out/summary.txt" 2>/dev/null || true
   return $rc
 }
 

@@ -24,7 +24,7 @@
 namespace abr {
 namespace {
 
-// A copy from host memory this small, to a device or into new host memory, moves
+// A copy from host memory this small, to a device or into new CPU memory, moves
 // with the others into a block of at most kBlockMax: a buffer and a write of its
 // own cost about 14 us on PoCL whatever the size, so 256 x 4 KiB in one block ran
 // 28x the loop of one call each, 64 KiB tensors 6.5x; 256 KiB tensors in one 64 MiB

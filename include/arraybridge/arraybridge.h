@@ -356,7 +356,7 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
  * (which may be NULL, as for abr_to_device). Each source gets the result
  * abr_to_device would give it, at a fraction of the cost per tensor: the device
  * and options are resolved once, and small copies from host memory to a device or
- * into new host memory (up to 64 KiB each, 16 MiB in all) are coalesced: packed into
+ * into new CPU memory (up to 64 KiB each, 16 MiB in all) are coalesced: packed into
  * one block (pinned memory for a device reached by DMA) and moved with one copy, their
  * results compact views of one allocation that is freed when the last of them is
  * deleted. Larger tensors and views go their own way, on the same stream.
@@ -488,7 +488,9 @@ ABR_API abr_status abr_pool_stats_init(abr_pool_stats* stats, unsigned int versi
 
 ABR_API abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
 /* Frees every cached block no stream is using, once the blocks (and device memory)
-   of tensors deleted so far are back; released_bytes may be NULL. */
+   of tensors deleted so far are back; released_bytes (may be NULL) counts them.
+   The few small host buffers kept process-wide for reuse (at most about 1 MiB)
+   are freed too, uncounted. */
 ABR_API abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes);
 /* A limit below what is pinned frees cached blocks at once; blocks in use stay
  * until returned, and new blocks are refused (ABR_ERR_OUT_OF_MEMORY) until the

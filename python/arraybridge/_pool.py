@@ -12,7 +12,8 @@ def pool_stats():
 
 
 def pool_trim():
-    """Free every cached pinned block no stream is using, and the device cache; returns the bytes released."""
+    """Free every cached pinned block no stream is using, the device cache and the small host buffers kept
+    for reuse; returns the bytes of pinned and device memory released."""
     return _core.pool_trim(False)
 
 

@@ -915,8 +915,9 @@ impl Runtime {
         Ok((unsafe { Tensor::from_raw(out) }.expect("OK and NULL"), Report::from_raw(&report)))
     }
 
-    /// Many tensors to one device in one call (small host-to-device copies are
-    /// coalesced). On failure every source comes back, in order, and the message
+    /// Many tensors to one device in one call (small copies from host memory, to a
+    /// device or the CPU, are coalesced into one block that the results share). On
+    /// failure every source comes back, in order, and the message
     /// names the index of the first that failed.
     pub fn to_device_many(
         &self,
