@@ -60,11 +60,11 @@ class KeptBuffers {
 
  private:
   struct Class {
-    void* blocks[kKeptPerClass];
+    void* blocks[kKeptPerClass] = {};
     unsigned count = 0;
   };
   std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
-  Class classes_[kClasses];
+  Class classes_[kClasses] = {};
 };
 
 #if defined(__SANITIZE_ADDRESS__)  // GCC
@@ -88,11 +88,12 @@ bool keeping() {
   return keep;
 }
 
-// Never destroyed: a tensor may be deleted during the process's static destruction.
-KeptBuffers& kept_buffers() {
-  static KeptBuffers* kept = new KeptBuffers();
-  return *kept;
-}
+// Initialised before any code runs and trivially destructible, so a tensor deleted
+// during the process's static destruction still finds it. Not on the heap: a leak
+// checker that runs after the library is unmapped would call that block lost.
+KeptBuffers kept;
+
+KeptBuffers& kept_buffers() { return kept; }
 
 }  // namespace
 
