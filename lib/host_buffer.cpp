@@ -91,9 +91,7 @@ bool keeping() {
 // Initialised before any code runs and trivially destructible, so a tensor deleted
 // during the process's static destruction still finds it. Not on the heap: a leak
 // checker that runs after the library is unmapped would call that block lost.
-KeptBuffers kept;
-
-KeptBuffers& kept_buffers() { return kept; }
+KeptBuffers kept_buffers;
 
 }  // namespace
 
@@ -105,7 +103,7 @@ HostBuffer::HostBuffer(std::size_t bytes) {
   const std::size_t alignment = bytes >= kHugePageThreshold ? kHugePage : kSmallAlignment;
   const std::size_t rounded = ((bytes ? bytes : 1) + alignment - 1) / alignment * alignment;  // never NULL
   fault::point(ABR_ERR_OUT_OF_MEMORY, "host allocation");
-  if (rounded <= kKeptMax && keeping()) allocation_ = kept_buffers().take(rounded);
+  if (rounded <= kKeptMax && keeping()) allocation_ = kept_buffers.take(rounded);
   // malloc and round up by hand: glibc's aligned_alloc gives a freed buffer's pages
   // back and faults them in again on the next call (110 faults per new 4 MiB tensor,
   // 2.3x malloc + memcpy), where malloc keeps them for the next buffer of its size.
@@ -120,11 +118,11 @@ HostBuffer::HostBuffer(std::size_t bytes) {
 }
 
 HostBuffer::~HostBuffer() {
-  if (rounded_ <= kKeptMax && keeping() && kept_buffers().keep(allocation_, rounded_)) return;
+  if (rounded_ <= kKeptMax && keeping() && kept_buffers.keep(allocation_, rounded_)) return;
   std::free(allocation_);
 }
 
-uint64_t HostBuffer::trim_kept() { return kept_buffers().free_all(); }
+uint64_t HostBuffer::trim_kept() { return kept_buffers.free_all(); }
 
 bool HostBuffer::keeps_small_buffers() { return keeping(); }
 
