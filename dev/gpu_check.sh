@@ -11,9 +11,10 @@
 #                 compute-sanitizer over cuda-tests (memcheck with leak checking and
 #                 stream-ordered race tracking); need a GPU and compute-sanitizer
 #   unit-tests    with every OpenCL driver registered here (PoCL, NVIDIA's, ...), the
-#                 loader in its own link-map namespace (the default)
-#   unit-tests-shared-namespace
-#                 the same with ARRAYBRIDGE_OPENCL_NAMESPACE=global
+#                 loader in the shared namespace (the default)
+#   unit-tests-private-namespace
+#                 the same with ARRAYBRIDGE_OPENCL_NAMESPACE=private (a link-map
+#                 namespace of its own)
 #   python        the Python suite (torch, CuPy and JAX where installed)
 #   bench-cuda    arraybridge-bench --device cuda, JSON with device, driver, CUDA, CPU,
 #                 cores and commit; on the fake only a smoke run (its timings mean nothing)
@@ -108,7 +109,7 @@ else
 fi
 
 step unit-tests "$build/bin/unit-tests"
-step unit-tests-shared-namespace env ARRAYBRIDGE_OPENCL_NAMESPACE=global "$build/bin/unit-tests"
+step unit-tests-private-namespace env ARRAYBRIDGE_OPENCL_NAMESPACE=private "$build/bin/unit-tests"
 step python "$python" -m pytest -q -rs -p no:cacheprovider tests/python
 
 if [ $real_gpu = 1 ]; then

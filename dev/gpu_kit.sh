@@ -42,12 +42,17 @@ nixl_wheel() {
 pack() {
   local build=${BUILD:-build}
   make -j"$(nproc)" all "$build/bin/cuda-tests" "$build/bin/unit-tests" "$build/bin/arraybridge-soak" \
-    "$build/fake-cuda/libcuda.so.1"
+    "$build/fake-cuda/libcuda.so.1" "$build/fake-llvm/libfake-llvm.so" "$build/key-neighbour/libkey-neighbour.so"
   rm -rf "$kit"
-  mkdir -p "$kit/build/lib" "$kit/build/bin" "$kit/build/fake-cuda" "$kit/wheels"
+  mkdir -p "$kit/build/lib" "$kit/build/bin" "$kit/build/fake-cuda" "$kit/build/fake-llvm" "$kit/build/key-neighbour" \
+    "$kit/wheels"
   cp -P "$build"/lib/libarraybridge.so* "$kit/build/lib/"
   cp "$build"/bin/{arraybridge-info,arraybridge-bench,arraybridge-soak,cuda-tests,unit-tests} "$kit/build/bin/"
   cp "$build"/fake-cuda/libcuda.so.1 "$kit/build/fake-cuda/"  # only where no GPU is found
+  # The tests' stand-in libraries, found there by the absolute paths built in here.
+  cp "$build"/fake-llvm/libfake-llvm.so "$kit/build/fake-llvm/"
+  cp "$build"/key-neighbour/libkey-neighbour.so "$kit/build/key-neighbour/"
+  [ "$build" = build ] || echo "gpu_kit: BUILD=$build: the tests look for their stand-ins under $build there" >&2
   find "$kit/build" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-debug {} +
   # Wheels for that machine's CPython 3.12 (the pure-Python ones fit any).
   python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
@@ -68,6 +73,9 @@ run() {
   local out=${1:?usage: gpu_kit.sh run DIR}
   [ -f "$kit/COMMIT" ] || { echo "gpu_kit: no $kit here: run 'dev/gpu_kit.sh pack' and carry $kit" >&2; exit 2; }
   local python=${PYTHON:-python3} site=/tmp/site
+  # The test binaries name their stand-in libraries by absolute paths under build/:
+  # the kit stands in for it where the repository sits at the same path as here.
+  [ -e build ] || ln -s "$kit/build" build
   mkdir -p "$out" "$site"
   export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
   "$python" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --upgrade \

@@ -6,6 +6,7 @@
 #include "lib/error.hpp"
 #include "lib/fault.hpp"
 #include "lib/log.hpp"
+#include "opencl/loader.hpp"
 
 namespace abr::opencl {
 
@@ -60,8 +61,16 @@ cl_program Context::program(const std::string& key, const std::function<std::str
     std::size_t size = 0;
     cl_.GetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, log.size(), log.data(), &size);
     log.resize(size ? size - 1 : 0);
-    fail_backend(ABR_ERR_BACKEND, status, "building the {} kernels for {} failed: {} ({}): {}", key,
-                 device_string(dl_device_), error_name(status), status, log.substr(0, 400));
+    // Another LLVM loaded after a driver in the shared namespace takes over its LLVM
+    // (opencl/loader.hpp): say which, and the ways out.
+    std::string late_llvm = cl_.private_namespace ? "" : foreign_llvm();
+    if (!late_llvm.empty())
+      late_llvm = fmt::format(
+          " ({}'s LLVM, loaded after OpenCL was opened in the shared namespace, breaks the driver's: make the "
+          "runtime after loading it, or set ARRAYBRIDGE_OPENCL_NAMESPACE=private)",
+          late_llvm.substr(late_llvm.rfind('/') + 1));
+    fail_backend(ABR_ERR_BACKEND, status, "building the {} kernels for {} failed: {} ({}): {}{}", key,
+                 device_string(dl_device_), error_name(status), status, log.substr(0, 400), late_llvm);
   }
   log::debug("built the {} kernels for {}", key, device_string(dl_device_));
   return programs_.emplace(key, std::move(owned)).first->second.get();

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "lib/log.hpp"
 #include "lib/text.hpp"
 
 namespace abr::opencl {
@@ -41,12 +42,12 @@ std::string ways_out(std::string_view why) {
                                                           : "other libraries hold glibc's 16 namespaces";
 }
 
-// The loader in the process's own namespace; `why` is said in the backend's detail.
+// The loader in the process's own namespace; `why`, if any, is said in the backend's detail.
 OpenedLoader open_shared(const char* path, const std::string& why, std::string* reason) {
   OpenedLoader opened;
   opened.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!opened.handle) *reason = fmt::format("cannot load the OpenCL ICD loader {} ({})", path, dl_error());
-  opened.where = fmt::format("in the shared namespace: {}", why);
+  opened.where = why.empty() ? "in the shared namespace" : fmt::format("in the shared namespace: {}", why);
   return opened;
 }
 
@@ -90,12 +91,19 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
     }
     return open_shared(path, "as ARRAYBRIDGE_OPENCL_NAMESPACE=global asks", reason);
   }
-  if (policy == NamespacePolicy::Auto && llvm.empty() && dlsym(RTLD_DEFAULT, "__tsan_init"))
-    return open_shared(path, "ThreadSanitizer cannot follow the threads a namespace's own libc starts", reason);
+  // A namespace of its own only where the shared one would break PoCL: its libc
+  // shares the threads' pthread key slots with ours (see the header).
+  if (policy == NamespacePolicy::Auto && llvm.empty()) return open_shared(path, "", reason);
   opened.handle = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
   if (opened.handle) {
     opened.private_namespace = true;
-    opened.where = "in a link-map namespace of its own";
+    opened.where = llvm.empty() ? "in a link-map namespace of its own"
+                                : fmt::format("in a link-map namespace of its own, away from {}'s LLVM", base_name(llvm));
+    log::warn(
+        "{} is {}: the OpenCL drivers' own libc gives out pthread keys whose per-thread slots are also "
+        "this namespace's, so a library here that keeps data under a key (the CUDA driver does) can have it "
+        "overwritten and crash",
+        path, opened.where);
     return opened;
   }
   const std::string why = dl_error();
@@ -106,13 +114,10 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
         path, why, ways_out(why));
     return opened;
   }
-  if (!llvm.empty()) {
-    *reason = fmt::format("no namespace of its own for {} ({}), and {}'s LLVM would crash PoCL in the shared one; {}",
-                          path, why, base_name(llvm), ways_out(why));
-    return opened;
-  }
-  // No namespace left, and nothing known to conflict: shared, as a plain dlopen would be.
-  return open_shared(path, fmt::format("none of its own ({})", why), reason);
+  // Auto beside another LLVM: the shared namespace would crash PoCL.
+  *reason = fmt::format("no namespace of its own for {} ({}), and {}'s LLVM would crash PoCL in the shared one; {}", path,
+                        why, base_name(llvm), ways_out(why));
+  return opened;
 }
 
 }  // namespace abr::opencl

@@ -5,10 +5,16 @@
 // scope (TensorFlow's, exported unversioned): the driver's references to LLVM bind
 // to the other copy. Loaded before, it crashes PoCL's start; loaded after, PoCL's
 // kernel builds fail ("unknown target CPU"). In a link-map namespace of its own
-// (dlmopen) the loader and its drivers see only their own libraries, whatever the
-// process loads before or after. The cost: other libraries' OpenCL objects come from
-// another copy of the driver (matched by device_key), the driver's libc is its own
-// (sanitizers do not see into it), and glibc has few namespaces to give.
+// (dlmopen) the loader and its drivers see only their own libraries. But that
+// namespace has a libc of its own, and glibc's pthread keys are numbered per libc
+// while their per-thread slots are one array in the thread: the drivers' keys
+// overwrite the values the process's libraries keep under keys of the same numbers.
+// On an H100 machine (2026-11-26) that crashed the CUDA driver, at exit and inside
+// calls, with PoCL alone in the namespace. So the shared namespace is the default,
+// and a namespace of its own is taken only where the shared one is known to break
+// PoCL (another LLVM already loaded) or where asked for. Its other costs: other
+// libraries' OpenCL objects come from another copy of the driver (matched by
+// device_key), sanitizers do not see into its libc, and glibc has few namespaces.
 #pragma once
 
 #include <string>
@@ -16,9 +22,8 @@
 namespace abr::opencl {
 
 // Where the loader is opened, from $ARRAYBRIDGE_OPENCL_NAMESPACE: auto (the default)
-// a namespace of its own, or the shared one when none can be had, or under
-// ThreadSanitizer (whose allocator crashes on the threads the namespace's own libc
-// starts, PoCL's among them), as long as no other LLVM is loaded; private a
+// the shared namespace, unless another LLVM is loaded there, then a namespace of its
+// own (or nothing, with the reason, when glibc has none to give); private a
 // namespace of its own or nothing; global the shared one, unless another LLVM is
 // loaded there.
 enum class NamespacePolicy { Auto, Private, Global };

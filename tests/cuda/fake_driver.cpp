@@ -46,6 +46,7 @@
 // Kernels are emulated on the host with the library's own host cast.
 #include <cuda.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -192,7 +193,35 @@ std::set<uint64_t>& g_unregistered_with_context = *new std::set<uint64_t>;
 // a use submitted after the free has run is still told from a wild pointer.
 std::map<uint64_t, uint64_t>& g_released = *new std::map<uint64_t, uint64_t>;
 
-thread_local std::vector<CUcontext> t_current;
+// Each thread's stack of current contexts, found as the real driver finds its own:
+// through a pthread key. glibc numbers keys per libc but keeps their values in one
+// array per thread, so a library in another link-map namespace (its own libc) that
+// sets a key of the same number overwrites the driver's: on an H100 machine PoCL
+// opened in a namespace of its own crashed libcuda so (2026-11-26). The fake refuses
+// a slot it did not fill: a finding, and CUDA_ERROR_INVALID_CONTEXT.
+thread_local std::vector<CUcontext> t_context_stack;
+std::vector<CUcontext>* context_stack() {
+  static const pthread_key_t key = [] {
+    pthread_key_t made{};
+    if (pthread_key_create(&made, nullptr) != 0) std::abort();
+    return made;
+  }();
+  void* held = pthread_getspecific(key);
+  if (held == &t_context_stack) return &t_context_stack;
+  if (!held) {
+    pthread_setspecific(key, &t_context_stack);
+    return &t_context_stack;
+  }
+  finding("this thread's context stack (pthread key %u) holds %p, which the driver did not put there: a library "
+          "in another link-map namespace set a key of the same number",
+          static_cast<unsigned>(key), held);
+  return nullptr;
+}
+// Whether a context is current on this thread (false where its stack cannot be found).
+bool has_current() {
+  const std::vector<CUcontext>* stack = context_stack();
+  return stack && !stack->empty();
+}
 
 // ---------------------------------------------------------------- shared regions
 
@@ -329,7 +358,10 @@ bool fail_allocation() {
   return n == 1;
 }
 
-int current_device() { return t_current.empty() ? -1 : t_current.back()->device; }
+int current_device() {
+  const std::vector<CUcontext>* stack = context_stack();
+  return stack && !stack->empty() ? stack->back()->device : -1;
+}
 
 // ---------------------------------------------------------------- streams
 
@@ -529,7 +561,7 @@ void fault() {
 #define FAKE_NEED_CONTEXT()                                   \
   do {                                                        \
     FAKE_GUARD();                                             \
-    if (t_current.empty()) return CUDA_ERROR_INVALID_CONTEXT; \
+    if (!has_current()) return CUDA_ERROR_INVALID_CONTEXT;    \
   } while (0)
 
 DLDataType dtype_of(int32_t kind) {
@@ -821,15 +853,18 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
 
 CUresult cuCtxPushCurrent(CUcontext context) {
   count_call(__func__);
-  t_current.push_back(context);
+  std::vector<CUcontext>* stack = context_stack();
+  if (!stack) return CUDA_ERROR_INVALID_CONTEXT;
+  stack->push_back(context);
   return CUDA_SUCCESS;
 }
 
 CUresult cuCtxPopCurrent(CUcontext* context) {
   count_call(__func__);
-  if (t_current.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  if (context) *context = t_current.back();
-  t_current.pop_back();
+  std::vector<CUcontext>* stack = context_stack();
+  if (!stack || stack->empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (context) *context = stack->back();
+  stack->pop_back();
   return CUDA_SUCCESS;
 }
 
@@ -921,7 +956,7 @@ CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream stream) {
 // A free: with a context current, of memory the driver still has.
 static CUresult check_free(uint64_t address, bool device, const char* call) {
   FAKE_GUARD();
-  if (t_current.empty()) {
+  if (!has_current()) {
     finding("%s(%#llx) with no current context (CUDA_ERROR_INVALID_CONTEXT)", call,
             static_cast<unsigned long long>(address));
     return CUDA_ERROR_INVALID_CONTEXT;
@@ -1110,7 +1145,7 @@ CUresult cuMemHostUnregister(void* pointer) {
   count_call(__func__);
   FAKE_GUARD();
   const auto start = reinterpret_cast<uint64_t>(pointer);
-  if (t_current.empty()) {
+  if (!has_current()) {
     finding("cuMemHostUnregister(%#llx) with no current context (CUDA_ERROR_INVALID_CONTEXT)",
             static_cast<unsigned long long>(start));
     return CUDA_ERROR_INVALID_CONTEXT;

@@ -1,7 +1,7 @@
 // The ICD loader in a link-map namespace of its own (opencl/loader.hpp), on PoCL:
 // a second copy of the driver that works, whose devices are matched to the shared
-// copy's by key; when another LLVM makes that namespace necessary; and the refusals
-// that replace a crash.
+// copy's by key; the shared namespace by default, a namespace of its own when
+// another LLVM makes it necessary; and the refusals that replace a crash.
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -91,6 +91,14 @@ TEST_CASE("a private copy of the ICD loader and its driver works, and its device
 
 TEST_CASE("another LLVM in the global scope is found, and named where it would stop OpenCL") {
   CHECK(abr::opencl::foreign_llvm().empty());  // the test program has none of its own
+  {
+    std::string reason;
+    abr::opencl::OpenedLoader shared = abr::opencl::open_loader("libOpenCL.so.1", NamespacePolicy::Auto, &reason);
+    REQUIRE_MESSAGE(shared.handle, reason);
+    CHECK_FALSE(shared.private_namespace);  // nothing to keep away from: the shared namespace
+    CHECK(shared.where == "in the shared namespace");
+    dlclose(shared.handle);
+  }
   ForeignLlvm llvm;
   const std::string found = abr::opencl::foreign_llvm();
   CHECK(found == ABR_FAKE_LLVM_PATH);
@@ -99,7 +107,7 @@ TEST_CASE("another LLVM in the global scope is found, and named where it would s
   abr::opencl::OpenedLoader opened = abr::opencl::open_loader("libOpenCL.so.1", NamespacePolicy::Auto, &reason);
   REQUIRE_MESSAGE(opened.handle, reason);
   CHECK(opened.private_namespace);
-  CHECK(opened.where == "in a link-map namespace of its own");
+  CHECK(opened.where == "in a link-map namespace of its own, away from libfake-llvm.so's LLVM");
 
   // Sharing the namespace would crash a driver built on LLVM: refused, with the way out.
   reason.clear();

@@ -1,5 +1,5 @@
-"""The limits of opening OpenCL in a link-map namespace of its own (opencl/loader.hpp),
-each in a fresh interpreter: glibc's namespaces taken first (by dlmopen through
+"""Where the OpenCL loader is opened (opencl/loader.hpp: the shared namespace unless
+another LLVM is already loaded, then a namespace of its own), each in a fresh interpreter: glibc's namespaces taken first (by dlmopen through
 ctypes, until glibc refuses), another LLVM in the global scope (a stand-in library
 that defines an LLVM symbol, loaded RTLD_GLOBAL as TensorFlow's is), and a value of
 ARRAYBRIDGE_OPENCL_NAMESPACE it does not know. Never a crash: OpenCL works in the
@@ -60,15 +60,15 @@ def fake_llvm():
     return LOAD_FAKE_LLVM.format(path=str(FAKE_LLVM))
 
 
-def test_opencl_opens_in_a_namespace_of_its_own_by_default():
+def test_opencl_opens_in_the_shared_namespace_by_default():
     out = run(REPORT)
-    assert out.startswith("True libOpenCL.so.1 (in a link-map namespace of its own): "), out
+    assert out.startswith("True libOpenCL.so.1 (in the shared namespace): "), out
     assert "opencl ok" in out
 
 
-def test_with_no_namespace_left_opencl_shares_the_process_namespace():
+def test_with_no_namespace_left_opencl_still_opens_by_default():
     out = run(TAKE_NAMESPACES + REPORT)
-    assert out.startswith("True libOpenCL.so.1 (in the shared namespace: none of its own ("), out
+    assert out.startswith("True libOpenCL.so.1 (in the shared namespace): "), out
     assert "opencl ok" in out
 
 
@@ -81,9 +81,11 @@ def test_with_no_namespace_left_and_another_llvm_opencl_is_left_out_with_the_way
             "no namespace") in out, out
 
 
-def test_another_llvm_alone_changes_nothing():
+def test_another_llvm_gives_opencl_a_namespace_of_its_own():
     out = run(fake_llvm() + REPORT)
-    assert out.startswith("True libOpenCL.so.1 (in a link-map namespace of its own): "), out
+    assert out.startswith(
+        "True libOpenCL.so.1 (in a link-map namespace of its own, away from libfake-llvm.so's LLVM): "), out
+    assert "opencl ok" in out
 
 
 @pytest.mark.parametrize("value, expected", [
