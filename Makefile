@@ -199,7 +199,8 @@ $(KEY_NEIGHBOUR): tests/cuda/key_neighbour/key_neighbour.cpp
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) $(CXXSTD) -O1 -fPIC -shared -pthread -o $@ $<
-$(BUILD)/obj/tests/cuda/test_namespace_keys.o $(ASAN_DIR)/obj/tests/cuda/test_namespace_keys.o: CPPFLAGS_ALL += -DABR_KEY_NEIGHBOUR_PATH='"$(abspath $(KEY_NEIGHBOUR))"'
+$(BUILD)/obj/tests/cuda/test_namespace_keys.o $(ASAN_DIR)/obj/tests/cuda/test_namespace_keys.o: CPPFLAGS_ALL += \
+  -DABR_KEY_NEIGHBOUR_PATH='"$(abspath $(KEY_NEIGHBOUR))"' -DABR_FAKE_LLVM_PATH='"$(abspath $(FAKE_LLVM))"'
 CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_cuda_lifetimes.cpp tests/cuda/test_fake_rules.cpp \
   tests/cuda/test_report_detail.cpp tests/cuda/test_staged_paths.cpp tests/cuda/test_sticky_child.cpp tests/cuda/test_ipc.cpp \
   tests/cuda/test_device_cache.cpp tests/cuda/test_driver_calls.cpp tests/cuda/test_batch.cpp \
@@ -211,12 +212,12 @@ $(FAKE_CUDA): tests/cuda/fake_driver.cpp cuda/kernel_params.hpp $(STATIC)
 
 $(BUILD)/obj/tests/cuda/main.o $(ASAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(FAKE_CUDA))"'
 
-$(BUILD)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) | $(FAKE_CUDA) $(KEY_NEIGHBOUR)
+$(BUILD)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) | $(FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread -o $@ $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) -ldl -lOpenCL
 
-$(ASAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(ASAN_CORE_OBJS) | $(FAKE_CUDA) $(KEY_NEIGHBOUR)
+$(ASAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(ASAN_CORE_OBJS) | $(FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
@@ -328,9 +329,10 @@ $(TSAN_FAKE_CUDA): $(TSAN_FAKE_SRCS) cuda/kernel_params.hpp
 	  -Wl,--no-undefined -o $@ $(TSAN_FAKE_SRCS)
 
 $(TSAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(TSAN_FAKE_CUDA))"'
-$(TSAN_DIR)/obj/tests/cuda/test_namespace_keys.o: CPPFLAGS_ALL += -DABR_KEY_NEIGHBOUR_PATH='"$(abspath $(KEY_NEIGHBOUR))"'
+$(TSAN_DIR)/obj/tests/cuda/test_namespace_keys.o: CPPFLAGS_ALL += -DABR_KEY_NEIGHBOUR_PATH='"$(abspath $(KEY_NEIGHBOUR))"' \
+  -DABR_FAKE_LLVM_PATH='"$(abspath $(FAKE_LLVM))"'
 
-$(TSAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) | $(TSAN_FAKE_CUDA) $(KEY_NEIGHBOUR)
+$(TSAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) | $(TSAN_FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread $(TSAN_FLAGS) -o $@ $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) -ldl -lOpenCL

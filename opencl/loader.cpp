@@ -94,11 +94,28 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
   // A namespace of its own only where the shared one would break PoCL: its libc
   // shares the threads' pthread key slots with ours (see the header).
   if (policy == NamespacePolicy::Auto && llvm.empty()) return open_shared(path, "", reason);
+  // Private, or Auto beside another LLVM. Not beside the CUDA driver: the drivers'
+  // libc would overwrite its pthread keys, which crashes it.
+  if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
+    dlclose(cuda);
+    *reason = policy == NamespacePolicy::Private
+        ? fmt::format(
+              "not opened: in a namespace of its own, which ARRAYBRIDGE_OPENCL_NAMESPACE=private asks for, "
+              "the drivers' libc would overwrite the CUDA driver's pthread keys, which crashes it; unset it "
+              "to open {} in the shared namespace",
+              path)
+        : fmt::format(
+              "not opened: {}'s LLVM would crash PoCL in the shared namespace, and in a namespace of its "
+              "own the drivers' libc would overwrite the CUDA driver's pthread keys, which crashes it",
+              base_name(llvm));
+    return opened;
+  }
   opened.handle = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
   if (opened.handle) {
     opened.private_namespace = true;
-    opened.where = llvm.empty() ? "in a link-map namespace of its own"
-                                : fmt::format("in a link-map namespace of its own, away from {}'s LLVM", base_name(llvm));
+    opened.where = llvm.empty()
+        ? "in a link-map namespace of its own"
+        : fmt::format("in a link-map namespace of its own, away from {}'s LLVM", base_name(llvm));
     log::warn(
         "{} is {}: the OpenCL drivers' own libc gives out pthread keys whose per-thread slots are also "
         "this namespace's, so a library here that keeps data under a key (the CUDA driver does) can have it "
@@ -115,8 +132,8 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
     return opened;
   }
   // Auto beside another LLVM: the shared namespace would crash PoCL.
-  *reason = fmt::format("no namespace of its own for {} ({}), and {}'s LLVM would crash PoCL in the shared one; {}", path,
-                        why, base_name(llvm), ways_out(why));
+  *reason = fmt::format("no namespace of its own for {} ({}), and {}'s LLVM would crash PoCL in the shared one; {}",
+                        path, why, base_name(llvm), ways_out(why));
   return opened;
 }
 

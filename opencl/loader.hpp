@@ -11,8 +11,8 @@
 // overwrite the values the process's libraries keep under keys of the same numbers.
 // On an H100 machine (2026-11-26) that crashed the CUDA driver, at exit and inside
 // calls, with PoCL alone in the namespace. So the shared namespace is the default,
-// and a namespace of its own is taken only where the shared one is known to break
-// PoCL (another LLVM already loaded) or where asked for. Its other costs: other
+// a namespace of its own is taken only where the shared one is known to break PoCL
+// (another LLVM already loaded) or where asked for, and never beside the CUDA driver. Its other costs: other
 // libraries' OpenCL objects come from another copy of the driver (matched by
 // device_key), sanitizers do not see into its libc, and glibc has few namespaces.
 #pragma once
@@ -25,7 +25,7 @@ namespace abr::opencl {
 // the shared namespace, unless another LLVM is loaded there, then a namespace of its
 // own (or nothing, with the reason, when glibc has none to give); private a
 // namespace of its own or nothing; global the shared one, unless another LLVM is
-// loaded there.
+// loaded there. No namespace of its own is taken while the CUDA driver is loaded.
 enum class NamespacePolicy { Auto, Private, Global };
 
 struct OpenedLoader {

@@ -212,9 +212,10 @@ std::vector<CUcontext>* context_stack() {
     pthread_setspecific(key, &t_context_stack);
     return &t_context_stack;
   }
-  finding("this thread's context stack (pthread key %u) holds %p, which the driver did not put there: a library "
-          "in another link-map namespace set a key of the same number",
-          static_cast<unsigned>(key), held);
+  finding(
+      "this thread's context stack (pthread key %u) holds %p, which the driver did not put there: a library "
+      "in another link-map namespace set a key of the same number",
+      static_cast<unsigned>(key), held);
   return nullptr;
 }
 // Whether a context is current on this thread (false where its stack cannot be found).
@@ -558,10 +559,10 @@ void fault() {
   do {                                                           \
     if (g_sticky.load() != CUDA_SUCCESS) return g_sticky.load(); \
   } while (0)
-#define FAKE_NEED_CONTEXT()                                   \
-  do {                                                        \
-    FAKE_GUARD();                                             \
-    if (!has_current()) return CUDA_ERROR_INVALID_CONTEXT;    \
+#define FAKE_NEED_CONTEXT()                                \
+  do {                                                     \
+    FAKE_GUARD();                                          \
+    if (!has_current()) return CUDA_ERROR_INVALID_CONTEXT; \
   } while (0)
 
 DLDataType dtype_of(int32_t kind) {

@@ -24,7 +24,13 @@ struct KeyNeighbour {
   void (*clear)() = nullptr;
   explicit KeyNeighbour(NamespacePolicy policy) {
     std::string reason;
-    opened = abr::opencl::open_loader(ABR_KEY_NEIGHBOUR_PATH, policy, &reason);
+    if (policy == NamespacePolicy::Private) {  // by hand: the loader refuses it beside the CUDA driver
+      opened.handle = dlmopen(LM_ID_NEWLM, ABR_KEY_NEIGHBOUR_PATH, RTLD_NOW | RTLD_LOCAL);
+      opened.private_namespace = opened.handle != nullptr;
+      reason = opened.handle ? "" : dlerror();
+    } else {
+      opened = abr::opencl::open_loader(ABR_KEY_NEIGHBOUR_PATH, policy, &reason);
+    }
     REQUIRE_MESSAGE(opened.handle, reason);
     fill = reinterpret_cast<int (*)()>(dlsym(opened.handle, "key_neighbour_fill"));
     clear = reinterpret_cast<void (*)()>(dlsym(opened.handle, "key_neighbour_clear"));
@@ -66,7 +72,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "OpenCL's loader, opened as by default, keep
   CHECK(neighbour.opened.where == "in the shared namespace");
   Filled filled(neighbour);
   CHECK(filled.first_key > 0);  // numbers of the process's own libc, after the driver's
-  round_trip(rt, 2);              // before the fix: CUDA_ERROR_INVALID_CONTEXT on the fake, a crash on an H100
+  round_trip(rt, 2);            // before the fix: CUDA_ERROR_INVALID_CONTEXT on the fake, a crash on an H100
 }
 
 TEST_CASE_FIXTURE(NoDriverFindings, "fake CUDA: a namespace's own libc overwriting the driver's key is refused") {
@@ -82,6 +88,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "fake CUDA: a namespace's own libc overwriti
   return;
 #endif
   const long long first_finding = raw.fake.stat("findings");
+  // What the loader now refuses beside the CUDA driver (the next test), done by hand.
   KeyNeighbour neighbour(NamespacePolicy::Private);
   CHECK(neighbour.opened.private_namespace);
   CUdeviceptr memory = 0;
@@ -96,4 +103,26 @@ TEST_CASE_FIXTURE(NoDriverFindings, "fake CUDA: a namespace's own libc overwriti
   CHECK(findings.find("which the driver did not put there: a library in another link-map namespace") !=
         std::string::npos);
   CHECK(raw.free(memory) == CUDA_SUCCESS);  // the slot back, the context stack with it
+}
+
+TEST_CASE_FIXTURE(NoDriverFindings, "beside the CUDA driver a namespace of its own is refused, not crashed") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;  // the driver loaded: what a namespace of its own would break
+  void* llvm = dlopen(ABR_FAKE_LLVM_PATH, RTLD_NOW | RTLD_GLOBAL);  // as TensorFlow's is
+  REQUIRE_MESSAGE(llvm, dlerror());
+  std::string reason;
+  const abr::opencl::OpenedLoader opened =
+      abr::opencl::open_loader(ABR_KEY_NEIGHBOUR_PATH, NamespacePolicy::Auto, &reason);
+  dlclose(llvm);
+  CHECK(opened.handle == nullptr);
+  CHECK(reason ==
+        "not opened: libfake-llvm.so's LLVM would crash PoCL in the shared namespace, and in a namespace of its own "
+        "the drivers' libc would overwrite the CUDA driver's pthread keys, which crashes it");
+  // Asked for by name, refused too, with the way out.
+  const abr::opencl::OpenedLoader asked =
+      abr::opencl::open_loader(ABR_KEY_NEIGHBOUR_PATH, NamespacePolicy::Private, &reason);
+  CHECK(asked.handle == nullptr);
+  CHECK(reason.find(
+            "not opened: in a namespace of its own, which ARRAYBRIDGE_OPENCL_NAMESPACE=private asks for, the "
+            "drivers' libc would overwrite the CUDA driver's pthread keys, which crashes it; unset it to open ") == 0);
 }

@@ -35,7 +35,8 @@ def make_source(framework, array):
     if framework == "numpy":
         return array
     if framework == "jax":
-        return importlib.import_module("jax.numpy").asarray(array)
+        jax = importlib.import_module("jax")
+        return jax.device_put(array, jax.devices("cpu")[0])  # host memory, on a machine with a GPU too
     if framework == "tensorflow":
         return importlib.import_module("tensorflow").constant(array)
     if framework == "pyclesperanto":

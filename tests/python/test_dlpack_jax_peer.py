@@ -11,6 +11,9 @@ from conftest import jax_x64
 
 jax = pytest.importorskip("jax", reason="JAX is installed by `make test`; run it through make")
 jnp = pytest.importorskip("jax.numpy")
+# JAX's arrays here live in host memory, as JAX's own DLPack tests on the CPU (where
+# JAX has a GPU, its default device is the GPU: an H100 run, 2026-11-26).
+CPU = jax.devices("cpu")[0]
 
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
           "bool", "complex64", "complex128"]
@@ -38,7 +41,7 @@ def values(shape, dtype, seed=0):
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_jax_round_trip_through_a_tensor(shape, dtype, x64):
     expected = values(shape, dtype)
-    x = jnp.asarray(expected)
+    x = jax.device_put(expected, CPU)
     ours = ab.to_device(x, "cpu")
     assert ours.report.path == "zero_copy" and ours.read_only  # JAX's memory, and JAX's arrays are immutable
     assert ours.shape == shape and ours.dtype == dtype
@@ -49,7 +52,7 @@ def test_jax_round_trip_through_a_tensor(shape, dtype, x64):
 
 
 def test_a_capsule_is_consumed_at_most_once():
-    capsule = jnp.arange(4.0).__dlpack__()
+    capsule = jax.device_put(np.arange(4.0), CPU).__dlpack__()
     ab.from_dlpack(capsule)
     with pytest.raises(BufferError, match="already consumed"):
         ab.from_dlpack(capsule)
