@@ -163,6 +163,40 @@ def test_a_cuda_copy_follows_the_producers_current_stream(peer):
     """, delay_us=20000)
 
 
+def test_a_cuda_view_waits_for_the_producers_current_stream(peer):
+    """No data moves for a view, but the producer's pending write is still ahead of
+    its readers: the view holds an event on the producer's stream, so a reader (here
+    a copy to the CPU) waits for it, and a consumer's stream would (__dlpack__(stream=)).
+    Found on an H100: a torch tensor filled on a side stream, viewed, then read on the
+    default stream, was zeros (torch's __dlpack__ without a stream does not synchronize)."""
+    folder = os.path.dirname(peer.__file__)
+    run_with_fake_cuda(f"""
+        import ctypes, os, sys
+        sys.path.insert(0, {folder!r})
+        import numpy as np, arraybridge as ab, exchange_peer as peer
+        cuda = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+        device = ab.to_device(np.zeros(1 << 16, np.float32), "cuda:0")
+        framework = peer.Peer(device)
+        context, stream = ctypes.c_void_p(), ctypes.c_void_p()
+        assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+        assert cuda.cuCtxPushCurrent_v2(context) == 0
+        assert cuda.cuStreamCreate(ctypes.byref(stream), 1) == 0  # CU_STREAM_NON_BLOCKING
+        fresh = np.arange(1 << 16, dtype=np.float32)
+        fresh_on_device = ab.to_device(fresh, "cuda:0")
+        assert cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(framework.data_ptr), ctypes.c_uint64(fresh_on_device.data_ptr),
+                                         ctypes.c_size_t(fresh.nbytes), stream) == 0  # lags 200 ms
+        peer.set_work_stream(stream.value)
+        view = ab.to_device(framework, "cuda:0")
+        assert view.report.path == "zero_copy" and view.data_ptr == framework.data_ptr
+        assert not view.is_ready(), "the view holds no event for the producer's pending write"
+        back = ab.to_device(view, "cpu")
+        assert np.array_equal(np.from_dlpack(back), fresh), "the view's reader did not wait for the producer's stream"
+        assert view.is_ready()
+        assert cuda.cuStreamSynchronize(stream) == 0
+        del back, view, framework, device, fresh_on_device
+    """, delay_us=200000)
+
+
 # ------------------------------------------------------------------ PyTorch (>= 2.10)
 
 def torch_with_table():

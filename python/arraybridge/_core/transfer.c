@@ -421,6 +421,20 @@ static abr_status wait_until_filled(abr_event* after, DLDevice where, abr_stream
   return stream && !host_reads ? abr_stream_wait_event(stream, after) : abr_event_synchronize(after);
 }
 
+/* An event after the work queued so far on a producer's CUDA stream (the one its
+ * exchange API named), for a view of its memory: that work may still be writing it,
+ * and nothing else orders a view's readers after it (torch's __dlpack__ without a
+ * stream does not synchronize: its default is -1). The view holds the event, so a
+ * consumer's stream waits for it on the device and a host reader on the host. */
+static abr_status after_producer(abr_runtime* runtime, DLDevice device, uintptr_t stream, abr_event** done) {
+  abr_stream* producer = NULL;
+  abr_status status = abr_stream_wrap(runtime, device, (void*)stream, &producer);
+  if (status != ABR_OK) return status;
+  status = abr_event_record(producer, done);
+  abr_stream_release(producer); /* the producer's stream stays the producer's */
+  return status;
+}
+
 /* Where non_blocking work goes when the caller names no stream: the legacy default
  * stream of a CUDA side (the DLPack value 1, as torch's default stream), or the
  * runtime's own queue of an OpenCL side; nothing for host memory. -1 with an exception. */
@@ -500,9 +514,15 @@ static PyObject* run(PyObject* x, Request* request) {
      * or ten times a small host copy. Holding it, the producer's tensor goes in as
      * it is: the runtime deletes a failed or copied source now, and a view's source
      * when the Tensor dies, all with the GIL. */
+    const uintptr_t producer = src.work_stream;
     status = src.versioned ? abr_to_device(runtime, src.tensor, dst, &request->options, NULL, &out)
                            : abr_to_device_legacy(runtime, src.tensor, dst, &request->options, NULL, &out);
     if (status != ABR_OK) imported_delete(&src);
+    if (status == ABR_OK && producer && src_device.device_type == kDLCUDA &&
+        (status = after_producer(runtime, src_device, producer, &done)) != ABR_OK) {
+      if (out->deleter) out->deleter(out); /* the view goes, and the producer's tensor with it */
+      out = NULL;
+    }
   } else {
     DLManagedTensorVersioned* movable = imported_for_any_thread(&src);
     if (!movable) {
@@ -597,6 +617,8 @@ const char core_to_device_doc[] =
     "Event: t.wait() blocks until it is done, t.is_ready() asks; __dlpack__(stream=s)\n"
     "makes a consumer's CUDA stream wait for it on the device, and every other export\n"
     "(NumPy, the buffer protocol) waits on the host. x is kept alive until then.\n"
+    "A view of a CUDA tensor whose framework names its current stream (through its\n"
+    "exchange API) holds such an Event too, after the work queued there so far.\n"
     "When x's type has a DLPack C exchange API (PyTorch, tvm-ffi), x is taken through\n"
     "it and, with stream=None, a copy follows that framework's current stream.\n"
     "A view is read-only when x is: read-only data, JAX and TensorFlow arrays (immutable\n"
