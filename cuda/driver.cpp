@@ -8,14 +8,22 @@
 
 #include <fmt/format.h>
 
+#include "lib/link_namespaces.hpp"
+
 namespace abr::cuda {
-namespace {
 
 // Two steps so that cuda.h's version macros expand before the name is quoted.
 #define ABR_CUDA_SYMBOL_NAME(name) #name
 #define ABR_CUDA_SYMBOL(name) ABR_CUDA_SYMBOL_NAME(name)
 
-std::unique_ptr<Driver> load(const char* path, std::string* reason) {
+std::unique_ptr<Driver> load_driver(const char* path, const std::string& namespace_taken, std::string* reason) {
+  if (!namespace_taken.empty()) {  // its libc would overwrite the driver's pthread keys (lib/link_namespaces.hpp)
+    *reason = fmt::format(
+        "the CUDA driver is not loaded beside {}: that namespace's own libc would overwrite the driver's pthread "
+        "keys, which crashes it",
+        namespace_taken);
+    return nullptr;
+  }
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
@@ -51,15 +59,13 @@ std::unique_ptr<Driver> load(const char* path, std::string* reason) {
   return cu;  // the handle stays open on purpose: the driver is used until exit
 }
 
-}  // namespace
-
 const Driver* driver(std::string* reason) {
   static std::once_flag once;
   static std::unique_ptr<Driver> loaded;
   static std::string failure;
   std::call_once(once, [] {
     const char* path = std::getenv("ARRAYBRIDGE_CUDA_LIBRARY");
-    loaded = load(path && *path ? path : "libcuda.so.1", &failure);
+    loaded = load_driver(path && *path ? path : "libcuda.so.1", private_namespace(), &failure);
   });
   if (!loaded && reason) *reason = failure;
   return loaded.get();

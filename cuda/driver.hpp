@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <string>
+#include <memory>
 
 // X-macro of every entry point. cuda.h maps names to their current ABI version
 // (cuMemAlloc -> cuMemAlloc_v2); ABR_CUDA_SYMBOL resolves that versioned name.
@@ -42,6 +43,11 @@ struct Driver {
 // and initialised once and kept for the life of the process (deleters may run
 // at exit). nullptr with `reason` when there is none or cuInit fails.
 const Driver* driver(std::string* reason);
+
+// Loads the driver at `path` (what driver() does once): nullptr with `reason` when it
+// cannot be had, or when `namespace_taken` names a library in a link-map namespace of
+// its own, whose libc would overwrite the driver's pthread keys (lib/link_namespaces.hpp).
+std::unique_ptr<Driver> load_driver(const char* path, const std::string& namespace_taken, std::string* reason);
 
 // "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", from the driver when it knows the code.
 std::string error_text(const Driver& cu, CUresult code);

@@ -14,7 +14,8 @@
 #                 loader in the shared namespace (the default)
 #   unit-tests-private-namespace
 #                 the same with ARRAYBRIDGE_OPENCL_NAMESPACE=private (a link-map
-#                 namespace of its own)
+#                 namespace of its own) and CUDA left out (none is taken beside the
+#                 CUDA driver, nor the driver loaded beside one)
 #   python        the Python suite (torch, CuPy and JAX where installed)
 #   bench-cuda    arraybridge-bench --device cuda, JSON with device, driver, CUDA, CPU,
 #                 cores and commit; on the fake only a smoke run (its timings mean nothing)
@@ -109,7 +110,8 @@ else
 fi
 
 step unit-tests "$build/bin/unit-tests"
-step unit-tests-private-namespace env ARRAYBRIDGE_OPENCL_NAMESPACE=private "$build/bin/unit-tests"
+step unit-tests-private-namespace env ARRAYBRIDGE_OPENCL_NAMESPACE=private ARRAYBRIDGE_DISABLE_CUDA=1 \
+  "$build/bin/unit-tests"
 step python "$python" -m pytest -q -rs -p no:cacheprovider tests/python
 
 if [ $real_gpu = 1 ]; then

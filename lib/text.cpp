@@ -36,6 +36,11 @@ std::size_t fit_text(char* field, std::size_t capacity, std::string_view text) n
   return size;
 }
 
+std::string_view base_name(std::string_view path) noexcept {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
 std::string normalized_name(std::string_view text) {
   auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   while (!text.empty() && space(text.front())) text.remove_prefix(1);

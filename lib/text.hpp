@@ -23,6 +23,9 @@ void copy_text(char (&field)[N], std::string_view text) noexcept {
 // The text without surrounding white space, in lower case: how names are compared.
 std::string normalized_name(std::string_view text);
 
+// The file name of a path: what follows its last '/', or the whole text.
+std::string_view base_name(std::string_view path) noexcept;
+
 // Reads text that is all decimal digits, at least one, with a value at most max.
 bool parse_decimal(std::string_view digits, std::uint64_t max, std::uint64_t* value) noexcept;
 

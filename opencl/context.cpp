@@ -5,7 +5,9 @@
 #include "lib/devices.hpp"
 #include "lib/error.hpp"
 #include "lib/fault.hpp"
+#include "lib/link_namespaces.hpp"
 #include "lib/log.hpp"
+#include "lib/text.hpp"
 #include "opencl/loader.hpp"
 
 namespace abr::opencl {
@@ -61,14 +63,16 @@ cl_program Context::program(const std::string& key, const std::function<std::str
     std::size_t size = 0;
     cl_.GetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, log.size(), log.data(), &size);
     log.resize(size ? size - 1 : 0);
-    // Another LLVM loaded after a driver in the shared namespace takes over its LLVM
-    // (opencl/loader.hpp): say which, and the ways out.
-    std::string late_llvm = cl_.private_namespace ? "" : foreign_llvm();
+    // Another LLVM loaded after a driver built on LLVM in the shared namespace takes
+    // over its LLVM (opencl/loader.hpp): PoCL then knows no target CPU. Say which, and
+    // the ways out (the loader stays where it was opened for the life of the process).
+    std::string late_llvm =
+        cl_.private_namespace || log.find("unknown target") == std::string::npos ? "" : foreign_llvm();
     if (!late_llvm.empty())
       late_llvm = fmt::format(
-          " ({}'s LLVM, loaded after OpenCL was opened in the shared namespace, breaks the driver's: make the "
-          "runtime after loading it, or set ARRAYBRIDGE_OPENCL_NAMESPACE=private)",
-          late_llvm.substr(late_llvm.rfind('/') + 1));
+          " ({}'s LLVM, loaded after OpenCL was opened in the shared namespace, breaks the driver's: load it "
+          "before arraybridge first opens OpenCL, in a new process{})",
+          base_name(late_llvm), cuda_driver_loaded() ? "" : ", or set ARRAYBRIDGE_OPENCL_NAMESPACE=private there");
     fail_backend(ABR_ERR_BACKEND, status, "building the {} kernels for {} failed: {} ({}): {}{}", key,
                  device_string(dl_device_), error_name(status), status, log.substr(0, 400), late_llvm);
   }

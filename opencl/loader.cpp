@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "lib/link_namespaces.hpp"
 #include "lib/log.hpp"
 #include "lib/text.hpp"
 
@@ -18,11 +19,6 @@ namespace {
 // command-line options registering into the first one's registry is where PoCL
 // dies under TensorFlow.
 constexpr const char* kLlvmProbe = "_ZN4llvm2cl6Option11addArgumentEv";
-
-std::string_view base_name(std::string_view path) {
-  const std::size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
 
 // dlerror()'s text with the directory left out of the file it names: the reasons
 // must fit abr_backend_info.detail.
@@ -95,14 +91,13 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
   // shares the threads' pthread key slots with ours (see the header).
   if (policy == NamespacePolicy::Auto && llvm.empty()) return open_shared(path, "", reason);
   // Private, or Auto beside another LLVM. Not beside the CUDA driver: the drivers'
-  // libc would overwrite its pthread keys, which crashes it.
-  if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
-    dlclose(cuda);
+  // libc would overwrite its pthread keys, which crashes it (lib/link_namespaces.hpp).
+  if (cuda_driver_loaded()) {
     *reason = policy == NamespacePolicy::Private
         ? fmt::format(
               "not opened: in a namespace of its own, which ARRAYBRIDGE_OPENCL_NAMESPACE=private asks for, "
               "the drivers' libc would overwrite the CUDA driver's pthread keys, which crashes it; unset it "
-              "to open {} in the shared namespace",
+              "to open {} in the shared namespace (where no other LLVM is loaded)",
               path)
         : fmt::format(
               "not opened: {}'s LLVM would crash PoCL in the shared namespace, and in a namespace of its "
@@ -116,10 +111,11 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
     opened.where = llvm.empty()
         ? "in a link-map namespace of its own"
         : fmt::format("in a link-map namespace of its own, away from {}'s LLVM", base_name(llvm));
+    note_private_namespace(fmt::format("{} ({})", path, opened.where));
     log::warn(
-        "{} is {}: the OpenCL drivers' own libc gives out pthread keys whose per-thread slots are also "
-        "this namespace's, so a library here that keeps data under a key (the CUDA driver does) can have it "
-        "overwritten and crash",
+        "{} is {}: its libc gives out pthread keys whose per-thread slots are also this namespace's, so the CUDA "
+        "driver is not loaded in this process from now on, and another library that keeps data under a key can "
+        "have it overwritten",
         path, opened.where);
     return opened;
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/driver.hpp"
 #include "opencl/loader.hpp"
 #include "tests/cuda/cuda_helpers.hpp"
 
@@ -125,4 +126,13 @@ TEST_CASE_FIXTURE(NoDriverFindings, "beside the CUDA driver a namespace of its o
   CHECK(reason.find(
             "not opened: in a namespace of its own, which ARRAYBRIDGE_OPENCL_NAMESPACE=private asks for, the "
             "drivers' libc would overwrite the CUDA driver's pthread keys, which crashes it; unset it to open ") == 0);
+}
+
+TEST_CASE("after a namespace of its own, the CUDA driver is not loaded") {
+  std::string reason;
+  CHECK(abr::cuda::load_driver("libcuda.so.1", "libOpenCL.so.1 (in a link-map namespace of its own)", &reason) ==
+        nullptr);
+  CHECK(reason ==
+        "the CUDA driver is not loaded beside libOpenCL.so.1 (in a link-map namespace of its own): that namespace's "
+        "own libc would overwrite the driver's pthread keys, which crashes it");
 }

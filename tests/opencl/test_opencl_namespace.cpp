@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "lib/link_namespaces.hpp"
 #include "opencl/api.hpp"
 #include "opencl/discovery.hpp"
 #include "opencl/loader.hpp"
@@ -39,9 +40,7 @@ struct ForeignLlvm {
 
 // A namespace of its own is refused beside the CUDA driver (tests/cuda/test_namespace_keys.cpp).
 bool cuda_driver_loaded() {
-  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (!cuda) return false;
-  dlclose(cuda);
+  if (!abr::cuda_driver_loaded()) return false;
   MESSAGE("skipped: the CUDA driver is loaded in this process, and a namespace of its own is refused beside it");
   return true;
 }

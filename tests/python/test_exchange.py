@@ -197,6 +197,39 @@ def test_a_cuda_view_waits_for_the_producers_current_stream(peer):
     """, delay_us=200000)
 
 
+def test_a_copy_on_a_named_stream_waits_for_the_producers_stream_first(peer):
+    """stream= names the stream a transfer follows; the producer's own pending write
+    (on its current stream, which its exchange API named) comes first all the same."""
+    folder = os.path.dirname(peer.__file__)
+    run_with_fake_cuda(f"""
+        import ctypes, os, sys
+        sys.path.insert(0, {folder!r})
+        import numpy as np, arraybridge as ab, exchange_peer as peer
+        cuda = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+        device = ab.to_device(np.zeros(1 << 16, np.float32), "cuda:0")
+        framework = peer.Peer(device)
+        context, producer, ours = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+        assert cuda.cuCtxPushCurrent_v2(context) == 0
+        assert cuda.cuStreamCreate(ctypes.byref(producer), 1) == 0  # CU_STREAM_NON_BLOCKING
+        assert cuda.cuStreamCreate(ctypes.byref(ours), 1) == 0
+        fresh = np.arange(1 << 16, dtype=np.float32)
+        fresh_on_device = ab.to_device(fresh, "cuda:0")
+        scratch = ab.to_device(fresh, "cuda:0")
+        # The producer's stream lags ten copies of 20 ms each, the last one writing the
+        # values; the copy on our own stream alone would be done after one.
+        for target in [scratch] * 9 + [framework]:
+            assert cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(target.data_ptr), ctypes.c_uint64(fresh_on_device.data_ptr),
+                                             ctypes.c_size_t(fresh.nbytes), producer) == 0
+        peer.set_work_stream(producer.value)
+        copied = ab.to_device(framework, "cuda:0", copy=True, stream=ours.value)
+        back = ab.to_device(copied, "cpu")
+        assert np.array_equal(np.from_dlpack(back), fresh), "the copy on stream= did not wait for the producer's stream"
+        assert cuda.cuStreamSynchronize(producer) == 0 and cuda.cuStreamSynchronize(ours) == 0
+        del back, copied, framework, device, fresh_on_device, scratch
+    """, delay_us=20000)
+
+
 # ------------------------------------------------------------------ PyTorch (>= 2.10)
 
 def torch_with_table():

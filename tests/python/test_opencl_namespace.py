@@ -47,7 +47,16 @@ REPORT = textwrap.dedent("""
 """)
 
 
-CUDA_LOADED = "import arraybridge as ab\nprint('cuda', {b.name: b for b in ab.backends()}['cuda'].available)\n"
+# Whether the CUDA driver is loaded in the process (by the runtime, or by anyone): the
+# soname matches the fake driver too.
+CUDA_LOADED = textwrap.dedent("""
+    import ctypes as _ctypes, os as _os
+    try:
+        _ctypes.CDLL("libcuda.so.1", mode=_os.RTLD_NOLOAD | _os.RTLD_LAZY)
+        print("cuda True")
+    except OSError:
+        print("cuda False")
+""")
 BESIDE_CUDA = "False OpenCL unavailable: not opened: "  # a namespace of its own would crash the CUDA driver
 
 

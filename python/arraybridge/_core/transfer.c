@@ -535,6 +535,14 @@ static PyObject* run(PyObject* x, Request* request) {
       status =
           abr_stream_wrap(runtime, dst.device_type == kDLCUDA ? dst : src_device, (void*)request->stream, &wrapped);
     abr_stream* stream = wrapped ? wrapped : own;
+    /* A stream the caller named, other than the producer's: it waits for the producer's queued work first. */
+    if (status == ABR_OK && wrapped && src.work_stream && src.work_stream != request->stream &&
+        src_device.device_type == kDLCUDA) {
+      abr_stream* producer = NULL;
+      status = abr_stream_wrap(runtime, src_device, (void*)src.work_stream, &producer);
+      if (status == ABR_OK) status = abr_stream_wait(wrapped, producer);
+      abr_stream_release(producer); /* accepts NULL; the producer's stream stays the producer's */
+    }
     if (status == ABR_OK && src.after) status = wait_until_filled(src.after, src_device, stream);
     if (status == ABR_OK) status = abr_to_device(runtime, movable, dst, &request->options, stream, &out);
     if (status == ABR_OK && request->non_blocking && stream && abr_event_record(stream, &done) != ABR_OK)
