@@ -111,7 +111,7 @@ void HostThreads::parallel_for(std::size_t n, unsigned threads, const std::funct
 
 void HostThreads::copy(void* dst, const void* src, std::size_t bytes, unsigned threads) {
   if (bytes == 0) return;  // memcpy's pointers must be valid even for 0 bytes (UBSan)
-  const std::size_t pieces = std::max<std::size_t>(1, std::min<std::size_t>(threads, bytes / kParallelPiece));
+  const std::size_t pieces = std::max<std::size_t>(1, std::min<std::size_t>(threads, bytes / kSplitPiece));
   if (pieces == 1) {
     std::memcpy(dst, src, bytes);
     return;

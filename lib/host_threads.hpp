@@ -27,6 +27,11 @@ namespace abr {
 // at 2 GB/s on one thread, 4 on two).
 constexpr std::size_t kParallelPiece = std::size_t{1} << 20;  // memcpy
 constexpr std::size_t kWalkPiece = std::size_t{512} << 10;    // a walk of a view
+// A memcpy worth splitting at all (two kParallelPiece) is split into pieces of at least
+// this: a staged transfer's 8 MiB chunk then keeps 16 threads busy, not 8 (64 MiB
+// pageable H2D on an H100: 27.3 GB/s with 512 KiB pieces on 2026-11-23, 19.8 with
+// 1 MiB pieces on 2026-11-26, on a machine whose driver copy was faster).
+constexpr std::size_t kSplitPiece = std::size_t{512} << 10;
 
 class HostThreads {
  public:
@@ -40,7 +45,7 @@ class HostThreads {
   // included) and returns when all have run. Tasks must not throw. Several
   // callers may run jobs at once; their tasks share the workers.
   void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& task);
-  // memcpy in pieces of at least kParallelPiece on up to `threads` threads: the pages of
+  // memcpy in pieces of at least kSplitPiece on up to `threads` threads: the pages of
   // a new destination are first touched by several threads too.
   void copy(void* dst, const void* src, std::size_t bytes, unsigned threads);
 
