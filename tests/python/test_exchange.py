@@ -5,6 +5,7 @@ was taken (call counts) and deleter counts."""
 import logging
 import os
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -129,38 +130,46 @@ def test_tvm_ffi_takes_our_tensor_in_c_and_gives_its_own_back():
     assert isinstance(back, tvm_ffi.Tensor) and np.array_equal(np.from_dlpack(back), source)
 
 
+# A framework of the tests' own (exchange_peer) viewing a cuda:0 tensor, whose current
+# stream lags: ten copies of 20 ms each (the fake's DMA delay), the last one writing
+# `fresh` into the framework's memory. A reader that does not wait for that stream
+# sees zeros, and the fake reports a stream-ordered race.
+LAGGING_PRODUCER = """
+import ctypes, os, sys
+sys.path.insert(0, {folder!r})
+import numpy as np, arraybridge as ab, exchange_peer as peer
+cuda = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+device = ab.to_device(np.zeros(1 << 16, np.float32), "cuda:0")
+framework = peer.Peer(device)
+context, stream = ctypes.c_void_p(), ctypes.c_void_p()
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+assert cuda.cuCtxPushCurrent_v2(context) == 0
+assert cuda.cuStreamCreate(ctypes.byref(stream), 1) == 0  # CU_STREAM_NON_BLOCKING
+fresh = np.arange(1 << 16, dtype=np.float32)
+fresh_on_device = ab.to_device(fresh, "cuda:0")
+scratch = ab.to_device(fresh, "cuda:0")
+for target in [scratch] * 9 + [framework]:
+    assert cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(target.data_ptr), ctypes.c_uint64(fresh_on_device.data_ptr),
+                                     ctypes.c_size_t(fresh.nbytes), stream) == 0
+peer.set_work_stream(stream.value)
+"""
+
+
+def run_after_lagging_producer(peer, body):
+    run_with_fake_cuda(LAGGING_PRODUCER.format(folder=os.path.dirname(peer.__file__)) + textwrap.dedent(body) +
+                       "assert cuda.cuStreamSynchronize(stream) == 0\ndel framework, device, scratch, fresh_on_device\n",
+                       delay_us=20000)
+
+
 def test_a_cuda_copy_follows_the_producers_current_stream(peer):
-    """The producer left a write pending on its own stream (the fake's DMA lags);
-    with stream=None the copy must wait for that stream, or it reads the old values
-    and the fake reports a stream-ordered race."""
-    folder = os.path.dirname(peer.__file__)
-    run_with_fake_cuda(f"""
-        import ctypes, os, sys
-        sys.path.insert(0, {folder!r})
-        import numpy as np, arraybridge as ab, exchange_peer as peer
-        cuda = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
-        device = ab.to_device(np.zeros(1 << 16, np.float32), "cuda:0")
-        framework = peer.Peer(device)
-        context, stream = ctypes.c_void_p(), ctypes.c_void_p()
-        assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
-        assert cuda.cuCtxPushCurrent_v2(context) == 0
-        assert cuda.cuStreamCreate(ctypes.byref(stream), 1) == 0  # CU_STREAM_NON_BLOCKING
-        fresh = np.arange(1 << 16, dtype=np.float32)
-        fresh_on_device = ab.to_device(fresh, "cuda:0")
-        scratch = ab.to_device(fresh, "cuda:0")
-        # The producer's stream lags: ten copies of 20 ms each (the fake's DMA delay),
-        # the last one writing the values the consumer must see.
-        for target in [scratch] * 9 + [framework]:
-            assert cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(target.data_ptr), ctypes.c_uint64(fresh_on_device.data_ptr),
-                                             ctypes.c_size_t(fresh.nbytes), stream) == 0
-        peer.set_work_stream(stream.value)
+    """With stream=None the copy must wait for the producer's current stream."""
+    run_after_lagging_producer(peer, """
         back = ab.to_device(framework, "cpu")
         assert np.array_equal(np.from_dlpack(back), fresh), "the copy did not wait for the producer's stream"
         counts = peer.counts()
         assert counts["stream"] == 1 and counts["last_stream_device"] == (2, 0), counts
-        assert cuda.cuStreamSynchronize(stream) == 0
-        del back, framework, device, scratch, fresh_on_device
-    """, delay_us=20000)
+        del back
+    """)
 
 
 def test_a_cuda_view_waits_for_the_producers_current_stream(peer):
@@ -169,65 +178,30 @@ def test_a_cuda_view_waits_for_the_producers_current_stream(peer):
     a copy to the CPU) waits for it, and a consumer's stream would (__dlpack__(stream=)).
     Found on an H100: a torch tensor filled on a side stream, viewed, then read on the
     default stream, was zeros (torch's __dlpack__ without a stream does not synchronize)."""
-    folder = os.path.dirname(peer.__file__)
-    run_with_fake_cuda(f"""
-        import ctypes, os, sys
-        sys.path.insert(0, {folder!r})
-        import numpy as np, arraybridge as ab, exchange_peer as peer
-        cuda = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
-        device = ab.to_device(np.zeros(1 << 16, np.float32), "cuda:0")
-        framework = peer.Peer(device)
-        context, stream = ctypes.c_void_p(), ctypes.c_void_p()
-        assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
-        assert cuda.cuCtxPushCurrent_v2(context) == 0
-        assert cuda.cuStreamCreate(ctypes.byref(stream), 1) == 0  # CU_STREAM_NON_BLOCKING
-        fresh = np.arange(1 << 16, dtype=np.float32)
-        fresh_on_device = ab.to_device(fresh, "cuda:0")
-        assert cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(framework.data_ptr), ctypes.c_uint64(fresh_on_device.data_ptr),
-                                         ctypes.c_size_t(fresh.nbytes), stream) == 0  # lags 200 ms
-        peer.set_work_stream(stream.value)
+    run_after_lagging_producer(peer, """
         view = ab.to_device(framework, "cuda:0")
         assert view.report.path == "zero_copy" and view.data_ptr == framework.data_ptr
         assert not view.is_ready(), "the view holds no event for the producer's pending write"
         back = ab.to_device(view, "cpu")
         assert np.array_equal(np.from_dlpack(back), fresh), "the view's reader did not wait for the producer's stream"
         assert view.is_ready()
-        assert cuda.cuStreamSynchronize(stream) == 0
-        del back, view, framework, device, fresh_on_device
-    """, delay_us=200000)
+        del back, view
+    """)
 
 
 def test_a_copy_on_a_named_stream_waits_for_the_producers_stream_first(peer):
     """stream= names the stream a transfer follows; the producer's own pending write
-    (on its current stream, which its exchange API named) comes first all the same."""
-    folder = os.path.dirname(peer.__file__)
-    run_with_fake_cuda(f"""
-        import ctypes, os, sys
-        sys.path.insert(0, {folder!r})
-        import numpy as np, arraybridge as ab, exchange_peer as peer
-        cuda = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
-        device = ab.to_device(np.zeros(1 << 16, np.float32), "cuda:0")
-        framework = peer.Peer(device)
-        context, producer, ours = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-        assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
-        assert cuda.cuCtxPushCurrent_v2(context) == 0
-        assert cuda.cuStreamCreate(ctypes.byref(producer), 1) == 0  # CU_STREAM_NON_BLOCKING
+    (on its current stream, which its exchange API named) comes first all the same:
+    the copy on our own stream alone would be done after one of the producer's ten."""
+    run_after_lagging_producer(peer, """
+        ours = ctypes.c_void_p()
         assert cuda.cuStreamCreate(ctypes.byref(ours), 1) == 0
-        fresh = np.arange(1 << 16, dtype=np.float32)
-        fresh_on_device = ab.to_device(fresh, "cuda:0")
-        scratch = ab.to_device(fresh, "cuda:0")
-        # The producer's stream lags ten copies of 20 ms each, the last one writing the
-        # values; the copy on our own stream alone would be done after one.
-        for target in [scratch] * 9 + [framework]:
-            assert cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(target.data_ptr), ctypes.c_uint64(fresh_on_device.data_ptr),
-                                             ctypes.c_size_t(fresh.nbytes), producer) == 0
-        peer.set_work_stream(producer.value)
         copied = ab.to_device(framework, "cuda:0", copy=True, stream=ours.value)
         back = ab.to_device(copied, "cpu")
         assert np.array_equal(np.from_dlpack(back), fresh), "the copy on stream= did not wait for the producer's stream"
-        assert cuda.cuStreamSynchronize(producer) == 0 and cuda.cuStreamSynchronize(ours) == 0
-        del back, copied, framework, device, fresh_on_device, scratch
-    """, delay_us=20000)
+        assert cuda.cuStreamSynchronize(ours) == 0
+        del back, copied
+    """)
 
 
 # ------------------------------------------------------------------ PyTorch (>= 2.10)
