@@ -148,19 +148,31 @@ uint64_t on_a_stream(abr_runtime* rt, DLDevice device, int64_t count, float firs
 
 // Four small tensors to the device in one batch (coalesced), and back with
 // abr_copy_many: 8 transfers.
+// The sources are handed over: each frees itself in its deleter, which the runtime
+// calls when it is done with it. For a view of host memory that a device uses in
+// place (PoCL) that is after the result is deleted, on the driver's own thread, so
+// the caller may not free a source itself (the soak did: a deleter read from freed
+// memory, 1 run in about 10).
 uint64_t batch(abr_runtime* rt, DLDevice device, float first) {
   constexpr int kCount = 4;
-  std::vector<std::unique_ptr<HostArray>> srcs, backs;
+  std::vector<std::unique_ptr<HostArray>> expected, backs;
   DLManagedTensorVersioned* src_list[kCount];
   for (int i = 0; i < kCount; ++i) {
     const int64_t count = 64 << (2 * i);  // 256 B to 16 KiB
-    srcs.push_back(std::make_unique<HostArray>(kF32, std::vector<int64_t>{count}));
+    expected.push_back(std::make_unique<HostArray>(kF32, std::vector<int64_t>{count}));
     backs.push_back(std::make_unique<HostArray>(kF32, std::vector<int64_t>{count}));
-    fill(*srcs.back(), count, first + static_cast<float>(i));
-    src_list[i] = &srcs.back()->managed;
+    fill(*expected.back(), count, first + static_cast<float>(i));
+    auto* source = new HostArray(kF32, std::vector<int64_t>{count});
+    fill(*source, count, first + static_cast<float>(i));
+    source->managed.manager_ctx = source;
+    source->managed.deleter = [](DLManagedTensorVersioned* self) { delete static_cast<HostArray*>(self->manager_ctx); };
+    src_list[i] = &source->managed;
   }
   DLManagedTensorVersioned* out[kCount] = {};
-  check(abr_to_device_many(rt, src_list, kCount, device, nullptr, nullptr, out, nullptr), "batch to the device");
+  const abr_status status = abr_to_device_many(rt, src_list, kCount, device, nullptr, nullptr, out, nullptr);
+  if (status != ABR_OK)  // a failed batch leaves every source the caller's
+    for (DLManagedTensorVersioned* source : src_list) source->deleter(source);
+  check(status, "batch to the device");
   Result results[kCount];
   const DLTensor* from[kCount];
   const DLTensor* to[kCount];
@@ -171,7 +183,7 @@ uint64_t batch(abr_runtime* rt, DLDevice device, float first) {
   }
   check(abr_copy_many(rt, from, to, kCount, nullptr, nullptr, nullptr), "batch back");
   for (int i = 0; i < kCount; ++i)
-    expect_values(backs[static_cast<std::size_t>(i)]->at<float>(), srcs[static_cast<std::size_t>(i)]->at<float>(),
+    expect_values(backs[static_cast<std::size_t>(i)]->at<float>(), expected[static_cast<std::size_t>(i)]->at<float>(),
                   static_cast<std::size_t>(64 << (2 * i)), "batch");
   return 2 * kCount;
 }
