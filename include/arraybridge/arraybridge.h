@@ -329,8 +329,10 @@ ABR_API abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind);
 /*
  * Move `src` to device `dst`.
  * On ABR_OK the runtime owns `src` and calls its deleter exactly once, when it no
- * longer needs it (after the copy completed, or when *out is deleted if *out is a
- * view of src). On any error `src` is untouched and still the caller's (for
+ * longer needs it (after the copy completed, or once *out is deleted if *out is a
+ * view of src: for OpenCL's view of host memory later, on the driver's thread,
+ * when the driver lets go of the buffer). Until then `src` itself must stay valid,
+ * even with a NULL deleter. On any error `src` is untouched and still the caller's (for
  * ABR_ERR_DLPACK_VERSION, calling its deleter is the only safe thing left to do).
  * *out is a versioned tensor on `dst`; the caller calls its deleter exactly once.
  * A view on src's own device of a src that already has strides, no byte_offset and
