@@ -201,6 +201,13 @@ $(KEY_NEIGHBOUR): tests/cuda/key_neighbour/key_neighbour.cpp
 	$(Q)$(CXX) $(CXXSTD) -O1 -fPIC -shared -pthread -o $@ $<
 $(BUILD)/obj/tests/cuda/test_namespace_keys.o $(ASAN_DIR)/obj/tests/cuda/test_namespace_keys.o: CPPFLAGS_ALL += \
   -DABR_KEY_NEIGHBOUR_PATH='"$(abspath $(KEY_NEIGHBOUR))"' -DABR_FAKE_LLVM_PATH='"$(abspath $(FAKE_LLVM))"'
+# An OpenCL library that counts reads, writes and waits, forwarding to the ICD
+# loader: tests/cuda/main.cpp opens OpenCL through it (tests/cuda/test_staged_paths.cpp).
+OPENCL_COUNTER := $(BUILD)/opencl-counter/libopencl-counter.so
+$(OPENCL_COUNTER): tests/cuda/opencl_counter/opencl_counter.cpp
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CXX) $(CXXSTD) -O1 $(WARN) -fPIC -shared -o $@ $< -Wl,--no-as-needed -lOpenCL -ldl
 CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_cuda_lifetimes.cpp tests/cuda/test_fake_rules.cpp \
   tests/cuda/test_report_detail.cpp tests/cuda/test_staged_paths.cpp tests/cuda/test_sticky_child.cpp tests/cuda/test_ipc.cpp \
   tests/cuda/test_device_cache.cpp tests/cuda/test_driver_calls.cpp tests/cuda/test_batch.cpp \
@@ -210,14 +217,15 @@ $(FAKE_CUDA): tests/cuda/fake_driver.cpp cuda/kernel_params.hpp $(STATIC)
 	$(call say,LD,$@)
 	$(Q)$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 -o $@ $< $(STATIC)
 
-$(BUILD)/obj/tests/cuda/main.o $(ASAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(FAKE_CUDA))"'
+$(BUILD)/obj/tests/cuda/main.o $(ASAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(FAKE_CUDA))"' \
+  -DABR_OPENCL_COUNTER_PATH='"$(abspath $(OPENCL_COUNTER))"'
 
-$(BUILD)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) | $(FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM)
+$(BUILD)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) | $(FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM) $(OPENCL_COUNTER)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread -o $@ $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(STATIC) -ldl -lOpenCL
 
-$(ASAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(ASAN_CORE_OBJS) | $(FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM)
+$(ASAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(ASAN_DIR)/obj/%.o) $(ASAN_CORE_OBJS) | $(FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM) $(OPENCL_COUNTER)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread $(ASAN_FLAGS) -o $@ $^ -ldl -lOpenCL
@@ -328,11 +336,12 @@ $(TSAN_FAKE_CUDA): $(TSAN_FAKE_SRCS) cuda/kernel_params.hpp
 	$(Q)$(CXX) $(CXXSTD) -O1 -g $(WARN) $(CPPFLAGS_ALL) $(TSAN_FLAGS) -fPIC -shared -pthread -Wl,-soname,libcuda.so.1 \
 	  -Wl,--no-undefined -o $@ $(TSAN_FAKE_SRCS)
 
-$(TSAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(TSAN_FAKE_CUDA))"'
+$(TSAN_DIR)/obj/tests/cuda/main.o: CPPFLAGS_ALL += -DABR_FAKE_CUDA_PATH='"$(abspath $(TSAN_FAKE_CUDA))"' \
+  -DABR_OPENCL_COUNTER_PATH='"$(abspath $(OPENCL_COUNTER))"'
 $(TSAN_DIR)/obj/tests/cuda/test_namespace_keys.o: CPPFLAGS_ALL += -DABR_KEY_NEIGHBOUR_PATH='"$(abspath $(KEY_NEIGHBOUR))"' \
   -DABR_FAKE_LLVM_PATH='"$(abspath $(FAKE_LLVM))"'
 
-$(TSAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) | $(TSAN_FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM)
+$(TSAN_DIR)/bin/cuda-tests: $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) | $(TSAN_FAKE_CUDA) $(KEY_NEIGHBOUR) $(FAKE_LLVM) $(OPENCL_COUNTER)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) -pthread $(TSAN_FLAGS) -o $@ $(CUDA_TEST_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(TSAN_STATIC) -ldl -lOpenCL
@@ -341,7 +350,7 @@ test-tsan: $(TSAN_DIR)/bin/thread-tests $(TSAN_DIR)/bin/cuda-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/thread-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/cuda-tests
 
-TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
+TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(OPENCL_COUNTER) $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
   $(FUZZ_DIR)/fuzz-transfer $(FUZZ_DIR)/fuzz-ipc-import $(SOAK)
 
 # Both run the suites of tests/suites.txt: `make test` all of them (what CI runs),
@@ -352,7 +361,7 @@ test: bootstrap
 	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD) full
 
-QUICK_TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(BUILD)/bin/unit-tests $(BUILD)/bin/cuda-tests $(FAKE_CUDA) $(BUILD)/bin/c-abi-test \
+QUICK_TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(OPENCL_COUNTER) $(BUILD)/bin/unit-tests $(BUILD)/bin/cuda-tests $(FAKE_CUDA) $(BUILD)/bin/c-abi-test \
   $(BUILD)/bin/concurrent-create
 check: bootstrap
 	@bash dev/setup_python.sh test

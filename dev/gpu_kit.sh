@@ -42,16 +42,18 @@ nixl_wheel() {
 pack() {
   local build=${BUILD:-build}
   make -j"$(nproc)" all "$build/bin/cuda-tests" "$build/bin/unit-tests" "$build/bin/arraybridge-soak" \
-    "$build/fake-cuda/libcuda.so.1" "$build/fake-llvm/libfake-llvm.so" "$build/key-neighbour/libkey-neighbour.so"
+    "$build/fake-cuda/libcuda.so.1" "$build/fake-llvm/libfake-llvm.so" "$build/key-neighbour/libkey-neighbour.so" \
+    "$build/opencl-counter/libopencl-counter.so"
   rm -rf "$kit"
   mkdir -p "$kit/build/lib" "$kit/build/bin" "$kit/build/fake-cuda" "$kit/build/fake-llvm" "$kit/build/key-neighbour" \
-    "$kit/wheels"
+    "$kit/build/opencl-counter" "$kit/wheels"
   cp -P "$build"/lib/libarraybridge.so* "$kit/build/lib/"
   cp "$build"/bin/{arraybridge-info,arraybridge-bench,arraybridge-soak,cuda-tests,unit-tests} "$kit/build/bin/"
   cp "$build"/fake-cuda/libcuda.so.1 "$kit/build/fake-cuda/"  # only where no GPU is found
   # The tests' stand-in libraries, found there by the absolute paths built in here.
   cp "$build"/fake-llvm/libfake-llvm.so "$kit/build/fake-llvm/"
   cp "$build"/key-neighbour/libkey-neighbour.so "$kit/build/key-neighbour/"
+  cp "$build"/opencl-counter/libopencl-counter.so "$kit/build/opencl-counter/"
   [ "$build" = build ] || echo "gpu_kit: BUILD=$build: the tests look for their stand-ins under $build there" >&2
   find "$kit/build" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-debug {} +
   # Wheels for that machine's CPython 3.12 (the pure-Python ones fit any).

@@ -69,6 +69,10 @@ class DeviceSide final : public ChunkSide {
   std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override {
     return work_->read_chunk(bytes_, offset, block, n);
   }
+  void read_now(uint64_t offset, char* block, std::size_t n) override {
+    work_->read(bytes_, offset, block, n);  // blocking where the driver can: no event to wait on
+    work_->wait();
+  }
   std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override {
     return work_->write_chunk(bytes_, offset, block, n);
   }

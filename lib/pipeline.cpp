@@ -30,7 +30,10 @@ void run_pipeline(ChunkSide& from, ChunkSide& to, uint64_t bytes, const StagingS
       }
       if (!blocks[b]) blocks[b] = pool.acquire(staging, static_cast<std::size_t>(std::min(chunk, bytes)));
       fault::point(ABR_ERR_BACKEND, "pipeline read");
-      filled[b] = from.read(k * chunk, blocks[b].data(), size_of(k));
+      if (chunks == 1)
+        from.read_now(0, blocks[b].data(), size_of(0));
+      else
+        filled[b] = from.read(k * chunk, blocks[b].data(), size_of(k));
     };
     for (uint64_t k = 0; k < chunks; ++k) {
       while (next < chunks && next <= k + read_ahead) fill(next++);

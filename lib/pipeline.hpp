@@ -29,6 +29,11 @@ class ChunkSide {
   // Bytes [offset, offset + n) of this side into `block`; an event after the move
   // when it may still be running, nullptr when it is done.
   virtual std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) = 0;
+  // The same, done on return: a move of one chunk has nothing to read ahead of, and
+  // a device side waits best in its driver's own blocking call.
+  virtual void read_now(uint64_t offset, char* block, std::size_t n) {
+    if (std::unique_ptr<Event> moved = read(offset, block, n)) moved->wait();
+  }
   // n bytes of `block` into [offset, offset + n) of this side; the same event rule.
   virtual std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) = 0;
   // After the last chunk: the side's own closing steps (a scatter kernel, freeing a

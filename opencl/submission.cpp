@@ -105,7 +105,7 @@ class ClSubmission final : public Submission {
     return maps_.emplace_back(cl_, queue_, device, write).first_element();
   }
   void wait() override {
-    drain(cl_, queue_);
+    if (!waited_) drain(cl_, queue_);  // after a blocking read or write the in-order queue is empty
     waited_ = true;
   }
   void defer_waits() override { deferred_ = true; }

@@ -45,6 +45,21 @@ struct Fake {
   }
 };
 
+// The counts of the OpenCL library tests/cuda/opencl_counter, when OpenCL was opened
+// through it (main.cpp sets ARRAYBRIDGE_OPENCL_LIBRARY): calls of `name` so far.
+struct OpenClCounter {
+  long long (*count)(const char*) = nullptr;
+  OpenClCounter() {
+    const char* path = std::getenv("ARRAYBRIDGE_OPENCL_LIBRARY");
+    void* handle = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    if (!handle) return;
+    count = reinterpret_cast<long long (*)(const char*)>(dlsym(handle, "opencl_counter"));
+    dlclose(handle);
+  }
+  explicit operator bool() const { return count != nullptr; }
+  long long operator()(const char* name) const { return count(name); }
+};
+
 // Every stream operation of the fake driver lags by `us` while this lives (nothing
 // on a real driver); reset even when a REQUIRE ends the test early.
 struct Lag {

@@ -28,6 +28,16 @@ int main(int argc, char** argv) {
     dlclose(fake);
     setenv("ARRAYBRIDGE_CUDA_LIBRARY", ABR_FAKE_CUDA_PATH, /*overwrite=*/1);
   }
+  // OpenCL through a library that counts its reads, writes and waits (opencl_counter/),
+  // where it loads; the tests that read its counts say they skip otherwise.
+  if (!std::getenv("ARRAYBRIDGE_OPENCL_LIBRARY")) {
+    if (void* counter = dlopen(ABR_OPENCL_COUNTER_PATH, RTLD_NOW | RTLD_LOCAL)) {
+      dlclose(counter);
+      setenv("ARRAYBRIDGE_OPENCL_LIBRARY", ABR_OPENCL_COUNTER_PATH, /*overwrite=*/1);
+    } else {
+      std::fprintf(stderr, "OpenCL opened without the call counter, which does not load: %s\n", dlerror());
+    }
+  }
   if (argc == 2 && std::strcmp(argv[1], "--sticky-child") == 0) return sticky_child_main();
   if (argc >= 2 && std::strcmp(argv[1], "--ipc-child") == 0) return ipc_child_main(argc, argv);
   if (argc == 3 && std::strcmp(argv[1], "--raw-ipc-open") == 0) return raw_ipc_open_child_main(argv[2]);

@@ -134,6 +134,12 @@ TEST_CASE_FIXTURE(NoDriverFindings, "driver calls of one 4 KiB transfer, path by
     t.reset();
     wait_returned(rt, lent.bytes_in_use);
   });
+  // Between backends into existing tensors, one chunk through OpenCL's mapped block registered with CUDA.
+  Owned on_cl(move_to(rt, &pageable.managed, DLDevice{kDLOpenCL, 0}));
+  const Counts cuda_to_cl = calls_of(
+      fake, [&] { REQUIRE(abr_copy(rt, &device.t->dl_tensor, &on_cl.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
+  const Counts cl_to_cuda = calls_of(
+      fake, [&] { REQUIRE(abr_copy(rt, &on_cl.t->dl_tensor, &device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
   abr_stream_destroy(stream);
 
   MESSAGE(line("pinned H2D on the caller's stream", pinned_h2d_on_stream));
@@ -142,6 +148,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "driver calls of one 4 KiB transfer, path by
   MESSAGE(line("pageable D2H, no stream", pageable_d2h));
   MESSAGE(line("D2D on the caller's stream", d2d_on_stream));
   MESSAGE(line("to_device host -> new cuda:0 tensor, deleted", new_tensor));
+  MESSAGE(line("cuda:0 -> existing opencl:0 tensor", cuda_to_cl));
+  MESSAGE(line("opencl:0 -> existing cuda:0 tensor", cl_to_cuda));
 
   // A pinned H2D on the caller's stream is the copy and what ordering needs: no
   // allocation, no synchronization, no event.
@@ -161,4 +169,10 @@ TEST_CASE_FIXTURE(NoDriverFindings, "driver calls of one 4 KiB transfer, path by
   CHECK(of(new_tensor, ABR_COUNTED(cuMemAlloc)) == 0);
   CHECK(of(new_tensor, ABR_COUNTED(cuMemFree)) == 0);
   CHECK(of(new_tensor, ABR_COUNTED(cuMemcpyHtoDAsync)) == 1);
+  // One chunk between backends: CUDA's side waits in its stream, no event.
+  CHECK(of(cuda_to_cl, ABR_COUNTED(cuMemcpyDtoHAsync)) == 1);
+  CHECK(of(cuda_to_cl, ABR_COUNTED(cuStreamSynchronize)) == 1);
+  CHECK(of(cuda_to_cl, ABR_COUNTED(cuEventCreate)) == 0);
+  CHECK(of(cl_to_cuda, ABR_COUNTED(cuMemcpyHtoDAsync)) == 1);
+  CHECK(of(cl_to_cuda, ABR_COUNTED(cuMemHostRegister)) == 0);  // the block registered once, cached
 }
