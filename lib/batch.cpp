@@ -103,8 +103,10 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   // 1. Plan. The destination is resolved once; each source names its index when it fails.
   TransferOptions opts = resolve_options(options);
   opts.report = nullptr;
+  opts.describe = false;  // each item's plan: the batch's report has words of its own
   opts.staging = staging_choice();
   const Endpoint to = endpoint_for(dst);
+  const DLDataType target_dtype = opts.dtype;  // all zero (itemsize 0): each source's own
   std::vector<BatchItem> items(count);
   // Until the commit, every source stays the caller's, whatever fails.
   struct KeepSources {
@@ -123,7 +125,11 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       validate_header(*srcs[i], "source");
       opts.source_reads_as_view = reads_as_a_view(*srcs[i]);
       item.src = validate_tensor(srcs[i]->dl_tensor, Role::Source, "source");
-      const Endpoint from = endpoint_of(item.src, dst, "source");
+      // A host source small enough to be packed into the batch's pinned block goes
+      // there whether or not its own memory is page-locked: nothing asks the driver.
+      const uint64_t largest_item = std::max<uint64_t>(item.src.itemsize, itemsize(target_dtype));
+      const bool packed_anyway = to.backend && !to.kind->host_memory && item.src.numel * largest_item <= kCoalesceMax;
+      const Endpoint from = endpoint_of(item.src, dst, "source", /*ask_pinned=*/!packed_anyway);
       item.plan = plan_transfer(item.src, from, to, opts);
       check_stream(stream, item.src.device, dst);
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
@@ -416,6 +422,7 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} pairs per call", count, kMaxBatch);
   TransferOptions opts = resolve_options(options);
   opts.report = nullptr;
+  opts.describe = false;
   opts.staging = staging_choice();
   struct Pair {
     Layout src, dst;

@@ -7,6 +7,7 @@
 #include "lib/error.hpp"
 #include "lib/host_copy.hpp"
 #include "lib/host_sides.hpp"
+#include "lib/log.hpp"
 
 namespace abr {
 namespace {
@@ -67,16 +68,20 @@ ThreadsWords host_threads_words(unsigned threads) {
 
 // Text of the plan's own on the stack (std::string allocates past 15 characters,
 // and every abr_copy has a reason: a sixth of a 4 KiB host copy's time went there).
+// Unwanted (no one reads it), a text is only marked not empty.
 class StackText {
  public:
+  explicit StackText(bool wanted = true) : wanted_(wanted) {}
   void assign(std::string_view text) {
     buffer_.clear();
+    if (!wanted_) return buffer_.push_back('-');
     buffer_.append(text.data(), text.data() + text.size());
   }
   void append(std::string_view text) { buffer_.append(text.data(), text.data() + text.size()); }
   template <class... Args>
   void format(fmt::format_string<Args...> format, Args&&... args) {
     buffer_.clear();
+    if (!wanted_) return buffer_.push_back('-');
     fmt::format_to(std::back_inserter(buffer_), format, std::forward<Args>(args)...);
   }
   bool empty() const { return buffer_.size() == 0; }
@@ -84,6 +89,7 @@ class StackText {
 
  private:
   fmt::basic_memory_buffer<char, 160> buffer_;
+  bool wanted_;
 };
 
 // "<what> (<reason>): step, step, step".
@@ -224,6 +230,7 @@ const char* path_name(abr_path path) noexcept {
 
 TransferOptions resolve_options(const abr_transfer_options* options) {
   TransferOptions out;
+  out.describe = log::enabled(ABR_LOG_DEBUG);
   if (!options) return out;
   if (options->copy != ABR_COPY_IF_NEEDED && options->copy != ABR_COPY_ALWAYS && options->copy != ABR_COPY_NEVER)
     fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.copy = {} is not an abr_copy_mode",
@@ -236,6 +243,7 @@ TransferOptions resolve_options(const abr_transfer_options* options) {
   out.flags = options->flags;
   out.dtype = options->dtype;
   out.report = options->report;
+  out.describe = out.describe || out.report;
   return out;
 }
 
@@ -255,6 +263,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
            shape_string(dst->strides));
   }
   Plan plan;
+  if (!options.describe) plan.detail.leave_out();
   plan.dtype = into ? dst->dtype : is_zero_dtype(options.dtype) ? src.dtype : options.dtype;
   plan.cast = !same_dtype(plan.dtype, src.dtype);
   plan.src_context = from.context;
@@ -267,8 +276,9 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   const bool dst_pinned = into ? to.pinned : to.kind->page_locked;
   require_data_path(from, src_host, to, dst_host);
 
-  // Reasons that rule out sharing the source's memory (an existing destination always does).
-  StackText reason;
+  // Reasons that rule out sharing the source's memory (an existing destination always
+  // does), in words where a report or an error reads them.
+  StackText reason(options.describe || options.copy == ABR_COPY_NEVER);
   if (into)
     reason.assign("into an existing tensor");
   else if (options.copy == ABR_COPY_ALWAYS)
@@ -278,16 +288,17 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   else if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !src.compact)
     reason.assign("ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided");
   else if (src_host && !dst_host && !to.shares_host_memory)
-    reason.format("{} does not share host memory", device_string(to.device));
+    reason.format("{} does not share host memory", device_text(to.device).view());
   else if (src_host && !dst_host && to.host_wrap_alignment &&
            (reinterpret_cast<uintptr_t>(src.data) + src.byte_offset + src.min_byte) % to.host_wrap_alignment)
-    reason.format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment, device_string(to.device));
+    reason.format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment,
+                  device_text(to.device).view());
   else if (!src_host && dst_host)
-    reason.format("{} memory is not addressable from the host", device_string(src.device));
+    reason.format("{} memory is not addressable from the host", device_text(src.device).view());
   else if (dst_pinned && !from.pinned)
-    reason.format("the host memory is not page-locked, which {} promises", device_string(to.device));
+    reason.format("the host memory is not page-locked, which {} promises", device_text(to.device).view());
   else if (!src_host && !dst_host && !same_device(src.device, to.device))
-    reason.format("the data lives on {}", device_string(src.device));
+    reason.format("the data lives on {}", device_text(src.device).view());
 
   if (reason.empty()) {
     if (src_host && !dst_host) {

@@ -31,6 +31,9 @@ struct TransferOptions {
   // The source is a versioned tensor that already reads as the runtime's views do
   // (the runtime looks at its header; the planner decides whether to hand it back).
   bool source_reads_as_view = false;
+  // Whether the plan's detail is read (a report, the debug log): formatting it is a
+  // tenth of a small batch item's cost, so unread it is not written.
+  bool describe = true;
 };
 
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown copy mode or flag. The struct is
@@ -72,14 +75,18 @@ enum class Move : uint8_t {
 class PlanDetail {
  public:
   PlanDetail() { text_[0] = '\0'; }
+  // Nothing is written from here on: no one reads this plan's text.
+  void leave_out() { wanted_ = false; }
   template <class... Args>
   void format(fmt::format_string<Args...> format, Args&&... args) {
+    if (!wanted_) return;
     fmt::basic_memory_buffer<char, 2 * sizeof text_> buffer;  // on the stack; format_to_n is slower
     fmt::format_to(std::back_inserter(buffer), format, std::forward<Args>(args)...);
     size_ = fit_text(text_, sizeof text_, {buffer.data(), buffer.size()});
   }
   // Plain concatenation: a tenth of format()'s cost, for the zero-copy paths.
   void join(std::initializer_list<std::string_view> parts) {
+    if (!wanted_) return;
     std::size_t total = 0;
     for (std::string_view part : parts) total += part.size();
     if (total < sizeof text_) {  // the usual case: no cut, so no staging buffer and no fit_text
@@ -103,6 +110,7 @@ class PlanDetail {
  private:
   char text_[sizeof(abr_transfer_report::detail)];  // text_[size_] ends it; nothing past it is read
   std::size_t size_ = 0;
+  bool wanted_ = true;
 };
 
 // What a transfer does, step by step, as the executors carry it out: pack on the

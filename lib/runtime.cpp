@@ -129,13 +129,13 @@ bool Runtime::device_lost(DLDevice device) {
   return backend && backend->device_lost(device);
 }
 
-Endpoint Runtime::endpoint_of(const Layout& tensor, DLDevice other, const char* what) {
+Endpoint Runtime::endpoint_of(const Layout& tensor, DLDevice other, const char* what, bool ask_pinned) {
   Endpoint side = describe_endpoint(devices_, tensor.device, what, /*must_exist=*/false);
   side.backend = backend_of(tensor.device.device_type);
   if (side.host) {
     side.pinned = side.kind->page_locked;
     DeviceBackend* other_backend = backend_of(other.device_type);
-    if (!side.pinned && other_backend && tensor.numel > 0)
+    if (!side.pinned && ask_pinned && other_backend && tensor.numel > 0)
       side.pinned = other_backend->host_pinned(first_element(tensor) + tensor.min_byte,
                                                static_cast<uint64_t>(tensor.max_byte_end - tensor.min_byte));
   } else if (side.backend) {

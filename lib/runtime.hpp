@@ -117,8 +117,9 @@ class Runtime {
   DeviceBackend* memory_backend_of(DLDeviceType type);
   // The endpoint of an existing tensor's memory: for device memory its backend
   // context (checking the device exists and the handle is valid) and capabilities,
-  // for host memory whether it is page-locked for `other`'s backend.
-  Endpoint endpoint_of(const Layout& tensor, DLDevice other, const char* what);
+  // for host memory whether it is page-locked for `other`'s backend (unless
+  // !ask_pinned: then only a page-locked kind counts, and the driver is not asked).
+  Endpoint endpoint_of(const Layout& tensor, DLDevice other, const char* what, bool ask_pinned = true);
   // The endpoint of a new tensor's device (abr_to_device's destination).
   Endpoint endpoint_for(DLDevice device);
   // Move::Staged, whatever the two sides: the pipeline between a side for each.
