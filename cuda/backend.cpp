@@ -131,7 +131,8 @@ DeviceTraits Backend::traits(DLDevice dl) {
   return traits;
 }
 
-void* Backend::memory_context(const Layout& tensor) {
+void* Backend::memory_context(const Layout& tensor, AllocationRange* allocation) {
+  if (allocation) *allocation = {};
   std::shared_ptr<Device> owner = device(tensor.device);
   owner->require_alive();
   if (tensor.numel == 0) return owner.get();  // nothing is read: any pointer will do
@@ -149,6 +150,7 @@ void* Backend::memory_context(const Layout& tensor) {
   if (end > facts.start + facts.size)
     fail(ABR_ERR_DLPACK_DATA, "the view needs bytes up to {:#x}, but its allocation [{:#x}, {:#x}) ends before", end,
          facts.start, facts.start + facts.size);
+  if (allocation) *allocation = {static_cast<uintptr_t>(facts.start), static_cast<uintptr_t>(facts.start + facts.size)};
   return owner.get();
 }
 

@@ -66,7 +66,7 @@ uint32_t Backend::ipc_export(const Layout& tensor, Stream* stream, unsigned char
          "an empty {} tensor has no memory to share with another process: send its shape "
          "instead",
          device_string(tensor.device));
-  memory_context(tensor);  // the memory is this device's, and the whole view lies in one allocation
+  memory_context(tensor, nullptr);  // the memory is this device's, and the whole view lies in one allocation
   std::shared_ptr<Device> owner = device(tensor.device);
   Scope scope(*owner);
   const CUdeviceptr first = reinterpret_cast<CUdeviceptr>(tensor.data) + tensor.byte_offset;

@@ -51,6 +51,13 @@ struct DeviceMemory {
   std::unique_ptr<Storage> storage;
 };
 
+// Device memory [begin, end) of one allocation; empty (0, 0) where unknown.
+struct AllocationRange {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  bool holds(uintptr_t from, uintptr_t to) const { return begin < end && begin <= from && to <= end; }
+};
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -63,7 +70,10 @@ class DeviceBackend {
   // Checks the memory handle of a tensor on one of this backend's devices (its
   // kind, and that the whole view lies inside it) and returns the context it
   // lives in. A handle from another library is accepted: its context is adopted.
-  virtual void* memory_context(const Layout& tensor) = 0;
+  // `allocation` (may be null) gets the allocation the view lies in, where the
+  // backend knows it and addresses are pointers (else empty): any of its bytes may
+  // be read in one copy, and another view inside it is on the same device and context.
+  virtual void* memory_context(const Layout& tensor, AllocationRange* allocation) = 0;
 
   // `bytes` of device memory in the runtime's own context (zero is allowed), ready
   // for work that `stream` (may be null) will order.

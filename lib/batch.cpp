@@ -59,15 +59,47 @@ struct Runtime::BatchItem {
   uint64_t bytes = 0;   // bytes written to the result; 0 for a view
   uint64_t offset = 0;  // in the coalesced block
   bool coalesced = false;
-  bool gather = false;  // a small read into its new host buffer (gathered_read)
+  bool gather = false;       // a small read into its new host buffer (gathered_read)
+  uintptr_t allocation = 0;  // a gathered read's source allocation, where its backend knows it
 };
+
+namespace {
+
+// The device allocations a batch has checked: a later source inside one of them
+// is on that device and context, and needs no driver call of its own (torch's small
+// tensors are carved from a few segments; a batch's results share one block).
+class CheckedAllocations {
+ public:
+  // The endpoint of a source inside an allocation seen before, or nullptr.
+  const Endpoint* covering(const Layout& tensor) const {
+    if (tensor.numel == 0 || !is_direct_address(tensor.device.device_type)) return nullptr;
+    const auto first = reinterpret_cast<uintptr_t>(first_element(tensor));
+    const uintptr_t lowest = first + static_cast<uintptr_t>(tensor.min_byte);  // min_byte <= 0: wraps back
+    const uintptr_t end = first + static_cast<uintptr_t>(tensor.max_byte_end);
+    for (auto seen = seen_.rbegin(); seen != seen_.rend(); ++seen)
+      if (same_device(seen->device, tensor.device) && seen->allocation.holds(lowest, end)) return &*seen;
+    return nullptr;
+  }
+  void add(const Endpoint& endpoint) {
+    if (endpoint.allocation.begin == endpoint.allocation.end) return;
+    if (seen_.size() == kKept) seen_.erase(seen_.begin());
+    seen_.push_back(endpoint);
+  }
+
+ private:
+  static constexpr std::size_t kKept = 8;  // the most recent: a batch's sources come in runs
+  std::vector<Endpoint> seen_;
+};
+
+}  // namespace
 
 // One move of a batch, in the caller's order.
 struct Runtime::OrderedMove {
   const Plan* plan;
   const Layout* src;
   const Layout* dst;
-  bool gather;  // lands in a pinned block and is copied out after the submission's one wait
+  bool gather;           // lands in a pinned block and is copied out after the submission's one wait
+  uintptr_t allocation;  // a gathered read's source allocation (0: unknown): reads next to each other in one merge
 };
 
 namespace {
@@ -108,6 +140,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   const Endpoint to = endpoint_for(dst);
   const DLDataType target_dtype = opts.dtype;  // all zero (itemsize 0): each source's own
   std::vector<BatchItem> items(count);
+  CheckedAllocations checked;
   // Until the commit, every source stays the caller's, whatever fails.
   struct KeepSources {
     std::vector<BatchItem>& items;
@@ -129,13 +162,16 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       // there whether or not its own memory is page-locked: nothing asks the driver.
       const uint64_t largest_item = std::max<uint64_t>(item.src.itemsize, itemsize(target_dtype));
       const bool packed_anyway = to.backend && !to.kind->host_memory && item.src.numel * largest_item <= kCoalesceMax;
-      const Endpoint from = endpoint_of(item.src, dst, "source", /*ask_pinned=*/!packed_anyway);
+      const Endpoint* known = checked.covering(item.src);
+      const Endpoint from = known ? *known : endpoint_of(item.src, dst, "source", /*ask_pinned=*/!packed_anyway);
+      if (!known) checked.add(from);
       item.plan = plan_transfer(item.src, from, to, opts);
       check_stream(stream, item.src.device, dst);
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
       item.coalesced = item.bytes > 0 && item.bytes <= kCoalesceMax &&
           (item.plan.path == ABR_PATH_HOST_TO_DEVICE || (item.plan.path == ABR_PATH_HOST_COPY && !to.backend));
       item.gather = gathered_read(item.plan, from, /*dst_pinned=*/to.pinned, item.bytes);
+      if (item.gather) item.allocation = from.allocation.begin;
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
     }
@@ -232,15 +268,16 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     const BatchItem& item = items[i];
     if (item.coalesced || item.plan.move == Move::View) continue;
     results.push_back(compact_layout(dst, item.plan.dtype, item.src.shape, data[i]));
-    moves.push_back({&item.plan, &item.src, &results.back(), item.gather});
+    moves.push_back({&item.plan, &item.src, &results.back(), item.gather, item.allocation});
     item_of.push_back(i);
   }
   std::size_t at = count;  // the item moving; count while the coalesced block does
+  uint32_t joined = 0;     // gathered reads moved in another's copy
   try {
     if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
     std::size_t move = 0;
     try {
-      move_in_order(moves, stream, move);
+      move_in_order(moves, stream, move, joined);
     } catch (const Error&) {
       if (move < moves.size()) at = item_of[move];
       throw;
@@ -266,6 +303,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     else if (!item.coalesced)
       ++copies;
   }
+  copies -= joined;
   report.tensors = static_cast<uint32_t>(count);
   report.coalesced = static_cast<uint32_t>(coalesced);
   report.views = views;
@@ -275,7 +313,9 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       ? fmt::format("{} of {} tensors packed into one {} byte block{}; {} view(s), {} other copy(ies)", coalesced,
                     count, block_bytes, backend ? " and moved with one copy" : "", views, copies - 1)
       : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
-  fit_text(report.detail, sizeof report.detail, detail);
+  const std::string merged =
+      joined ? fmt::format("{}; {} small read(s) joined a neighbour's copy in one allocation", detail, joined) : detail;
+  fit_text(report.detail, sizeof report.detail, merged);
 
   // 3. Commit: nothing below throws.
   keep.committed = true;
@@ -334,9 +374,11 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
 // (another context, the host engine, the pipeline, a peer copy) and at the end;
 // before a host-side step the caller's stream is waited for too, so every move
 // sees the ones before it. Gathered reads land in pinned blocks of their
-// submission and are copied out after its one wait. `at` names the move running
+// submission and are copied out after its one wait; reads of sources that follow
+// each other in one allocation are one copy (a run). `at` names the move running
 // (moves.size() for the last wait). Returns the device submissions opened.
-uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at) {
+uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at,
+                                uint32_t& joined) {
   struct Landed {
     const char* block;
     char* to;
@@ -350,9 +392,32 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
   bool queued = false;               // device work queued on the caller's stream and not yet waited for
   bool read_queued = false;          // a read into host memory queued on `open`, not yet waited for
   uint32_t submissions = 0;
+  // The gathered reads not yet queued: device bytes [begin, end) of one allocation,
+  // landing as they lie there. The gaps between its sources (at most kSlotAlignment,
+  // an allocator's rounding) are read too and never copied out.
+  struct Run {
+    const Layout* first = nullptr;  // its first source (none: no run open)
+    std::size_t first_at = 0;       // that source's move
+    uintptr_t allocation = 0, begin = 0, end = 0;
+    char* landing = nullptr;
+    std::size_t room = 0;  // landing space it may fill
+  } run;
+  const auto queue_run = [&] {
+    if (!run.first) return;
+    const std::size_t span = static_cast<std::size_t>(run.end - run.begin);
+    const std::size_t current = at;
+    at = run.first_at;  // a failure names the run's first source
+    open->read(*run.first, 0, run.landing, span);
+    at = current;
+    const std::size_t slot = (span + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    landing += slot;
+    landing_left -= slot;
+    run.first = nullptr;
+  };
   const auto finish_open = [&] {
     read_queued = false;
     if (!open) return;
+    queue_run();
     if (!landed.empty()) {
       open->wait();
       for (const Landed& read : landed) std::memcpy(read.to, read.block, read.n);
@@ -386,16 +451,23 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
     }
     if (move.gather) {
       const std::size_t n = static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
-      const std::size_t slot = (n + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
-      if (slot > landing_left) {
-        landing_left = std::max(slot, kLandingBlock);
-        landing = open->pinned(landing_left);
+      const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));  // compact: its first byte
+      const bool joins = run.first && move.allocation && move.allocation == run.allocation && begin >= run.end &&
+          begin - run.end <= kSlotAlignment && begin + n - run.begin <= run.room;
+      if (!joins) {
+        queue_run();
+        const std::size_t slot = (n + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+        if (slot > landing_left) {
+          landing_left = std::max(slot, kLandingBlock);
+          landing = open->pinned(landing_left);
+        }
+        run = {move.src, at, move.allocation, begin, begin, landing, move.allocation ? landing_left : slot};
       }
-      open->read(*move.src, 0, landing, n);
-      landed.push_back({landing, const_cast<char*>(first_element(*move.dst)), n});
-      landing += slot;
-      landing_left -= slot;
+      landed.push_back({run.landing + (begin - run.begin), const_cast<char*>(first_element(*move.dst)), n});
+      run.end = begin + n;
+      joined += joins ? 1 : 0;
     } else {
+      queue_run();  // before anything else the submission does: a later move may write what the run reads
       // The host engine packs a source on the host now: an earlier move of this
       // submission may still be writing that memory (a DMA-only device's queued read).
       if (read_queued && plan.pack == Step::Host) {
@@ -429,6 +501,7 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     Plan plan;
   };
   std::vector<Pair> pairs(count);
+  CheckedAllocations checked;
   for (std::size_t i = 0; i < count; ++i) {
     try {
       if (!srcs[i] || !dsts[i])
@@ -436,8 +509,12 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
       Pair& pair = pairs[i];
       pair.src = validate_tensor(*srcs[i], Role::Source, "source");
       pair.dst = validate_tensor(*dsts[i], Role::Destination, "destination");
-      const Endpoint from = endpoint_of(pair.src, pair.dst.device, "source");
-      const Endpoint to = endpoint_of(pair.dst, pair.src.device, "destination");
+      const Endpoint* known_src = checked.covering(pair.src);
+      const Endpoint from = known_src ? *known_src : endpoint_of(pair.src, pair.dst.device, "source");
+      if (!known_src) checked.add(from);
+      const Endpoint* known_dst = checked.covering(pair.dst);
+      const Endpoint to = known_dst ? *known_dst : endpoint_of(pair.dst, pair.src.device, "destination");
+      if (!known_dst) checked.add(to);
       pair.plan = plan_copy(pair.src, from, pair.dst, to, opts);
       check_stream(stream, pair.src.device, pair.dst.device);
     } catch (const Error& e) {
@@ -451,13 +528,13 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   for (const Pair& pair : pairs) {
     // Never gathered: a later pair may read or write a destination, which must hold
     // its bytes by then (a gathered read lands only at the submission's end).
-    moves.push_back({&pair.plan, &pair.src, &pair.dst, /*gather=*/false});
+    moves.push_back({&pair.plan, &pair.src, &pair.dst, /*gather=*/false, /*allocation=*/0});
     moved += pair.src.numel * pair.dst.itemsize;
   }
   std::size_t at = 0;
-  uint32_t submissions = 0;
+  uint32_t submissions = 0, joined = 0;  // no pair is gathered, so none joins another's read
   try {
-    submissions = move_in_order(moves, stream, at);
+    submissions = move_in_order(moves, stream, at, joined);
   } catch (const Error& e) {
     if (at == count) throw;  // the last submission's wait: no one pair
     throw Error(e.status(), fmt::format("pair {}: {}", at, e.what()), e.backend_code());

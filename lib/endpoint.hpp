@@ -21,6 +21,7 @@ struct Endpoint {
   bool shares_host_memory = false;   // a device that uses host memory in place (wrap_host)
   uint64_t host_wrap_alignment = 0;  // what host memory must be aligned to for that
   void* context = nullptr;           // device memory: the backend context it lives in, or will
+  AllocationRange allocation;        // an existing tensor's device memory: its allocation, where known
   Capabilities can;                  // device memory: its backend's
 };
 

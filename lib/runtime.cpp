@@ -139,7 +139,7 @@ Endpoint Runtime::endpoint_of(const Layout& tensor, DLDevice other, const char* 
       side.pinned = other_backend->host_pinned(first_element(tensor) + tensor.min_byte,
                                                static_cast<uint64_t>(tensor.max_byte_end - tensor.min_byte));
   } else if (side.backend) {
-    side.context = side.backend->memory_context(tensor);
+    side.context = side.backend->memory_context(tensor, &side.allocation);
     side.can = side.backend->capabilities();
   }
   return side;

@@ -99,8 +99,9 @@ class Runtime {
   void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,
                       Stream* stream);
   struct OrderedMove;
-  // A batch's moves in order, consecutive device moves on one context in one submission (lib/batch.cpp).
-  uint32_t move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at);
+  // A batch's moves in order, consecutive device moves on one context in one submission
+  // (lib/batch.cpp); `joined` counts the gathered reads that joined another's copy.
+  uint32_t move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at, uint32_t& joined);
   // Runs a plan's move with the executor it names.
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
   // Executor::Source or Destination: that side's backend, on `context` (lib/device_moves.hpp).

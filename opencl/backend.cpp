@@ -117,7 +117,8 @@ DeviceTraits Backend::traits(DLDevice device) {
   return traits;
 }
 
-void* Backend::memory_context(const Layout& tensor) {
+void* Backend::memory_context(const Layout& tensor, AllocationRange* allocation) {
+  if (allocation) *allocation = {};                           // a cl_mem handle, not an address
   if (!tensor.data) return own_context(tensor.device).get();  // empty tensor without memory
   cl_mem mem = static_cast<cl_mem>(tensor.data);
   device_id(tensor.device);

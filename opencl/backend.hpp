@@ -22,7 +22,7 @@ class Backend final : public DeviceBackend {
   const BackendReport& report() const override { return found_.report; }
   const Capabilities& capabilities() const override;
   DeviceTraits traits(DLDevice device) override;
-  void* memory_context(const Layout& tensor) override;
+  void* memory_context(const Layout& tensor, AllocationRange* allocation) override;
   DeviceMemory allocate(DLDevice device, uint64_t bytes, Stream* stream) override;
   DeviceMemory wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
                          std::unique_ptr<Storage>& owner) override;

@@ -373,7 +373,8 @@ typedef struct abr_batch_report {
   uint32_t tensors;      /* sources in the call */
   uint32_t coalesced;    /* of them, moved together through one block */
   uint32_t views;        /* of them, results that alias their source (nothing moved) */
-  uint32_t copies;       /* copies issued for the batch: one for the coalesced block, one per other copied tensor */
+  uint32_t copies;       /* copies issued: one for the coalesced block, one per other copied tensor (small reads
+                            of tensors side by side in one device allocation share one) */
   uint32_t reserved_;
   uint64_t bytes_moved;  /* bytes written to the results, counted once */
   char detail[160];      /* one line: what moved how */

@@ -187,7 +187,10 @@ class FakeBackend final : public abr::DeviceBackend {
   const abr::BackendReport& report() const override { return report_; }
   const abr::Capabilities& capabilities() const override { return can_; }
   abr::DeviceTraits traits(DLDevice device) override { return {0, &contexts_[device.device_id]}; }
-  void* memory_context(const abr::Layout& tensor) override { return &contexts_[buffers.of(tensor).device]; }
+  void* memory_context(const abr::Layout& tensor, abr::AllocationRange* allocation) override {
+    if (allocation) *allocation = {};
+    return &contexts_[buffers.of(tensor).device];
+  }
   abr::DeviceMemory allocate(DLDevice device, uint64_t bytes, abr::Stream*) override {
     Buffer* buffer = buffers.add(device.device_id, bytes);
     return {buffer, std::make_unique<BufferStorage>(buffer)};

@@ -3,6 +3,7 @@
 // block into one device allocation; every result holds its own values; on a
 // lagging stream the sources are held until the stream's work is done.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tests/cuda/cuda_helpers.hpp"
@@ -120,7 +121,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "copy_many: 32 pageable copies into cuda:0 w
 
 // Small reads into new pageable host buffers are gathered: each lands in pinned
 // memory with the others and the host waits once, instead of one synchronous driver
-// copy into pageable memory per tensor.
+// copy into pageable memory per tensor. Sources that follow each other in one
+// allocation (a batch's results here; torch's small tensors carved from one
+// segment) are read in one copy.
 TEST_CASE_FIXTURE(NoDriverFindings, "batch: 32 small cuda:0 tensors to the CPU wait for the device once") {
   Runtime rt;
   Fake fake;
@@ -130,7 +133,9 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: 32 small cuda:0 tensors to the CPU w
   std::vector<DLManagedTensorVersioned*> on_device = batch.out, on_host(32, nullptr);
   const char* const sync = "calls:" ABR_TEST_CUDA_SYMBOL(cuStreamSynchronize);
   const char* const reads = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoHAsync);
+  const char* const queries = "calls:" ABR_TEST_CUDA_SYMBOL(cuPointerGetAttributes);
   const long long syncs_before = fake ? fake.stat(sync) : 0, reads_before = fake ? fake.stat(reads) : 0;
+  const long long queries_before = fake ? fake.stat(queries) : 0;
   const long long pageable_before = fake ? fake.stat("pageable_async_copies") : 0;
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
   REQUIRE_MESSAGE(
@@ -138,11 +143,13 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: 32 small cuda:0 tensors to the CPU w
       abr_last_error());
   std::fill(batch.out.begin(), batch.out.end(), nullptr);  // consumed by the second batch
   if (fake) {
-    CHECK(fake.stat(reads) - reads_before == 32);
+    CHECK(fake.stat(reads) - reads_before == 1);      // 32 slots of 4 KiB side by side: one copy
+    CHECK(fake.stat(queries) - queries_before == 1);  // and one allocation, checked once
     CHECK(fake.stat(sync) - syncs_before == 1);
     CHECK(fake.stat("pageable_async_copies") - pageable_before == 0);
   }
-  CHECK(report.copies == 32);
+  CHECK(report.copies == 1);
+  CHECK(std::string(report.detail).find("31 small read(s) joined") != std::string::npos);
   for (std::size_t i = 0; i < 32; ++i) {
     CAPTURE(i);
     const DLTensor& t = on_host[i]->dl_tensor;
@@ -187,4 +194,70 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     for (int64_t j = 0; j < kSide; ++j)
       transposed_right = transposed_right && got[i * kSide + j] == data[j * kSide + i];
   CHECK(transposed_right);
+}
+
+// Reads join only what lies next to them, ascending, in one allocation: tensors of
+// their own allocations, the same tensors in reverse order, and every other tensor
+// (4 KiB gaps) each take a copy of their own, and every value lands where it belongs.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: small reads join only their neighbours in one allocation") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0 || !fake) return;
+  const char* const reads = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoHAsync);
+  const auto to_cpu = [&](std::vector<DLManagedTensorVersioned*> sources, long long expected_reads) {
+    std::vector<DLManagedTensorVersioned*> on_host(sources.size(), nullptr);
+    const long long reads_before = fake.stat(reads);
+    REQUIRE_MESSAGE(abr_to_device_many(rt, sources.data(), sources.size(), cpu, nullptr, nullptr, on_host.data(),
+                                       nullptr) == ABR_OK,
+                    abr_last_error());
+    CHECK(fake.stat(reads) - reads_before == expected_reads);
+    return on_host;
+  };
+  const auto values_of = [](DLManagedTensorVersioned* t) {
+    const auto* data = static_cast<const int32_t*>(t->dl_tensor.data);
+    std::vector<int32_t> out(data, data + t->dl_tensor.shape[0]);
+    t->deleter(t);
+    return out;
+  };
+
+  Batch separate(8, 1024);  // one to_device each: allocations of their own
+  std::vector<DLManagedTensorVersioned*> own(8);
+  for (int i = 0; i < 8; ++i) own[i] = move_to(rt, separate.pointers[i], cuda0);
+  std::vector<DLManagedTensorVersioned*> back = to_cpu(own, 8);
+  for (int i = 0; i < 8; ++i) CHECK(values_of(back[i]) == separate.data[i]);
+
+  Batch packed(8, 1024);  // one allocation, 4 KiB slots side by side
+  REQUIRE(packed.to(rt, cuda0) == ABR_OK);
+  std::vector<DLManagedTensorVersioned*> reversed(packed.out.rbegin(), packed.out.rend());
+  std::fill(packed.out.begin(), packed.out.end(), nullptr);  // consumed below
+  back = to_cpu(reversed, 8);
+  for (int i = 0; i < 8; ++i) CHECK(values_of(back[i]) == packed.data[7 - i]);
+
+  Batch gaps(8, 1024);
+  REQUIRE(gaps.to(rt, cuda0) == ABR_OK);
+  std::vector<DLManagedTensorVersioned*> even{gaps.out[0], gaps.out[2], gaps.out[4], gaps.out[6]},
+      odd{gaps.out[1], gaps.out[3], gaps.out[5], gaps.out[7]};
+  std::fill(gaps.out.begin(), gaps.out.end(), nullptr);
+  back = to_cpu(even, 4);
+  for (int i = 0; i < 4; ++i) CHECK(values_of(back[i]) == gaps.data[2 * i]);
+  back = to_cpu(odd, 4);
+  for (int i = 0; i < 4; ++i) CHECK(values_of(back[i]) == gaps.data[2 * i + 1]);
+}
+
+// An allocation checked for one source vouches only for views inside it: a later
+// source that starts there but runs past its end is asked about, and refused.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: a source running past an allocation checked before is refused") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  Batch batch(2, 1024);
+  REQUIRE(batch.to(rt, cuda0) == ABR_OK);  // one block of two 4 KiB slots
+  DLManagedTensorVersioned* first = batch.out[0];
+  // The second slot, viewed as 64 MiB: past the end of any block the cache made for 8 KiB.
+  Managed too_long(batch.out[1]->dl_tensor.data, i32, {int64_t{16} << 20}, {}, 0, cuda0);
+  std::vector<DLManagedTensorVersioned*> sources{first, &too_long.managed}, out(2, nullptr);
+  CHECK(abr_to_device_many(rt, sources.data(), 2, cpu, nullptr, nullptr, out.data(), nullptr) == ABR_ERR_DLPACK_DATA);
+  CHECK(std::string(abr_last_error()).find("srcs[1]") != std::string::npos);
+  CHECK(std::string(abr_last_error()).find("allocation") != std::string::npos);
+  CHECK(out[0] == nullptr);
+  CHECK(too_long.deleted == 0);
 }
