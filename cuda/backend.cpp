@@ -114,7 +114,8 @@ const Capabilities& Backend::capabilities() const {
   static const Capabilities can = [] {
     Capabilities c;
     c.page_locks_foreign_host = true;  // cuMemHostRegister (HostRegistrar)
-    static const char domain = 0;      // every CUDA device reaches every other: cuMemcpyPeerAsync
+    c.locked_host = kDLCUDAHost;
+    static const char domain = 0;  // every CUDA device reaches every other: cuMemcpyPeerAsync
     c.peer_domain = &domain;
     c.peer_copy_words = "one cuMemcpyPeerAsync";
     return c;

@@ -31,6 +31,10 @@ struct Capabilities {
   // (cuMemHostRegister): a staged transfer with that driver's side runs through
   // the other side's blocks, page-locked by both (lib/shared_staging.hpp).
   bool page_locks_foreign_host = false;
+  // The device type of this backend's page-locked host memory (cuda_host), where
+  // it has one: a new host tensor copied from its device on a stream is made there,
+  // so that one DMA fills it without blocking (as torch's non_blocking=True does).
+  DLDeviceType locked_host = static_cast<DLDeviceType>(0);
   // Devices of one (non-null) domain copy straight between their contexts.
   const void* peer_domain = nullptr;
   // How a device copy between peers and host memory used in place are done, for the report.

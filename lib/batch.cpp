@@ -136,6 +136,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   TransferOptions opts = resolve_options(options);
   opts.report = nullptr;
   opts.describe = false;  // each item's plan: the batch's report has words of its own
+  opts.on_stream = stream != nullptr;
   opts.staging = staging_choice();
   const Endpoint to = endpoint_for(dst);
   const DLDataType target_dtype = opts.dtype;  // all zero (itemsize 0): each source's own
@@ -170,7 +171,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
       item.coalesced = item.bytes > 0 && item.bytes <= kCoalesceMax &&
           (item.plan.path == ABR_PATH_HOST_TO_DEVICE || (item.plan.path == ABR_PATH_HOST_COPY && !to.backend));
-      item.gather = gathered_read(item.plan, from, /*dst_pinned=*/to.pinned, item.bytes);
+      item.gather = gathered_read(item.plan, from, /*dst_pinned=*/to.pinned || item.plan.locked_result, item.bytes);
       if (item.gather) item.allocation = from.allocation.begin;
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
@@ -220,15 +221,9 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
                        direct ? 0 : item.offset, DLPACK_FLAG_BITMASK_IS_COPIED});
         item.memory = std::make_unique<SharedStorage>(block);
       } else if (plan.move != Move::View) {  // a copy of its own, as abr_to_device makes it
-        if (backend) {
-          DeviceMemory memory = backend->allocate(dst, item.bytes, stream);
-          data[i] = memory.handle;
-          item.memory = std::move(memory.storage);
-        } else {
-          auto buffer = std::make_unique<HostBuffer>(static_cast<std::size_t>(item.bytes));
-          data[i] = buffer->data();
-          item.memory = std::move(buffer);
-        }
+        DeviceMemory memory = new_result_memory(dst, plan, item.bytes, stream);
+        data[i] = memory.handle;
+        item.memory = std::move(memory.storage);
         item.pending = std::make_unique<PendingExport>(ExportSpec{
             data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0, DLPACK_FLAG_BITMASK_IS_COPIED});
         if (stream) {

@@ -12,6 +12,9 @@
 namespace abr {
 namespace {
 
+// Below this a new host tensor from a DMA-only device is plain memory, even on a stream.
+constexpr uint64_t kLockedResultMin = uint64_t{64} << 10;
+
 constexpr uint32_t kKnownTransferFlags = ABR_TRANSFER_NO_HOST_STAGING | ABR_TRANSFER_REQUIRE_CONTIGUOUS;
 
 void require_cast(DLDataType from, DLDataType to) {
@@ -272,8 +275,13 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   const bool src_host = from.host;
   const bool dst_host = into ? to.host : is_host_destination(to);
   // Host memory on the destination side is page-locked when it says so, or a new tensor in page-locked memory
-  // (cuda_host).
-  const bool dst_pinned = into ? to.pinned : to.kind->page_locked;
+  // (cuda_host), or a new host tensor over 64 KiB filled by a DMA on a stream: made in the source backend's
+  // page-locked memory (smaller ones cost little to copy at once, and a batch gathers them into one read).
+  if (!into && options.on_stream && dst_host && !to.kind->page_locked && !src_host && from.backend &&
+      !from.can.maps_to_host && !from.shares_host_memory && from.can.locked_host &&
+      src.numel * itemsize(plan.dtype) > kLockedResultMin)
+    plan.locked_result = from.can.locked_host;
+  const bool dst_pinned = into ? to.pinned : to.kind->page_locked || plan.locked_result;
   require_data_path(from, src_host, to, dst_host);
 
   // Reasons that rule out sharing the source's memory (an existing destination always

@@ -34,6 +34,8 @@ struct TransferOptions {
   // Whether the plan's detail is read (a report, the debug log): formatting it is a
   // tenth of a small batch item's cost, so unread it is not written.
   bool describe = true;
+  // The call has a stream: a move it queues may finish after the call returns.
+  bool on_stream = false;
 };
 
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown copy mode or flag. The struct is
@@ -141,6 +143,10 @@ struct Plan {
   StagingShape staging;
   bool staging_at_source = false;
   bool staging_shared = false;
+  // A new host tensor made in the source backend's page-locked memory of this type
+  // (Capabilities::locked_host), 0 for plain host memory: a device -> host move on
+  // a stream, which one DMA then fills without the host waiting.
+  DLDeviceType locked_result = static_cast<DLDeviceType>(0);
   PlanDetail detail;
 };
 

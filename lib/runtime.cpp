@@ -234,6 +234,7 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   if (source.versioned()) validate_header(*source.versioned(), "source");
   TransferOptions opts = resolve_options(options);
   opts.staging = staging_choice();
+  opts.on_stream = stream != nullptr;
   opts.source_reads_as_view = source.versioned() && reads_as_a_view(*source.versioned());
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
   const Endpoint from = endpoint_of(src, dst, "source");
@@ -290,17 +291,9 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
   std::unique_ptr<SourceTensor> held_source;  // on a stream: the source, until the stream is done with it
   try {
     const std::size_t bytes = static_cast<std::size_t>(src.numel * itemsize(plan.dtype));
-    std::unique_ptr<Storage> memory;
-    void* data = nullptr;
-    if (DeviceBackend* backend = backend_of(dst.device_type)) {  // device memory, or page-locked host memory
-      DeviceMemory device_memory = backend->allocate(dst, bytes, stream);
-      data = device_memory.handle;
-      memory = std::move(device_memory.storage);
-    } else {
-      auto buffer = std::make_unique<HostBuffer>(bytes);
-      data = buffer->data();
-      memory = std::move(buffer);
-    }
+    DeviceMemory result = new_result_memory(dst, plan, bytes, stream);
+    void* data = result.handle;
+    std::unique_ptr<Storage> memory = std::move(result.storage);
     // Everything that can run out of memory happens before the copy starts: on a
     // stream, the work may still run after the call, so the stream holds the source
     // and a share of the memory until it is done (without one, neither is needed).
@@ -326,6 +319,25 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
     source.relinquish();
     throw;
   }
+}
+
+DeviceMemory Runtime::new_result_memory(DLDevice dst, const Plan& plan, uint64_t bytes, Stream* stream) {
+  if (DeviceBackend* backend = backend_of(dst.device_type))  // device memory, or page-locked host memory
+    return backend->allocate(dst, bytes, stream);
+  if (plan.locked_result) {
+    try {
+      return backend_of(plan.locked_result)->allocate({plan.locked_result, 0}, bytes, stream);
+    } catch (const Error& e) {
+      // The pool's limit: plain host memory instead, which the DMA fills too, synchronously.
+      if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
+      log::debug("a new host tensor of {} bytes in pageable memory: {}", bytes, e.what());
+    }
+  }
+  auto buffer = std::make_unique<HostBuffer>(static_cast<std::size_t>(bytes));
+  DeviceMemory memory;
+  memory.handle = buffer->data();
+  memory.storage = std::move(buffer);
+  return memory;
 }
 
 void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {

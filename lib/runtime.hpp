@@ -94,6 +94,9 @@ class Runtime {
   DLManagedTensorVersioned* export_view(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan);
   DLManagedTensorVersioned* export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
                                         Stream* stream);
+  // The memory of a new result of `bytes` on `dst`: the backend's, or host memory
+  // (page-locked where the plan says so and the pool can lend it).
+  DeviceMemory new_result_memory(DLDevice dst, const Plan& plan, uint64_t bytes, Stream* stream);
   struct BatchItem;
   // The coalesced items of a batch packed into `block` (`bytes` on `dst`) and moved with one copy.
   void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,

@@ -2,6 +2,7 @@
 // 64 small tensors from pageable memory move with one DMA through one pinned
 // block into one device allocation; every result holds its own values; on a
 // lagging stream the sources are held until the stream's work is done.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -260,4 +261,33 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: a source running past an allocation 
   CHECK(std::string(abr_last_error()).find("allocation") != std::string::npos);
   CHECK(out[0] == nullptr);
   CHECK(too_long.deleted == 0);
+}
+
+// On a stream, results over 64 KiB from cuda:0 to the CPU are page-locked memory
+// from the pool, each filled by a queued DMA (smaller ones are gathered as above).
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: large cuda:0 tensors to the CPU on a stream land in page-locked memory") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  Batch batch(3, 64 * 1024);  // 256 KiB each
+  REQUIRE(batch.to(rt, cuda0) == ABR_OK);
+  std::vector<DLManagedTensorVersioned*> on_device = batch.out, on_host(3, nullptr);
+  std::fill(batch.out.begin(), batch.out.end(), nullptr);  // consumed below
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  const uint64_t lent = pool_stats(rt).bytes_in_use;
+  const long long pageable = fake ? fake.stat("pageable_async_copies") : 0;
+  REQUIRE_MESSAGE(abr_to_device_many(rt, on_device.data(), 3, cpu, nullptr, stream, on_host.data(), nullptr) == ABR_OK,
+                  abr_last_error());
+  CHECK(pool_stats(rt).bytes_in_use >= lent + 3 * 256 * 1024);
+  if (fake) CHECK(fake.stat("pageable_async_copies") == pageable);
+  REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const auto* values = static_cast<const int32_t*>(on_host[i]->dl_tensor.data);
+    CHECK(on_host[i]->dl_tensor.device.device_type == kDLCPU);
+    CHECK(std::vector<int32_t>(values, values + 64 * 1024) == batch.data[i]);
+    on_host[i]->deleter(on_host[i]);
+  }
+  abr_stream_destroy(stream);
 }

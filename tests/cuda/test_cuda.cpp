@@ -647,3 +647,52 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA sticky error: the device is lost, late
   device.reset();  // deleting memory of a lost device must not hang or abort
   fake.control("reset", 0);
 }
+
+// On a stream, a new CPU tensor copied from cuda:0 is made in page-locked memory
+// from the pool, and one queued DMA fills it: the call returns before the bytes
+// arrive, as torch's .to("cpu", non_blocking=True) does. Without a stream the
+// result is plain host memory, filled before the call returns.
+TEST_CASE_FIXTURE(NoDriverFindings, "to_device cuda:0 -> cpu on a stream: page-locked memory, filled by a queued DMA") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  const std::size_t n = std::size_t{1} << 20;  // 4 MiB: two staging chunks, pageable, without a stream
+  std::vector<int32_t> data = iota(n, 9);
+  Managed source(data.data(), i32, {static_cast<int64_t>(n)});
+  Owned on_device(move_to(rt, &source.managed, cuda0));
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  const uint64_t in_use = pool_stats(rt).bytes_in_use;
+  const long long pageable = fake ? fake.stat("pageable_async_copies") : 0;
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
+  options.copy = ABR_COPY_ALWAYS;
+  options.report = &report;
+  DLManagedTensorVersioned* out = nullptr;
+  {
+    Lag lag(100000);  // 0.1 s per stream operation on the fake
+    Managed view(on_device->data, i32, {static_cast<int64_t>(n)}, {}, 0, cuda0);
+    REQUIRE_MESSAGE(abr_to_device(rt, &view.managed, cpu, &options, stream, &out) == ABR_OK, abr_last_error());
+    CHECK(out->dl_tensor.device.device_type == kDLCPU);
+    CHECK(report.path == ABR_PATH_DEVICE_TO_HOST);
+    CHECK(std::string(report.detail).find("one DMA into page-locked memory") != std::string::npos);
+    CHECK(pool_stats(rt).bytes_in_use >= in_use + n * 4);  // the pool's page-locked memory
+    if (fake) {
+      CHECK(fake.stat("pageable_async_copies") == pageable);
+      CHECK(static_cast<const int32_t*>(out->dl_tensor.data)[n - 1] != data[n - 1]);  // still queued
+    }
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  const auto* values = static_cast<const int32_t*>(out->dl_tensor.data);
+  CHECK(std::equal(values, values + n, data.begin()));
+  out->deleter(out);
+  abr_stream_destroy(stream);
+
+  // Without a stream: plain host memory, the call waits.
+  const uint64_t lent = pool_stats(rt).bytes_in_use;
+  Owned plain(move_to(rt, take(on_device), cpu));
+  CHECK(pool_stats(rt).bytes_in_use <= lent);  // nothing lent (the block above comes back after the device's work)
+  CHECK(
+      std::equal(static_cast<const int32_t*>(plain->data), static_cast<const int32_t*>(plain->data) + n, data.begin()));
+}

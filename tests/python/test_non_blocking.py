@@ -131,6 +131,32 @@ def test_cuda_queued_work_is_waited_for_by_every_reader():
     assert out.strip() == "ok"
 
 
+def test_a_cuda_tensor_to_the_cpu_non_blocking_lands_in_page_locked_memory_queued():
+    """As torch's .to("cpu", non_blocking=True): the result is the pool's page-locked
+    memory, filled by a DMA the call only queues; NumPy waits for it on the host."""
+    out = run_with_fake_cuda("""
+        import ctypes, numpy as np, arraybridge as ab
+        n = 1 << 20
+        x = np.arange(n, dtype=np.int32)
+        on_gpu = ab.to_device(x, "cuda:0")
+        lent = ab.pool_stats()["bytes_in_use"]
+        host = ab.to_device(on_gpu, "cpu", non_blocking=True)
+        assert host.device == "cpu" and not host.is_ready()
+        assert "page-locked" in host.report.detail, host.report.detail
+        assert ab.pool_stats()["bytes_in_use"] >= lent + x.nbytes
+        early = np.ctypeslib.as_array((ctypes.c_int32 * n).from_address(host.data_ptr))
+        assert not np.array_equal(early, x)  # read without the wait: the values are not there yet
+        np.testing.assert_array_equal(np.from_dlpack(host), x)  # NumPy waits on the host
+        del early, host
+        # Blocking, the result is plain host memory, done on return.
+        done = ab.to_device(on_gpu, "cpu")
+        assert done.is_ready() and "page-locked" not in done.report.detail
+        np.testing.assert_array_equal(np.from_dlpack(done), x)
+        print("ok")
+    """, delay_us=100000)
+    assert out.strip() == "ok"
+
+
 def test_a_batch_queued_at_once_shares_one_event():
     arrays = [np.full(1024, i, dtype=np.float32) for i in range(64)] + [np.arange(1 << 18, dtype=np.int16)]
     moved = ab.to_device_many(arrays, "opencl:0", non_blocking=True)
