@@ -35,6 +35,9 @@ namespace {
 constexpr uint64_t kCoalesceMax = uint64_t{64} << 10;
 constexpr uint64_t kBlockMax = uint64_t{16} << 20;
 constexpr uint64_t kSlotAlignment = 256;  // each result starts as DLPack recommends
+// Gathered reads of sources this close after each other in one allocation are one
+// copy, the gap read too: torch's caching allocator rounds small blocks to 512 bytes.
+constexpr uint64_t kJoinGap = 512;
 // Gathered reads (see move_in_order) land in pinned blocks of at least this size.
 constexpr std::size_t kLandingBlock = std::size_t{1} << 20;
 constexpr std::size_t kMaxBatch = std::size_t{1} << 24;
@@ -136,12 +139,12 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   TransferOptions opts = resolve_options(options);
   opts.report = nullptr;
   opts.describe = false;  // each item's plan: the batch's report has words of its own
-  opts.on_stream = stream != nullptr;
   opts.staging = staging_choice();
   const Endpoint to = endpoint_for(dst);
   const DLDataType target_dtype = opts.dtype;  // all zero (itemsize 0): each source's own
   std::vector<BatchItem> items(count);
   CheckedAllocations checked;
+  uint64_t locked_room = UINT64_MAX;  // page-locked memory left for results: asked of the pool once, when needed
   // Until the commit, every source stays the caller's, whatever fails.
   struct KeepSources {
     std::vector<BatchItem>& items;
@@ -166,12 +169,18 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       const Endpoint* known = checked.covering(item.src);
       const Endpoint from = known ? *known : endpoint_of(item.src, dst, "source", /*ask_pinned=*/!packed_anyway);
       if (!known) checked.add(from);
+      opts.locked_result_budget = 0;
+      if (locks_results(from, dst, stream)) {
+        if (locked_room == UINT64_MAX) locked_room = locked_result_room();
+        opts.locked_result_budget = locked_room;
+      }
       item.plan = plan_transfer(item.src, from, to, opts);
+      if (item.plan.locked_result) locked_room -= item.src.numel * itemsize(item.plan.dtype);
       check_stream(stream, item.src.device, dst);
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
       item.coalesced = item.bytes > 0 && item.bytes <= kCoalesceMax &&
           (item.plan.path == ABR_PATH_HOST_TO_DEVICE || (item.plan.path == ABR_PATH_HOST_COPY && !to.backend));
-      item.gather = gathered_read(item.plan, from, /*dst_pinned=*/to.pinned || item.plan.locked_result, item.bytes);
+      item.gather = gathered_read(item.plan, from, /*dst_pinned=*/to.pinned, item.bytes);
       if (item.gather) item.allocation = from.allocation.begin;
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
@@ -388,8 +397,8 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
   bool read_queued = false;          // a read into host memory queued on `open`, not yet waited for
   uint32_t submissions = 0;
   // The gathered reads not yet queued: device bytes [begin, end) of one allocation,
-  // landing as they lie there. The gaps between its sources (at most kSlotAlignment,
-  // an allocator's rounding) are read too and never copied out.
+  // landing as they lie there. The gaps between its sources (at most kJoinGap, an
+  // allocator's rounding) are read too and never copied out.
   struct Run {
     const Layout* first = nullptr;  // its first source (none: no run open)
     std::size_t first_at = 0;       // that source's move
@@ -448,7 +457,7 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
       const std::size_t n = static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
       const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));  // compact: its first byte
       const bool joins = run.first && move.allocation && move.allocation == run.allocation && begin >= run.end &&
-          begin - run.end <= kSlotAlignment && begin + n - run.begin <= run.room;
+          begin - run.end <= kJoinGap && begin + n - run.begin <= run.room;
       if (!joins) {
         queue_run();
         const std::size_t slot = (n + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;

@@ -31,7 +31,7 @@ void run_pipeline(ChunkSide& from, ChunkSide& to, uint64_t bytes, const StagingS
       if (!blocks[b]) blocks[b] = pool.acquire(staging, static_cast<std::size_t>(std::min(chunk, bytes)));
       fault::point(ABR_ERR_BACKEND, "pipeline read");
       if (chunks == 1)
-        from.read_now(0, blocks[b].data(), size_of(0));
+        from.read_now(k * chunk, blocks[b].data(), size_of(k));
       else
         filled[b] = from.read(k * chunk, blocks[b].data(), size_of(k));
     };

@@ -275,11 +275,13 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   const bool src_host = from.host;
   const bool dst_host = into ? to.host : is_host_destination(to);
   // Host memory on the destination side is page-locked when it says so, or a new tensor in page-locked memory
-  // (cuda_host), or a new host tensor over 64 KiB filled by a DMA on a stream: made in the source backend's
-  // page-locked memory (smaller ones cost little to copy at once, and a batch gathers them into one read).
-  if (!into && options.on_stream && dst_host && !to.kind->page_locked && !src_host && from.backend &&
-      !from.can.maps_to_host && !from.shares_host_memory && from.can.locked_host &&
-      src.numel * itemsize(plan.dtype) > kLockedResultMin)
+  // (cuda_host), or a new host tensor over 64 KiB filled by a DMA on the source's stream: made in the source
+  // backend's page-locked memory, within the budget (smaller ones cost little to copy at once, and a batch
+  // gathers them into one read).
+  const uint64_t bytes = src.numel * itemsize(plan.dtype);
+  if (!into && dst_host && !to.kind->page_locked && !src_host && from.backend && !from.can.maps_to_host &&
+      !from.shares_host_memory && from.can.locked_host && bytes > kLockedResultMin &&
+      bytes <= options.locked_result_budget)
     plan.locked_result = from.can.locked_host;
   const bool dst_pinned = into ? to.pinned : to.kind->page_locked || plan.locked_result;
   require_data_path(from, src_host, to, dst_host);
@@ -324,7 +326,6 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   plan.strided_source = !src.compact;
   const bool src_reshape = plan.strided_source || plan.cast;
   const bool dst_strided = into && !dst->compact;
-  const uint64_t bytes = src.numel * itemsize(plan.dtype);
   // The host threads of every path, the chunks of a staged one.
   plan.staging = staging_shape(bytes, options.staging, src_reshape || dst_strided);
   if (src_host && dst_host) {

@@ -34,8 +34,9 @@ struct TransferOptions {
   // Whether the plan's detail is read (a report, the debug log): formatting it is a
   // tenth of a small batch item's cost, so unread it is not written.
   bool describe = true;
-  // The call has a stream: a move it queues may finish after the call returns.
-  bool on_stream = false;
+  // Page-locked memory a new host result may take (the runtime's room in the pinned
+  // pool, where the call's stream runs on the source's device); 0: none.
+  uint64_t locked_result_budget = 0;
 };
 
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown copy mode or flag. The struct is
@@ -145,7 +146,7 @@ struct Plan {
   bool staging_shared = false;
   // A new host tensor made in the source backend's page-locked memory of this type
   // (Capabilities::locked_host), 0 for plain host memory: a device -> host move on
-  // a stream, which one DMA then fills without the host waiting.
+  // the source device's stream, which one DMA then fills without the host waiting.
   DLDeviceType locked_result = static_cast<DLDeviceType>(0);
   PlanDetail detail;
 };

@@ -234,11 +234,11 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   if (source.versioned()) validate_header(*source.versioned(), "source");
   TransferOptions opts = resolve_options(options);
   opts.staging = staging_choice();
-  opts.on_stream = stream != nullptr;
   opts.source_reads_as_view = source.versioned() && reads_as_a_view(*source.versioned());
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
   const Endpoint from = endpoint_of(src, dst, "source");
   const Endpoint to = endpoint_for(dst);
+  opts.locked_result_budget = locks_results(from, dst, stream) ? locked_result_room() : 0;
   const Plan plan = plan_transfer(src, from, to, opts);
   check_stream(stream, src.device, dst);
   if (log::enabled(ABR_LOG_DEBUG))  // the arguments cost more than a zero-copy transfer: format only when wanted
@@ -319,6 +319,19 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
     source.relinquish();
     throw;
   }
+}
+
+bool Runtime::locks_results(const Endpoint& from, DLDevice dst, Stream* stream) {
+  return stream && dst.device_type == kDLCPU && !from.host && from.backend && from.can.locked_host &&
+      from.backend->runs_on(*stream, from.device, from.context);
+}
+
+uint64_t Runtime::locked_result_room() {
+  // Results take at most half the pool: the other half stays for staging, which
+  // every transfer through pinned memory needs while the results are held.
+  const PoolStats stats = pool_->stats();
+  const uint64_t half = stats.limit_bytes / 2;
+  return stats.bytes_in_use < half ? half - stats.bytes_in_use : 0;
 }
 
 DeviceMemory Runtime::new_result_memory(DLDevice dst, const Plan& plan, uint64_t bytes, Stream* stream) {

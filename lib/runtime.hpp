@@ -94,6 +94,11 @@ class Runtime {
   DLManagedTensorVersioned* export_view(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan);
   DLManagedTensorVersioned* export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
                                         Stream* stream);
+  // Whether a new host result copied from `from` on `stream` may be page-locked
+  // memory (the stream runs on the source's device, whose backend has it), and how
+  // much of the pool results may still take (TransferOptions::locked_result_budget).
+  bool locks_results(const Endpoint& from, DLDevice dst, Stream* stream);
+  uint64_t locked_result_room();
   // The memory of a new result of `bytes` on `dst`: the backend's, or host memory
   // (page-locked where the plan says so and the pool can lend it).
   DeviceMemory new_result_memory(DLDevice dst, const Plan& plan, uint64_t bytes, Stream* stream);

@@ -339,10 +339,11 @@ ABR_API abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind);
  * no IS_COPIED is src itself (no allocation); any other result is a new tensor. IS_COPIED is set when data was copied; READ_ONLY survives a view. A copy
  * is compact row-major. options may be NULL (defaults). stream NULL: synchronous;
  * otherwise the result is valid in that stream's order (a new CPU tensor over 64 KiB
- * from a CUDA device is then made in page-locked memory from the pinned pool, within its
- * limit, so that one queued DMA fills it, as torch's non_blocking copies do; it is
- * an ordinary kDLCPU tensor, and its memory goes back to the pool when it is
- * deleted). A source in host memory
+ * from a CUDA device, on a stream of that device, is then made in page-locked memory
+ * from the pinned pool, so that one queued DMA fills it, as torch's non_blocking
+ * copies do: an ordinary kDLCPU tensor whose memory goes back to the pool after the
+ * device's queued work once it is deleted; such results take at most half the
+ * pool's limit, the rest staying for staging). A source in host memory
  * may be read by the host during the call (to pack or convert it), not in the
  * stream's order: work on the stream that still writes it is waited for first, by
  * the caller (abr_event_synchronize). A transfer to the
