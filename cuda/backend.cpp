@@ -168,8 +168,17 @@ DeviceMemory Backend::allocate(DLDevice dl, uint64_t bytes, Stream*) {
   DeviceMemory memory;
   if (dl.device_type == kDLCUDAHost) {
     if (!pinned_) fail(ABR_ERR_NO_DEVICE, "cuda_host needs a CUDA device: {}", report_.info.detail);
-    auto host = std::make_unique<PooledHostMemory>(
-        pool_->acquire(*pinned_, static_cast<std::size_t>(std::max<uint64_t>(bytes, 1))));
+    const auto size = static_cast<std::size_t>(std::max<uint64_t>(bytes, 1));
+    std::unique_ptr<PooledHostMemory> host;
+    try {
+      host = std::make_unique<PooledHostMemory>(pool_->acquire(*pinned_, size));
+    } catch (const Error& e) {
+      // At the pool's limit: deleted cuda_host tensors may still be on their way back
+      // (after the devices' work), as for device memory. Wait for them and try again.
+      if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
+      reclaimer_->drain();
+      host = std::make_unique<PooledHostMemory>(pool_->acquire(*pinned_, size));
+    }
     memory.handle = host->data();
     memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(host), reclaimer_);
     return memory;

@@ -723,3 +723,39 @@ TEST_CASE_FIXTURE(NoDriverFindings, "to_device cuda:0 -> cpu on a stream: page-l
   abr_stream_destroy(stream);
   REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
 }
+
+// A deleted cuda_host tensor's block goes back to the pool after the devices' queued
+// work (the reclaimer's barrier). A new one asked for meanwhile at the pool's limit
+// waits for it instead of failing, as device memory does.
+TEST_CASE_FIXTURE(NoDriverFindings, "cuda_host at the pool's limit waits for deleted blocks on their way back") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0 || !fake) return;
+  const std::size_t n = std::size_t{3} << 20;  // 12 MiB of int32
+  std::vector<int32_t> data = iota(n, 4);
+  Managed source(data.data(), i32, {static_cast<int64_t>(n)});
+  Owned on_device(move_to(rt, &source.managed, cuda0));
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);
+  REQUIRE(abr_pool_set_limit(rt, 16 << 20) == ABR_OK);  // room for one 12 MiB block, not two
+  Managed first(data.data(), i32, {static_cast<int64_t>(n)});
+  Owned pinned(move_to(rt, &first.managed, cuda_host));
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  {
+    Lag lag(300000);  // the device's queued work takes 0.3 s
+    std::vector<int32_t> zeros(n, 0);
+    Managed busy(zeros.data(), i32, {static_cast<int64_t>(n)});
+    REQUIRE(abr_copy(rt, &busy.tensor(), &on_device.t->dl_tensor, nullptr, stream) == ABR_OK);
+    pinned.reset();  // its block waits for that work before it goes back
+    Managed second(data.data(), i32, {static_cast<int64_t>(n)});
+    DLManagedTensorVersioned* again = nullptr;
+    const abr_status status = abr_to_device(rt, &second.managed, cuda_host, nullptr, nullptr, &again);
+    INFO(std::string(abr_last_error()));
+    REQUIRE(status == ABR_OK);
+    CHECK(std::memcmp(again->dl_tensor.data, data.data(), n * 4) == 0);
+    again->deleter(again);
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  abr_stream_destroy(stream);
+  REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
+}
