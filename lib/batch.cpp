@@ -4,8 +4,9 @@
 // that a failure anywhere leaves every source the caller's and hands nothing out:
 //  1. plan: each source validated and planned against one destination endpoint;
 //  2. prepare, then move: every result's memory and header allocated, then the
-//     work, small copies from host memory coalesced into one block and one copy
-//     (after a failure the stream is waited for before the sources go back);
+//     work, small copies from host memory coalesced into one block and one copy,
+//     larger ones between pageable memory and one device streamed through one
+//     pipeline (after a failure the stream is waited for before the sources go back);
 //  3. commit (cannot fail): headers finished, sources handed to their results,
 //     released, or kept by the stream until its work is done.
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "lib/error.hpp"
 #include "lib/host_buffer.hpp"
 #include "lib/host_copy.hpp"
+#include "lib/host_sides.hpp"
 #include "lib/runtime.hpp"
 #include "lib/text.hpp"
 
@@ -62,6 +64,7 @@ struct Runtime::BatchItem {
   uint64_t bytes = 0;   // bytes written to the result; 0 for a view
   uint64_t offset = 0;  // in the coalesced block
   bool coalesced = false;
+  bool streamed = false;     // moved with the batch's other pageable copies through one pipeline
   bool gather = false;       // a small read into its new host buffer (gathered_read)
   uintptr_t allocation = 0;  // a gathered read's source allocation, where its backend knows it
 };
@@ -117,6 +120,37 @@ bool gathered_read(const Plan& plan, const Endpoint& from, bool dst_pinned, uint
 }
 
 }  // namespace
+
+// The items whose bytes go as they lie between pageable host memory and one device
+// context, too large to coalesce, moved through one pipeline as if one tensor: alone,
+// each under two chunks is one driver copy from pageable memory (13 GB/s on an H100
+// from 1 to 16 MiB) and each larger one fills and drains a pipeline of its own; as
+// one, they move at the pipeline's speed for their sum (50 GB/s at 1 GiB). Only where
+// the sum makes two chunks (a pipeline of one overlaps nothing) and at least two
+// items join. Their results are new, so the order they move in is theirs to choose.
+std::vector<std::size_t> Runtime::streamed_items(std::vector<BatchItem>& items, const StagingChoice& choice) {
+  std::vector<std::size_t> chosen;
+  const void* context = nullptr;
+  bool from_host = false;
+  uint64_t total = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& item = items[i];
+    if (!item.plan.pageable_bytes || item.coalesced || item.gather || item.bytes <= kCoalesceMax) continue;
+    const bool host_source = item.plan.src_context == nullptr;
+    const void* device_context = host_source ? item.plan.dst_context : item.plan.src_context;
+    if (chosen.empty()) {
+      context = device_context;
+      from_host = host_source;
+    } else if (device_context != context || host_source != from_host) {
+      continue;  // another device (a batch to the CPU from several) moves its own way
+    }
+    chosen.push_back(i);
+    total += item.bytes;
+  }
+  if (chosen.size() < 2 || total < 2 * uint64_t{staging_shape(total, choice).chunk}) return {};
+  for (std::size_t i : chosen) items[i].streamed = true;
+  return chosen;
+}
 
 void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
                              const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
@@ -201,6 +235,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     block_bytes += slot;
     ++coalesced;
   }
+  const std::vector<std::size_t> streamed = streamed_items(items, opts.staging);
   const bool direct = is_direct_address(dst.device_type);
   DeviceBackend* backend = backend_of(dst.device_type);  // null for the CPU
   std::shared_ptr<Storage> block;
@@ -270,15 +305,23 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   results.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
     const BatchItem& item = items[i];
-    if (item.coalesced || item.plan.move == Move::View) continue;
+    if (item.coalesced || item.streamed || item.plan.move == Move::View) continue;
     results.push_back(compact_layout(dst, item.plan.dtype, item.src.shape, data[i]));
     moves.push_back({&item.plan, &item.src, &results.back(), item.gather, item.allocation});
     item_of.push_back(i);
   }
-  std::size_t at = count;  // the item moving; count while the coalesced block does
+  std::size_t at = count;  // the item moving; count while the coalesced block or the streamed ones do
   uint32_t joined = 0;     // gathered reads moved in another's copy
   try {
     if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
+    try {
+      if (!streamed.empty()) move_streamed(items, streamed, data, dst, opts.staging, stream);
+    } catch (const Error& e) {
+      throw Error(e.status(),
+                  fmt::format("srcs[{}] and {} other(s) streamed through one pipeline: {}", streamed.front(),
+                              streamed.size() - 1, e.what()),
+                  e.backend_code());
+    }
     std::size_t move = 0;
     try {
       move_in_order(moves, stream, move, joined);
@@ -317,8 +360,9 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       ? fmt::format("{} of {} tensors packed into one {} byte block{}; {} view(s), {} other copy(ies)", coalesced,
                     count, block_bytes, backend ? " and moved with one copy" : "", views, copies - 1)
       : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
-  const std::string merged =
+  std::string merged =
       joined ? fmt::format("{}; {} small read(s) joined a neighbour's copy in one allocation", detail, joined) : detail;
+  if (!streamed.empty()) merged += fmt::format("; {} streamed through one pipeline", streamed.size());
   fit_text(report.detail, sizeof report.detail, merged);
 
   // 3. Commit: nothing below throws.
@@ -342,6 +386,35 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     }
   }
   if (block_stream_share) stream->retain(std::move(block_stream_share));
+}
+
+void Runtime::move_streamed(std::vector<BatchItem>& items, const std::vector<std::size_t>& streamed,
+                            const std::vector<void*>& data, DLDevice dst, const StagingChoice& choice, Stream* stream) {
+  const Plan& first = items[streamed.front()].plan;
+  const bool from_host = first.src_context == nullptr;
+  std::vector<char*> host;
+  std::vector<Layout> device;
+  SegmentMap map;
+  for (std::size_t i : streamed) {
+    const BatchItem& item = items[i];
+    const Layout result = compact_layout(dst, item.plan.dtype, item.src.shape, data[i]);
+    const Layout& on_host = from_host ? item.src : result;
+    host.push_back(const_cast<char*>(first_element(on_host)));
+    device.push_back(from_host ? result : item.src);
+    map.add(item.bytes);
+  }
+  const DLDevice device_id = device.front().device;
+  void* context = from_host ? first.dst_context : first.src_context;
+  const StagingShape shape = staging_shape(map.total(), choice);
+  std::unique_ptr<ChunkSide> device_side = device_segments_side(
+      std::move(device), map, submit_routed(*backend_of(device_id.device_type), device_id, context, stream));
+  auto host_side = std::make_unique<HostSegmentsSide>(std::move(host), map, shape.threads);
+  StagingProvider* blocks = device_side->staging();  // the device side's, as for one tensor (plan_host_device)
+  ChunkSide& from = from_host ? static_cast<ChunkSide&>(*host_side) : *device_side;
+  ChunkSide& to = from_host ? *device_side : static_cast<ChunkSide&>(*host_side);
+  run_pipeline(from, to, map.total(), shape, *pool_, *blocks);
+  from.finish();
+  to.finish();
 }
 
 void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block,

@@ -91,6 +91,36 @@ class DeviceSide final : public ChunkSide {
   bool scatter_ = false;
 };
 
+class DeviceSegmentsSide final : public ChunkSide {
+ public:
+  DeviceSegmentsSide(std::vector<Layout> tensors, SegmentMap map, std::unique_ptr<Submission> work)
+      : work_(std::move(work)), tensors_(std::move(tensors)), map_(std::move(map)) {}
+  bool asynchronous() const override { return true; }
+  std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override {
+    std::unique_ptr<Event> last;
+    map_.for_each(offset, n, [&](std::size_t segment, uint64_t at, std::size_t in_block, std::size_t len) {
+      last = work_->read_chunk(tensors_[segment], at, block + in_block, len);
+    });
+    return last;
+  }
+  std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override {
+    std::unique_ptr<Event> last;
+    map_.for_each(offset, n, [&](std::size_t segment, uint64_t at, std::size_t in_block, std::size_t len) {
+      last = work_->write_chunk(tensors_[segment], at, block + in_block, len);
+    });
+    return last;
+  }
+  void finish() override { work_->finish(); }
+  void settle() noexcept override { work_->settle(); }
+  StagingProvider* staging() override { return &work_->staging(); }
+  HostRegistrar* registrar() override { return work_->registrar(); }
+
+ private:
+  std::unique_ptr<Submission> work_;
+  std::vector<Layout> tensors_;
+  SegmentMap map_;
+};
+
 }  // namespace
 
 void submit_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work) {
@@ -119,6 +149,11 @@ std::unique_ptr<Submission> submit_routed(DeviceBackend& backend, DLDevice devic
 std::unique_ptr<ChunkSide> device_side(const Plan& plan, const Layout& tensor, bool source,
                                        std::unique_ptr<Submission> work) {
   return std::make_unique<DeviceSide>(plan, tensor, source, std::move(work));
+}
+
+std::unique_ptr<ChunkSide> device_segments_side(std::vector<Layout> tensors, SegmentMap map,
+                                                std::unique_ptr<Submission> work) {
+  return std::make_unique<DeviceSegmentsSide>(std::move(tensors), std::move(map), std::move(work));
 }
 
 }  // namespace abr

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "lib/backend.hpp"
 #include "lib/layout.hpp"
 #include "lib/pipeline.hpp"
 #include "lib/planner.hpp"
+#include "lib/segments.hpp"
 #include "lib/submission.hpp"
 
 namespace abr {
@@ -31,5 +33,11 @@ std::unique_ptr<Submission> submit_routed(DeviceBackend& backend, DLDevice devic
 // temporary first; a destination it scatters lands in one, walked into place at finish().
 std::unique_ptr<ChunkSide> device_side(const Plan& plan, const Layout& tensor, bool source,
                                        std::unique_ptr<Submission> work);
+
+// Several compact device views of one context end to end (a batch's one
+// pipeline, `map` their sizes): each chunk is one queued read or write per view it
+// crosses, on `work`'s one in-order queue, so the event after its last also follows the others.
+std::unique_ptr<ChunkSide> device_segments_side(std::vector<Layout> tensors, SegmentMap map,
+                                                std::unique_ptr<Submission> work);
 
 }  // namespace abr

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
@@ -16,6 +17,38 @@ std::unique_ptr<Event> HostMemorySide::read(uint64_t offset, char* block, std::s
 
 std::unique_ptr<Event> HostMemorySide::write(uint64_t offset, const char* block, std::size_t n) {
   copy_in_parallel(base_ + offset, block, n, threads_);
+  return nullptr;
+}
+
+void HostSegmentsSide::copy(uint64_t offset, char* block, std::size_t n, bool into_block) {
+  const auto copy_part = [&](uint64_t part_offset, std::size_t part_bytes) {
+    map_.for_each(part_offset, part_bytes,
+                  [&](std::size_t segment, uint64_t at, std::size_t in_range, std::size_t len) {
+                    char* memory = bases_[segment] + at;
+                    char* staged = block + (part_offset - offset) + in_range;
+                    if (into_block)
+                      std::memcpy(staged, memory, len);
+                    else
+                      std::memcpy(memory, staged, len);
+                  });
+  };
+  // As copy_in_parallel cuts one memcpy: parts of at least kSplitPiece, from two kParallelPiece.
+  const std::size_t parts =
+      threads_ > 1 && n >= 2 * kParallelPiece ? std::min<std::size_t>(threads_, n / kSplitPiece) : 1;
+  if (parts <= 1) return copy_part(offset, n);
+  host_threads().parallel_for(parts, threads_, [&](std::size_t i) {
+    const std::size_t begin = n * i / parts, end = n * (i + 1) / parts;
+    copy_part(offset + begin, end - begin);
+  });
+}
+
+std::unique_ptr<Event> HostSegmentsSide::read(uint64_t offset, char* block, std::size_t n) {
+  copy(offset, block, n, /*into_block=*/true);
+  return nullptr;
+}
+
+std::unique_ptr<Event> HostSegmentsSide::write(uint64_t offset, const char* block, std::size_t n) {
+  copy(offset, const_cast<char*>(block), n, /*into_block=*/false);
   return nullptr;
 }
 

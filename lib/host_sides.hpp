@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "lib/layout.hpp"
 #include "lib/pipeline.hpp"
+#include "lib/segments.hpp"
 
 namespace abr {
 
@@ -23,6 +25,24 @@ class HostMemorySide final : public ChunkSide {
 
  private:
   char* base_;
+  unsigned threads_;
+};
+
+// Several tensors' pageable host memory end to end (a batch's one pipeline): each
+// chunk is cut into `threads` equal parts, whichever tensors they cross, so small
+// tensors keep the threads as busy as one large one.
+class HostSegmentsSide final : public ChunkSide {
+ public:
+  HostSegmentsSide(std::vector<char*> bases, SegmentMap map, unsigned threads)
+      : bases_(std::move(bases)), map_(std::move(map)), threads_(threads) {}
+  bool asynchronous() const override { return false; }
+  std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override;
+  std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override;
+
+ private:
+  void copy(uint64_t offset, char* block, std::size_t n, bool into_block);
+  std::vector<char*> bases_;  // each tensor's first byte
+  SegmentMap map_;
   unsigned threads_;
 };
 

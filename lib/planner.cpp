@@ -155,6 +155,7 @@ void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool ho
   // Pageable memory. A device that works in host memory copies it best itself, and
   // so does every driver when the bytes make fewer than two chunks: a pipeline of
   // one chunk overlaps nothing (0.6-0.9x the driver's own copy up to 4 MiB on an H100).
+  plan.pageable_bytes = !mapped && !device.shares_host_memory && device_step == Step::None;
   if (device.shares_host_memory || r.bytes < 2 * uint64_t{chunk})
     return describe(plan, direction, reason,
                     mapped         ? "one direct copy of the bytes"

@@ -148,6 +148,10 @@ struct Plan {
   // (Capabilities::locked_host), 0 for plain host memory: a device -> host move on
   // the source device's stream, which one DMA then fills without the host waiting.
   DLDeviceType locked_result = static_cast<DLDeviceType>(0);
+  // The bytes go as they lie between pageable host memory and a device reached by
+  // DMA only (one driver copy, or the pipeline): a batch streams such moves to or
+  // from one context through one pipeline (lib/batch.cpp).
+  bool pageable_bytes = false;
   PlanDetail detail;
 };
 

@@ -366,7 +366,10 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
  * into new CPU memory (up to 64 KiB each, 16 MiB in all) are coalesced: packed into
  * one block (pinned memory for a device reached by DMA) and moved with one copy, their
  * results compact views of one allocation that is freed when the last of them is
- * deleted. Larger tensors and views go their own way, on the same stream.
+ * deleted. Larger copies between pageable host memory and one device reached by
+ * DMA (CUDA) move through one pipeline as if one tensor, when they make at least
+ * two of its chunks ("N streamed through one pipeline" in the report's detail).
+ * Other tensors and views go their own way, on the same stream.
  * On ABR_OK every source is consumed as abr_to_device consumes it and out[i] is
  * srcs[i]'s result. On failure no source is consumed, every out[i] is NULL, and
  * the message names the index of the first source that failed ("srcs[3]: ...").

@@ -18,11 +18,13 @@ struct Batch {
   std::vector<std::unique_ptr<Managed>> sources;
   std::vector<DLManagedTensorVersioned*> pointers;
   std::vector<DLManagedTensorVersioned*> out;
-  Batch(int tensors, std::size_t elements) {
-    for (int i = 0; i < tensors; ++i) {
-      data.push_back(iota(elements, i * 100000));
+  Batch(int tensors, std::size_t elements) : Batch(std::vector<std::size_t>(tensors, elements)) {}
+  explicit Batch(const std::vector<std::size_t>& elements) {
+    data.reserve(elements.size());  // the sources point into it
+    for (std::size_t i = 0; i < elements.size(); ++i) {
+      data.push_back(iota(elements[i], static_cast<int32_t>(i) * 100000));
       sources.push_back(
-          std::make_unique<Managed>(data.back().data(), i32, std::vector<int64_t>{static_cast<int64_t>(elements)}));
+          std::make_unique<Managed>(data.back().data(), i32, std::vector<int64_t>{static_cast<int64_t>(elements[i])}));
       pointers.push_back(&sources.back()->managed);
     }
     out.assign(pointers.size(), nullptr);
@@ -290,4 +292,120 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: large cuda:0 tensors to the CPU on a
     on_host[i]->deleter(on_host[i]);
   }
   abr_stream_destroy(stream);
+}
+
+// Pageable tensors too large to coalesce, to or from one device, stream through one
+// pipeline as one transfer: each chunk packed by the host threads into a pinned block
+// whichever tensors it crosses, then one queued DMA per tensor piece. Alone, each
+// under two chunks was one driver copy from pageable memory (synchronous on a real
+// driver, 13 GB/s on an H100), each larger one a pipeline of its own.
+namespace {
+
+// The DMAs of tensors of `bytes` laid end to end in chunks of `chunk`: one per piece
+// of a tensor inside one chunk.
+long long pieces(const std::vector<std::size_t>& bytes, std::size_t chunk) {
+  std::vector<std::size_t> cuts;
+  std::size_t end = 0;
+  for (std::size_t b : bytes) cuts.push_back(end += b);
+  for (std::size_t at = chunk; at < end; at += chunk) cuts.push_back(at);
+  std::sort(cuts.begin(), cuts.end());
+  return std::unique(cuts.begin(), cuts.end()) - cuts.begin();
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: pageable tensors to cuda:0 and back stream through one pipeline") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  StagingChunkMib chunks("1");
+  // Odd sizes, so chunks end inside tensors; one of 4 KiB coalesced as before, one just over 64 KiB streamed.
+  const std::vector<std::size_t> elements{300000, 65537, 1000, 700001, 16385, 262144};
+  Batch batch(elements);
+  std::vector<std::size_t> streamed_bytes;
+  for (std::size_t e : elements)
+    if (e != 1000) streamed_bytes.push_back(e * 4);
+  const char* const writes = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync);
+  const char* const reads = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoHAsync);
+  const long long writes_before = fake ? fake.stat(writes) : 0;
+  const long long pageable_before = fake ? fake.stat("pageable_async_copies") : 0;
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+  CHECK(std::string(report.detail).find("5 streamed through one pipeline") != std::string::npos);
+  CHECK(report.coalesced == 1);
+  CHECK(report.copies == 6);  // each streamed tensor still counts as a copy
+  CHECK(batch.deleted() == 6);
+  if (fake) {
+    CHECK(fake.stat("pageable_async_copies") - pageable_before == 0);  // every DMA from a pinned block
+    CHECK(fake.stat(writes) - writes_before == 1 + pieces(streamed_bytes, std::size_t{1} << 20));
+  }
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    CAPTURE(i);
+    CHECK(read_back(rt, batch.out[i]->dl_tensor) == batch.data[i]);
+  }
+
+  // Back to the CPU: the same five read into pinned blocks, the host copying each chunk out.
+  std::vector<DLManagedTensorVersioned*> on_device = batch.out, on_host(elements.size(), nullptr);
+  std::fill(batch.out.begin(), batch.out.end(), nullptr);  // consumed below
+  const long long reads_before = fake ? fake.stat(reads) : 0;
+  const long long pageable_back = fake ? fake.stat("pageable_async_copies") : 0;
+  report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(abr_to_device_many(rt, on_device.data(), on_device.size(), cpu, nullptr, nullptr, on_host.data(),
+                                     &report) == ABR_OK,
+                  abr_last_error());
+  CHECK(std::string(report.detail).find("5 streamed through one pipeline") != std::string::npos);
+  if (fake) {
+    CHECK(fake.stat("pageable_async_copies") - pageable_back == 0);
+    CHECK(fake.stat(reads) - reads_before == 1 + pieces(streamed_bytes, std::size_t{1} << 20));  // + the small read
+  }
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    CAPTURE(i);
+    const DLTensor& t = on_host[i]->dl_tensor;
+    REQUIRE(t.device.device_type == kDLCPU);
+    CHECK(std::vector<int32_t>(static_cast<int32_t*>(t.data), static_cast<int32_t*>(t.data) + elements[i]) ==
+          batch.data[i]);
+    on_host[i]->deleter(on_host[i]);
+  }
+}
+
+// A block goes back to the pipeline only after every piece of its chunk has left it:
+// with DMAs lagging the host, refilling it after the first piece alone would change
+// the bytes the later pieces carry. Chunks of 4 MiB are packed by several threads,
+// each a part that may cross from one tensor into the next.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: streamed on a lagging stream, each value lands once every DMA has run") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  StagingChunkMib chunks("4");  // chunks the host threads cut in parts (from 2 MiB), across tensors
+  Batch batch(std::vector<std::size_t>{1000000, 2000000, 1500001, 3000000, 900000, 2500000});  // 43 MB: 11 chunks
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  {
+    Lag lag(5000);
+    REQUIRE_MESSAGE(batch.to(rt, cuda0, stream, &report) == ABR_OK, abr_last_error());
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  CHECK(std::string(report.detail).find("6 streamed through one pipeline") != std::string::npos);
+  CHECK(batch.deleted() == 6);
+  for (std::size_t i = 0; i < batch.data.size(); ++i) {
+    CAPTURE(i);
+    CHECK(read_back(rt, batch.out[i]->dl_tensor) == batch.data[i]);
+  }
+  abr_stream_destroy(stream);
+}
+
+// One tensor, or tensors that make less than two chunks, keep their own path: a
+// pipeline of one chunk overlaps nothing.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: one large tensor, or less than two chunks, is not streamed") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  StagingChunkMib chunks("1");
+  for (const std::vector<std::size_t>& elements :
+       {std::vector<std::size_t>{1000, 700000}, std::vector<std::size_t>{100000, 150000}}) {
+    Batch batch(elements);
+    abr_batch_report report = ABR_BATCH_REPORT_INIT;
+    REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+    CHECK(std::string(report.detail).find("streamed") == std::string::npos);
+    for (std::size_t i = 0; i < elements.size(); ++i) CHECK(read_back(rt, batch.out[i]->dl_tensor) == batch.data[i]);
+  }
 }

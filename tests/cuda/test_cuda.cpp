@@ -553,6 +553,34 @@ TEST_CASE_FIXTURE(
          }
          return status;
        }},
+      {"a batch to cuda and back, streamed through one pipeline",
+       [&](abr_runtime* r, int& deleted) {
+         const int64_t half = rows * cols / 2;  // 1.2 MiB each: three 1 MiB chunks between them
+         Managed first(big.data(), f32, {half}), second(big.data() + half, f32, {half});
+         std::vector<DLManagedTensorVersioned*> pointers{&first.managed, &second.managed}, out(2, nullptr),
+             back(2, nullptr);
+         abr_batch_report report = ABR_BATCH_REPORT_INIT;
+         abr_status status = abr_to_device_many(r, pointers.data(), 2, cuda0, nullptr, nullptr, out.data(), &report);
+         if (status == ABR_OK) CHECK(std::string(report.detail).find("2 streamed") != std::string::npos);
+         deleted = first.deleted + second.deleted;
+         if (status == ABR_OK && deleted != 2) status = ABR_ERR_INTERNAL;
+         if (status == ABR_OK) {
+           status = abr_to_device_many(r, out.data(), 2, cpu, nullptr, nullptr, back.data(), nullptr);
+           if (status != ABR_OK) deleted = 0;  // the failing call's sources, still ours (ASan: not deleted twice)
+           if (status == ABR_OK) {
+             CHECK(std::equal(big.begin(), big.begin() + half, static_cast<float*>(back[0]->dl_tensor.data)));
+             CHECK(std::equal(big.begin() + half, big.end(), static_cast<float*>(back[1]->dl_tensor.data)));
+             out.assign(2, nullptr);  // consumed
+           }
+         }
+         for (DLManagedTensorVersioned* t : out)
+           if (t) t->deleter(t);  // a failed batch left every source the caller's
+         for (DLManagedTensorVersioned* t : back) {
+           CHECK((status == ABR_OK) == (t != nullptr));
+           if (t) t->deleter(t);
+         }
+         return status;
+       }},
       {"a batch to cuda on a new stream",
        [&](abr_runtime* r, int& deleted) {
          std::vector<std::unique_ptr<Managed>> sources;
