@@ -89,7 +89,7 @@ def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=F
     """to_device of a list, tuple or dict (nested) of arrays: one batch for all of
     them (_core.to_device_many), the same structure back. With a stream each array
     goes on its own, in order, on that stream."""
-    if type(x) is list and stream is None and not any(type(item) in _CONTAINERS for item in x):  # flat
+    if stream is None and _core.is_flat(x):  # a list of arrays, no structure in it
         return _core.to_device_many(x, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous,
                                     non_blocking=non_blocking)
     leaves = _leaves(x, [])

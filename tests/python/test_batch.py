@@ -43,6 +43,16 @@ def test_a_structure_comes_back_as_the_same_structure_with_every_value(device):
                        "block and moved with one copy; 0 view(s), 0 other copy(ies)"))
 
 
+@pytest.mark.parametrize("inner", [list, tuple, lambda xs: {"a": xs[0], "b": xs[1]}])
+def test_a_list_holding_a_container_is_a_structure_not_a_flat_batch(inner):
+    # the flat-list check (_core.is_flat) sends a list with any list, tuple or dict in it the structure's way
+    arrays = [np.arange(3.0), inner([np.arange(2, dtype=np.int32), np.ones(4, dtype=np.int8)])]
+    moved = ab.to_device(arrays, "cpu", copy=True)
+    _same_structure(moved, arrays)
+    assert ab._core.is_flat([np.arange(2), np.arange(3)]) and not ab._core.is_flat(arrays)
+    assert not ab._core.is_flat((np.arange(2),))  # a tuple comes back a tuple: the structure's way
+
+
 def test_small_copies_share_one_device_buffer_that_outlives_the_others():
     arrays = [np.full(256, i, dtype=np.float32) for i in range(8)]
     moved = ab.to_device_many(arrays, "opencl:0", copy=True)

@@ -203,6 +203,7 @@ int parse_stream(PyObject* stream, uintptr_t* out);
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_is_flat(PyObject* module, PyObject* list);
 PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);

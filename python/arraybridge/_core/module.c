@@ -19,6 +19,7 @@ static PyMethodDef methods[] = {
     {"to_device", (PyCFunction)(void (*)(void))core_to_device, METH_FASTCALL | METH_KEYWORDS, core_to_device_doc},
     {"to_device_many", (PyCFunction)(void (*)(void))core_to_device_many, METH_FASTCALL | METH_KEYWORDS,
      core_to_device_many_doc},
+    {"is_flat", core_is_flat, METH_O, "is_flat(list) -> whether no item is a list, tuple or dict (one batch as it is)"},
     {"copy_many", (PyCFunction)(void (*)(void))core_copy_many, METH_FASTCALL | METH_KEYWORDS, core_copy_many_doc},
     {"from_dlpack", (PyCFunction)(void (*)(void))core_from_dlpack, METH_FASTCALL | METH_KEYWORDS, core_from_dlpack_doc},
     {"copy", (PyCFunction)(void (*)(void))core_copy, METH_FASTCALL | METH_KEYWORDS, core_copy_doc},
