@@ -44,6 +44,14 @@ constexpr uint64_t kJoinGap = 512;
 constexpr std::size_t kLandingBlock = std::size_t{1} << 20;
 constexpr std::size_t kMaxBatch = std::size_t{1} << 24;
 
+// What the caller's stream holds until the batch's work is done, in one piece:
+// the sources that work reads and its share of the results' memory.
+class HeldByStream final : public Storage {
+ public:
+  std::vector<SourceTensor> sources;
+  std::vector<std::shared_ptr<Storage>> memory;
+};
+
 // The source a host wrap keeps alive, given to it only at commit: until then a
 // failure frees the wrap without running the source's deleter.
 class DeferredSource final : public Storage {
@@ -54,19 +62,25 @@ class DeferredSource final : public Storage {
 }  // namespace
 
 struct Runtime::BatchItem {
+  // Provided, so that vector(count) does not zero each item before constructing it
+  // (about 700 bytes a tensor); every member has an initializer of its own.
+  BatchItem() {}  // NOLINT(modernize-use-equals-default): "= default" would zero it
   Layout src;
   Plan plan;
-  std::unique_ptr<SourceTensor> source;    // relinquished, not released, unless the batch commits
-  std::unique_ptr<PendingExport> pending;  // the result's header, allocated before any work
-  std::unique_ptr<Storage> memory;         // a copy's own memory, or a wrap's
-  std::unique_ptr<Storage> stream_share;   // the stream's share of that memory
+  // In place, not each on the heap: a batch of 1000 small tensors made 4000 allocations
+  // that glibc's per-thread cache (7 per size) could not hold, a quarter of its cost.
+  std::optional<SourceTensor> source;    // relinquished, not released, unless the batch commits
+  std::optional<PendingExport> pending;  // the result's header, allocated before any work
+  std::unique_ptr<Storage> memory;       // a copy's own memory, or a wrap's
+  std::shared_ptr<Storage> shared;       // the same when a stream holds it too, or the coalesced block
   DeferredSource* wrap_owner = nullptr;
   uint64_t bytes = 0;   // bytes written to the result; 0 for a view
   uint64_t offset = 0;  // in the coalesced block
   bool coalesced = false;
-  bool streamed = false;     // moved with the batch's other pageable copies through one pipeline
-  bool gather = false;       // a small read into its new host buffer (gathered_read)
-  uintptr_t allocation = 0;  // a gathered read's source allocation, where its backend knows it
+  bool streamed = false;          // moved with the batch's other pageable copies through one pipeline
+  bool gather = false;            // a small read into its new host buffer (gathered_read)
+  bool in_results_block = false;  // that buffer is a slot (at offset) of the batch's one block of such results
+  uintptr_t allocation = 0;       // a gathered read's source allocation, where its backend knows it
 };
 
 namespace {
@@ -192,7 +206,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   for (std::size_t i = 0; i < count; ++i) {
     BatchItem& item = items[i];
     try {
-      item.source = std::make_unique<SourceTensor>(srcs[i]);
+      item.source.emplace(srcs[i]);
       validate_header(*srcs[i], "source");
       opts.source_reads_as_view = reads_as_a_view(*srcs[i]);
       item.src = validate_tensor(srcs[i]->dl_tensor, Role::Source, "source");
@@ -249,7 +263,20 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     block_handle = buffer->data();
     block = std::move(buffer);
   }
-  std::unique_ptr<Storage> block_stream_share = stream && block ? std::make_unique<SharedStorage>(block) : nullptr;
+
+  // Small reads into new host memory get slots of one block too, as small copies
+  // from host memory do: 1000 results of 4 KiB were 1000 allocations and frees.
+  uint64_t results_bytes = 0;
+  for (BatchItem& item : items) {
+    if (!item.gather) continue;
+    const uint64_t slot = (item.bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    if (results_bytes + slot > kBlockMax) continue;  // the rest get buffers of their own
+    item.offset = results_bytes;
+    item.in_results_block = true;
+    results_bytes += slot;
+  }
+  std::shared_ptr<HostBuffer> results_block =
+      results_bytes ? std::make_shared<HostBuffer>(static_cast<std::size_t>(results_bytes)) : nullptr;
 
   // 2a. Every result's memory and header, before any work.
   std::vector<void*> data(count, nullptr);  // a copy's own memory
@@ -260,25 +287,26 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     try {
       if (item.coalesced) {
         char* slot = static_cast<char*>(block_handle) + item.offset;
-        item.pending = std::make_unique<PendingExport>(
-            ExportSpec{direct ? slot : block_handle, dst, plan.dtype, src.shape, compact_strides(src.shape),
-                       direct ? 0 : item.offset, DLPACK_FLAG_BITMASK_IS_COPIED});
-        item.memory = std::make_unique<SharedStorage>(block);
+        item.pending.emplace(ExportSpec{direct ? slot : block_handle, dst, plan.dtype, src.shape,
+                                        compact_strides(src.shape), direct ? 0 : item.offset,
+                                        DLPACK_FLAG_BITMASK_IS_COPIED});
+        item.shared = block;
+      } else if (item.in_results_block) {
+        data[i] = results_block->data() + item.offset;
+        item.pending.emplace(ExportSpec{data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
+                                        DLPACK_FLAG_BITMASK_IS_COPIED});
+        item.shared = results_block;
       } else if (plan.move != Move::View) {  // a copy of its own, as abr_to_device makes it
         DeviceMemory memory = new_result_memory(dst, plan, item.bytes, stream);
         data[i] = memory.handle;
         item.memory = std::move(memory.storage);
-        item.pending = std::make_unique<PendingExport>(ExportSpec{
-            data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0, DLPACK_FLAG_BITMASK_IS_COPIED});
-        if (stream) {
-          std::shared_ptr<Storage> shared = std::move(item.memory);
-          item.memory = std::make_unique<SharedStorage>(shared);
-          item.stream_share = std::make_unique<SharedStorage>(std::move(shared));
-        }
-      } else if (plan.path == ABR_PATH_HOST_WRAP) {  // host memory the device uses in place
+        item.pending.emplace(ExportSpec{data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
+                                        DLPACK_FLAG_BITMASK_IS_COPIED});
+        if (stream) item.shared = std::move(item.memory);  // the stream holds it too
+      } else if (plan.path == ABR_PATH_HOST_WRAP) {        // host memory the device uses in place
         const uint64_t read_only = srcs[i]->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
-        item.pending = std::make_unique<PendingExport>(ExportSpec{nullptr, dst, src.dtype, src.shape, src.strides,
-                                                                  static_cast<uint64_t>(-src.min_byte), read_only});
+        item.pending.emplace(ExportSpec{nullptr, dst, src.dtype, src.shape, src.strides,
+                                        static_cast<uint64_t>(-src.min_byte), read_only});
         auto owner = std::make_unique<DeferredSource>();
         item.wrap_owner = owner.get();
         std::unique_ptr<Storage> owning = std::move(owner);
@@ -288,13 +316,20 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
         item.pending->set_data(memory.handle);
         item.memory = std::move(memory.storage);
       } else if (!plan.hand_back) {  // a new header over the source's memory
-        item.pending = std::make_unique<PendingExport>(
-            ExportSpec{direct ? const_cast<char*>(first_element(src)) : src.data, dst, src.dtype, src.shape,
-                       src.strides, direct ? 0 : src.byte_offset, srcs[i]->flags & DLPACK_FLAG_BITMASK_READ_ONLY});
+        item.pending.emplace(ExportSpec{direct ? const_cast<char*>(first_element(src)) : src.data, dst, src.dtype,
+                                        src.shape, src.strides, direct ? 0 : src.byte_offset,
+                                        srcs[i]->flags & DLPACK_FLAG_BITMASK_READ_ONLY});
       }
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
     }
+  }
+
+  std::unique_ptr<HeldByStream> held;
+  if (stream) {  // its room made before any work: the commit cannot fail
+    held = std::make_unique<HeldByStream>();
+    held->sources.reserve(count);
+    held->memory.reserve(count + 1);  // each copy's memory, and the block
   }
 
   // 2b. The moves. After a failure here, work queued on the stream may still read
@@ -377,15 +412,19 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     } else if (item.plan.move == Move::View) {
       out[i] = item.pending->finish(*item.source);
     } else {
-      out[i] = item.pending->finish(std::move(item.memory));
-      if (item.stream_share) stream->retain(std::move(item.stream_share));
-      if (stream)
-        stream->retain(std::move(item.source));  // until the work that reads it is done
+      if (held && item.shared && !item.coalesced && !item.in_results_block) held->memory.push_back(item.shared);
+      out[i] = item.shared ? item.pending->finish_shared(std::move(item.shared))
+                           : item.pending->finish(std::move(item.memory));
+      if (held)
+        held->sources.push_back(std::move(*item.source));  // until the work that reads it is done
       else
         item.source->release();
     }
   }
-  if (block_stream_share) stream->retain(std::move(block_stream_share));
+  if (held) {
+    if (block) held->memory.push_back(std::move(block));
+    stream->retain(std::move(held));
+  }
 }
 
 void Runtime::move_streamed(std::vector<BatchItem>& items, const std::vector<std::size_t>& streamed,

@@ -17,6 +17,7 @@ struct Exported {
   DLManagedTensorVersioned managed{};
   std::optional<SourceTensor> source;  // a view's source, held in place (no second allocation)
   std::unique_ptr<Storage> storage;
+  std::shared_ptr<Storage> share;        // memory several results share (a batch's block), without a wrapper of its own
   int64_t inline_dims[2 * kInlineDims];  // shape then strides, without a second allocation up to 8 dims
   std::vector<int64_t> more_dims;        // the same beyond
 };
@@ -74,6 +75,11 @@ void PendingExport::set_data(void* data) noexcept { exported_->managed.dl_tensor
 
 DLManagedTensorVersioned* PendingExport::finish(std::unique_ptr<Storage> storage) noexcept {
   exported_->storage = std::move(storage);
+  return &exported_.release()->managed;
+}
+
+DLManagedTensorVersioned* PendingExport::finish_shared(std::shared_ptr<Storage> share) noexcept {
+  exported_->share = std::move(share);
   return &exported_.release()->managed;
 }
 

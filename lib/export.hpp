@@ -34,7 +34,8 @@ class PendingExport {
   PendingExport& operator=(const PendingExport&) = delete;
   void set_data(void* data) noexcept;  // when the memory is made after allocation
   DLManagedTensorVersioned* finish(std::unique_ptr<Storage> storage) noexcept;
-  DLManagedTensorVersioned* finish(SourceTensor& source) noexcept;  // owning the source itself
+  DLManagedTensorVersioned* finish_shared(std::shared_ptr<Storage> share) noexcept;  // one owner of memory others share
+  DLManagedTensorVersioned* finish(SourceTensor& source) noexcept;                   // owning the source itself
 
  private:
   std::unique_ptr<Exported> exported_;

@@ -97,6 +97,7 @@ class StackText {
 
 // "<what> (<reason>): step, step, step".
 void describe(Plan& plan, std::string_view what, std::string_view reason, const char* move_words) {
+  if (!plan.detail.wanted()) return;  // the steps' words cost a batch's small tensor 150 instructions each
   StackText how;
   for (const char* step : {pack_words(plan.pack), move_words, scatter_words(plan.scatter)})
     if (step) {

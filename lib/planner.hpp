@@ -80,6 +80,7 @@ class PlanDetail {
   PlanDetail() { text_[0] = '\0'; }
   // Nothing is written from here on: no one reads this plan's text.
   void leave_out() { wanted_ = false; }
+  bool wanted() const { return wanted_; }
   template <class... Args>
   void format(fmt::format_string<Args...> format, Args&&... args) {
     if (!wanted_) return;

@@ -27,7 +27,8 @@ class SegmentMap {
       const std::size_t segment = static_cast<std::size_t>(next - ends_.begin());
       const uint64_t begin = segment ? ends_[segment - 1] : 0;
       const uint64_t stop = std::min(*next, end);
-      if (stop > at) piece(segment, at - begin, static_cast<std::size_t>(at - offset), static_cast<std::size_t>(stop - at));
+      if (stop > at)
+        piece(segment, at - begin, static_cast<std::size_t>(at - offset), static_cast<std::size_t>(stop - at));
       at = stop;
     }
   }
