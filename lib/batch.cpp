@@ -145,19 +145,16 @@ bool gathered_read(const Plan& plan, const Endpoint& from, bool dst_pinned, uint
 std::vector<std::size_t> Runtime::streamed_items(std::vector<BatchItem>& items, const StagingChoice& choice) {
   std::vector<std::size_t> chosen;
   const void* context = nullptr;
-  bool from_host = false;
   uint64_t total = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const BatchItem& item = items[i];
     if (!item.plan.pageable_bytes || item.coalesced || item.gather || item.bytes <= kCoalesceMax) continue;
-    const bool host_source = item.plan.src_context == nullptr;
-    const void* device_context = host_source ? item.plan.dst_context : item.plan.src_context;
-    if (chosen.empty()) {
+    // One destination: every such copy goes the same way, up to a device or down from one.
+    const void* device_context = item.plan.src_context ? item.plan.src_context : item.plan.dst_context;
+    if (chosen.empty())
       context = device_context;
-      from_host = host_source;
-    } else if (device_context != context || host_source != from_host) {
+    else if (device_context != context)
       continue;  // another device (a batch to the CPU from several) moves its own way
-    }
     chosen.push_back(i);
     total += item.bytes;
   }
@@ -391,14 +388,17 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   report.views = views;
   report.copies = copies;
   report.bytes_moved = moved;
-  const std::string detail = coalesced
-      ? fmt::format("{} of {} tensors packed into one {} byte block{}; {} view(s), {} other copy(ies)", coalesced,
-                    count, block_bytes, backend ? " and moved with one copy" : "", views, copies - 1)
-      : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
-  std::string merged =
-      joined ? fmt::format("{}; {} small read(s) joined a neighbour's copy in one allocation", detail, joined) : detail;
-  if (!streamed.empty()) merged += fmt::format("; {} streamed through one pipeline", streamed.size());
-  fit_text(report.detail, sizeof report.detail, merged);
+  try {  // the work is done or queued: a failure to put it into words must not undo it
+    std::string detail = coalesced
+        ? fmt::format("{} of {} tensors packed into one {} byte block{}; {} view(s), {} other copy(ies)", coalesced,
+                      count, block_bytes, backend ? " and moved with one copy" : "", views, copies - 1)
+        : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
+    if (!streamed.empty()) detail += fmt::format("; {} streamed through one pipeline", streamed.size());
+    if (joined) detail += fmt::format("; {} small read(s) joined a neighbour's copy in one allocation", joined);
+    fit_text(report.detail, sizeof report.detail, detail);
+  } catch (const std::exception&) {
+    fit_text(report.detail, sizeof report.detail, "a batch (its detail could not be formatted)");
+  }
 
   // 3. Commit: nothing below throws.
   keep.committed = true;

@@ -96,17 +96,24 @@ class DeviceSegmentsSide final : public ChunkSide {
   DeviceSegmentsSide(std::vector<Layout> tensors, SegmentMap map, std::unique_ptr<Submission> work)
       : work_(std::move(work)), tensors_(std::move(tensors)), map_(std::move(map)) {}
   bool asynchronous() const override { return true; }
+  // Every piece queued, an event only after the last: the queue runs them in order.
   std::unique_ptr<Event> read(uint64_t offset, char* block, std::size_t n) override {
     std::unique_ptr<Event> last;
     map_.for_each(offset, n, [&](std::size_t segment, uint64_t at, std::size_t in_block, std::size_t len) {
-      last = work_->read_chunk(tensors_[segment], at, block + in_block, len);
+      if (in_block + len < n)
+        work_->read(tensors_[segment], at, block + in_block, len);
+      else
+        last = work_->read_chunk(tensors_[segment], at, block + in_block, len);
     });
     return last;
   }
   std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override {
     std::unique_ptr<Event> last;
     map_.for_each(offset, n, [&](std::size_t segment, uint64_t at, std::size_t in_block, std::size_t len) {
-      last = work_->write_chunk(tensors_[segment], at, block + in_block, len);
+      if (in_block + len < n)
+        work_->write(tensors_[segment], at, block + in_block, len);
+      else
+        last = work_->write_chunk(tensors_[segment], at, block + in_block, len);
     });
     return last;
   }

@@ -15,7 +15,6 @@ class SegmentMap {
   // The next tensor's bytes follow the ones before.
   void add(uint64_t bytes) { ends_.push_back(total() + bytes); }
   uint64_t total() const { return ends_.empty() ? 0 : ends_.back(); }
-  std::size_t size() const { return ends_.size(); }
 
   // piece(segment, offset in it, offset in the range, bytes) for each part of
   // [offset, offset + n) inside one segment, in order.

@@ -367,10 +367,11 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
  * one block (pinned memory for a device reached by DMA) and moved with one copy, their
  * results compact views of one allocation that is freed when the last of them is
  * deleted; small reads from a device reached by DMA into new CPU memory likewise
- * get slots of one host block. Larger copies between pageable host memory and one
- * device reached by DMA (CUDA) move through one pipeline as if one tensor, when
- * they make at least two of its chunks ("N streamed through one pipeline" in the
- * report's detail).
+ * get slots of one host block. Larger copies of compact bytes (no cast) between
+ * pageable host memory and one device reached by DMA (CUDA) move through one
+ * pipeline as if one tensor, when at least two make two of its chunks ("N streamed
+ * through one pipeline" in the report's detail; a failure there names the first of
+ * them: "srcs[3] and 4 other(s) streamed through one pipeline: ...").
  * Other tensors and views go their own way, on the same stream.
  * On ABR_OK every source is consumed as abr_to_device consumes it and out[i] is
  * srcs[i]'s result. On failure no source is consumed, every out[i] is NULL, and

@@ -62,7 +62,7 @@ def _log_transfer(tensor, context):
 
 # The containers to_device takes apart: a structure of arrays (a batch dict, a
 # state dict, a list of tensors) comes back as the same structure of Tensors.
-_CONTAINERS = (list, tuple, dict)
+_CONTAINERS = (list, tuple, dict)  # _core.is_flat checks a list for these same three types
 
 
 def _leaves(x, out):

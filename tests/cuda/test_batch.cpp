@@ -416,3 +416,79 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: one large tensor, or less than two c
     for (std::size_t i = 0; i < elements.size(); ++i) CHECK(read_back(rt, batch.out[i]->dl_tensor) == batch.data[i]);
   }
 }
+
+// Only bytes as they lie, from pageable memory, are streamed: a cast (packed and
+// converted by the host engine), a transposed view and page-locked sources (one
+// DMA each already) keep their own paths, with exact values.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: cast, strided and page-locked sources are not streamed") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  StagingChunkMib chunks("1");
+  constexpr int64_t kSide = 512;  // 1 MiB of int32 per tensor, three tensors: three chunks together
+  std::vector<std::vector<int32_t>> data;
+  for (int i = 0; i < 3; ++i) data.push_back(iota(kSide * kSide, i * 7));
+  const auto streamed = [](const abr_batch_report& report) {
+    return std::string(report.detail).find("streamed") != std::string::npos;
+  };
+
+  {  // cast to f64: the host engine converts each into pinned staging
+    std::vector<std::unique_ptr<Managed>> sources;
+    std::vector<DLManagedTensorVersioned*> pointers, out(3, nullptr);
+    for (auto& values : data) {
+      sources.push_back(std::make_unique<Managed>(values.data(), i32, std::vector<int64_t>{kSide * kSide}));
+      pointers.push_back(&sources.back()->managed);
+    }
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    options.dtype = f64;
+    abr_batch_report report = ABR_BATCH_REPORT_INIT;
+    REQUIRE_MESSAGE(abr_to_device_many(rt, pointers.data(), 3, cuda0, &options, nullptr, out.data(), &report) == ABR_OK,
+                    abr_last_error());
+    CHECK_FALSE(streamed(report));
+    for (std::size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      REQUIRE(out[i]->dl_tensor.dtype.bits == 64);
+      Owned back(move_to(rt, out[i], cpu));
+      const auto* values = static_cast<const double*>(back->data);
+      bool same = true;
+      for (std::size_t k = 0; k < data[i].size() && same; ++k) same = values[k] == static_cast<double>(data[i][k]);
+      CHECK(same);
+    }
+  }
+  {  // transposed views: packed by the host engine
+    std::vector<std::unique_ptr<Managed>> sources;
+    std::vector<DLManagedTensorVersioned*> pointers, out(3, nullptr);
+    for (auto& values : data) {
+      sources.push_back(std::make_unique<Managed>(values.data(), i32, std::vector<int64_t>{kSide, kSide},
+                                                  std::vector<int64_t>{1, kSide}));
+      pointers.push_back(&sources.back()->managed);
+    }
+    abr_batch_report report = ABR_BATCH_REPORT_INIT;
+    REQUIRE_MESSAGE(abr_to_device_many(rt, pointers.data(), 3, cuda0, nullptr, nullptr, out.data(), &report) == ABR_OK,
+                    abr_last_error());
+    CHECK_FALSE(streamed(report));
+    for (std::size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      Owned back(move_to(rt, out[i], cpu));  // consumes the result
+      const auto* got = static_cast<const int32_t*>(back->data);
+      bool transposed = true;
+      for (int64_t r = 0; r < kSide && transposed; ++r)
+        for (int64_t c = 0; c < kSide; ++c) transposed = transposed && got[r * kSide + c] == data[i][c * kSide + r];
+      CHECK(transposed);
+    }
+  }
+  {  // page-locked sources (cuda_host): one DMA each
+    Batch pinned(std::vector<std::size_t>(3, kSide * kSide));
+    REQUIRE(pinned.to(rt, cuda_host) == ABR_OK);
+    std::vector<DLManagedTensorVersioned*> locked = pinned.out, out(3, nullptr);
+    std::fill(pinned.out.begin(), pinned.out.end(), nullptr);  // consumed below
+    abr_batch_report report = ABR_BATCH_REPORT_INIT;
+    REQUIRE_MESSAGE(abr_to_device_many(rt, locked.data(), 3, cuda0, nullptr, nullptr, out.data(), &report) == ABR_OK,
+                    abr_last_error());
+    CHECK_FALSE(streamed(report));
+    for (std::size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(read_back(rt, out[i]->dl_tensor) == pinned.data[i]);
+      out[i]->deleter(out[i]);
+    }
+  }
+}
