@@ -77,8 +77,8 @@ Backend::Backend(const abr_runtime_options&, std::shared_ptr<PinnedPool> pool) :
   report_.info.available = 1;
   report_.info.device_count = static_cast<int32_t>(devices_.size());
   copy_text(report_.info.detail, fmt::format("{} ({}), {} device(s)", version, cu_->library, devices_.size()));
-  pinned_ = std::make_unique<PinnedProvider>(devices_.front());
   reclaimer_ = std::make_shared<Reclaimer>(devices_);
+  pinned_ = std::make_unique<PinnedProvider>(devices_.front(), reclaimer_);
 }
 
 Backend::~Backend() {
@@ -168,17 +168,9 @@ DeviceMemory Backend::allocate(DLDevice dl, uint64_t bytes, Stream*) {
   DeviceMemory memory;
   if (dl.device_type == kDLCUDAHost) {
     if (!pinned_) fail(ABR_ERR_NO_DEVICE, "cuda_host needs a CUDA device: {}", report_.info.detail);
-    const auto size = static_cast<std::size_t>(std::max<uint64_t>(bytes, 1));
-    std::unique_ptr<PooledHostMemory> host;
-    try {
-      host = std::make_unique<PooledHostMemory>(pool_->acquire(*pinned_, size));
-    } catch (const Error& e) {
-      // At the pool's limit: deleted cuda_host tensors may still be on their way back
-      // (after the devices' work), as for device memory. Wait for them and try again.
-      if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
-      reclaimer_->drain();
-      host = std::make_unique<PooledHostMemory>(pool_->acquire(*pinned_, size));
-    }
+    // At the pool's limit the pool waits for deleted cuda_host tensors' blocks (wait_for_returning).
+    auto host = std::make_unique<PooledHostMemory>(
+        pool_->acquire(*pinned_, static_cast<std::size_t>(std::max<uint64_t>(bytes, 1))));
     memory.handle = host->data();
     memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(host), reclaimer_);
     return memory;

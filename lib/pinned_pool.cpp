@@ -125,23 +125,35 @@ PinnedBlock PinnedPool::acquire(StagingProvider& provider, std::size_t bytes) {
 }
 
 std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider& provider, std::size_t size) {
-  for (int attempt = 0;; ++attempt) {
+  bool waited = false, trimmed = false;  // each done once, before giving up
+  for (;;) {
     std::vector<std::unique_ptr<StagingBlock>> freed;  // freed after the lock is dropped
+    bool at_limit = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const uint64_t needed = stats_.bytes_pinned + size;
       if (needed > stats_.limit_bytes) release_idle(needed - stats_.limit_bytes, freed);
-      if (stats_.bytes_pinned + size > stats_.limit_bytes)
+      at_limit = stats_.bytes_pinned + size > stats_.limit_bytes;
+      if (at_limit && waited)
         fail(ABR_ERR_OUT_OF_MEMORY,
              "the pinned pool's limit of {} bytes is reached: {} more needed, {} pinned, {} of them in use "
              "(raise it with abr_pool_set_limit)",
              stats_.limit_bytes, size, stats_.bytes_pinned, stats_.bytes_in_use);
-      stats_.bytes_pinned += size;  // reserved while the provider works
-      stats_.bytes_in_use += size;
-      stats_.blocks_pinned += 1;
-      stats_.peak_bytes_pinned = std::max(stats_.peak_bytes_pinned, stats_.bytes_pinned);
+      if (!at_limit) {
+        stats_.bytes_pinned += size;  // reserved while the provider works
+        stats_.bytes_in_use += size;
+        stats_.blocks_pinned += 1;
+        stats_.peak_bytes_pinned = std::max(stats_.peak_bytes_pinned, stats_.bytes_pinned);
+      }
     }
     freed.clear();
+    if (at_limit) {
+      // Released blocks may still wait for their device's work before they come back
+      // (deleted cuda_host tensors): wait for them, without the lock, and look again.
+      provider.wait_for_returning();
+      waited = true;
+      continue;
+    }
     auto unreserve = [&] {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.bytes_pinned -= size;
@@ -153,8 +165,12 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
       return provider.allocate(size);
     } catch (const Error& e) {
       unreserve();
-      // Out of memory with blocks cached: give them up and try once more.
-      if (e.status() != ABR_ERR_OUT_OF_MEMORY || attempt > 0 || trim() == 0) throw;
+      // Out of memory: give up the cached blocks (with those on their way back) and try once more.
+      if (e.status() != ABR_ERR_OUT_OF_MEMORY || trimmed) throw;
+      trimmed = true;
+      if (!waited) provider.wait_for_returning();
+      waited = true;
+      if (trim() == 0) throw;
       log::debug("pinned pool: {} failed for {} bytes, retrying after a trim", provider.name(), size);
     } catch (...) {
       unreserve();

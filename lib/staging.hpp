@@ -22,6 +22,10 @@ class StagingProvider {
   virtual const void* domain() const = 0;
   // Throws ABR_ERR_OUT_OF_MEMORY (or the backend's error) when it cannot.
   virtual std::unique_ptr<StagingBlock> allocate(std::size_t bytes) = 0;
+  // Waits for blocks lent out and released, but still on their way back to the pool
+  // (after the device work queued before their release): the pool asks at its limit
+  // before it refuses. Nothing to wait for unless a provider lends blocks so.
+  virtual void wait_for_returning() noexcept {}
 };
 
 }  // namespace abr

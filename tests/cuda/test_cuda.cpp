@@ -790,3 +790,48 @@ TEST_CASE_FIXTURE(NoDriverFindings, "cuda_host at the pool's limit waits for del
   abr_stream_destroy(stream);
   REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
 }
+
+// The same for staging: a pageable copy at the pool's limit whose chunks need the
+// room of a deleted cuda_host tensor's block waits for it to come back instead of
+// failing (the pool asks its provider, StagingProvider::wait_for_returning).
+TEST_CASE_FIXTURE(NoDriverFindings, "staging at the pool's limit waits for deleted blocks on their way back") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0 || !fake) return;
+  const std::size_t n = std::size_t{6} << 20;  // 24 MiB of int32: three 8 MiB chunks when staged
+  std::vector<int32_t> data = iota(n, 4);
+  Managed source(data.data(), i32, {static_cast<int64_t>(n)});
+  Owned target(move_to(rt, &source.managed, cuda0));
+  std::vector<int32_t> few(16, 7);
+  Managed small(few.data(), i32, {16});
+  Owned busy_source(move_to(rt, &small.managed, cuda0));
+  Managed small_too(few.data(), i32, {16});
+  Owned busy_target(move_to(rt, &small_too.managed, cuda0));  // a copy between the two keeps the stream busy
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);
+  REQUIRE(abr_pool_set_limit(rt, 32 << 20) == ABR_OK);  // the 24 MiB block and one chunk, not two
+  Managed first(data.data(), i32, {static_cast<int64_t>(n)});
+  Owned pinned(move_to(rt, &first.managed, cuda_host));
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  {
+    Lag lag(300000);  // the device's queued work takes 0.3 s
+    REQUIRE(abr_copy(rt, &busy_source.t->dl_tensor, &busy_target.t->dl_tensor, nullptr, stream) == ABR_OK);
+    pinned.reset();  // its block waits for that work before it goes back
+    std::vector<int32_t> host(n, 0);
+    Managed back(host.data(), i32, {static_cast<int64_t>(n)});
+    abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    options.report = &report;
+    Managed staged(data.data(), i32, {static_cast<int64_t>(n)});
+    const abr_status status = abr_copy(rt, &staged.tensor(), &target.t->dl_tensor, &options, nullptr);
+    INFO(std::string(abr_last_error()));
+    REQUIRE(status == ABR_OK);
+    INFO(report.detail);
+    CHECK(std::string(report.detail).find("chunk") != std::string::npos);  // staged, not one driver copy
+    REQUIRE(abr_copy(rt, &target.t->dl_tensor, &back.tensor(), nullptr, nullptr) == ABR_OK);
+    CHECK(host == data);
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  abr_stream_destroy(stream);
+  REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
+}
