@@ -188,6 +188,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   const Endpoint to = endpoint_for(dst);
   const DLDataType target_dtype = opts.dtype;  // all zero (itemsize 0): each source's own
   std::vector<BatchItem> items(count);
+  std::vector<void*> data(count, nullptr);  // a copy's own memory
   CheckedAllocations checked;
   uint64_t locked_room = UINT64_MAX;  // page-locked memory left for results: asked of the pool once, when needed
   // Until the commit, every source stays the caller's, whatever fails.
@@ -220,8 +221,17 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
         opts.locked_result_budget = locked_room;
       }
       item.plan = plan_transfer(item.src, from, to, opts);
-      if (item.plan.locked_result) locked_room -= item.src.numel * itemsize(item.plan.dtype);
       check_stream(stream, item.src.device, dst);
+      if (item.plan.locked_result) {
+        DeviceMemory locked = locked_result_or_replan(item.plan, item.src, from, to, opts, stream);
+        if (locked.storage) {
+          locked_room -= item.src.numel * itemsize(item.plan.dtype);
+          data[i] = locked.handle;
+          item.memory = std::move(locked.storage);
+        } else {
+          locked_room = 0;  // refused: the rest are not asked for
+        }
+      }
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
       item.coalesced = item.bytes > 0 && item.bytes <= kCoalesceMax &&
           (item.plan.path == ABR_PATH_HOST_TO_DEVICE || (item.plan.path == ABR_PATH_HOST_COPY && !to.backend));
@@ -276,7 +286,6 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       results_bytes ? std::make_shared<HostBuffer>(static_cast<std::size_t>(results_bytes)) : nullptr;
 
   // 2a. Every result's memory and header, before any work.
-  std::vector<void*> data(count, nullptr);  // a copy's own memory
   for (std::size_t i = 0; i < count; ++i) {
     BatchItem& item = items[i];
     const Layout& src = item.src;
@@ -294,9 +303,11 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
                                         DLPACK_FLAG_BITMASK_IS_COPIED});
         item.shared = results_block;
       } else if (plan.move != Move::View) {  // a copy of its own, as abr_to_device makes it
-        DeviceMemory memory = new_result_memory(dst, plan, item.bytes, stream);
-        data[i] = memory.handle;
-        item.memory = std::move(memory.storage);
+        if (!item.memory) {                  // page-locked memory is made with the plan
+          DeviceMemory memory = new_result_memory(dst, item.bytes, stream);
+          data[i] = memory.handle;
+          item.memory = std::move(memory.storage);
+        }
         item.pending.emplace(ExportSpec{data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
                                         DLPACK_FLAG_BITMASK_IS_COPIED});
         if (stream) item.shared = std::move(item.memory);  // the stream holds it too

@@ -239,14 +239,16 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   const Endpoint from = endpoint_of(src, dst, "source");
   const Endpoint to = endpoint_for(dst);
   opts.locked_result_budget = locks_results(from, dst, stream) ? locked_result_room() : 0;
-  const Plan plan = plan_transfer(src, from, to, opts);
+  Plan plan = plan_transfer(src, from, to, opts);
   check_stream(stream, src.device, dst);
+  DeviceMemory made = locked_result_or_replan(plan, src, from, to, opts, stream);
   if (log::enabled(ABR_LOG_DEBUG))  // the arguments cost more than a zero-copy transfer: format only when wanted
     log::debug("to_device {} {} {} -> {}: {} ({})", dtype_name(src.dtype), shape_string(src.shape),
                device_string(src.device), device_string(dst), path_name(plan.path), plan.detail.view());
 
-  DLManagedTensorVersioned* out =
-      plan.move == Move::View ? export_view(source, src, dst, plan) : export_copy(source, src, dst, plan, stream);
+  DLManagedTensorVersioned* out = plan.move == Move::View
+      ? export_view(source, src, dst, plan)
+      : export_copy(source, src, dst, plan, std::move(made), stream);
   fill_report(opts.report, plan, plan.move == Move::View ? 0 : src.numel * itemsize(plan.dtype));
   return out;
 }
@@ -287,11 +289,11 @@ DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layou
 }
 
 DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
-                                               Stream* stream) {
+                                               DeviceMemory made, Stream* stream) {
   std::unique_ptr<SourceTensor> held_source;  // on a stream: the source, until the stream is done with it
   try {
     const std::size_t bytes = static_cast<std::size_t>(src.numel * itemsize(plan.dtype));
-    DeviceMemory result = new_result_memory(dst, plan, bytes, stream);
+    DeviceMemory result = made.storage ? std::move(made) : new_result_memory(dst, bytes, stream);
     void* data = result.handle;
     std::unique_ptr<Storage> memory = std::move(result.storage);
     // Everything that can run out of memory happens before the copy starts: on a
@@ -334,18 +336,24 @@ uint64_t Runtime::locked_result_room() {
   return stats.bytes_in_use < half ? half - stats.bytes_in_use : 0;
 }
 
-DeviceMemory Runtime::new_result_memory(DLDevice dst, const Plan& plan, uint64_t bytes, Stream* stream) {
+DeviceMemory Runtime::locked_result_or_replan(Plan& plan, const Layout& src, const Endpoint& from, const Endpoint& to,
+                                              TransferOptions& opts, Stream* stream) {
+  if (!plan.locked_result) return {};
+  const uint64_t bytes = src.numel * itemsize(plan.dtype);
+  try {
+    return backend_of(plan.locked_result)->allocate({plan.locked_result, 0}, bytes, stream);
+  } catch (const Error& e) {
+    if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
+    log::debug("a new host tensor of {} bytes in pageable memory: {}", bytes, e.what());
+  }
+  opts.locked_result_budget = 0;
+  plan = plan_transfer(src, from, to, opts);
+  return {};
+}
+
+DeviceMemory Runtime::new_result_memory(DLDevice dst, uint64_t bytes, Stream* stream) {
   if (DeviceBackend* backend = backend_of(dst.device_type))  // device memory, or page-locked host memory
     return backend->allocate(dst, bytes, stream);
-  if (plan.locked_result) {
-    try {
-      return backend_of(plan.locked_result)->allocate({plan.locked_result, 0}, bytes, stream);
-    } catch (const Error& e) {
-      // The pool's limit: plain host memory instead, which the DMA fills too, synchronously.
-      if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
-      log::debug("a new host tensor of {} bytes in pageable memory: {}", bytes, e.what());
-    }
-  }
   auto buffer = std::make_unique<HostBuffer>(static_cast<std::size_t>(bytes));
   DeviceMemory memory;
   memory.handle = buffer->data();

@@ -92,16 +92,22 @@ class Runtime {
   DLManagedTensorVersioned* transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
                                      Stream* stream);
   DLManagedTensorVersioned* export_view(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan);
+  // `made`: the result's memory where the plan made it already (locked_result_or_replan).
   DLManagedTensorVersioned* export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
-                                        Stream* stream);
+                                        DeviceMemory made, Stream* stream);
   // Whether a new host result copied from `from` on `stream` may be page-locked
   // memory (the stream runs on the source's device, whose backend has it), and how
   // much of the pool results may still take (TransferOptions::locked_result_budget).
   bool locks_results(const Endpoint& from, DLDevice dst, Stream* stream);
   uint64_t locked_result_room();
-  // The memory of a new result of `bytes` on `dst`: the backend's, or host memory
-  // (page-locked where the plan says so and the pool can lend it).
-  DeviceMemory new_result_memory(DLDevice dst, const Plan& plan, uint64_t bytes, Stream* stream);
+  // The page-locked memory of a new host result, where `plan` wants it (Plan::locked_result).
+  // The pool may refuse what the budget allowed (another thread took the room since,
+  // or the driver has none): the transfer is then planned again for plain host memory,
+  // so that its path and report say what runs, and nothing (empty) is returned.
+  DeviceMemory locked_result_or_replan(Plan& plan, const Layout& src, const Endpoint& from, const Endpoint& to,
+                                       TransferOptions& opts, Stream* stream);
+  // The memory of a new result of `bytes` on `dst`: the backend's, or plain host memory.
+  DeviceMemory new_result_memory(DLDevice dst, uint64_t bytes, Stream* stream);
   struct BatchItem;
   // The coalesced items of a batch packed into `block` (`bytes` on `dst`) and moved with one copy.
   void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,

@@ -301,6 +301,39 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: large cuda:0 tensors to the CPU on a
   abr_stream_destroy(stream);
 }
 
+// A page-locked result the pool refuses (the driver has no more here) is planned
+// again for plain host memory, and so are the batch's later ones: here both then
+// stream through one pipeline. Before, the plan said one DMA into page-locked memory.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: refused page-locked results to the CPU are planned again") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0 || !fake) return;
+  Batch batch(2, std::size_t{4} << 20);  // 16 MiB each: four 8 MiB chunks together
+  REQUIRE(batch.to(rt, cuda0) == ABR_OK);
+  std::vector<DLManagedTensorVersioned*> on_device = batch.out, on_host(2, nullptr);
+  std::fill(batch.out.begin(), batch.out.end(), nullptr);  // consumed below
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);           // nothing cached: a trim cannot make room
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  const long long pageable = fake.stat("pageable_async_copies");
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  fake.control("fail_alloc", 1);  // the first result's cuMemHostAlloc
+  REQUIRE_MESSAGE(abr_to_device_many(rt, on_device.data(), 2, cpu, nullptr, stream, on_host.data(), &report) == ABR_OK,
+                  abr_last_error());
+  fake.control("fail_alloc", 0);
+  INFO(report.detail);
+  CHECK(std::string(report.detail).find("2 streamed through one pipeline") != std::string::npos);
+  CHECK(fake.stat("pageable_async_copies") == pageable);
+  REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    const auto* values = static_cast<const int32_t*>(on_host[i]->dl_tensor.data);
+    CHECK(std::vector<int32_t>(values, values + (std::size_t{4} << 20)) == batch.data[i]);
+    on_host[i]->deleter(on_host[i]);
+  }
+  abr_stream_destroy(stream);
+}
+
 // Pageable tensors too large to coalesce, to or from one device, stream through one
 // pipeline as one transfer: each chunk packed by the host threads into a pinned block
 // whichever tensors it crosses, then one queued DMA per tensor piece. Alone, each

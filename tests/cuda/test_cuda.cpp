@@ -835,3 +835,41 @@ TEST_CASE_FIXTURE(NoDriverFindings, "staging at the pool's limit waits for delet
   abr_stream_destroy(stream);
   REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
 }
+
+// The pool may refuse a page-locked result its budget allowed (another thread took
+// the room since, or the driver has none): the transfer is planned again for plain
+// host memory, so that it runs and reports the path such memory takes. Before, the
+// plan stayed "one DMA into page-locked memory", into memory that was not.
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "to_device cuda:0 -> cpu on a stream: a refused page-locked result is planned again") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0 || !fake) return;
+  const std::size_t n = std::size_t{8} << 20;  // 32 MiB: four 8 MiB chunks when staged
+  std::vector<int32_t> data = iota(n, 3);
+  Managed source(data.data(), i32, {static_cast<int64_t>(n)});
+  Owned on_device(move_to(rt, &source.managed, cuda0));
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);  // nothing cached: a trim cannot make room
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.copy = ABR_COPY_ALWAYS;
+  options.report = &report;
+  const long long pageable = fake.stat("pageable_async_copies");
+  fake.control("fail_alloc", 1);  // the result's cuMemHostAlloc
+  Managed view(on_device->data, i32, {static_cast<int64_t>(n)}, {}, 0, cuda0);
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE_MESSAGE(abr_to_device(rt, &view.managed, cpu, &options, stream, &out) == ABR_OK, abr_last_error());
+  fake.control("fail_alloc", 0);
+  INFO(report.detail);
+  CHECK(report.path == ABR_PATH_STAGED);  // as a result in plain host memory goes
+  CHECK(std::string(report.detail).find("page-locked") == std::string::npos);
+  CHECK(std::string(report.detail).find("staged in 8 MiB chunks") != std::string::npos);
+  CHECK(fake.stat("pageable_async_copies") == pageable);
+  REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  const auto* values = static_cast<const int32_t*>(out->dl_tensor.data);
+  CHECK(std::equal(values, values + n, data.begin()));
+  out->deleter(out);
+  abr_stream_destroy(stream);
+}
