@@ -3,10 +3,9 @@
 // abr_to_device_many has three phases, so
 // that a failure anywhere leaves every source the caller's and hands nothing out:
 //  1. plan: each source validated and planned against one destination endpoint;
-//  2. prepare, then move: every result's memory and header allocated, then the
-//     work, small copies from host memory coalesced into one block and one copy,
-//     larger ones between pageable memory and one device streamed through one
-//     pipeline (after a failure the stream is waited for before the sources go back);
+//  2. prepare, then move: the batch placed (plan_batch: coalesced, gathered or
+//     streamed), every result's memory and header allocated, then the work (after
+//     a failure the stream is waited for before the sources go back);
 //  3. commit (cannot fail): headers finished, sources handed to their results,
 //     released, or kept by the stream until its work is done.
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "lib/batch_plan.hpp"
 #include "lib/device_moves.hpp"
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
@@ -26,17 +26,6 @@
 namespace abr {
 namespace {
 
-// A copy from host memory this small, to a device or into new CPU memory, moves
-// with the others into a block of at most kBlockMax: a buffer and a write of its
-// own cost about 14 us on PoCL whatever the size, so 256 x 4 KiB in one block ran
-// 28x the loop of one call each, 64 KiB tensors 6.5x; 256 KiB tensors in one 64 MiB
-// block ran 0.26x (the fresh block's mapping costs more than the calls it saves).
-// Into host memory a buffer of its own costs only a malloc, but 256 of them at once
-// miss glibc's per-thread cache: one block ran 0.82-1.05x the loop at 4 KiB, 0.63-0.86x
-// without (2 cores, bench `batch`, alternating runs).
-constexpr uint64_t kCoalesceMax = uint64_t{64} << 10;
-constexpr uint64_t kBlockMax = uint64_t{16} << 20;
-constexpr uint64_t kSlotAlignment = 256;  // each result starts as DLPack recommends
 // Gathered reads of sources this close after each other in one allocation are one
 // copy, the gap read too: torch's caching allocator rounds small blocks to 512 bytes.
 constexpr uint64_t kJoinGap = 512;
@@ -61,12 +50,12 @@ class DeferredSource final : public Storage {
 
 }  // namespace
 
-struct Runtime::BatchItem {
+// A batch's tensor: its plan and place (BatchEntry), its source and its result.
+struct Runtime::BatchItem : BatchEntry {
   // Provided, so that vector(count) does not zero each item before constructing it
   // (about 700 bytes a tensor); every member has an initializer of its own.
   BatchItem() {}  // NOLINT(modernize-use-equals-default): "= default" would zero it
   Layout src;
-  Plan plan;
   // In place, not each on the heap: a batch of 1000 small tensors made 4000 allocations
   // that glibc's per-thread cache (7 per size) could not hold, a quarter of its cost.
   std::optional<SourceTensor> source;    // relinquished, not released, unless the batch commits
@@ -74,13 +63,7 @@ struct Runtime::BatchItem {
   std::unique_ptr<Storage> memory;       // a copy's own memory, or a wrap's
   std::shared_ptr<Storage> shared;       // the same when a stream holds it too, or the coalesced block
   DeferredSource* wrap_owner = nullptr;
-  uint64_t bytes = 0;   // bytes written to the result; 0 for a view
-  uint64_t offset = 0;  // in the coalesced block
-  bool coalesced = false;
-  bool streamed = false;          // moved with the batch's other pageable copies through one pipeline
-  bool gather = false;            // a small read into its new host buffer (gathered_read)
-  bool in_results_block = false;  // that buffer is a slot (at offset) of the batch's one block of such results
-  uintptr_t allocation = 0;       // a gathered read's source allocation, where its backend knows it
+  uintptr_t allocation = 0;  // the source's device allocation, where its backend knows it (gathered reads join)
 };
 
 namespace {
@@ -121,47 +104,6 @@ struct Runtime::OrderedMove {
   bool gather;           // lands in a pinned block and is copied out after the submission's one wait
   uintptr_t allocation;  // a gathered read's source allocation (0: unknown): reads next to each other in one merge
 };
-
-namespace {
-
-// Whether a move is a small read from a device reached by DMA only into pageable
-// host memory: alone, the driver copies into pageable memory and the host waits for
-// each (one synchronous copy per tensor); gathered, every read of the submission is
-// queued into pinned memory, the host waits once and copies each out.
-bool gathered_read(const Plan& plan, const Endpoint& from, bool dst_pinned, uint64_t bytes) {
-  return plan.path == ABR_PATH_DEVICE_TO_HOST && plan.move == Move::Bytes && plan.pack == Step::None &&
-      plan.scatter == Step::None && !from.can.maps_to_host && !dst_pinned && bytes > 0 && bytes <= kCoalesceMax;
-}
-
-}  // namespace
-
-// The items whose bytes go as they lie between pageable host memory and one device
-// context, too large to coalesce, moved through one pipeline as if one tensor: alone,
-// each under two chunks is one driver copy from pageable memory (13 GB/s on an H100
-// from 1 to 16 MiB) and each larger one fills and drains a pipeline of its own; as
-// one, they move at the pipeline's speed for their sum (50 GB/s at 1 GiB). Only where
-// the sum makes two chunks (a pipeline of one overlaps nothing) and at least two
-// items join. Their results are new, so the order they move in is theirs to choose.
-std::vector<std::size_t> Runtime::streamed_items(std::vector<BatchItem>& items, const StagingChoice& choice) {
-  std::vector<std::size_t> chosen;
-  const void* context = nullptr;
-  uint64_t total = 0;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const BatchItem& item = items[i];
-    if (!item.plan.pageable_bytes || item.coalesced || item.gather || item.bytes <= kCoalesceMax) continue;
-    // One destination: every such copy goes the same way, up to a device or down from one.
-    const void* device_context = item.plan.src_context ? item.plan.src_context : item.plan.dst_context;
-    if (chosen.empty())
-      context = device_context;
-    else if (device_context != context)
-      continue;  // another device (a batch to the CPU from several) moves its own way
-    chosen.push_back(i);
-    total += item.bytes;
-  }
-  if (chosen.size() < 2 || total < 2 * uint64_t{staging_shape(total, choice).chunk}) return {};
-  for (std::size_t i : chosen) items[i].streamed = true;
-  return chosen;
-}
 
 void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
                              const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
@@ -233,30 +175,19 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
         }
       }
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
-      item.coalesced = item.bytes > 0 && item.bytes <= kCoalesceMax &&
-          (item.plan.path == ABR_PATH_HOST_TO_DEVICE || (item.plan.path == ABR_PATH_HOST_COPY && !to.backend));
-      item.gather = gathered_read(item.plan, from, /*dst_pinned=*/to.pinned, item.bytes);
-      if (item.gather) item.allocation = from.allocation.begin;
+      item.allocation = from.allocation.begin;
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
     }
   }
 
   // 2. Prepare and move.
-  uint64_t block_bytes = 0;
-  std::size_t coalesced = 0;
-  for (BatchItem& item : items) {
-    if (!item.coalesced) continue;
-    const uint64_t slot = (item.bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
-    if (block_bytes + slot > kBlockMax) {  // the block is full: the rest go their own way
-      item.coalesced = false;
-      continue;
-    }
-    item.offset = block_bytes;
-    block_bytes += slot;
-    ++coalesced;
-  }
-  const std::vector<std::size_t> streamed = streamed_items(items, opts.staging);
+  std::vector<BatchEntry*> entries(count);
+  for (std::size_t i = 0; i < count; ++i) entries[i] = &items[i];
+  const BatchPlan batch = plan_batch(entries, /*into_plain_host=*/!to.backend, opts.staging);
+  const std::size_t coalesced = batch.coalesced;
+  const uint64_t block_bytes = batch.block_bytes;
+  const std::vector<std::size_t>& streamed = batch.streamed;
   const bool direct = is_direct_address(dst.device_type);
   DeviceBackend* backend = backend_of(dst.device_type);  // null for the CPU
   std::shared_ptr<Storage> block;
@@ -271,19 +202,8 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     block = std::move(buffer);
   }
 
-  // Small reads into new host memory get slots of one block too, as small copies
-  // from host memory do: 1000 results of 4 KiB were 1000 allocations and frees.
-  uint64_t results_bytes = 0;
-  for (BatchItem& item : items) {
-    if (!item.gather) continue;
-    const uint64_t slot = (item.bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
-    if (results_bytes + slot > kBlockMax) continue;  // the rest get buffers of their own
-    item.offset = results_bytes;
-    item.in_results_block = true;
-    results_bytes += slot;
-  }
   std::shared_ptr<HostBuffer> results_block =
-      results_bytes ? std::make_shared<HostBuffer>(static_cast<std::size_t>(results_bytes)) : nullptr;
+      batch.results_bytes ? std::make_shared<HostBuffer>(static_cast<std::size_t>(batch.results_bytes)) : nullptr;
 
   // 2a. Every result's memory and header, before any work.
   for (std::size_t i = 0; i < count; ++i) {
@@ -536,7 +456,7 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
     at = run.first_at;  // a failure names the run's first source
     open->read(*run.first, 0, run.landing, span);
     at = current;
-    const std::size_t slot = (span + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    const auto slot = static_cast<std::size_t>(batch_slot(span));
     landing += slot;
     landing_left -= slot;
     run.first = nullptr;
@@ -583,7 +503,7 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
           begin - run.end <= kJoinGap && begin + n - run.begin <= run.room;
       if (!joins) {
         queue_run();
-        const std::size_t slot = (n + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+        const auto slot = static_cast<std::size_t>(batch_slot(n));
         if (slot > landing_left) {
           landing_left = std::max(slot, kLandingBlock);
           landing = open->pinned(landing_left);

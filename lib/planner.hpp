@@ -151,7 +151,7 @@ struct Plan {
   DLDeviceType locked_result = static_cast<DLDeviceType>(0);
   // The bytes go as they lie between pageable host memory and a device reached by
   // DMA only (one driver copy, or the pipeline): a batch streams such moves to or
-  // from one context through one pipeline (lib/batch.cpp).
+  // from one context through one pipeline (plan_batch, lib/batch_plan.hpp).
   bool pageable_bytes = false;
   PlanDetail detail;
 };

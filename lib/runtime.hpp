@@ -112,8 +112,6 @@ class Runtime {
   // The coalesced items of a batch packed into `block` (`bytes` on `dst`) and moved with one copy.
   void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,
                       Stream* stream);
-  // The items of a batch streamed through one pipeline (marked; their indices), or none.
-  static std::vector<std::size_t> streamed_items(std::vector<BatchItem>& items, const StagingChoice& choice);
   // The streamed items of a batch (their indices in `items`, `data` their results'
   // memory): pageable bytes to or from one context, through one pipeline.
   void move_streamed(std::vector<BatchItem>& items, const std::vector<std::size_t>& streamed,

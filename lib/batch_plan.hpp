@@ -1,0 +1,54 @@
+// The batch planner: what abr_to_device_many does with each tensor beyond its own
+// plan (lib/planner.hpp). Small copies from host memory share one block and one
+// copy, small reads into new host memory are gathered into pinned memory and land
+// in slots of one block, and larger copies between pageable memory and one device
+// stream through one pipeline. Decided here, from the items' plans and sizes;
+// lib/batch.cpp carries it out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "lib/host_threads.hpp"
+#include "lib/planner.hpp"
+
+namespace abr {
+
+// A copy from host memory this small, to a device or into new CPU memory, moves
+// with the others into a block of at most kBlockMax: a buffer and a write of its
+// own cost about 14 us on PoCL whatever the size, so 256 x 4 KiB in one block ran
+// 28x the loop of one call each, 64 KiB tensors 6.5x; 256 KiB tensors in one 64 MiB
+// block ran 0.26x (the fresh block's mapping costs more than the calls it saves).
+// Into host memory a buffer of its own costs only a malloc, but 256 of them at once
+// miss glibc's per-thread cache: one block ran 0.82-1.05x the loop at 4 KiB, 0.63-0.86x
+// without (2 cores, bench `batch`, alternating runs).
+inline constexpr uint64_t kCoalesceMax = uint64_t{64} << 10;
+inline constexpr uint64_t kBlockMax = uint64_t{16} << 20;
+
+// One tensor of a batch as the batch planner sees it: its plan and size in, its place out.
+struct BatchEntry {
+  Plan plan;
+  uint64_t bytes = 0;             // bytes written to its result; 0 for a view
+  uint64_t offset = 0;            // its slot in the coalesced block, or in the results block
+  bool coalesced = false;         // packed with the other small copies from host memory into one block, one copy
+  bool gather = false;            // a small read into new host memory, queued with the others into pinned memory
+  bool in_results_block = false;  // that read's result is a slot of the batch's one block of such results
+  bool streamed = false;          // moved with the batch's other pageable copies through one pipeline
+};
+
+struct BatchPlan {
+  std::size_t coalesced = 0;          // entries in the coalesced block
+  uint64_t block_bytes = 0;           // that block's size
+  uint64_t results_bytes = 0;         // the gathered results' block's size (0: none)
+  std::vector<std::size_t> streamed;  // the streamed entries, in order: none, or at least two
+};
+
+// Places every entry of a batch of new results on one destination (`into_plain_host`:
+// the CPU's memory), marking each and returning the blocks' sizes.
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice);
+
+// A result's room in one of a batch's blocks: the next result starts 256 bytes aligned, as DLPack recommends.
+constexpr uint64_t batch_slot(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace abr
