@@ -303,7 +303,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: large cuda:0 tensors to the CPU on a
 
 // A page-locked result the pool refuses (the driver has no more here) is planned
 // again for plain host memory, and so are the batch's later ones: here both then
-// stream through one pipeline. Before, the plan said one DMA into page-locked memory.
+// stream through one pipeline, reading on the caller's lagging stream. Before, the
+// plan said one DMA into page-locked memory.
 TEST_CASE_FIXTURE(NoDriverFindings, "batch: refused page-locked results to the CPU are planned again") {
   Runtime rt;
   Fake fake;
@@ -317,10 +318,14 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: refused page-locked results to the C
   REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
   const long long pageable = fake.stat("pageable_async_copies");
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  fake.control("fail_alloc", 1);  // the first result's cuMemHostAlloc
-  REQUIRE_MESSAGE(abr_to_device_many(rt, on_device.data(), 2, cpu, nullptr, stream, on_host.data(), &report) == ABR_OK,
-                  abr_last_error());
-  fake.control("fail_alloc", 0);
+  {
+    Lag lag(2000);                  // the stream's reads lag: each chunk is copied out only after its event
+    fake.control("fail_alloc", 1);  // the first result's cuMemHostAlloc
+    REQUIRE_MESSAGE(
+        abr_to_device_many(rt, on_device.data(), 2, cpu, nullptr, stream, on_host.data(), &report) == ABR_OK,
+        abr_last_error());
+    fake.control("fail_alloc", 0);
+  }
   INFO(report.detail);
   CHECK(std::string(report.detail).find("2 streamed through one pipeline") != std::string::npos);
   CHECK(fake.stat("pageable_async_copies") == pageable);
