@@ -12,6 +12,25 @@
 namespace abr {
 namespace {
 
+// A device's name, written only when the text it goes into is (StackText): the words
+// of the reasons below cost a batch's small tensor about 120 instructions each.
+struct DeviceName {
+  DLDevice device;
+};
+
+}  // namespace
+}  // namespace abr
+
+template <>
+struct fmt::formatter<abr::DeviceName> : fmt::formatter<std::string_view> {
+  auto format(const abr::DeviceName& name, fmt::format_context& context) const {
+    return fmt::formatter<std::string_view>::format(abr::device_text(name.device).view(), context);
+  }
+};
+
+namespace abr {
+namespace {
+
 // Below this a new host tensor from a DMA-only device is plain memory, even on a stream.
 constexpr uint64_t kLockedResultMin = uint64_t{64} << 10;
 
@@ -300,17 +319,16 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   else if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !src.compact)
     reason.assign("ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided");
   else if (src_host && !dst_host && !to.shares_host_memory)
-    reason.format("{} does not share host memory", device_text(to.device).view());
+    reason.format("{} does not share host memory", DeviceName{to.device});
   else if (src_host && !dst_host && to.host_wrap_alignment &&
            (reinterpret_cast<uintptr_t>(src.data) + src.byte_offset + src.min_byte) % to.host_wrap_alignment)
-    reason.format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment,
-                  device_text(to.device).view());
+    reason.format("host data not aligned to the {} bytes {} needs", to.host_wrap_alignment, DeviceName{to.device});
   else if (!src_host && dst_host)
-    reason.format("{} memory is not addressable from the host", device_text(src.device).view());
+    reason.format("{} memory is not addressable from the host", DeviceName{src.device});
   else if (dst_pinned && !from.pinned)
-    reason.format("the host memory is not page-locked, which {} promises", device_text(to.device).view());
+    reason.format("the host memory is not page-locked, which {} promises", DeviceName{to.device});
   else if (!src_host && !dst_host && !same_device(src.device, to.device))
-    reason.format("the data lives on {}", device_text(src.device).view());
+    reason.format("the data lives on {}", DeviceName{src.device});
 
   if (reason.empty()) {
     if (src_host && !dst_host) {
