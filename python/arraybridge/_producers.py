@@ -3,12 +3,14 @@ import (_core): whose arrays are immutable (what we import from them is read-onl
 whose own DLPack export can abort the process (vetted before it is asked), and
 PyTorch's lazy bits and autograd (checked in _core/torch.c, refused in words here)."""
 import importlib
+import sys
 
 from ._errors import DLPackError
 
 IMMUTABLE = 1  # _core's PRODUCER_IMMUTABLE
 VETTED = 2     # _core's PRODUCER_VETTED
 TORCH = 4      # _core's PRODUCER_TORCH
+NDARRAY = 8    # _core's PRODUCER_NDARRAY
 
 _IMMUTABLE_ROOTS = frozenset({"jax", "jaxlib", "tensorflow"})
 
@@ -18,10 +20,16 @@ _TENSORFLOW_NOT_NUMBERS = frozenset({"string", "resource", "variant"})
 
 
 def producer_traits(cls):
-    """IMMUTABLE and VETTED bits for arrays of `cls` (or of a subclass of theirs)."""
+    """IMMUTABLE, VETTED and TORCH bits for arrays of `cls` (or of a subclass of theirs),
+    and NDARRAY for numpy.ndarray itself (a subclass may change what its data means)."""
     roots = {base.__module__.partition(".")[0] for base in cls.__mro__}
     return ((IMMUTABLE if roots & _IMMUTABLE_ROOTS else 0) | (VETTED if "tensorflow" in roots else 0) |
-            (TORCH if "torch" in roots else 0))
+            (TORCH if "torch" in roots else 0) | (NDARRAY if _is_ndarray(cls) else 0))
+
+
+def _is_ndarray(cls):
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and cls is getattr(numpy, "ndarray", None)
 
 
 def vet_producer(data):

@@ -144,6 +144,7 @@ extern Hooks hooks;
 #define PRODUCER_IMMUTABLE 1 /* its framework never lets its arrays be written (JAX, TensorFlow) */
 #define PRODUCER_VETTED 2    /* its own export can abort the process: vet_producer first (TensorFlow) */
 #define PRODUCER_TORCH 4     /* PyTorch: lazy conj/neg bits and autograd, checked by torch_vet */
+#define PRODUCER_NDARRAY 8   /* exactly numpy.ndarray: read through the buffer protocol (ndarray.c) */
 PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs);
 /* 0 when the package has registered its hooks, else -1 with an explanation. */
 int hooks_ready(void);
@@ -186,6 +187,14 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
 /* Reads the library's device kinds once, at import: which memory the host reads in
  * place. 0, or -1 with an exception. */
 int host_kinds_init(void);
+
+/* ---------------------------------------------------------- ndarray.c */
+
+/* A numpy.ndarray's header as NumPy's __dlpack__ would make it, read through the
+ * buffer protocol: 1 with *out set (versioned, its deleter safe on any thread), 0
+ * for an array NumPy's export refuses or that this does not read (left to
+ * __dlpack__, which says why), -1 with an exception (no memory). */
+int import_ndarray(PyObject* array, Imported* out);
 
 /* ---------------------------------------------------------- torch.c */
 

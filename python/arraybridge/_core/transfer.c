@@ -282,6 +282,10 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     Py_DECREF(vetted);
     return status;
   }
+  if (traits & PRODUCER_NDARRAY) {
+    const int read = import_ndarray(x, out);
+    if (read != 0) return read < 0 ? -1 : keep_read_only(immutable, out);
+  }
   PyObject* resolved = NULL;
   if (traits & PRODUCER_TORCH) {
     int autograd = 0;
