@@ -1,7 +1,8 @@
 """DLPack tensors, capsules, producers and exchange-API tables made by hand with
 ctypes: every field is the caller's choice, as another library could hand them to
 arraybridge, and every deleter call is counted. Used by tests/fuzz/python and by
-tests/python/test_fuzz_regressions.py."""
+tests/python (test_fuzz_regressions.py; OnlyDLPack in test_torch_exact.py and
+test_ndarray_import.py)."""
 import ctypes
 from ctypes import CFUNCTYPE, POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint32
 from ctypes import c_uint64, c_void_p, py_object
@@ -144,6 +145,21 @@ class Producer:
 
     def __dlpack_device__(self):
         return self.device
+
+
+class OnlyDLPack:
+    """Another framework's array seen only through its own __dlpack__ and
+    __dlpack_device__: the general import, without the ways arraybridge reads that
+    array's type otherwise (torch's exchange table, NumPy's buffer protocol)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
 
 
 def exchange_table(version=(1, 3), prev_api=None, from_py_object=None, current_work_stream=None):

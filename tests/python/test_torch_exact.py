@@ -6,21 +6,9 @@ import numpy as np
 import pytest
 
 import arraybridge as ab
+from handmade_dlpack import OnlyDLPack  # a tensor's own __dlpack__: torch's own checks, not its table
 
 torch = pytest.importorskip("torch", reason="PyTorch is installed by `make test`; run it through make")
-
-
-class OnlyDLPack:
-    """A torch tensor behind __dlpack__ alone: torch's own checks, not its table."""
-
-    def __init__(self, tensor):
-        self.tensor = tensor
-
-    def __dlpack__(self, **kwargs):
-        return self.tensor.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.tensor.__dlpack_device__()
 
 
 def test_a_conj_view_leaves_with_the_values_it_shows():
