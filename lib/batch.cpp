@@ -174,7 +174,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
           data[i] = locked.handle;
           item.memory = std::move(locked.storage);
         } else {
-          locked_room = 0;  // refused: the rest are not asked for
+          locked_room = 0;  // refused: the rest are not asked for, nor use the pool's blocks (opts.pinned_blocks)
         }
       }
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);

@@ -50,6 +50,8 @@ std::vector<std::size_t> streamed(const std::vector<BatchEntry*>& entries, const
 BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice) {
   BatchPlan batch;
   for (BatchEntry* entry : entries) {
+    entry->coalesced = entry->gather = entry->in_results_block = entry->streamed = false;
+    entry->offset = 0;
     if (coalesces(*entry, into_plain_host)) {
       const uint64_t slot = batch_slot(entry->bytes);
       if (batch.block_bytes + slot > kBlockMax) continue;  // the block is full: the rest go their own way

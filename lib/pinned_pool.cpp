@@ -134,7 +134,7 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
       const uint64_t needed = stats_.bytes_pinned + size;
       if (needed > stats_.limit_bytes) release_idle(needed - stats_.limit_bytes, freed);
       at_limit = stats_.bytes_pinned + size > stats_.limit_bytes;
-      if (at_limit && waited)
+      if (at_limit && (waited || size > stats_.limit_bytes))  // nothing coming back makes room for more than all
         fail(ABR_ERR_OUT_OF_MEMORY,
              "the pinned pool's limit of {} bytes is reached: {} more needed, {} pinned, {} of them in use "
              "(raise it with abr_pool_set_limit)",

@@ -144,7 +144,7 @@ struct Reshaping {
 
 // One side on the host, the other in device memory.
 void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool host_pinned, const Reshaping& r,
-                      std::string_view reason) {
+                      bool pinned_blocks, std::string_view reason) {
   plan.path = src_host ? ABR_PATH_HOST_TO_DEVICE : ABR_PATH_DEVICE_TO_HOST;
   plan.executor = src_host ? Executor::Destination : Executor::Source;  // the device side's backend
   const char* direction = src_host ? "host to device" : "device to host";
@@ -175,12 +175,13 @@ void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool ho
   // Pageable memory. A device that works in host memory copies it best itself, and
   // so does every driver when the bytes make fewer than two chunks: a pipeline of
   // one chunk overlaps nothing (0.6-0.9x the driver's own copy up to 4 MiB on an H100).
-  plan.pageable_bytes = !mapped && !device.shares_host_memory && device_step == Step::None;
-  if (device.shares_host_memory || r.bytes < 2 * uint64_t{chunk})
+  plan.pageable_bytes = !mapped && !device.shares_host_memory && device_step == Step::None && pinned_blocks;
+  if (device.shares_host_memory || r.bytes < 2 * uint64_t{chunk} || !pinned_blocks)
     return describe(plan, direction, reason,
-                    mapped         ? "one direct copy of the bytes"
-                        : src_host ? "one driver copy from pageable memory (under two chunks)"
-                                   : "one driver copy into pageable memory (under two chunks)");
+                    mapped               ? "one direct copy of the bytes"
+                        : !pinned_blocks ? "one driver copy, the pinned pool having refused"
+                        : src_host       ? "one driver copy from pageable memory (under two chunks)"
+                                         : "one driver copy into pageable memory (under two chunks)");
   plan_staged(plan, /*staging_at_source=*/!src_host);  // the device side's pinned blocks
   describe(plan, direction, reason, staged_words(plan, /*host_side=*/true).c_str());
 }
@@ -366,7 +367,8 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
         : into                          ? HostLayoutSide::row_bytes(*dst, plan.dtype)
                                         : 0;
     const Reshaping r{src_reshape, dst_strided, bytes, host_rows};
-    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r, reason.view());
+    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r,
+                     options.pinned_blocks, reason.view());
   } else {
     plan.overlap = into && src.data == dst->data && ranges_overlap(src, *dst);
     plan_between_devices(plan, from, to, options, src_reshape, dst_strided, reason.view());

@@ -37,6 +37,11 @@ struct TransferOptions {
   // Page-locked memory a new host result may take (the runtime's room in the pinned
   // pool, where the call's stream runs on the source's device); 0: none.
   uint64_t locked_result_budget = 0;
+  // Whether pageable host <-> device moves may go through the pinned pool's blocks
+  // (the pipeline, a batch's streamed or gathered moves). False once the pool has
+  // refused a new result's page-locked memory: it would most likely refuse the
+  // blocks too, so the driver copies the bytes itself (Runtime::locked_result_or_replan).
+  bool pinned_blocks = true;
 };
 
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown copy mode or flag. The struct is
@@ -150,8 +155,9 @@ struct Plan {
   // the source device's stream, which one DMA then fills without the host waiting.
   DLDeviceType locked_result = static_cast<DLDeviceType>(0);
   // The bytes go as they lie between pageable host memory and a device reached by
-  // DMA only (one driver copy, or the pipeline): a batch streams such moves to or
-  // from one context through one pipeline (plan_batch, lib/batch_plan.hpp).
+  // DMA only (one driver copy, or the pipeline), and may use the pinned pool's blocks:
+  // a batch streams such moves to or from one context through one pipeline, and
+  // gathers small reads into pinned blocks (plan_batch, lib/batch_plan.hpp).
   bool pageable_bytes = false;
   PlanDetail detail;
 };

@@ -347,6 +347,7 @@ DeviceMemory Runtime::locked_result_or_replan(Plan& plan, const Layout& src, con
     log::debug("a new host tensor of {} bytes in pageable memory: {}", bytes, e.what());
   }
   opts.locked_result_budget = 0;
+  opts.pinned_blocks = false;
   plan = plan_transfer(src, from, to, opts);
   return {};
 }

@@ -102,8 +102,9 @@ class Runtime {
   uint64_t locked_result_room();
   // The page-locked memory of a new host result, where `plan` wants it (Plan::locked_result).
   // The pool may refuse what the budget allowed (another thread took the room since,
-  // or the driver has none): the transfer is then planned again for plain host memory,
-  // so that its path and report say what runs, and nothing (empty) is returned.
+  // or the driver has none): the transfer is then planned again for plain host memory
+  // and without the pool's blocks (opts.pinned_blocks, left false), so that its path
+  // and report say what runs, and nothing (empty) is returned.
   DeviceMemory locked_result_or_replan(Plan& plan, const Layout& src, const Endpoint& from, const Endpoint& to,
                                        TransferOptions& opts, Stream* stream);
   // The memory of a new result of `bytes` on `dst`: the backend's, or plain host memory.

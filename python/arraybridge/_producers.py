@@ -28,8 +28,13 @@ def producer_traits(cls):
 
 
 def _is_ndarray(cls):
+    """numpy.ndarray itself, from NumPy 2 (whose __dlpack__ the buffer path matches:
+    NumPy 1 exports legacy capsules only, and refuses read-only arrays)."""
     numpy = sys.modules.get("numpy")
-    return numpy is not None and cls is getattr(numpy, "ndarray", None)
+    if numpy is None or cls is not getattr(numpy, "ndarray", None):
+        return False
+    major = getattr(numpy, "__version__", "0").partition(".")[0]
+    return major.isdigit() and int(major) >= 2
 
 
 def vet_producer(data):

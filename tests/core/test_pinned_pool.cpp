@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -30,8 +31,13 @@ struct FakeProvider final : abr::StagingProvider {
     std::size_t size() const override { return bytes.size(); }
   };
   int domain_tag = 0;
-  std::atomic<int> live{0}, allocations{0}, failures_left{0};
+  std::atomic<int> live{0}, allocations{0}, failures_left{0}, waits{0};
+  std::function<void()> on_wait;  // what comes back when the pool waits (a reclaimer's drain)
   const char* name() const override { return "fake"; }
+  void wait_for_returning() noexcept override {
+    waits++;
+    if (on_wait) on_wait();
+  }
   const void* domain() const override { return &domain_tag; }
   std::unique_ptr<abr::StagingBlock> allocate(std::size_t bytes) override {
     if (failures_left > 0) {
@@ -204,11 +210,42 @@ TEST_CASE("the limit refuses new blocks with a clear error, frees idle ones firs
   CHECK(pool->stats().limit_bytes > (1 << 20));  // the default: a quarter of physical memory
 }
 
+// Released blocks may come back only after their device's work (deleted cuda_host
+// tensors, through CUDA's reclaimer): at the limit the pool waits for them once,
+// without its lock (the block's return takes it), before it refuses.
+TEST_CASE("at the limit the pool waits once for blocks on their way back, then refuses") {
+  FakeProvider provider;
+  auto pool = PinnedPool::create(2 << 20);
+  PinnedBlock returning = pool->acquire(provider, 1 << 20);
+  PinnedBlock held = pool->acquire(provider, 1 << 20);
+  provider.on_wait = [&] { returning = PinnedBlock(); };  // back in the pool, idle
+  PinnedBlock again = pool->acquire(provider, 1 << 20);
+  CHECK(provider.waits == 1);
+  CHECK(again.size() == 1 << 20);
+  CHECK(pool->stats().bytes_pinned == 2 << 20);
+  CHECK(provider.live == 2);
+
+  provider.on_wait = nullptr;  // nothing on its way back: one wait, then the limit's refusal
+  try {
+    pool->acquire(provider, 1 << 20);
+    FAIL("acquire over the limit succeeded");
+  } catch (const abr::Error& e) {
+    CHECK(e.status() == ABR_ERR_OUT_OF_MEMORY);
+  }
+  CHECK(provider.waits == 2);
+  CHECK_THROWS_AS(pool->acquire(provider, 4 << 20), abr::Error);  // more than the limit: no wait can help
+  CHECK(provider.waits == 2);
+  abr::PoolStats s = pool->stats();
+  CHECK(s.bytes_pinned == 2 << 20);
+  CHECK(s.bytes_in_use == 2 << 20);
+}
+
 TEST_CASE("a provider that fails leaves the pool consistent; cached blocks are given up and the request retried") {
   FakeProvider provider;
   auto pool = PinnedPool::create(1ull << 30);
   provider.failures_left = 1;
   CHECK_THROWS_AS(pool->acquire(provider, 4096), abr::Error);  // nothing cached to give up
+  CHECK(provider.waits == 1);                                  // nor on its way back
   abr::PoolStats s = pool->stats();
   CHECK(s.bytes_pinned == 0);
   CHECK(s.bytes_in_use == 0);

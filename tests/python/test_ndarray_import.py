@@ -49,6 +49,16 @@ def test_the_header_is_the_one_numpy_exports(dtype):
             assert not np.shares_memory(copied, array)
 
 
+def test_numpy_arrays_are_read_through_the_buffer_protocol():
+    # A contiguous array's dim of extent 1 keeps whatever stride it had; NumPy's buffer
+    # protocol rewrites it and its __dlpack__ does not, so the header says which ran.
+    array = np.arange(12.0).reshape(4, 3)[:, None, :]
+    assert array.strides == (24, 0, 8) and array.flags.c_contiguous
+    assert np.from_dlpack(ab.to_device(OnlyDLPack(array), "cpu")).strides == (24, 0, 8)
+    assert np.from_dlpack(ab.to_device(array, "cpu")).strides == (24, 24, 8)
+    assert np.array_equal(np.from_dlpack(ab.to_device(array, "cpu", copy=True)), array)
+
+
 def test_a_read_only_array_stays_read_only():
     array = np.arange(6.0)
     array.flags.writeable = False

@@ -1,12 +1,14 @@
-/* A NumPy array (exactly numpy.ndarray) read through the buffer protocol instead of
- * its __dlpack__: the call, its argument parsing, NumPy's capsule, header and
- * deleter, and our wrapper for a deleter that needs the GIL were about 1200 of the
- * 5200 instructions a small array cost in a batch. The result is the header NumPy
- * would export: the same data pointer, shape, dtype and READ_ONLY flag, and the same
- * strides in elements (but on dims of extent 1, never walked, which the buffer
- * protocol rewrites for contiguous arrays). Whatever NumPy's export refuses (another
- * byte order, long double, no numbers, strides that are not whole items) is left to
- * __dlpack__, so that NumPy's refusal and words stay the ones users see. */
+/* A NumPy array (exactly numpy.ndarray, NumPy 2) read through the buffer protocol
+ * instead of its __dlpack__: the call, its argument parsing, NumPy's capsule, header
+ * and deleter, and our wrapper for a deleter that needs the GIL were about 1200 of
+ * the 5200 instructions a small array cost in a batch. The result is the header
+ * NumPy 2 would export: the same data pointer, shape, dtype and strides in elements,
+ * but for two differences on the safe side. The buffer protocol rewrites the strides
+ * of a contiguous array's dims of extent 1 or 0, which are never walked; and an array
+ * NumPy will warn about writing (NPY_ARRAY_WARN_ON_WRITE) comes out READ_ONLY, where
+ * NumPy's export says writable. Whatever NumPy's export refuses (another byte order,
+ * long double, no numbers, strides that are not whole items) is left to __dlpack__,
+ * so that NumPy's refusal and words stay the ones users see. */
 #include "core.h"
 
 #include <string.h>
@@ -95,14 +97,18 @@ static int dtype_of(PyObject* array, DLDataType* out) {
   if (PyObject_GetBuffer(array, &view, PyBUF_RECORDS_RO) == 0) {
     usable = dtype_of_format(view.format, view.itemsize, out);
     PyBuffer_Release(&view);
+  } else if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
+    Py_DECREF(descr);
+    return -1;
   } else {
     PyErr_Clear(); /* datetimes and the like: __dlpack__ refuses them in NumPy's words */
   }
   const int slot = known_next++ % KNOWN_DTYPES;
-  Py_XDECREF(known[slot].descr);
+  PyObject* evicted = known[slot].descr;
   known[slot].descr = descr; /* the reference taken above */
   known[slot].dtype = *out;
   known[slot].usable = usable;
+  Py_XDECREF(evicted); /* after the slot is whole: a dealloc may run code that reads it */
   return usable;
 }
 
@@ -115,6 +121,7 @@ int import_ndarray(PyObject* array, Imported* out) {
   if (known_dtype <= 0) return known_dtype;
   Py_buffer view;
   if (PyObject_GetBuffer(array, &view, PyBUF_STRIDES) < 0) { /* shape and strides; the format is known */
+    if (PyErr_ExceptionMatches(PyExc_MemoryError)) return -1;
     PyErr_Clear();
     return 0;
   }
@@ -122,7 +129,8 @@ int import_ndarray(PyObject* array, Imported* out) {
   for (int i = 0; usable && i < view.ndim; ++i) usable = view.strides[i] % view.itemsize == 0;
   NdarrayHeader* header = NULL;
   if (usable) {
-    /* Python's allocator (the GIL is held here and when finish_header frees it): glibc's malloc cost as much as the rest */
+    /* Python's allocator (the GIL is held here and when finish_header frees it): glibc's malloc cost as much as the
+     * rest */
     header = (NdarrayHeader*)PyMem_Malloc(sizeof *header + 2 * (size_t)view.ndim * sizeof(int64_t));
     if (!header) {
       PyBuffer_Release(&view);
