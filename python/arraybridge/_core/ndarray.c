@@ -64,7 +64,7 @@ static struct {
   DLDataType dtype;
   int usable; /* 0: NumPy's export refuses it (or this does not read it) */
 } known[KNOWN_DTYPES];
-static int known_next;
+static unsigned known_next; /* wraps harmlessly */
 
 /* ndarray.dtype's descriptor, looked up once: through the attribute lookup, reading
  * it cost twice as much. */
@@ -103,7 +103,7 @@ static int dtype_of(PyObject* array, DLDataType* out) {
   } else {
     PyErr_Clear(); /* datetimes and the like: __dlpack__ refuses them in NumPy's words */
   }
-  const int slot = known_next++ % KNOWN_DTYPES;
+  const unsigned slot = known_next++ % KNOWN_DTYPES;
   PyObject* evicted = known[slot].descr;
   known[slot].descr = descr; /* the reference taken above */
   known[slot].dtype = *out;
