@@ -65,6 +65,8 @@ const CaseInfo kCases[] = {
     {"py state dict H2D", Where::Cuda, false, "torch nb >= 2x, link >= 0.7x (200 tensors, 4 KiB-64 MiB, pageable)"},
     {"py state dict D2H", Where::Cuda, false,
      "torch nb >= 2x, link >= 0.7x (200 tensors, 4 KiB-64 MiB; ours non_blocking too)"},
+    {"py state copy H2D", Where::Cuda, false, "torch nb >= 2x, link >= 0.7x (the state dict into existing tensors)"},
+    {"py state copy D2H", Where::Cuda, false, "torch nb >= 2x, link >= 0.7x (the state dict into existing arrays)"},
     {"py td batch H2D", Where::Cuda, false, ""},
     {"py td batch D2H", Where::Cuda, false, ""},
     {"py td state H2D", Where::Cuda, false, ""},

@@ -217,6 +217,26 @@ for name, short, arrays in (("batch", "batch", small), ("state dict", "state", l
         print(f"{td_d2h}|{nbytes(arrays)}|{ours!r}|{to!r}|{consolidated!r}", flush=True)
     if d2h in chosen or td_d2h in chosen:
         del on_gpu
+# The same state dict copied into tensors that exist (load_state_dict into a model's
+# parameters; a checkpoint saved into arrays kept for it): one ab.copy of the lists,
+# beside torch's loop of copy_(non_blocking=True) and the link's one pinned block.
+if "py state copy H2D" in chosen or "py state copy D2H" in chosen:
+    arrays = list(state.values())
+    host = [torch.from_numpy(a) for a in arrays]
+    params = [torch.zeros_like(h, device="cuda:0") for h in host]
+    pinned = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
+    on_gpu = torch.empty(nbytes(arrays), dtype=torch.uint8, device="cuda:0")
+    if "py state copy H2D" in chosen:
+        ours = median(lambda: ab.copy(arrays, params))
+        loop = median(lambda: [p.copy_(h, non_blocking=True) for p, h in zip(params, host)])
+        link = median(lambda: on_gpu.copy_(pinned, non_blocking=True))
+        print(f"py state copy H2D|{nbytes(arrays)}|{ours!r}|{loop!r}|{link!r}", flush=True)
+    if "py state copy D2H" in chosen:
+        ours = median(lambda: ab.copy(params, arrays))
+        loop = median(lambda: [h.copy_(p, non_blocking=True) for h, p in zip(host, params)])
+        link = median(lambda: pinned.copy_(on_gpu, non_blocking=True))
+        print(f"py state copy D2H|{nbytes(arrays)}|{ours!r}|{loop!r}|{link!r}", flush=True)
+    del params, pinned, on_gpu
 if "py overlap" in chosen:  # a 256 MiB H2D queued beside a matmul of about its length on another stream
     src = ab.to_device(np.ones(256 << 20, dtype=np.uint8), "cuda_host")
     copy_stream, compute_stream = torch.cuda.Stream(), torch.cuda.Stream()
@@ -423,10 +443,10 @@ void run_python_staging_cases(const Options& options, const Report& report) {
 }
 
 void run_python_gpu_batch_cases(const Options& options, const Report& report) {
-  const std::string chosen =
-      chosen_cases(options,
-                   {"py batch H2D", "py batch D2H", "py state dict H2D", "py state dict D2H", "py td batch H2D",
-                    "py td batch D2H", "py td state H2D", "py td state D2H", "py overlap"});
+  const std::string chosen = chosen_cases(
+      options,
+      {"py batch H2D", "py batch D2H", "py state dict H2D", "py state dict D2H", "py td batch H2D", "py td batch D2H",
+       "py td state H2D", "py td state D2H", "py state copy H2D", "py state copy D2H", "py overlap"});
   const DLDevice cuda0{kDLCUDA, 0};
   if (chosen.empty() || !device_selected(options, cuda0)) return;
   progress("many tensors on cuda:0 from Python", 0);

@@ -68,6 +68,14 @@ struct Runtime::BatchItem : BatchEntry {
 
 namespace {
 
+// The bytes a tensor in memory known by its address spans (none for no element;
+// min_byte <= 0 wraps back).
+ByteSpan bytes_of(const Layout& tensor) {
+  if (tensor.numel == 0) return {};
+  const auto first = reinterpret_cast<uintptr_t>(first_element(tensor));
+  return {first + static_cast<uintptr_t>(tensor.min_byte), first + static_cast<uintptr_t>(tensor.max_byte_end)};
+}
+
 // The device allocations a batch has checked: a later source inside one of them
 // is on that device and context, and needs no driver call of its own (torch's small
 // tensors are carved from a few segments; a batch's results share one block).
@@ -76,11 +84,9 @@ class CheckedAllocations {
   // The endpoint of a source inside an allocation seen before, or nullptr.
   const Endpoint* covering(const Layout& tensor) const {
     if (tensor.numel == 0 || !is_direct_address(tensor.device.device_type)) return nullptr;
-    const auto first = reinterpret_cast<uintptr_t>(first_element(tensor));
-    const uintptr_t lowest = first + static_cast<uintptr_t>(tensor.min_byte);  // min_byte <= 0: wraps back
-    const uintptr_t end = first + static_cast<uintptr_t>(tensor.max_byte_end);
+    const ByteSpan span = bytes_of(tensor);
     for (auto seen = seen_.rbegin(); seen != seen_.rend(); ++seen)
-      if (same_device(seen->device, tensor.device) && seen->allocation.holds(lowest, end)) return &*seen;
+      if (same_device(seen->device, tensor.device) && seen->allocation.holds(span.begin, span.end)) return &*seen;
     return nullptr;
   }
   void add(const Endpoint& endpoint) {
@@ -266,14 +272,19 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   // 2b. The moves. After a failure here, work queued on the stream may still read
   // the sources: it is waited for before they go back to the caller.
   std::vector<Layout> results;  // the destinations of the moves below
-  std::vector<OrderedMove> moves;
+  std::vector<OrderedMove> moves, streamed_moves;
   std::vector<std::size_t> item_of;  // each move's item
   results.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
     const BatchItem& item = items[i];
-    if (item.coalesced || item.streamed || item.plan.move == Move::View) continue;
+    if (item.coalesced || item.plan.move == Move::View) continue;
     results.push_back(compact_layout(dst, item.plan.dtype, item.src.shape, data[i]));
-    moves.push_back({&item.plan, &item.src, &results.back(), item.gather, item.allocation});
+    const OrderedMove move{&item.plan, &item.src, &results.back(), item.gather, item.allocation};
+    if (item.streamed) {
+      streamed_moves.push_back(move);
+      continue;
+    }
+    moves.push_back(move);
     item_of.push_back(i);
   }
   std::size_t at = count;  // the item moving; count while the coalesced block or the streamed ones do
@@ -281,7 +292,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   try {
     if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
     try {
-      if (!streamed.empty()) move_streamed(items, streamed, data, dst, opts.staging, stream);
+      if (!streamed.empty()) move_streamed(streamed_moves, opts.staging, stream);
     } catch (const Error& e) {
       throw Error(e.status(),
                   fmt::format("srcs[{}] and {} other(s) streamed through one pipeline: {}", streamed.front(),
@@ -361,20 +372,16 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   }
 }
 
-void Runtime::move_streamed(std::vector<BatchItem>& items, const std::vector<std::size_t>& streamed,
-                            const std::vector<void*>& data, DLDevice dst, const StagingChoice& choice, Stream* stream) {
-  const Plan& first = items[streamed.front()].plan;
+void Runtime::move_streamed(const std::vector<OrderedMove>& moves, const StagingChoice& choice, Stream* stream) {
+  const Plan& first = *moves.front().plan;
   const bool from_host = first.src_context == nullptr;
   std::vector<char*> host;
   std::vector<Layout> device;
   SegmentMap map;
-  for (std::size_t i : streamed) {
-    const BatchItem& item = items[i];
-    const Layout result = compact_layout(dst, item.plan.dtype, item.src.shape, data[i]);
-    const Layout& on_host = from_host ? item.src : result;
-    host.push_back(const_cast<char*>(first_element(on_host)));
-    device.push_back(from_host ? result : item.src);
-    map.add(item.bytes);
+  for (const OrderedMove& move : moves) {
+    host.push_back(const_cast<char*>(first_element(from_host ? *move.src : *move.dst)));
+    device.push_back(from_host ? *move.dst : *move.src);
+    map.add(move.src->numel * move.dst->itemsize);
   }
   const DLDevice device_id = device.front().device;
   void* context = from_host ? first.dst_context : first.src_context;
@@ -533,11 +540,13 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
   return submissions;
 }
 
-// abr_copy_many: every pair validated and planned before anything moves; then
-// each in order. Consecutive moves on one device context share one submission,
-// finished when the next pair is elsewhere (another context, the host engine, the
-// pipeline, a peer copy) and at the end; before a host-side step the caller's
-// stream is waited for too, so every pair sees the ones before it.
+// abr_copy_many: every pair validated and planned before anything moves. Pageable
+// pairs to or from one device context that no other pair's order matters to are
+// streamed through one pipeline first (plan_copy_batch); then the rest in order.
+// Consecutive moves on one device context share one submission, finished when the
+// next pair is elsewhere (another context, the host engine, the pipeline, a peer
+// copy) and at the end; before a host-side step the caller's stream is waited for
+// too, so every pair sees the ones before it.
 void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
                         const abr_transfer_options* options, Stream* stream, abr_batch_report& report) {
   releases_->collect();
@@ -546,12 +555,12 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   opts.report = nullptr;
   opts.describe = false;
   opts.staging = staging_choice();
-  struct Pair {
+  struct Pair : BatchEntry {
     Layout src, dst;
-    Plan plan;
   };
   std::vector<Pair> pairs(count);
   CheckedAllocations checked;
+  bool by_address = true;  // every pair's memory known by its address: the order check can see overlaps
   for (std::size_t i = 0; i < count; ++i) {
     try {
       if (!srcs[i] || !dsts[i])
@@ -567,33 +576,64 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
       if (!known_dst) checked.add(to);
       pair.plan = plan_copy(pair.src, from, pair.dst, to, opts);
       check_stream(stream, pair.src.device, pair.dst.device);
+      pair.bytes = pair.src.numel * pair.dst.itemsize;
+      by_address = by_address && is_direct_address(pair.src.device.device_type) &&
+          is_direct_address(pair.dst.device.device_type);
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("pair {}: {}", i, e.what()), e.backend_code());
     }
   }
 
-  std::vector<OrderedMove> moves;
+  std::vector<BatchEntry*> entries(count);
+  std::vector<CopySpans> spans;  // none: nothing streams
+  if (by_address) spans.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    entries[i] = &pairs[i];
+    if (by_address) spans.push_back({bytes_of(pairs[i].src), bytes_of(pairs[i].dst)});
+  }
+  const std::vector<std::size_t> streamed = plan_copy_batch(entries, spans, opts.staging);
+
+  std::vector<OrderedMove> moves, streamed_moves;
+  std::vector<std::size_t> pair_of;  // each ordered move's pair
   moves.reserve(count);
   uint64_t moved = 0;
-  for (const Pair& pair : pairs) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const Pair& pair = pairs[i];
+    moved += pair.bytes;
     // Never gathered: a later pair may read or write a destination, which must hold
     // its bytes by then (a gathered read lands only at the submission's end).
-    moves.push_back({&pair.plan, &pair.src, &pair.dst, /*gather=*/false, /*allocation=*/0});
-    moved += pair.src.numel * pair.dst.itemsize;
+    const OrderedMove move{&pair.plan, &pair.src, &pair.dst, /*gather=*/false, /*allocation=*/0};
+    if (pair.streamed) {
+      streamed_moves.push_back(move);
+      continue;
+    }
+    moves.push_back(move);
+    pair_of.push_back(i);
+  }
+  if (!streamed.empty()) {
+    try {
+      move_streamed(streamed_moves, opts.staging, stream);
+    } catch (const Error& e) {
+      throw Error(e.status(),
+                  fmt::format("pair {} and {} other(s) streamed through one pipeline: {}", streamed.front(),
+                              streamed.size() - 1, e.what()),
+                  e.backend_code());
+    }
   }
   std::size_t at = 0;
   uint32_t submissions = 0, joined = 0;  // no pair is gathered, so none joins another's read
   try {
     submissions = move_in_order(moves, stream, at, joined);
   } catch (const Error& e) {
-    if (at == count) throw;  // the last submission's wait: no one pair
-    throw Error(e.status(), fmt::format("pair {}: {}", at, e.what()), e.backend_code());
+    if (at == moves.size()) throw;  // the last submission's wait: no one pair
+    throw Error(e.status(), fmt::format("pair {}: {}", pair_of[at], e.what()), e.backend_code());
   }
   report.tensors = static_cast<uint32_t>(count);
   report.copies = static_cast<uint32_t>(count);
   report.bytes_moved = moved;
-  fit_text(report.detail, sizeof report.detail,
-           fmt::format("{} copies; the device moves in {} submission(s)", count, submissions));
+  std::string detail = fmt::format("{} copies; the device moves in {} submission(s)", count, submissions);
+  if (!streamed.empty()) detail += fmt::format("; {} streamed through one pipeline", streamed.size());
+  fit_text(report.detail, sizeof report.detail, detail);
 }
 
 }  // namespace abr

@@ -1,5 +1,7 @@
 #include "lib/batch_plan.hpp"
 
+#include <algorithm>
+
 namespace abr {
 namespace {
 
@@ -25,19 +27,24 @@ bool gathers(const BatchEntry& entry) {
 // one, they move at the pipeline's speed for their sum (50 GB/s at 1 GiB). Only where
 // the sum makes two chunks (a pipeline of one overlaps nothing) and at least two
 // entries join. Their results are new, so the order they move in is theirs to choose.
-std::vector<std::size_t> streamed(const std::vector<BatchEntry*>& entries, const StagingChoice& choice) {
+// `movable`: which entries may move out of the caller's order (null: all).
+std::vector<std::size_t> streamed(const std::vector<BatchEntry*>& entries, const StagingChoice& choice,
+                                  const std::vector<bool>* movable = nullptr) {
   std::vector<std::size_t> chosen;
-  const void* context = nullptr;
+  const void *src_context = nullptr, *dst_context = nullptr;
   uint64_t total = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const BatchEntry& entry = *entries[i];
     if (!entry.plan.pageable_bytes || entry.coalesced || entry.gather || entry.bytes <= kCoalesceMax) continue;
-    // One destination: every such copy goes the same way, up to a device or down from one.
-    const void* device_context = entry.plan.src_context ? entry.plan.src_context : entry.plan.dst_context;
-    if (chosen.empty())
-      context = device_context;
-    else if (device_context != context)
-      continue;  // another device (a batch to the CPU from several) moves its own way
+    if (movable && !(*movable)[i]) continue;
+    // One way through one pipeline: up to one device context, or down from one (a
+    // batch to the CPU from several devices, or copies both ways, move the rest their own way).
+    if (chosen.empty()) {
+      src_context = entry.plan.src_context;
+      dst_context = entry.plan.dst_context;
+    } else if (entry.plan.src_context != src_context || entry.plan.dst_context != dst_context) {
+      continue;
+    }
     chosen.push_back(i);
     total += entry.bytes;
   }
@@ -45,7 +52,74 @@ std::vector<std::size_t> streamed(const std::vector<BatchEntry*>& entries, const
   return chosen;
 }
 
+// Whether [begin, end) overlaps any of `merged` (sorted, disjoint, not empty).
+bool overlaps(const std::vector<ByteSpan>& merged, const ByteSpan& span) {
+  if (span.begin == span.end) return false;
+  const auto after = std::upper_bound(merged.begin(), merged.end(), span.begin,
+                                      [](uintptr_t at, const ByteSpan& m) { return at < m.end; });
+  return after != merged.end() && after->begin < span.end;
+}
+
+// The spans sorted and joined where they overlap (touching spans stay apart: they share no byte).
+std::vector<ByteSpan> merged(std::vector<ByteSpan> spans) {
+  spans.erase(std::remove_if(spans.begin(), spans.end(), [](const ByteSpan& s) { return s.begin == s.end; }),
+              spans.end());
+  std::sort(spans.begin(), spans.end(), [](const ByteSpan& a, const ByteSpan& b) { return a.begin < b.begin; });
+  std::vector<ByteSpan> out;
+  for (const ByteSpan& span : spans) {
+    if (!out.empty() && span.begin < out.back().end)
+      out.back().end = std::max(out.back().end, span.end);
+    else
+      out.push_back(span);
+  }
+  return out;
+}
+
+// Which pairs no other pair's order matters to: a destination that no other pair
+// reads or writes, and a source that no other pair writes. A pair whose own source
+// and destination overlap counts as touched (a pair streamed moves between host
+// and device memory, which never overlap).
+std::vector<bool> untouched(const std::vector<CopySpans>& spans) {
+  const std::size_t n = spans.size();
+  std::vector<bool> free(n, true);
+  // Destinations overlapping each other: sorted by start, each against the furthest
+  // end before it, marking both (every destination that overlaps another is met so).
+  std::vector<std::size_t> by_start;
+  for (std::size_t i = 0; i < n; ++i)
+    if (spans[i].dst.begin != spans[i].dst.end) by_start.push_back(i);
+  std::sort(by_start.begin(), by_start.end(),
+            [&](std::size_t a, std::size_t b) { return spans[a].dst.begin < spans[b].dst.begin; });
+  std::size_t furthest = n;  // none yet
+  for (std::size_t i : by_start) {
+    if (furthest != n && spans[i].dst.begin < spans[furthest].dst.end) {
+      free[i] = false;
+      free[furthest] = false;
+    }
+    if (furthest == n || spans[i].dst.end > spans[furthest].dst.end) furthest = i;
+  }
+  // Destinations against every source, sources against every destination.
+  std::vector<ByteSpan> srcs(n), dsts(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    srcs[i] = spans[i].src;
+    dsts[i] = spans[i].dst;
+  }
+  const std::vector<ByteSpan> read = merged(std::move(srcs)), written = merged(std::move(dsts));
+  for (std::size_t i = 0; i < n; ++i)
+    if (overlaps(read, spans[i].dst) || overlaps(written, spans[i].src)) free[i] = false;
+  return free;
+}
+
 }  // namespace
+
+std::vector<std::size_t> plan_copy_batch(const std::vector<BatchEntry*>& entries, const std::vector<CopySpans>& spans,
+                                         const StagingChoice& choice) {
+  if (spans.size() != entries.size()) return {};  // where the pairs' memory is not known by address
+  for (BatchEntry* entry : entries) entry->streamed = false;
+  const std::vector<bool> movable = untouched(spans);
+  std::vector<std::size_t> chosen = streamed(entries, choice, &movable);
+  for (std::size_t i : chosen) entries[i]->streamed = true;
+  return chosen;
+}
 
 BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice) {
   BatchPlan batch;

@@ -48,6 +48,23 @@ struct BatchPlan {
 // the CPU's memory), marking each and returning the blocks' sizes.
 BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice);
 
+// The bytes of one side of a pair, by address: [begin, end).
+struct ByteSpan {
+  uintptr_t begin = 0, end = 0;
+};
+struct CopySpans {
+  ByteSpan src, dst;
+};
+
+// abr_copy_many's pairs that stream through one pipeline (plan_batch's rule: pageable
+// bytes one way between host memory and one device context, from two chunks and two
+// pairs), marking them. They move before the others, so only pairs whose memory the
+// order cannot matter to: no other pair reads or writes their destination, nor writes
+// their source (`spans`, one per entry; empty where the pairs' memory is not all
+// known by address, and then none streams).
+std::vector<std::size_t> plan_copy_batch(const std::vector<BatchEntry*>& entries, const std::vector<CopySpans>& spans,
+                                         const StagingChoice& choice);
+
 // A result's room in one of a batch's blocks: the next result starts 256 bytes aligned, as DLPack recommends.
 constexpr uint64_t batch_slot(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 

@@ -113,11 +113,10 @@ class Runtime {
   // The coalesced items of a batch packed into `block` (`bytes` on `dst`) and moved with one copy.
   void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,
                       Stream* stream);
-  // The streamed items of a batch (their indices in `items`, `data` their results'
-  // memory): pageable bytes to or from one context, through one pipeline.
-  void move_streamed(std::vector<BatchItem>& items, const std::vector<std::size_t>& streamed,
-                     const std::vector<void*>& data, DLDevice dst, const StagingChoice& choice, Stream* stream);
   struct OrderedMove;
+  // A batch's streamed moves (plan_batch, plan_copy_batch): pageable bytes to or
+  // from one context, through one pipeline, in any order.
+  void move_streamed(const std::vector<OrderedMove>& moves, const StagingChoice& choice, Stream* stream);
   // A batch's moves in order, consecutive device moves on one context in one submission
   // (lib/batch.cpp); `joined` counts the gathered reads that joined another's copy.
   uint32_t move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at, uint32_t& joined);

@@ -120,3 +120,82 @@ TEST_CASE("plan_batch: larger pageable copies to one device stream together, fro
   CHECK(abr::plan_batch(under.pointers, false, kMiBChunks).streamed.empty());
   CHECK_FALSE(under.entries[0].streamed);
 }
+
+namespace {
+
+// A pair's memory at made-up addresses: [src, src + bytes) read, [dst, dst + bytes) written.
+abr::CopySpans spans(uintptr_t src, uintptr_t dst, uint64_t bytes) { return {{src, src + bytes}, {dst, dst + bytes}}; }
+
+}  // namespace
+
+TEST_CASE("plan_copy_batch: pairs stream only where no other pair reads or writes their memory") {
+  const uint64_t mib = uint64_t{1} << 20;
+  const uintptr_t host = uintptr_t{1} << 40, device = uintptr_t{1} << 44;
+  // Four uploads of 1 MiB to one device, apart from each other: all four stream.
+  const auto uploads = [&](abr::CopySpans extra, abr_path extra_path = ABR_PATH_DEVICE_TO_HOST) {
+    Batch batch;
+    std::vector<abr::CopySpans> memory;
+    for (uintptr_t i = 0; i < 4; ++i) {
+      batch.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, &kDevice);
+      memory.push_back(spans(host + 2 * i * mib, device + 2 * i * mib, mib));
+    }
+    // A fifth pair, small, moving in order (a read back from the device by default).
+    const bool down = extra_path == ABR_PATH_DEVICE_TO_HOST;
+    batch.add(extra_path, 4096, false, down ? &kDevice : nullptr, down ? nullptr : &kDevice);
+    memory.push_back(extra);
+    std::vector<std::size_t> chosen = abr::plan_copy_batch(batch.pointers, memory, kMiBChunks);
+    return std::make_pair(chosen,
+                          std::vector<bool>{batch.entries[0].streamed, batch.entries[1].streamed,
+                                            batch.entries[2].streamed, batch.entries[3].streamed});
+  };
+  const uintptr_t elsewhere = uintptr_t{1} << 42;
+  CHECK(uploads(spans(device + 9 * mib, elsewhere, 4096)).first == std::vector<std::size_t>{0, 1, 2, 3});
+
+  // The fifth reads what the second writes (its last byte): its order matters, the other three stream.
+  CHECK(uploads(spans(device + 3 * mib - 1, elsewhere, 4096)).first == std::vector<std::size_t>{0, 2, 3});
+  // It writes what the third reads.
+  CHECK(uploads(spans(elsewhere, host + 4 * mib + 100, 4096)).first == std::vector<std::size_t>{0, 1, 3});
+  // It writes what the fourth writes.
+  CHECK(uploads(spans(elsewhere, device + 7 * mib - 4096, 4096), ABR_PATH_HOST_TO_DEVICE).first ==
+        std::vector<std::size_t>{0, 1, 2});
+  // It reads what the first reads: two reads in either order read the same.
+  CHECK(uploads(spans(host, elsewhere, 4096)).first == std::vector<std::size_t>{0, 1, 2, 3});
+  // Touching is not overlapping: it reads the byte after the first's destination.
+  CHECK(uploads(spans(device + mib, elsewhere, 4096)).first == std::vector<std::size_t>{0, 1, 2, 3});
+  // Destinations overlapping in a chain, the furthest end not the nearest start:
+  // [0, 10), [1, 100) and [50, 51) MiB. All three are marked; two more apart stream.
+  {
+    Batch batch;
+    const std::pair<uint64_t, uint64_t> at_size[] = {{0, 10}, {1, 99}, {50, 1}, {200, 1}, {300, 1}};
+    std::vector<abr::CopySpans> memory;
+    for (const auto& [at, size] : at_size) {
+      batch.add(ABR_PATH_HOST_TO_DEVICE, size * mib, true, nullptr, &kDevice);
+      memory.push_back(spans(host + at * mib, device + at * mib, size * mib));
+    }
+    CHECK(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks) == std::vector<std::size_t>{3, 4});
+    CHECK_FALSE(batch.entries[2].streamed);
+  }
+  // Memory not known by address (no spans): nothing streams.
+  {
+    Batch batch;
+    for (int i = 0; i < 4; ++i) batch.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, &kDevice);
+    CHECK(abr::plan_copy_batch(batch.pointers, {}, kMiBChunks).empty());
+  }
+}
+
+TEST_CASE("plan_copy_batch: one way through one pipeline, the first pair's") {
+  const uint64_t mib = uint64_t{1} << 20;
+  Batch batch;
+  std::vector<abr::CopySpans> memory;
+  const uintptr_t host = uintptr_t{1} << 40, device = uintptr_t{1} << 44;
+  const abr_path paths[] = {ABR_PATH_HOST_TO_DEVICE, ABR_PATH_DEVICE_TO_HOST, ABR_PATH_HOST_TO_DEVICE,
+                            ABR_PATH_DEVICE_TO_HOST, ABR_PATH_HOST_TO_DEVICE};
+  for (uintptr_t i = 0; i < 5; ++i) {
+    const bool up = paths[i] == ABR_PATH_HOST_TO_DEVICE;
+    batch.add(paths[i], mib, true, up ? nullptr : &kDevice, up ? &kDevice : nullptr);
+    memory.push_back(up ? spans(host + 2 * i * mib, device + 2 * i * mib, mib)
+                        : spans(device + 2 * i * mib, host + 2 * i * mib, mib));
+  }
+  CHECK(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks) == std::vector<std::size_t>{0, 2, 4});
+  CHECK_FALSE(batch.entries[1].streamed);  // the reads move in order, each its own way
+}

@@ -440,6 +440,107 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: streamed on a lagging stream, each v
   abr_stream_destroy(stream);
 }
 
+// abr_copy_many streams the same pairs into existing tensors: pageable bytes one
+// way between host memory and one device context, from two chunks and two pairs.
+// Alone, each under two chunks was one driver copy from pageable memory, each larger
+// one a pipeline of its own.
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "copy_many: pageable pairs into cuda:0 tensors and back stream through one pipeline") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  StagingChunkMib chunks("1");
+  const std::vector<std::size_t> elements{300000, 65537, 1000, 700001, 16385, 262144};
+  Batch batch(elements), on_device(elements);
+  for (auto& values : on_device.data) std::fill(values.begin(), values.end(), 0);
+  REQUIRE(on_device.to(rt, cuda0) == ABR_OK);
+  std::vector<std::size_t> streamed_bytes;
+  std::vector<const DLTensor*> srcs, dsts;
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    if (elements[i] != 1000) streamed_bytes.push_back(elements[i] * 4);
+    srcs.push_back(&batch.sources[i]->tensor());
+    dsts.push_back(&on_device.out[i]->dl_tensor);
+  }
+  const char* const writes = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync);
+  const char* const reads = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoHAsync);
+  const long long writes_before = fake ? fake.stat(writes) : 0;
+  const long long pageable_before = fake ? fake.stat("pageable_async_copies") : 0;
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  {
+    Lag lag(5000);  // on a lagging stream: each block refilled only after its DMAs have run
+    REQUIRE_MESSAGE(abr_copy_many(rt, srcs.data(), dsts.data(), srcs.size(), nullptr, stream, &report) == ABR_OK,
+                    abr_last_error());
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  INFO(report.detail);
+  CHECK(std::string(report.detail).find("5 streamed through one pipeline") != std::string::npos);
+  CHECK(report.copies == 6);
+  if (fake) {
+    CHECK(fake.stat("pageable_async_copies") - pageable_before == 1);  // the small pair's own driver copy
+    CHECK(fake.stat(writes) - writes_before == 1 + pieces(streamed_bytes, std::size_t{1} << 20));
+  }
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    CAPTURE(i);
+    CHECK(read_back(rt, *dsts[i]) == batch.data[i]);
+  }
+
+  // Back into pageable host memory: read into pinned blocks, the host copying each chunk out.
+  std::vector<std::vector<int32_t>> back;
+  std::vector<std::unique_ptr<Managed>> back_tensors;
+  std::vector<const DLTensor*> back_dsts;
+  for (std::size_t e : elements) {
+    back.emplace_back(e, -1);
+    back_tensors.push_back(std::make_unique<Managed>(back.back().data(), i32, std::vector<int64_t>{int64_t(e)}));
+    back_dsts.push_back(&back_tensors.back()->tensor());
+  }
+  const long long reads_before = fake ? fake.stat(reads) : 0;
+  report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(abr_copy_many(rt, dsts.data(), back_dsts.data(), dsts.size(), nullptr, nullptr, &report) == ABR_OK,
+                  abr_last_error());
+  CHECK(std::string(report.detail).find("5 streamed through one pipeline") != std::string::npos);
+  if (fake) CHECK(fake.stat(reads) - reads_before == 1 + pieces(streamed_bytes, std::size_t{1} << 20));
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    CAPTURE(i);
+    CHECK(back[i] == batch.data[i]);
+  }
+  abr_stream_destroy(stream);
+}
+
+// Streamed pairs move before the rest, so a pair whose memory another pair reads or
+// writes keeps the caller's order. Here the first pair (one DMA into page-locked
+// memory, never streamed) reads a device tensor the second then overwrites: streamed
+// with the third and fourth, the second would have written it before the first read it.
+TEST_CASE_FIXTURE(NoDriverFindings, "copy_many: a pair whose memory another pair touches keeps its order") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  StagingChunkMib chunks("1");
+  constexpr std::size_t kElements = 400000;  // 1.6 MB: two of them make two chunks
+  Batch first(3, kElements), second(3, kElements);
+  for (auto& values : second.data)
+    for (int32_t& v : values) v = -v - 1;  // other values than `first`'s
+  REQUIRE(first.to(rt, cuda0) == ABR_OK);  // three device tensors holding `first`
+  std::vector<int32_t> blank(kElements, -1);
+  Managed blank_tensor(blank.data(), i32, {static_cast<int64_t>(kElements)});
+  Owned saved(move_to(rt, &blank_tensor.managed, cuda_host));  // page-locked: the first pair is one DMA, in order
+  const DLTensor* device[3] = {&first.out[0]->dl_tensor, &first.out[1]->dl_tensor, &first.out[2]->dl_tensor};
+  // 0: device[0] -> saved; 1: second[0] -> device[0]; 2, 3: second[1], second[2] -> device[1], device[2].
+  const DLTensor* srcs[4] = {device[0], &second.sources[0]->tensor(), &second.sources[1]->tensor(),
+                             &second.sources[2]->tensor()};
+  const DLTensor* dsts[4] = {&*saved, device[0], device[1], device[2]};
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 4, nullptr, nullptr, &report) == ABR_OK, abr_last_error());
+  INFO(report.detail);
+  CHECK(std::string(report.detail).find("2 streamed through one pipeline") != std::string::npos);
+  const auto* saved_values = static_cast<const int32_t*>(saved->data);
+  CHECK(std::vector<int32_t>(saved_values, saved_values + kElements) == first.data[0]);  // read before the write
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(read_back(rt, *device[i]) == second.data[i]);
+  }
+}
+
 // One tensor, or tensors that make less than two chunks, keep their own path: a
 // pipeline of one chunk overlaps nothing.
 TEST_CASE_FIXTURE(NoDriverFindings, "batch: one large tensor, or less than two chunks, is not streamed") {

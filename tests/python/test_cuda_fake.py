@@ -182,3 +182,34 @@ def test_device_cache_reuses_a_deleted_tensors_memory_and_takes_a_limit():
         print("ok")
     """, all_freed=True)
     assert out.strip() == "ok"
+
+
+def test_copy_of_a_state_dict_into_cuda_tensors_streams_and_keeps_every_value():
+    # Pageable arrays too large to coalesce, copied into existing device tensors (as
+    # load_state_dict does): every DMA goes from or into the pool's pinned blocks,
+    # none is the driver's own copy of pageable memory, each way and non-blocking.
+    out = run_with_fake_cuda("""
+        import ctypes, os
+        import numpy as np, arraybridge as ab
+        fake = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+        fake.fake_cuda_stat.restype = ctypes.c_longlong
+        pageable = lambda: fake.fake_cuda_stat(b"pageable_async_copies")
+        ab.set_staging(chunk_bytes=2**20)
+        rng = np.random.default_rng(7)
+        state = {f"w{i}": rng.standard_normal(n).astype(dtype)
+                 for i, (n, dtype) in enumerate([(300001, np.float32), (65537, np.float64), (700001, np.float16),
+                                                 (262144, np.int64)])}
+        on_device = {k: ab.to_device(np.zeros_like(v), "cuda:0") for k, v in state.items()}
+        before = pageable()
+        event = ab.copy(state, on_device, non_blocking=True)
+        if event is not None:
+            event.wait()
+        assert pageable() == before, pageable() - before
+        back = {k: np.full_like(v, 7) for k, v in state.items()}
+        ab.copy(on_device, back)
+        assert pageable() == before, pageable() - before
+        for k in state:
+            np.testing.assert_array_equal(back[k], state[k])
+        print("ok")
+    """, delay_us=2000)
+    assert out.strip().endswith("ok"), out
