@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "lib/batch_plan.hpp"
@@ -99,6 +100,15 @@ class CheckedAllocations {
   static constexpr std::size_t kKept = 8;  // the most recent: a batch's sources come in runs
   std::vector<Endpoint> seen_;
 };
+
+// The report's words for a batch's pipelines ("" for none).
+std::string streamed_words(const std::vector<std::vector<std::size_t>>& pipelines) {
+  std::size_t streamed = 0;
+  for (const auto& pipeline : pipelines) streamed += pipeline.size();
+  if (pipelines.empty()) return {};
+  if (pipelines.size() == 1) return fmt::format("; {} streamed through one pipeline", streamed);
+  return fmt::format("; {} streamed through {} pipelines (one per device and way)", streamed, pipelines.size());
+}
 
 }  // namespace
 
@@ -196,7 +206,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   const BatchPlan batch = plan_batch(entries, /*into_plain_host=*/!to.backend, opts.staging);
   const std::size_t coalesced = batch.coalesced;
   const uint64_t block_bytes = batch.block_bytes;
-  const std::vector<std::size_t>& streamed = batch.streamed;
+  const std::vector<std::vector<std::size_t>>& streamed = batch.streamed;
   const bool direct = is_direct_address(dst.device_type);
   DeviceBackend* backend = backend_of(dst.device_type);  // null for the CPU
   std::shared_ptr<Storage> block;
@@ -272,7 +282,8 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   // 2b. The moves. After a failure here, work queued on the stream may still read
   // the sources: it is waited for before they go back to the caller.
   std::vector<Layout> results;  // the destinations of the moves below
-  std::vector<OrderedMove> moves, streamed_moves;
+  std::vector<OrderedMove> moves;
+  std::vector<std::vector<OrderedMove>> pipelines(streamed.size());
   std::vector<std::size_t> item_of;  // each move's item
   results.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -281,7 +292,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     results.push_back(compact_layout(dst, item.plan.dtype, item.src.shape, data[i]));
     const OrderedMove move{&item.plan, &item.src, &results.back(), item.gather, item.allocation};
     if (item.streamed) {
-      streamed_moves.push_back(move);
+      pipelines[item.pipeline].push_back(move);
       continue;
     }
     moves.push_back(move);
@@ -291,14 +302,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   uint32_t joined = 0;     // gathered reads moved in another's copy
   try {
     if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
-    try {
-      if (!streamed.empty()) move_streamed(streamed_moves, opts.staging, stream);
-    } catch (const Error& e) {
-      throw Error(e.status(),
-                  fmt::format("srcs[{}] and {} other(s) streamed through one pipeline: {}", streamed.front(),
-                              streamed.size() - 1, e.what()),
-                  e.backend_code());
-    }
+    move_pipelines(pipelines, streamed, "srcs[{}]", opts.staging, stream);
     std::size_t move = 0;
     try {
       move_in_order(moves, stream, move, joined);
@@ -338,7 +342,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
         ? fmt::format("{} of {} tensors packed into one {} byte block{}; {} view(s), {} other copy(ies)", coalesced,
                       count, block_bytes, backend ? " and moved with one copy" : "", views, copies - 1)
         : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
-    if (!streamed.empty()) detail += fmt::format("; {} streamed through one pipeline", streamed.size());
+    detail += streamed_words(streamed);
     if (joined) detail += fmt::format("; {} small read(s) joined a neighbour's copy in one allocation", joined);
     fit_text(report.detail, sizeof report.detail, detail);
   } catch (const std::exception&) {
@@ -369,6 +373,23 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   if (held) {
     if (block) held->memory.push_back(std::move(block));
     stream->retain(std::move(held));
+  }
+}
+
+void Runtime::move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
+                             const std::vector<std::vector<std::size_t>>& entries, const char* entry_name,
+                             const StagingChoice& choice, Stream* stream) {
+  for (std::size_t p = 0; p < pipelines.size(); ++p) {
+    try {
+      move_streamed(pipelines[p], choice, stream);
+    } catch (const Error& e) {
+      // An asynchronous DMA error cannot be pinned on one piece: the pipeline's first entry names it.
+      throw Error(
+          e.status(),
+          fmt::format("{} and {} other(s) streamed through one pipeline: {}",
+                      fmt::format(fmt::runtime(entry_name), entries[p].front()), entries[p].size() - 1, e.what()),
+          e.backend_code());
+    }
   }
 }
 
@@ -591,9 +612,10 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     entries[i] = &pairs[i];
     if (by_address) spans.push_back({bytes_of(pairs[i].src), bytes_of(pairs[i].dst)});
   }
-  const std::vector<std::size_t> streamed = plan_copy_batch(entries, spans, opts.staging);
+  const std::vector<std::vector<std::size_t>> streamed = plan_copy_batch(entries, spans, opts.staging);
 
-  std::vector<OrderedMove> moves, streamed_moves;
+  std::vector<OrderedMove> moves;
+  std::vector<std::vector<OrderedMove>> pipelines(streamed.size());
   std::vector<std::size_t> pair_of;  // each ordered move's pair
   moves.reserve(count);
   uint64_t moved = 0;
@@ -604,22 +626,13 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     // its bytes by then (a gathered read lands only at the submission's end).
     const OrderedMove move{&pair.plan, &pair.src, &pair.dst, /*gather=*/false, /*allocation=*/0};
     if (pair.streamed) {
-      streamed_moves.push_back(move);
+      pipelines[pair.pipeline].push_back(move);
       continue;
     }
     moves.push_back(move);
     pair_of.push_back(i);
   }
-  if (!streamed.empty()) {
-    try {
-      move_streamed(streamed_moves, opts.staging, stream);
-    } catch (const Error& e) {
-      throw Error(e.status(),
-                  fmt::format("pair {} and {} other(s) streamed through one pipeline: {}", streamed.front(),
-                              streamed.size() - 1, e.what()),
-                  e.backend_code());
-    }
-  }
+  move_pipelines(pipelines, streamed, "pair {}", opts.staging, stream);
   std::size_t at = 0;
   uint32_t submissions = 0, joined = 0;  // no pair is gathered, so none joins another's read
   try {
@@ -631,9 +644,9 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   report.tensors = static_cast<uint32_t>(count);
   report.copies = static_cast<uint32_t>(count);
   report.bytes_moved = moved;
-  std::string detail = fmt::format("{} copies; the device moves in {} submission(s)", count, submissions);
-  if (!streamed.empty()) detail += fmt::format("; {} streamed through one pipeline", streamed.size());
-  fit_text(report.detail, sizeof report.detail, detail);
+  fit_text(
+      report.detail, sizeof report.detail,
+      fmt::format("{} copies; the device moves in {} submission(s){}", count, submissions, streamed_words(streamed)));
 }
 
 }  // namespace abr

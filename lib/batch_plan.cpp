@@ -20,36 +20,47 @@ bool gathers(const BatchEntry& entry) {
       entry.bytes <= kCoalesceMax;
 }
 
-// The entries whose bytes go as they lie between pageable host memory and one device
-// context, too large to coalesce, moved through one pipeline as if one tensor: alone,
-// each under two chunks is one driver copy from pageable memory (13 GB/s on an H100
-// from 1 to 16 MiB) and each larger one fills and drains a pipeline of its own; as
-// one, they move at the pipeline's speed for their sum (50 GB/s at 1 GiB). Only where
-// the sum makes two chunks (a pipeline of one overlaps nothing) and at least two
-// entries join. Their results are new, so the order they move in is theirs to choose.
-// `movable`: which entries may move out of the caller's order (null: all).
-std::vector<std::size_t> streamed(const std::vector<BatchEntry*>& entries, const StagingChoice& choice,
-                                  const std::vector<bool>* movable = nullptr) {
-  std::vector<std::size_t> chosen;
-  const void *src_context = nullptr, *dst_context = nullptr;
-  uint64_t total = 0;
+// The entries whose bytes go as they lie between pageable host memory and a device
+// context, too large to coalesce, moved through one pipeline per context and way as
+// if one tensor: alone, each under two chunks is one driver copy from pageable memory
+// (13 GB/s on an H100 from 1 to 16 MiB) and each larger one fills and drains a
+// pipeline of its own; as one, they move at the pipeline's speed for their sum (50
+// GB/s at 1 GiB). Only where the sum makes two chunks (a pipeline of one overlaps
+// nothing) and at least two entries join. `movable`: which entries may move out of
+// the caller's order (null: all, as a batch's new results may).
+std::vector<std::vector<std::size_t>> streamed(const std::vector<BatchEntry*>& entries, const StagingChoice& choice,
+                                               const std::vector<bool>* movable = nullptr) {
+  struct Way {
+    const void *src_context, *dst_context;  // one of them null: host memory
+    std::vector<std::size_t> chosen;
+    uint64_t total = 0;
+  };
+  std::vector<Way> ways;  // in the order of their first entry; a few devices at most
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const BatchEntry& entry = *entries[i];
     if (!entry.plan.pageable_bytes || entry.coalesced || entry.gather || entry.bytes <= kCoalesceMax) continue;
     if (movable && !(*movable)[i]) continue;
-    // One way through one pipeline: up to one device context, or down from one (a
-    // batch to the CPU from several devices, or copies both ways, move the rest their own way).
-    if (chosen.empty()) {
-      src_context = entry.plan.src_context;
-      dst_context = entry.plan.dst_context;
-    } else if (entry.plan.src_context != src_context || entry.plan.dst_context != dst_context) {
-      continue;
-    }
-    chosen.push_back(i);
-    total += entry.bytes;
+    auto way = std::find_if(ways.begin(), ways.end(), [&](const Way& w) {
+      return w.src_context == entry.plan.src_context && w.dst_context == entry.plan.dst_context;
+    });
+    if (way == ways.end()) way = ways.insert(ways.end(), Way{entry.plan.src_context, entry.plan.dst_context, {}, 0});
+    way->chosen.push_back(i);
+    way->total += entry.bytes;
   }
-  if (chosen.size() < 2 || total < 2 * uint64_t{staging_shape(total, choice).chunk}) return {};
-  return chosen;
+  std::vector<std::vector<std::size_t>> pipelines;
+  for (Way& way : ways)
+    if (way.chosen.size() >= 2 && way.total >= 2 * uint64_t{staging_shape(way.total, choice).chunk})
+      pipelines.push_back(std::move(way.chosen));
+  return pipelines;
+}
+
+// Marks the entries of each pipeline.
+void mark(const std::vector<BatchEntry*>& entries, const std::vector<std::vector<std::size_t>>& pipelines) {
+  for (std::size_t p = 0; p < pipelines.size(); ++p)
+    for (std::size_t i : pipelines[p]) {
+      entries[i]->streamed = true;
+      entries[i]->pipeline = static_cast<uint32_t>(p);
+    }
 }
 
 // Whether [begin, end) overlaps any of `merged` (sorted, disjoint, not empty).
@@ -111,14 +122,20 @@ std::vector<bool> untouched(const std::vector<CopySpans>& spans) {
 
 }  // namespace
 
-std::vector<std::size_t> plan_copy_batch(const std::vector<BatchEntry*>& entries, const std::vector<CopySpans>& spans,
-                                         const StagingChoice& choice) {
+std::vector<std::vector<std::size_t>> plan_copy_batch(const std::vector<BatchEntry*>& entries,
+                                                      const std::vector<CopySpans>& spans,
+                                                      const StagingChoice& choice) {
+  for (BatchEntry* entry : entries) {
+    entry->streamed = false;
+    entry->pipeline = 0;
+  }
   if (spans.size() != entries.size()) return {};  // where the pairs' memory is not known by address
-  for (BatchEntry* entry : entries) entry->streamed = false;
+  // The overlap check costs about 600 instructions a pair: only where a pipeline could run.
+  if (streamed(entries, choice).empty()) return {};
   const std::vector<bool> movable = untouched(spans);
-  std::vector<std::size_t> chosen = streamed(entries, choice, &movable);
-  for (std::size_t i : chosen) entries[i]->streamed = true;
-  return chosen;
+  std::vector<std::vector<std::size_t>> pipelines = streamed(entries, choice, &movable);
+  mark(entries, pipelines);
+  return pipelines;
 }
 
 BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice) {
@@ -126,6 +143,7 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
   for (BatchEntry* entry : entries) {
     entry->coalesced = entry->gather = entry->in_results_block = entry->streamed = false;
     entry->offset = 0;
+    entry->pipeline = 0;
     if (coalesces(*entry, into_plain_host)) {
       const uint64_t slot = batch_slot(entry->bytes);
       if (batch.block_bytes + slot > kBlockMax) continue;  // the block is full: the rest go their own way
@@ -145,7 +163,7 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
     }
   }
   batch.streamed = streamed(entries, choice);
-  for (std::size_t i : batch.streamed) entries[i]->streamed = true;
+  mark(entries, batch.streamed);
   return batch;
 }
 

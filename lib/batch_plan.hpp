@@ -34,14 +34,17 @@ struct BatchEntry {
   bool coalesced = false;         // packed with the other small copies from host memory into one block, one copy
   bool gather = false;            // a small read into new host memory, queued with the others into pinned memory
   bool in_results_block = false;  // that read's result is a slot of the batch's one block of such results
-  bool streamed = false;          // moved with the batch's other pageable copies through one pipeline
+  bool streamed = false;          // moved with other pageable copies of its way through one pipeline
+  uint32_t pipeline = 0;          // which of the batch's pipelines (BatchPlan::streamed)
 };
 
 struct BatchPlan {
-  std::size_t coalesced = 0;          // entries in the coalesced block
-  uint64_t block_bytes = 0;           // that block's size
-  uint64_t results_bytes = 0;         // the gathered results' block's size (0: none)
-  std::vector<std::size_t> streamed;  // the streamed entries, in order: none, or at least two
+  std::size_t coalesced = 0;   // entries in the coalesced block
+  uint64_t block_bytes = 0;    // that block's size
+  uint64_t results_bytes = 0;  // the gathered results' block's size (0: none)
+  // The streamed entries, one list per pipeline (a device context and a way, up or
+  // down), each in order and of at least two.
+  std::vector<std::vector<std::size_t>> streamed;
 };
 
 // Places every entry of a batch of new results on one destination (`into_plain_host`:
@@ -56,14 +59,14 @@ struct CopySpans {
   ByteSpan src, dst;
 };
 
-// abr_copy_many's pairs that stream through one pipeline (plan_batch's rule: pageable
-// bytes one way between host memory and one device context, from two chunks and two
-// pairs), marking them. They move before the others, so only pairs whose memory the
-// order cannot matter to: no other pair reads or writes their destination, nor writes
-// their source (`spans`, one per entry; empty where the pairs' memory is not all
-// known by address, and then none streams).
-std::vector<std::size_t> plan_copy_batch(const std::vector<BatchEntry*>& entries, const std::vector<CopySpans>& spans,
-                                         const StagingChoice& choice);
+// abr_copy_many's pairs that stream, one list per pipeline (plan_batch's rule:
+// pageable bytes one way between host memory and one device context, from two chunks
+// and two pairs), marking them. They move before the others, so only pairs whose
+// memory the order cannot matter to: no other pair reads or writes their destination,
+// nor writes their source (`spans`, one per entry; empty where the pairs' memory is
+// not all known by address, and then none streams).
+std::vector<std::vector<std::size_t>> plan_copy_batch(const std::vector<BatchEntry*>& entries,
+                                                      const std::vector<CopySpans>& spans, const StagingChoice& choice);
 
 // A result's room in one of a batch's blocks: the next result starts 256 bytes aligned, as DLPack recommends.
 constexpr uint64_t batch_slot(uint64_t bytes) { return (bytes + 255) / 256 * 256; }

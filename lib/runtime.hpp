@@ -114,8 +114,12 @@ class Runtime {
   void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,
                       Stream* stream);
   struct OrderedMove;
-  // A batch's streamed moves (plan_batch, plan_copy_batch): pageable bytes to or
-  // from one context, through one pipeline, in any order.
+  // A batch's pipelines (plan_batch, plan_copy_batch), one after another, each
+  // pageable bytes to or from one context as one transfer; `entries` their indices,
+  // which a failure names with `entry_name` ("srcs[{}]").
+  void move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
+                      const std::vector<std::vector<std::size_t>>& entries, const char* entry_name,
+                      const StagingChoice& choice, Stream* stream);
   void move_streamed(const std::vector<OrderedMove>& moves, const StagingChoice& choice, Stream* stream);
   // A batch's moves in order, consecutive device moves on one context in one submission
   // (lib/batch.cpp); `joined` counts the gathered reads that joined another's copy.

@@ -402,9 +402,9 @@ ABR_API abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersi
  * pair moves nothing ("pair 3: ..."). The moves of consecutive pairs on one device
  * context share one submission: without a stream they are waited for once, when
  * the next pair is elsewhere or the call ends (reads and writes are not waited for
- * one by one). Pageable pairs over 64 KiB between host memory and one device
- * context, one way, whose memory no other pair reads or writes, move first as one
- * transfer through one pipeline (the detail says how many). Every pair sees the
+ * one by one). Pageable pairs over 64 KiB between host memory and a device, one
+ * way, whose memory no other pair reads or writes, move first as one transfer
+ * through one pipeline per device and way (the detail says how many). Every pair sees the
  * results of the pairs before it. A driver failure mid-way leaves some
  * destinations written: the earlier pairs', and those that moved first. */
 ABR_API abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, const DLTensor* const* dsts,

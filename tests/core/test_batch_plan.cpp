@@ -10,6 +10,7 @@
 namespace {
 
 using abr::BatchEntry;
+using Pipelines = std::vector<std::vector<std::size_t>>;
 
 const abr::StagingChoice kMiBChunks{1, uint64_t{1} << 20};  // 1 MiB chunks: two make a stream
 
@@ -103,10 +104,10 @@ TEST_CASE("plan_batch: larger pageable copies to one device stream together, fro
   BatchEntry& b = batch.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, &kDevice);
   BatchEntry& locked = batch.add(ABR_PATH_HOST_TO_DEVICE, mib, false, nullptr, &kDevice);  // page-locked: one DMA
   const abr::BatchPlan plan = abr::plan_batch(batch.pointers, false, kMiBChunks);
-  CHECK(plan.streamed == std::vector<std::size_t>{0, 3});
+  CHECK(plan.streamed == Pipelines{{0, 3}});
   CHECK(a.streamed);
   CHECK(b.streamed);
-  CHECK_FALSE(other.streamed);  // another device moves its own way
+  CHECK_FALSE(other.streamed);  // another device, alone in its way: one copy of its own
   CHECK_FALSE(locked.streamed);
   CHECK(plan.coalesced == 1);
 
@@ -143,25 +144,25 @@ TEST_CASE("plan_copy_batch: pairs stream only where no other pair reads or write
     const bool down = extra_path == ABR_PATH_DEVICE_TO_HOST;
     batch.add(extra_path, 4096, false, down ? &kDevice : nullptr, down ? nullptr : &kDevice);
     memory.push_back(extra);
-    std::vector<std::size_t> chosen = abr::plan_copy_batch(batch.pointers, memory, kMiBChunks);
+    Pipelines chosen = abr::plan_copy_batch(batch.pointers, memory, kMiBChunks);
     return std::make_pair(chosen,
                           std::vector<bool>{batch.entries[0].streamed, batch.entries[1].streamed,
                                             batch.entries[2].streamed, batch.entries[3].streamed});
   };
   const uintptr_t elsewhere = uintptr_t{1} << 42;
-  CHECK(uploads(spans(device + 9 * mib, elsewhere, 4096)).first == std::vector<std::size_t>{0, 1, 2, 3});
+  CHECK(uploads(spans(device + 9 * mib, elsewhere, 4096)).first == Pipelines{{0, 1, 2, 3}});
 
   // The fifth reads what the second writes (its last byte): its order matters, the other three stream.
-  CHECK(uploads(spans(device + 3 * mib - 1, elsewhere, 4096)).first == std::vector<std::size_t>{0, 2, 3});
+  CHECK(uploads(spans(device + 3 * mib - 1, elsewhere, 4096)).first == Pipelines{{0, 2, 3}});
   // It writes what the third reads.
-  CHECK(uploads(spans(elsewhere, host + 4 * mib + 100, 4096)).first == std::vector<std::size_t>{0, 1, 3});
+  CHECK(uploads(spans(elsewhere, host + 4 * mib + 100, 4096)).first == Pipelines{{0, 1, 3}});
   // It writes what the fourth writes.
   CHECK(uploads(spans(elsewhere, device + 7 * mib - 4096, 4096), ABR_PATH_HOST_TO_DEVICE).first ==
-        std::vector<std::size_t>{0, 1, 2});
+        Pipelines{{0, 1, 2}});
   // It reads what the first reads: two reads in either order read the same.
-  CHECK(uploads(spans(host, elsewhere, 4096)).first == std::vector<std::size_t>{0, 1, 2, 3});
+  CHECK(uploads(spans(host, elsewhere, 4096)).first == Pipelines{{0, 1, 2, 3}});
   // Touching is not overlapping: it reads the byte after the first's destination.
-  CHECK(uploads(spans(device + mib, elsewhere, 4096)).first == std::vector<std::size_t>{0, 1, 2, 3});
+  CHECK(uploads(spans(device + mib, elsewhere, 4096)).first == Pipelines{{0, 1, 2, 3}});
   // Destinations overlapping in a chain, the furthest end not the nearest start:
   // [0, 10), [1, 100) and [50, 51) MiB. All three are marked; two more apart stream.
   {
@@ -172,7 +173,7 @@ TEST_CASE("plan_copy_batch: pairs stream only where no other pair reads or write
       batch.add(ABR_PATH_HOST_TO_DEVICE, size * mib, true, nullptr, &kDevice);
       memory.push_back(spans(host + at * mib, device + at * mib, size * mib));
     }
-    CHECK(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks) == std::vector<std::size_t>{3, 4});
+    CHECK(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks) == Pipelines{{3, 4}});
     CHECK_FALSE(batch.entries[2].streamed);
   }
   // Memory not known by address (no spans): nothing streams.
@@ -183,7 +184,7 @@ TEST_CASE("plan_copy_batch: pairs stream only where no other pair reads or write
   }
 }
 
-TEST_CASE("plan_copy_batch: one way through one pipeline, the first pair's") {
+TEST_CASE("plan_copy_batch: one pipeline per device context and way") {
   const uint64_t mib = uint64_t{1} << 20;
   Batch batch;
   std::vector<abr::CopySpans> memory;
@@ -196,6 +197,18 @@ TEST_CASE("plan_copy_batch: one way through one pipeline, the first pair's") {
     memory.push_back(up ? spans(host + 2 * i * mib, device + 2 * i * mib, mib)
                         : spans(device + 2 * i * mib, host + 2 * i * mib, mib));
   }
-  CHECK(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks) == std::vector<std::size_t>{0, 2, 4});
-  CHECK_FALSE(batch.entries[1].streamed);  // the reads move in order, each its own way
+  CHECK(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks) == Pipelines{{0, 2, 4}, {1, 3}});
+  CHECK(batch.entries[3].pipeline == 1);
+
+  // Two devices: a pipeline each, and one more pair to a third moves alone.
+  Batch devices;
+  std::vector<abr::CopySpans> apart;
+  const char third = 0;
+  const void* device_of[] = {&kDevice, &kOtherDevice, &kDevice, &kOtherDevice, &third};
+  for (uintptr_t i = 0; i < 5; ++i) {
+    devices.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, device_of[i]);
+    apart.push_back(spans(host + 2 * i * mib, device + 2 * i * mib, mib));
+  }
+  CHECK(abr::plan_copy_batch(devices.pointers, apart, kMiBChunks) == Pipelines{{0, 2}, {1, 3}});
+  CHECK_FALSE(devices.entries[4].streamed);
 }

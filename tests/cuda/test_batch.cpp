@@ -508,6 +508,52 @@ TEST_CASE_FIXTURE(NoDriverFindings,
   abr_stream_destroy(stream);
 }
 
+// Pageable copies to or from several devices stream in one pipeline per device (a
+// model spread over two GPUs: its state dict loaded into its parameters, then saved).
+TEST_CASE_FIXTURE(NoDriverFindings, "copy_many and a batch to the CPU: one pipeline per device") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) < 2) return;
+  StagingChunkMib chunks("1");
+  constexpr std::size_t kElements = 300001;  // 1.2 MB: two of them make two chunks
+  Batch state(4, kElements), params(4, kElements);
+  for (auto& values : params.data) std::fill(values.begin(), values.end(), 0);
+  std::vector<const DLTensor*> srcs, dsts;
+  for (std::size_t i = 0; i < 4; ++i) {  // cuda:0, cuda:1, cuda:0, cuda:1
+    REQUIRE(abr_to_device_many(rt, &params.pointers[i], 1, i % 2 ? cuda1 : cuda0, nullptr, nullptr, &params.out[i],
+                               nullptr) == ABR_OK);
+    srcs.push_back(&state.sources[i]->tensor());
+    dsts.push_back(&params.out[i]->dl_tensor);
+  }
+  const long long pageable_before = fake ? fake.stat("pageable_async_copies") : 0;
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs.data(), dsts.data(), 4, nullptr, nullptr, &report) == ABR_OK,
+                  abr_last_error());
+  CHECK(std::string(report.detail).find("4 streamed through 2 pipelines") != std::string::npos);
+  if (fake) CHECK(fake.stat("pageable_async_copies") == pageable_before);  // every DMA from a pinned block
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(dsts[i]->device.device_id == static_cast<int32_t>(i % 2));
+    CHECK(read_back(rt, *dsts[i]) == state.data[i]);
+  }
+
+  std::vector<DLManagedTensorVersioned*> on_host(4, nullptr);
+  const long long pageable_back = fake ? fake.stat("pageable_async_copies") : 0;
+  report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(
+      abr_to_device_many(rt, params.out.data(), 4, cpu, nullptr, nullptr, on_host.data(), &report) == ABR_OK,
+      abr_last_error());
+  std::fill(params.out.begin(), params.out.end(), nullptr);  // consumed
+  CHECK(std::string(report.detail).find("4 streamed through 2 pipelines") != std::string::npos);
+  if (fake) CHECK(fake.stat("pageable_async_copies") == pageable_back);  // every DMA into a pinned block
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    const auto* values = static_cast<const int32_t*>(on_host[i]->dl_tensor.data);
+    CHECK(std::vector<int32_t>(values, values + kElements) == state.data[i]);
+    on_host[i]->deleter(on_host[i]);
+  }
+}
+
 // Streamed pairs move before the rest, so a pair whose memory another pair reads or
 // writes keeps the caller's order. Here the first pair (one DMA into page-locked
 // memory, never streamed) reads a device tensor the second then overwrites: streamed

@@ -102,6 +102,11 @@ def test_copy_refuses_structures_that_differ_and_moves_nothing():
     with pytest.raises(ab.ArrayBridgeError, match="pair 1: source shape \\[2\\] differs"):
         ab.copy([np.ones(4), np.ones(2)], dst)
     assert not dst[0].any()  # pair 0 did not run either
+    many = [np.zeros(2) for _ in range(12)]
+    many[11].setflags(write=False)
+    with pytest.raises(ab.DLPackError, match=r"dst\[11\] is marked READ_ONLY"):  # its place, two digits
+        ab.copy([np.ones(2)] * 12, many)
+    assert not any(d.any() for d in many)
 
 
 def test_convert_memory_of_a_structure():

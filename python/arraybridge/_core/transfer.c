@@ -718,6 +718,22 @@ PyObject* core_is_flat(PyObject* module, PyObject* list) {
   Py_RETURN_TRUE;
 }
 
+/* "<name>[<index>]" into `out` (32 bytes; a name of at most 8 characters), a batch
+ * item's place for its errors, written by hand: snprintf cost a tenth of an import. */
+static void name_place(char* out, const char* name, Py_ssize_t index) {
+  size_t at = strlen(name);
+  if (at > 8) at = 8;
+  memcpy(out, name, at);
+  out[at++] = '[';
+  char digits[24];
+  int length = 0;
+  do digits[length++] = (char)('0' + index % 10);
+  while ((index /= 10) != 0);
+  while (length) out[at++] = digits[--length];
+  out[at++] = ']';
+  out[at] = '\0';
+}
+
 PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
   static const char* const kNames[] = {"xs", "device", "copy", "dtype", "strict", "contiguous", "non_blocking"};
@@ -760,14 +776,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   const ImportPurpose purpose = request.options.copy == ABR_COPY_NEVER ? IMPORT_NO_COPY : IMPORT_MAY_COPY;
   for (; imported < n; ++imported) {
     imports[imported].keep_pending = request.non_blocking;
-    char role[32] = "x[", digits[24];
-    int length = 0; /* "x[<index>]" written by hand: snprintf cost a tenth of an import */
-    Py_ssize_t value = imported;
-    do digits[length++] = (char)('0' + value % 10);
-    while ((value /= 10) != 0);
-    for (int d = 0; d < length; ++d) role[2 + d] = digits[length - 1 - d];
-    role[2 + length] = ']';
-    role[3 + length] = '\0';
+    char role[32];
+    name_place(role, "x", imported);
     if (import_source(PySequence_Fast_GET_ITEM(xs, imported), role, purpose, &imports[imported]) < 0) goto done;
   }
   /* Host arrays to the CPU, 1 MiB in all, move with the GIL held (as one small host
@@ -1046,8 +1056,8 @@ const char core_copy_many_doc[] =
     "copy(srcs[i], dsts[i]) for every pair of two lists of the same length, in one\n"
     "runtime call: every pair is checked before anything moves (a bad pair names its\n"
     "place and moves nothing), and the copies on one device wait for it once. Large\n"
-    "pageable arrays to or from one device (a state dict into a model's parameters)\n"
-    "move together through one pipeline, where no other pair touches their memory.\n"
+    "pageable arrays to or from a device (a state dict into a model's parameters)\n"
+    "move through one pipeline per device, where no other pair touches their memory.\n"
     "non_blocking: return once the copies are queued, with an Event to wait on (None\n"
     "when they are done already), which keeps every array alive until then. They are\n"
     "queued on one stream, as copy queues one pair: that of the first pair's device\n"
@@ -1095,8 +1105,8 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   for (; imported < 2 * n; ++imported) {
     const int source = imported < n;
     const Py_ssize_t place = source ? imported : imported - n;
-    char role[40];
-    snprintf(role, sizeof role, "%s[%zd]", source ? "src" : "dst", place);
+    char role[32];
+    name_place(role, source ? "src" : "dst", place);
     PyObject* item = PySequence_Fast_GET_ITEM(source ? srcs : dsts, place);
     if (import_source(item, role, source ? IMPORT_MAY_COPY : IMPORT_DESTINATION, &imports[imported]) < 0) goto done;
     movable[imported] = imported_for_any_thread(&imports[imported]);
