@@ -24,6 +24,7 @@ class PooledHostMemory final : public Storage {
  public:
   explicit PooledHostMemory(PinnedBlock block) : block_(std::move(block)) {}
   char* data() const { return block_.data(); }
+  std::size_t size() const { return block_.size(); }
 
  private:
   PinnedBlock block_;
@@ -78,7 +79,8 @@ Backend::Backend(const abr_runtime_options&, std::shared_ptr<PinnedPool> pool) :
   report_.info.device_count = static_cast<int32_t>(devices_.size());
   copy_text(report_.info.detail, fmt::format("{} ({}), {} device(s)", version, cu_->library, devices_.size()));
   reclaimer_ = std::make_shared<Reclaimer>(devices_);
-  pinned_ = std::make_unique<PinnedProvider>(devices_.front(), reclaimer_);
+  pinned_ = std::make_unique<PinnedProvider>(devices_.front());
+  pool_->add_returning(reclaimer_);  // deleted cuda_host tensors' blocks come back through it
 }
 
 Backend::~Backend() {
@@ -168,11 +170,12 @@ DeviceMemory Backend::allocate(DLDevice dl, uint64_t bytes, Stream*) {
   DeviceMemory memory;
   if (dl.device_type == kDLCUDAHost) {
     if (!pinned_) fail(ABR_ERR_NO_DEVICE, "cuda_host needs a CUDA device: {}", report_.info.detail);
-    // At the pool's limit the pool waits for deleted cuda_host tensors' blocks (wait_for_returning).
+    // At the pool's limit the pool waits for deleted cuda_host tensors' blocks (add_returning).
     auto host = std::make_unique<PooledHostMemory>(
         pool_->acquire(*pinned_, static_cast<std::size_t>(std::max<uint64_t>(bytes, 1))));
     memory.handle = host->data();
-    memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(host), reclaimer_);
+    const uint64_t pooled = host->size();
+    memory.storage = std::make_unique<ReleasedAfterDeviceWork>(std::move(host), reclaimer_, pooled);
     return memory;
   }
   std::shared_ptr<Device> target = device(dl);

@@ -15,7 +15,6 @@
 #include "lib/staging.hpp"
 #include "lib/storage.hpp"
 #include "cuda/device.hpp"
-#include "cuda/reclaimer.hpp"
 
 namespace abr::cuda {
 
@@ -70,17 +69,13 @@ class DeviceAllocation final : public Storage {
 // while it lives (a block freed after the context is gone fails and leaks).
 class PinnedProvider final : public StagingProvider {
  public:
-  PinnedProvider(std::shared_ptr<Device> any_device, std::shared_ptr<Reclaimer> reclaimer)
-      : device_(std::move(any_device)), reclaimer_(std::move(reclaimer)) {}
+  explicit PinnedProvider(std::shared_ptr<Device> any_device) : device_(std::move(any_device)) {}
   const char* name() const override { return "CUDA page-locked host memory"; }
   const void* domain() const override { return &device_->cu(); }
   std::unique_ptr<StagingBlock> allocate(std::size_t bytes) override;
-  // Deleted cuda_host tensors' blocks come back after the devices' work (the reclaimer).
-  void wait_for_returning() noexcept override { reclaimer_->drain(); }
 
  private:
   std::shared_ptr<Device> device_;
-  std::shared_ptr<Reclaimer> reclaimer_;
 };
 
 // Page-locks host memory another driver allocated (cuMemHostRegister, portable to

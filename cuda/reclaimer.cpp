@@ -13,13 +13,14 @@ Reclaimer::~Reclaimer() {
   if (thread_.joinable()) thread_.join();  // it empties pending_ before it ends
 }
 
-void Reclaimer::release_after_device_work(std::unique_ptr<Storage> storage) noexcept {
+void Reclaimer::release_after_device_work(std::unique_ptr<Storage> storage, uint64_t pooled_bytes) noexcept {
   if (!storage) return;
   std::unique_lock<std::mutex> lock(mutex_);
   try {
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
     pending_.push_back(std::move(storage));
     ++handed_over_;
+    pooled_pending_ += pooled_bytes;
     lock.unlock();
     wake_.notify_all();
     return;
@@ -29,6 +30,11 @@ void Reclaimer::release_after_device_work(std::unique_ptr<Storage> storage) noex
   lock.unlock();
   barrier();
   storage.reset();
+}
+
+bool Reclaimer::returning() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pooled_pending_ + pooled_releasing_ > 0;
 }
 
 void Reclaimer::drain() noexcept {
@@ -44,10 +50,13 @@ void Reclaimer::run() noexcept {
     if (pending_.empty()) return;  // stopping, nothing left
     std::vector<std::unique_ptr<Storage>> batch;
     batch.swap(pending_);
+    pooled_releasing_ = pooled_pending_;
+    pooled_pending_ = 0;
     lock.unlock();
     barrier();  // after every hand-over in the batch: the work queued before each has completed
     batch.clear();
     lock.lock();
+    pooled_releasing_ = 0;
     released_count_ = handed_over_ - pending_.size();  // all but what arrived during the barrier
     released_.notify_all();
   }

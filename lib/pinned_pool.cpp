@@ -128,17 +128,13 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
   bool waited = false, trimmed = false;  // each done once, before giving up
   for (;;) {
     std::vector<std::unique_ptr<StagingBlock>> freed;  // freed after the lock is dropped
-    bool at_limit = false;
+    bool at_limit = false, over_all = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const uint64_t needed = stats_.bytes_pinned + size;
       if (needed > stats_.limit_bytes) release_idle(needed - stats_.limit_bytes, freed);
       at_limit = stats_.bytes_pinned + size > stats_.limit_bytes;
-      if (at_limit && (waited || size > stats_.limit_bytes))  // nothing coming back makes room for more than all
-        fail(ABR_ERR_OUT_OF_MEMORY,
-             "the pinned pool's limit of {} bytes is reached: {} more needed, {} pinned, {} of them in use "
-             "(raise it with abr_pool_set_limit)",
-             stats_.limit_bytes, size, stats_.bytes_pinned, stats_.bytes_in_use);
+      over_all = size > stats_.limit_bytes;
       if (!at_limit) {
         stats_.bytes_pinned += size;  // reserved while the provider works
         stats_.bytes_in_use += size;
@@ -150,9 +146,15 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
     if (at_limit) {
       // Released blocks may still wait for their device's work before they come back
       // (deleted cuda_host tensors): wait for them, without the lock, and look again.
-      provider.wait_for_returning();
+      // Nothing coming back makes room for more than the whole limit.
+      const bool may_come_back = !waited && !over_all;
       waited = true;
-      continue;
+      if (may_come_back && wait_for_returning()) continue;
+      std::lock_guard<std::mutex> lock(mutex_);
+      fail(ABR_ERR_OUT_OF_MEMORY,
+           "the pinned pool's limit of {} bytes is reached: {} more needed, {} pinned, {} of them in use "
+           "(raise it with abr_pool_set_limit)",
+           stats_.limit_bytes, size, stats_.bytes_pinned, stats_.bytes_in_use);
     }
     auto unreserve = [&] {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -168,7 +170,7 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
       // Out of memory: give up the cached blocks (with those on their way back) and try once more.
       if (e.status() != ABR_ERR_OUT_OF_MEMORY || trimmed) throw;
       trimmed = true;
-      if (!waited) provider.wait_for_returning();
+      if (!waited) wait_for_returning();
       waited = true;
       if (trim() == 0) throw;
       log::debug("pinned pool: {} failed for {} bytes, retrying after a trim", provider.name(), size);
@@ -177,6 +179,30 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
       throw;
     }
   }
+}
+
+void PinnedPool::add_returning(std::weak_ptr<ReturningBlocks> returning) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  returning_.erase(std::remove_if(returning_.begin(), returning_.end(),
+                                  [](const std::weak_ptr<ReturningBlocks>& r) { return r.expired(); }),
+                   returning_.end());
+  returning_.push_back(std::move(returning));
+}
+
+bool PinnedPool::wait_for_returning() {
+  std::vector<std::shared_ptr<ReturningBlocks>> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::weak_ptr<ReturningBlocks>& weak : returning_)
+      if (std::shared_ptr<ReturningBlocks> r = weak.lock()) live.push_back(std::move(r));
+  }
+  bool waited = false;
+  for (const std::shared_ptr<ReturningBlocks>& r : live)
+    if (r->returning()) {
+      r->wait_for_returning();  // unlocked: the blocks it returns take the lock
+      waited = true;
+    }
+  return waited;
 }
 
 void PinnedPool::give_back(std::unique_ptr<StagingBlock> block, const void* domain,

@@ -77,6 +77,10 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   // the provider refuses, having first freed what the cache could give up.
   PinnedBlock acquire(StagingProvider& provider, std::size_t bytes);
 
+  // `returning` may hold blocks on their way back: at the limit, or when a provider
+  // has no memory, the pool waits for them once before it refuses. Kept while it lives.
+  void add_returning(std::weak_ptr<ReturningBlocks> returning);
+
   // Frees every cached block whose users have finished; returns the bytes freed.
   uint64_t trim();
   // Frees every cached block of `domain`, waiting for its users first: a backend
@@ -110,8 +114,12 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   // returns it and advances `it`.
   Cached take_cached(std::multimap<Key, Cached>::iterator& it);
   std::unique_ptr<StagingBlock> allocate_within_limit(StagingProvider& provider, std::size_t size);
+  // Waits, without the lock, for every ReturningBlocks with blocks on their way back;
+  // false when none had any (nothing to wait for: no device is synchronized for nothing).
+  bool wait_for_returning();
 
   std::mutex mutex_;
+  std::vector<std::weak_ptr<ReturningBlocks>> returning_;
   std::multimap<Key, Cached> cached_;
   PoolStats stats_;
 };

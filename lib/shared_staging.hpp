@@ -38,7 +38,6 @@ class SharedStagingProvider final : public StagingProvider {
   const char* name() const override { return name_.c_str(); }
   const void* domain() const override { return domain_; }
   std::unique_ptr<StagingBlock> allocate(std::size_t bytes) override;
-  void wait_for_returning() noexcept override { blocks_.wait_for_returning(); }
 
  private:
   StagingProvider& blocks_;

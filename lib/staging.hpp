@@ -22,10 +22,19 @@ class StagingProvider {
   virtual const void* domain() const = 0;
   // Throws ABR_ERR_OUT_OF_MEMORY (or the backend's error) when it cannot.
   virtual std::unique_ptr<StagingBlock> allocate(std::size_t bytes) = 0;
-  // Waits for blocks lent out and released, but still on their way back to the pool
-  // (after the device work queued before their release): the pool asks at its limit
-  // before it refuses. Nothing to wait for unless a provider lends blocks so.
-  virtual void wait_for_returning() noexcept {}
+};
+
+// What gives the pool's blocks back only later: released, they wait for device work
+// queued before their release (CUDA's reclaimer, for deleted cuda_host tensors). At
+// its limit the pool waits for them before it refuses, whichever provider asks
+// (PinnedPool::add_returning).
+class ReturningBlocks {
+ public:
+  virtual ~ReturningBlocks() = default;
+  // Whether any of the pool's blocks are on their way back now.
+  virtual bool returning() noexcept = 0;
+  // Waits until they are back.
+  virtual void wait_for_returning() noexcept = 0;
 };
 
 }  // namespace abr

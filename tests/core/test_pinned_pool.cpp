@@ -31,13 +31,8 @@ struct FakeProvider final : abr::StagingProvider {
     std::size_t size() const override { return bytes.size(); }
   };
   int domain_tag = 0;
-  std::atomic<int> live{0}, allocations{0}, failures_left{0}, waits{0};
-  std::function<void()> on_wait;  // what comes back when the pool waits (a reclaimer's drain)
+  std::atomic<int> live{0}, allocations{0}, failures_left{0};
   const char* name() const override { return "fake"; }
-  void wait_for_returning() noexcept override {
-    waits++;
-    if (on_wait) on_wait();
-  }
   const void* domain() const override { return &domain_tag; }
   std::unique_ptr<abr::StagingBlock> allocate(std::size_t bytes) override {
     if (failures_left > 0) {
@@ -46,6 +41,22 @@ struct FakeProvider final : abr::StagingProvider {
     }
     allocations++;
     return std::make_unique<Block>(*this, bytes);
+  }
+};
+
+// Blocks on their way back to the pool (a reclaimer): `on_wait` brings them back.
+struct FakeReturning final : abr::ReturningBlocks {
+  bool pending = false;
+  int asked = 0, waits = 0;
+  std::function<void()> on_wait;
+  bool returning() noexcept override {
+    ++asked;
+    return pending;
+  }
+  void wait_for_returning() noexcept override {
+    ++waits;
+    if (on_wait) on_wait();
+    pending = false;
   }
 };
 
@@ -212,40 +223,58 @@ TEST_CASE("the limit refuses new blocks with a clear error, frees idle ones firs
 
 // Released blocks may come back only after their device's work (deleted cuda_host
 // tensors, through CUDA's reclaimer): at the limit the pool waits for them once,
-// without its lock (the block's return takes it), before it refuses.
+// without its lock (the block's return takes it), before it refuses, whichever
+// provider asks; and only when some are on their way (a reclaimer's wait
+// synchronizes every device).
 TEST_CASE("at the limit the pool waits once for blocks on their way back, then refuses") {
-  FakeProvider provider;
+  FakeProvider provider, other;  // CUDA's and OpenCL's staging: one limit, one way back
+  other.domain_tag = 1;
+  auto returning = std::make_shared<FakeReturning>();
   auto pool = PinnedPool::create(2 << 20);
-  PinnedBlock returning = pool->acquire(provider, 1 << 20);
+  pool->add_returning(returning);
+  PinnedBlock released = pool->acquire(provider, 1 << 20);
   PinnedBlock held = pool->acquire(provider, 1 << 20);
-  provider.on_wait = [&] { returning = PinnedBlock(); };  // back in the pool, idle
-  PinnedBlock again = pool->acquire(provider, 1 << 20);
-  CHECK(provider.waits == 1);
+  returning->pending = true;
+  returning->on_wait = [&] { released = PinnedBlock(); };  // back in the pool, idle
+  PinnedBlock again = pool->acquire(other, 1 << 20);       // another provider asks
+  CHECK(returning->waits == 1);
   CHECK(again.size() == 1 << 20);
   CHECK(pool->stats().bytes_pinned == 2 << 20);
-  CHECK(provider.live == 2);
+  CHECK(provider.live + other.live == 2);
 
-  provider.on_wait = nullptr;  // nothing on its way back: one wait, then the limit's refusal
+  // Nothing on its way back: no wait, the limit's refusal.
+  returning->on_wait = nullptr;
   try {
     pool->acquire(provider, 1 << 20);
     FAIL("acquire over the limit succeeded");
   } catch (const abr::Error& e) {
     CHECK(e.status() == ABR_ERR_OUT_OF_MEMORY);
   }
-  CHECK(provider.waits == 2);
+  CHECK(returning->waits == 1);
+  CHECK(returning->asked == 2);
+  // Some on their way, but none making room: one wait, then the refusal.
+  returning->pending = true;
+  CHECK_THROWS_AS(pool->acquire(provider, 1 << 20), abr::Error);
+  CHECK(returning->waits == 2);
+  returning->pending = true;
   CHECK_THROWS_AS(pool->acquire(provider, 4 << 20), abr::Error);  // more than the limit: no wait can help
-  CHECK(provider.waits == 2);
+  CHECK(returning->waits == 2);
   abr::PoolStats s = pool->stats();
   CHECK(s.bytes_pinned == 2 << 20);
   CHECK(s.bytes_in_use == 2 << 20);
+
+  returning.reset();  // gone: the pool forgets it
+  CHECK_THROWS_AS(pool->acquire(provider, 1 << 20), abr::Error);
 }
 
 TEST_CASE("a provider that fails leaves the pool consistent; cached blocks are given up and the request retried") {
   FakeProvider provider;
+  auto returning = std::make_shared<FakeReturning>();
   auto pool = PinnedPool::create(1ull << 30);
+  pool->add_returning(returning);
   provider.failures_left = 1;
   CHECK_THROWS_AS(pool->acquire(provider, 4096), abr::Error);  // nothing cached to give up
-  CHECK(provider.waits == 1);                                  // nor on its way back
+  CHECK(returning->asked == 1);                                // nor on its way back
   abr::PoolStats s = pool->stats();
   CHECK(s.bytes_pinned == 0);
   CHECK(s.bytes_in_use == 0);

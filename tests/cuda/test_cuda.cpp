@@ -793,7 +793,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "cuda_host at the pool's limit waits for del
 
 // The same for staging: a pageable copy at the pool's limit whose chunks need the
 // room of a deleted cuda_host tensor's block waits for it to come back instead of
-// failing (the pool asks its provider, StagingProvider::wait_for_returning).
+// failing (the pool waits for what CUDA's reclaimer returns: PinnedPool::add_returning).
 TEST_CASE_FIXTURE(NoDriverFindings, "staging at the pool's limit waits for deleted blocks on their way back") {
   Runtime rt;
   Fake fake;
