@@ -291,6 +291,12 @@ if "py batch" in chosen:
     ours = median(lambda: ab.to_device(xs, "cpu", copy=True))
     loop = median(lambda: [ab.to_device(x, "cpu", copy=True) for x in xs])
     print(f"py batch|{256 * 4096}|{ours!r}|{loop!r}", flush=True)
+if "py copy batch" in chosen:  # one ab.copy of two lists, beside NumPy's loop of np.copyto
+    xs = [np.full(1024, i, dtype=np.float32) for i in range(256)]
+    ys = [np.empty_like(x) for x in xs]
+    ours = median(lambda: ab.copy(xs, ys))
+    print(f"py copy batch|{256 * 4096}|{ours!r}|{median(lambda: [np.copyto(y, x) for x, y in zip(xs, ys)])!r}",
+          flush=True)
 )PY";
 
 // Tensors between two NIXL peers (issue 38), beside NIXL used directly on the same NumPy
@@ -473,7 +479,8 @@ void run_python_gpu_batch_cases(const Options& options, const Report& report) {
     } else {
       const bool batch = case_name.rfind("py batch", 0) == 0;
       r.shape = batch ? "1000x4KiB" : "200 tensors";
-      r.baselines.push_back(baseline("torch nb", first));
+      const bool into_existing = case_name.rfind("py state copy", 0) == 0;
+      r.baselines.push_back(baseline(into_existing ? "torch cp" : "torch nb", first));
       r.baselines.push_back(baseline(batch ? "torch pin" : "link", second));
     }
     report(r);
@@ -531,7 +538,8 @@ void run_python_cases(const Options& options, const Report& report) {
 }
 
 void run_python_host_copy_cases(const Options& options, const Report& report) {
-  const std::string chosen = chosen_cases(options, {"py copy", "py to_device copy", "py many small", "py batch"});
+  const std::string chosen =
+      chosen_cases(options, {"py copy", "py to_device copy", "py many small", "py batch", "py copy batch"});
   if (chosen.empty() || !device_selected(options, {kDLCPU, 0})) return;
   progress("python host copies", 0);
   // From 1 KiB (a Python call's floor) to 16 MiB: above that NumPy and we both run at memcpy's speed.
@@ -548,10 +556,11 @@ void run_python_host_copy_cases(const Options& options, const Report& report) {
     if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf", name, &bytes, &ours, &numpy) != 4) continue;
     const std::string case_name = name;
     Result r{case_name, "cpu", bytes};
-    if (case_name == "py many small" || case_name == "py batch") r.shape = "256x4KiB";
+    if (case_name == "py many small" || case_name == "py batch" || case_name == "py copy batch") r.shape = "256x4KiB";
     r.seconds = ours;
     r.baselines.push_back(baseline(case_name == "py copy"             ? "np.copyto"
                                        : case_name == "py many small" ? "np loop"
+                                       : case_name == "py copy batch" ? "copyto lp"
                                        : case_name == "py batch"      ? "py loop"
                                                                       : "a.copy",
                                    numpy));
