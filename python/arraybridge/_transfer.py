@@ -121,6 +121,9 @@ def _same_shape(src, dst, where="src"):
 def _copy_structure(src, dst, strict=False, non_blocking=False):
     """copy of a structure into a structure of the same shape: every pair in one
     batch (_core.copy_many); with non_blocking, its Event (or None when done)."""
+    if type(src) is list and type(dst) is list and len(src) == len(dst) and _core.is_flat(src) and _core.is_flat(dst):
+        # Two lists of arrays, no structure in them: no walk in Python (a third of a small pair's cost).
+        return _core.copy_many(src, dst, strict=strict, non_blocking=non_blocking)
     _same_shape(src, dst)
     return _core.copy_many(_leaves(src, []), _leaves(dst, []), strict=strict, non_blocking=non_blocking)
 
