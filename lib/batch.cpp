@@ -21,6 +21,7 @@
 #include "lib/host_buffer.hpp"
 #include "lib/host_copy.hpp"
 #include "lib/host_sides.hpp"
+#include "lib/log.hpp"
 #include "lib/runtime.hpp"
 #include "lib/text.hpp"
 
@@ -101,13 +102,19 @@ class CheckedAllocations {
   std::vector<Endpoint> seen_;
 };
 
-// The report's words for a batch's pipelines ("" for none).
-std::string streamed_words(const std::vector<std::vector<std::size_t>>& pipelines) {
-  std::size_t streamed = 0;
-  for (const auto& pipeline : pipelines) streamed += pipeline.size();
-  if (pipelines.empty()) return {};
-  if (pipelines.size() == 1) return fmt::format("; {} streamed through one pipeline", streamed);
-  return fmt::format("; {} streamed through {} pipelines (one per device and way)", streamed, pipelines.size());
+// The report's words for a batch's pipelines ("" for none): those that ran, and
+// the tensors moved one by one because the pinned pool refused theirs.
+std::string streamed_words(const std::vector<std::vector<std::size_t>>& pipelines, std::size_t one_by_one) {
+  std::size_t streamed = 0, ran = 0;
+  for (const auto& pipeline : pipelines) {
+    streamed += pipeline.size();
+    ran += pipeline.empty() ? 0 : 1;
+  }
+  std::string words;
+  if (ran == 1) words = fmt::format("; {} streamed through one pipeline", streamed);
+  if (ran > 1) words = fmt::format("; {} streamed through {} pipelines (one per device and way)", streamed, ran);
+  if (one_by_one) words += fmt::format("; {} moved one by one, the pinned pool refusing their pipeline", one_by_one);
+  return words;
 }
 
 }  // namespace
@@ -203,10 +210,11 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   // 2. Prepare and move.
   std::vector<BatchEntry*> entries(count);
   for (std::size_t i = 0; i < count; ++i) entries[i] = &items[i];
-  const BatchPlan batch = plan_batch(entries, /*into_plain_host=*/!to.backend, opts.staging);
+  BatchPlan batch = plan_batch(entries, /*into_plain_host=*/!to.backend, opts.staging);
   const std::size_t coalesced = batch.coalesced;
   const uint64_t block_bytes = batch.block_bytes;
-  const std::vector<std::vector<std::size_t>>& streamed = batch.streamed;
+  std::vector<std::vector<std::size_t>>& streamed = batch.streamed;  // emptied where the pool refuses a pipeline
+  std::size_t one_by_one = 0;
   const bool direct = is_direct_address(dst.device_type);
   DeviceBackend* backend = backend_of(dst.device_type);  // null for the CPU
   std::shared_ptr<Storage> block;
@@ -302,7 +310,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   uint32_t joined = 0;     // gathered reads moved in another's copy
   try {
     if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
-    move_pipelines(pipelines, streamed, "srcs[{}]", opts.staging, stream);
+    one_by_one = move_pipelines(pipelines, streamed, "srcs[{}]", opts.staging, stream);
     std::size_t move = 0;
     try {
       move_in_order(moves, stream, move, joined);
@@ -342,7 +350,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
         ? fmt::format("{} of {} tensors packed into one {} byte block{}; {} view(s), {} other copy(ies)", coalesced,
                       count, block_bytes, backend ? " and moved with one copy" : "", views, copies - 1)
         : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
-    detail += streamed_words(streamed);
+    detail += streamed_words(streamed, one_by_one);
     if (joined) detail += fmt::format("; {} small read(s) joined a neighbour's copy in one allocation", joined);
     fit_text(report.detail, sizeof report.detail, detail);
   } catch (const std::exception&) {
@@ -376,21 +384,39 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   }
 }
 
-void Runtime::move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
-                             const std::vector<std::vector<std::size_t>>& entries, const char* entry_name,
-                             const StagingChoice& choice, Stream* stream) {
+std::size_t Runtime::move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
+                                    std::vector<std::vector<std::size_t>>& entries, const char* entry_name,
+                                    const StagingChoice& choice, Stream* stream) {
+  const auto named = [&](std::size_t p, std::size_t i) { return fmt::format(fmt::runtime(entry_name), entries[p][i]); };
+  std::size_t one_by_one = 0;
   for (std::size_t p = 0; p < pipelines.size(); ++p) {
     try {
       move_streamed(pipelines[p], choice, stream);
+      continue;
     } catch (const Error& e) {
-      // An asynchronous DMA error cannot be pinned on one piece: the pipeline's first entry names it.
-      throw Error(
-          e.status(),
-          fmt::format("{} and {} other(s) streamed through one pipeline: {}",
-                      fmt::format(fmt::runtime(entry_name), entries[p].front()), entries[p].size() - 1, e.what()),
-          e.backend_code());
+      if (e.status() != ABR_ERR_OUT_OF_MEMORY)  // an asynchronous DMA error cannot be pinned on one piece
+        throw Error(e.status(),
+                    fmt::format("{} and {} other(s) streamed through one pipeline: {}", named(p, 0),
+                                entries[p].size() - 1, e.what()),
+                    e.backend_code());
+      // The pinned pool has no room for the pipeline's blocks: each moves as planned
+      // alone (under two chunks, one driver copy without the pool), rewriting what
+      // the pipeline wrote. No other entry touches their memory, so none sees it.
+      log::debug("a batch's pipeline of {} tensors was refused ({}): each moves on its own", entries[p].size(),
+                 e.what());
     }
+    std::size_t at = 0;
+    uint32_t joined = 0;
+    try {
+      move_in_order(pipelines[p], stream, at, joined);
+    } catch (const Error& e) {
+      if (at == pipelines[p].size()) throw;  // the last wait: no one entry
+      throw Error(e.status(), fmt::format("{}: {}", named(p, at), e.what()), e.backend_code());
+    }
+    one_by_one += entries[p].size();
+    entries[p].clear();
   }
+  return one_by_one;
 }
 
 void Runtime::move_streamed(const std::vector<OrderedMove>& moves, const StagingChoice& choice, Stream* stream) {
@@ -612,7 +638,7 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     entries[i] = &pairs[i];
     if (by_address) spans.push_back({bytes_of(pairs[i].src), bytes_of(pairs[i].dst)});
   }
-  const std::vector<std::vector<std::size_t>> streamed = plan_copy_batch(entries, spans, opts.staging);
+  std::vector<std::vector<std::size_t>> streamed = plan_copy_batch(entries, spans, opts.staging);
 
   std::vector<OrderedMove> moves;
   std::vector<std::vector<OrderedMove>> pipelines(streamed.size());
@@ -632,7 +658,7 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     moves.push_back(move);
     pair_of.push_back(i);
   }
-  move_pipelines(pipelines, streamed, "pair {}", opts.staging, stream);
+  const std::size_t one_by_one = move_pipelines(pipelines, streamed, "pair {}", opts.staging, stream);
   std::size_t at = 0;
   uint32_t submissions = 0, joined = 0;  // no pair is gathered, so none joins another's read
   try {
@@ -644,9 +670,9 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   report.tensors = static_cast<uint32_t>(count);
   report.copies = static_cast<uint32_t>(count);
   report.bytes_moved = moved;
-  fit_text(
-      report.detail, sizeof report.detail,
-      fmt::format("{} copies; the device moves in {} submission(s){}", count, submissions, streamed_words(streamed)));
+  fit_text(report.detail, sizeof report.detail,
+           fmt::format("{} copies; the device moves in {} submission(s){}", count, submissions,
+                       streamed_words(streamed, one_by_one)));
 }
 
 }  // namespace abr

@@ -1,9 +1,10 @@
-// The batch planner: what abr_to_device_many does with each tensor beyond its own
-// plan (lib/planner.hpp). Small copies from host memory share one block and one
-// copy, small reads into new host memory are gathered into pinned memory and land
-// in slots of one block, and larger copies between pageable memory and one device
-// stream through one pipeline. Decided here, from the items' plans and sizes;
-// lib/batch.cpp carries it out.
+// The batch planner: what abr_to_device_many and abr_copy_many do with each tensor
+// beyond its own plan (lib/planner.hpp). Small copies from host memory share one
+// block and one copy, small reads into new host memory are gathered into pinned
+// memory and land in slots of one block, and larger copies between pageable memory
+// and a device stream through one pipeline per device and way (for copy_many, only
+// pairs whose memory no other pair touches). Decided here, from the items' plans,
+// sizes and memory; lib/batch.cpp carries it out.
 #pragma once
 
 #include <cstddef>

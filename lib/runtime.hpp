@@ -116,10 +116,12 @@ class Runtime {
   struct OrderedMove;
   // A batch's pipelines (plan_batch, plan_copy_batch), one after another, each
   // pageable bytes to or from one context as one transfer; `entries` their indices,
-  // which a failure names with `entry_name` ("srcs[{}]").
-  void move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
-                      const std::vector<std::vector<std::size_t>>& entries, const char* entry_name,
-                      const StagingChoice& choice, Stream* stream);
+  // which a failure names with `entry_name` ("srcs[{}]"). A pipeline the pinned pool
+  // refuses moves its entries one by one, as planned alone, and its list is emptied;
+  // returns how many moved so.
+  std::size_t move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
+                             std::vector<std::vector<std::size_t>>& entries, const char* entry_name,
+                             const StagingChoice& choice, Stream* stream);
   void move_streamed(const std::vector<OrderedMove>& moves, const StagingChoice& choice, Stream* stream);
   // A batch's moves in order, consecutive device moves on one context in one submission
   // (lib/batch.cpp); `joined` counts the gathered reads that joined another's copy.

@@ -368,10 +368,12 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
  * results compact views of one allocation that is freed when the last of them is
  * deleted; small reads from a device reached by DMA into new CPU memory likewise
  * get slots of one host block. Larger copies of compact bytes (no cast) between
- * pageable host memory and one device reached by DMA (CUDA) move through one
- * pipeline as if one tensor, when at least two make two of its chunks ("N streamed
- * through one pipeline" in the report's detail; a failure there names the first of
- * them: "srcs[3] and 4 other(s) streamed through one pipeline: ...").
+ * pageable host memory and a device reached by DMA (CUDA) move through one
+ * pipeline per device and way as if one tensor, when at least two make two of its
+ * chunks ("N streamed through one pipeline" in the report's detail; a failure there
+ * names the pipeline's first: "srcs[3] and 4 other(s) streamed through one pipeline:
+ * ..."). Where the pinned pool has no room for a pipeline, its tensors move one by
+ * one as abr_to_device would move them ("N moved one by one").
  * Other tensors and views go their own way, on the same stream.
  * On ABR_OK every source is consumed as abr_to_device consumes it and out[i] is
  * srcs[i]'s result. On failure no source is consumed, every out[i] is NULL, and
@@ -404,7 +406,9 @@ ABR_API abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersi
  * the next pair is elsewhere or the call ends (reads and writes are not waited for
  * one by one). Pageable pairs over 64 KiB between host memory and a device, one
  * way, whose memory no other pair reads or writes, move first as one transfer
- * through one pipeline per device and way (the detail says how many). Every pair sees the
+ * through one pipeline per device and way, as abr_to_device_many's do (the detail
+ * says how many). Overlaps are seen by address: memory mapped at two addresses is
+ * the caller's to order. Every pair sees the
  * results of the pairs before it. A driver failure mid-way leaves some
  * destinations written: the earlier pairs', and those that moved first. */
 ABR_API abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, const DLTensor* const* dsts,

@@ -163,11 +163,13 @@ TEST_CASE("plan_copy_batch: pairs stream only where no other pair reads or write
   CHECK(uploads(spans(host, elsewhere, 4096)).first == Pipelines{{0, 1, 2, 3}});
   // Touching is not overlapping: it reads the byte after the first's destination.
   CHECK(uploads(spans(device + mib, elsewhere, 4096)).first == Pipelines{{0, 1, 2, 3}});
-  // Destinations overlapping in a chain, the furthest end not the nearest start:
-  // [0, 10), [1, 100) and [50, 51) MiB. All three are marked; two more apart stream.
+  // Destinations [0, 100), [1, 2) and [50, 51) MiB: the third overlaps only the
+  // first, whose end is the furthest, not the nearest before it. All three are
+  // marked (checking each only against the one before would let the third stream);
+  // two more apart stream.
   {
     Batch batch;
-    const std::pair<uint64_t, uint64_t> at_size[] = {{0, 10}, {1, 99}, {50, 1}, {200, 1}, {300, 1}};
+    const std::pair<uint64_t, uint64_t> at_size[] = {{0, 100}, {1, 1}, {50, 1}, {200, 1}, {300, 1}};
     std::vector<abr::CopySpans> memory;
     for (const auto& [at, size] : at_size) {
       batch.add(ABR_PATH_HOST_TO_DEVICE, size * mib, true, nullptr, &kDevice);

@@ -554,6 +554,39 @@ TEST_CASE_FIXTURE(NoDriverFindings, "copy_many and a batch to the CPU: one pipel
   }
 }
 
+// A pipeline needs the pinned pool's blocks, which the pairs alone (each under two
+// chunks: one driver copy) did not: where the pool refuses them, the pairs move one
+// by one instead of failing, in copy_many and in a batch.
+TEST_CASE_FIXTURE(NoDriverFindings, "copy_many and a batch: a pipeline the pinned pool refuses moves one by one") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  StagingChunkMib chunks("1");
+  constexpr std::size_t kElements = 150001;  // 600 KB: four of them make two chunks
+  Batch state(4, kElements), params(4, kElements);
+  for (auto& values : params.data) std::fill(values.begin(), values.end(), 0);
+  REQUIRE(params.to(rt, cuda0) == ABR_OK);
+  std::vector<const DLTensor*> srcs, dsts;
+  for (std::size_t i = 0; i < 4; ++i) {
+    srcs.push_back(&state.sources[i]->tensor());
+    dsts.push_back(&params.out[i]->dl_tensor);
+  }
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);
+  REQUIRE(abr_pool_set_limit(rt, 512 << 10) == ABR_OK);  // under one 1 MiB chunk
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs.data(), dsts.data(), 4, nullptr, nullptr, &report) == ABR_OK,
+                  abr_last_error());
+  CHECK(std::string(report.detail).find("4 moved one by one, the pinned pool refusing") != std::string::npos);
+  CHECK(std::string(report.detail).find("streamed") == std::string::npos);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(read_back(rt, *dsts[i]) == state.data[i]);
+
+  Batch again(4, kElements);
+  report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(again.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+  CHECK(std::string(report.detail).find("4 moved one by one") != std::string::npos);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(read_back(rt, again.out[i]->dl_tensor) == again.data[i]);
+  REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
+}
+
 // Streamed pairs move before the rest, so a pair whose memory another pair reads or
 // writes keeps the caller's order. Here the first pair (one DMA into page-locked
 // memory, never streamed) reads a device tensor the second then overwrites: streamed

@@ -213,3 +213,25 @@ def test_copy_of_a_state_dict_into_cuda_tensors_streams_and_keeps_every_value():
         print("ok")
     """, delay_us=2000)
     assert out.strip().endswith("ok"), out
+
+
+def test_copy_keeps_the_order_of_a_pair_that_writes_another_pairs_source_through_a_reversed_view():
+    # The first pair writes x through x[::-1] (negative strides: its memory starts
+    # below its data pointer); the second reads x. Streamed ahead of the first, the
+    # second would carry x's old values; it keeps its place, the other two stream.
+    out = run_with_fake_cuda("""
+        import numpy as np, arraybridge as ab
+        ab.set_staging(chunk_bytes=2**20)
+        n = 300001  # 1.2 MB of float32: two of them make two chunks
+        x, y, z = (np.full(n, v, np.float32) for v in (1, 2, 3))
+        on_device = np.arange(n, dtype=np.float32)
+        d0 = ab.to_device(on_device, "cuda:0")
+        d1, d2, d3 = (ab.to_device(np.zeros(n, np.float32), "cuda:0") for _ in range(3))
+        ab.copy([d0, x, y, z], [x[::-1], d1, d2, d3])
+        np.testing.assert_array_equal(x, on_device[::-1])
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(d1, "cpu")), on_device[::-1])
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(d2, "cpu")), y)
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(d3, "cpu")), z)
+        print("ok")
+    """, delay_us=2000)
+    assert out.strip().endswith("ok"), out
