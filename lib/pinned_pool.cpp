@@ -105,26 +105,59 @@ PinnedPool::Cached PinnedPool::take_cached(std::multimap<Key, Cached>::iterator&
 }
 
 PinnedBlock PinnedPool::acquire(StagingProvider& provider, std::size_t bytes) {
-  const std::size_t size = size_class(bytes);
-  const Key key{provider.domain(), size};
+  const Key key{provider.domain(), size_class(bytes)};
+  std::unique_ptr<StagingBlock> block = take_idle(key, /*missed=*/false);
+  if (!block) block = allocate_within_limit(provider, key);
+  return PinnedBlock(shared_from_this(), std::move(block), key.first);
+}
+
+std::unique_ptr<StagingBlock> PinnedPool::take_idle(const Key& key, bool missed) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto range = cached_.equal_range(key);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (!idle(it->second)) continue;
+    std::unique_ptr<StagingBlock> block = std::move(it->second.block);
+    cached_.erase(it);
+    stats_.hits += 1;
+    stats_.misses -= missed ? 1 : 0;
+    stats_.bytes_cached -= key.second;
+    stats_.bytes_in_use += key.second;
+    return block;
+  }
+  stats_.misses += missed ? 0 : 1;
+  return nullptr;
+}
+
+bool PinnedPool::wait_for_busy_cached(const Key& key) {
+  std::vector<std::shared_ptr<Event>> users;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto range = cached_.equal_range(key);
-    for (auto it = range.first; it != range.second; ++it) {
-      if (!idle(it->second)) continue;
-      std::unique_ptr<StagingBlock> block = std::move(it->second.block);
-      cached_.erase(it);
-      stats_.hits += 1;
-      stats_.bytes_cached -= size;
-      stats_.bytes_in_use += size;
-      return PinnedBlock(shared_from_this(), std::move(block), key.first);
+    auto same = std::find_if(range.first, range.second, [](auto& entry) { return !idle(entry.second); });
+    if (same != range.second) {
+      users = same->second.users;
+    } else {
+      const uint64_t needed = stats_.bytes_pinned + key.second;
+      uint64_t room = stats_.limit_bytes >= needed ? key.second : stats_.limit_bytes + key.second - needed;
+      for (auto it = cached_.begin(); it != cached_.end() && room < key.second; ++it) {
+        if (idle(it->second)) continue;
+        users.insert(users.end(), it->second.users.begin(), it->second.users.end());
+        room += it->second.block->size();
+      }
     }
-    stats_.misses += 1;
   }
-  return PinnedBlock(shared_from_this(), allocate_within_limit(provider, size), key.first);
+  for (const std::shared_ptr<Event>& event : users) {
+    try {
+      event->wait();
+    } catch (const std::exception& e) {  // a failed command no longer uses the block
+      log::debug("waiting for a cached pinned block's user failed: {}", e.what());
+    }
+  }
+  return !users.empty();
 }
 
-std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider& provider, std::size_t size) {
+std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider& provider, const Key& key) {
+  const std::size_t size = key.second;
   bool waited = false, trimmed = false;  // each done once, before giving up
   for (;;) {
     std::vector<std::unique_ptr<StagingBlock>> freed;  // freed after the lock is dropped
@@ -144,12 +177,20 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
     }
     freed.clear();
     if (at_limit) {
-      // Released blocks may still wait for their device's work before they come back
-      // (deleted cuda_host tensors): wait for them, without the lock, and look again.
+      // Cached blocks a stream still reads (a pipeline's, before ours on one stream),
+      // and released ones waiting for their device's work (deleted cuda_host tensors),
+      // are on their way back: wait for them, without the lock, and look again.
       // Nothing coming back makes room for more than the whole limit.
       const bool may_come_back = !waited && !over_all;
       waited = true;
-      if (may_come_back && wait_for_returning()) continue;
+      if (may_come_back) {
+        const bool busy = wait_for_busy_cached(key);
+        const bool returned = wait_for_returning();
+        if (busy || returned) {
+          if (std::unique_ptr<StagingBlock> block = take_idle(key, /*missed=*/true)) return block;
+          continue;
+        }
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       fail(ABR_ERR_OUT_OF_MEMORY,
            "the pinned pool's limit of {} bytes is reached: {} more needed, {} pinned, {} of them in use "
@@ -210,19 +251,24 @@ void PinnedPool::give_back(std::unique_ptr<StagingBlock> block, const void* doma
   const std::size_t size = block->size();
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.bytes_in_use -= size;
+  Cached entry{std::move(block), {}};
   try {
-    cached_.emplace(Key{domain, size}, Cached{std::move(block), std::move(users)});
+    entry.users.reserve(users.size());
+    for (auto& event : users) entry.users.emplace_back(std::move(event));  // unchanged if this throws
+    cached_.emplace(Key{domain, size}, std::move(entry));                  // moved only once allocated
     stats_.bytes_cached += size;
   } catch (...) {  // no memory to cache it: free it, after its users
-    for (auto& event : users) {
+    auto wait = [](Event* event) {
       try {
         if (event) event->wait();
       } catch (...) {
       }
-    }
+    };
+    for (auto& event : users) wait(event.get());
+    for (auto& event : entry.users) wait(event.get());
     stats_.bytes_pinned -= size;
     stats_.blocks_pinned -= 1;
-    block.reset();
+    entry.block.reset();
   }
 }
 

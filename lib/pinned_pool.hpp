@@ -73,8 +73,10 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   ~PinnedPool();  // waits for cached blocks still in use by a stream, then frees all
 
   // A block of at least `bytes` in `provider`'s domain: a cached one whose users
-  // have finished, or a new one. Throws ABR_ERR_OUT_OF_MEMORY when the limit or
-  // the provider refuses, having first freed what the cache could give up.
+  // have finished, or a new one. At the limit it waits once for what is on its way
+  // back: cached blocks that streams still use, then ReturningBlocks. Throws
+  // ABR_ERR_OUT_OF_MEMORY when the limit or the provider refuses, having first freed
+  // what the cache could give up.
   PinnedBlock acquire(StagingProvider& provider, std::size_t bytes);
 
   // `returning` may hold blocks on their way back: at the limit, or when a provider
@@ -98,7 +100,7 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
  private:
   struct Cached {
     std::unique_ptr<StagingBlock> block;
-    std::vector<std::unique_ptr<Event>> users;
+    std::vector<std::shared_ptr<Event>> users;  // shared: waited for without the lock, the block left in place
   };
   using Key = std::pair<const void*, std::size_t>;  // (provider domain, size class)
 
@@ -113,7 +115,14 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   // Removes a cached block from the cache and the statistics (caller holds the lock);
   // returns it and advances `it`.
   Cached take_cached(std::multimap<Key, Cached>::iterator& it);
-  std::unique_ptr<StagingBlock> allocate_within_limit(StagingProvider& provider, std::size_t size);
+  // A cached block of `key` whose users have finished, counted as a hit; else null,
+  // counted as a miss unless `missed` already was.
+  std::unique_ptr<StagingBlock> take_idle(const Key& key, bool missed);
+  std::unique_ptr<StagingBlock> allocate_within_limit(StagingProvider& provider, const Key& key);
+  // At the limit: waits, without the lock, for the users of a cached block of `key`,
+  // or else of enough cached blocks of any kind to make room for `key`'s size. False
+  // when no cached block is in use.
+  bool wait_for_busy_cached(const Key& key);
   // Waits, without the lock, for every ReturningBlocks with blocks on their way back;
   // false when none had any (nothing to wait for: no device is synchronized for nothing).
   bool wait_for_returning();

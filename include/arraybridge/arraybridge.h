@@ -515,7 +515,8 @@ ABR_API abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stat
 ABR_API abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes);
 /* A limit below what is pinned frees cached blocks at once; blocks in use stay
  * until returned, and new blocks are refused (ABR_ERR_OUT_OF_MEMORY) until the
- * total fits. 0 restores the default. */
+ * total fits; returned blocks a stream still reads are waited for first. 0
+ * restores the default. */
 ABR_API abr_status abr_pool_set_limit(abr_runtime* runtime, uint64_t limit_bytes);
 
 /* ------------------------------------------------------------- device cache */

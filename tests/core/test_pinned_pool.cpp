@@ -264,6 +264,65 @@ TEST_CASE("at the limit the pool waits once for blocks on their way back, then r
   CHECK(s.bytes_in_use == 2 << 20);
 }
 
+// A pipeline's blocks go back to the cache while the caller's stream still reads
+// them; the next pipeline on that stream, at the limit, waited for nothing and was
+// refused (a batch then moved its tensors one by one). They are on their way back:
+// the pool waits for a block of the class it wants, or else for enough others.
+TEST_CASE("at the limit the pool waits for cached blocks a stream still reads, and reuses one of the class asked") {
+  FakeProvider provider;
+  FakeStream stream;
+  auto pool = PinnedPool::create(2 << 20);
+  char *first = nullptr, *second = nullptr;
+  {
+    PinnedBlock a = pool->acquire(provider, 1 << 20), b = pool->acquire(provider, 1 << 20);
+    first = a.data(), second = b.data();
+    a.used_by(stream);
+    b.used_by(stream);
+  }
+  CHECK(pool->stats().bytes_waiting == 2 << 20);
+  PinnedBlock again = pool->acquire(provider, 1 << 20);
+  CHECK(stream.waits == 1);  // one block's users: the class asked for
+  CHECK((again.data() == first || again.data() == second));
+  CHECK(provider.allocations == 2);
+  abr::PoolStats s = pool->stats();
+  CHECK(s.hits == 1);
+  CHECK(s.misses == 2);
+  CHECK(s.bytes_pinned == 2 << 20);
+  CHECK(s.bytes_in_use == 1 << 20);
+}
+
+TEST_CASE("at the limit a busy cached block of another class is waited for and freed to make room") {
+  FakeProvider provider;
+  FakeStream stream;
+  auto pool = PinnedPool::create(2 << 20);
+  pool->acquire(provider, 2 << 20).used_by(stream);
+  PinnedBlock small = pool->acquire(provider, 1 << 20);
+  CHECK(stream.waits == 1);
+  CHECK(provider.allocations == 2);
+  CHECK(provider.live == 1);
+  CHECK(pool->stats().bytes_pinned == 1 << 20);
+}
+
+TEST_CASE("at the limit busy cached blocks too small to make room are waited for once, then the limit refuses") {
+  FakeProvider provider;
+  FakeStream stream;
+  auto pool = PinnedPool::create(2 << 20);
+  PinnedBlock held = pool->acquire(provider, 1 << 20);
+  pool->acquire(provider, 1 << 20).used_by(stream);
+  try {
+    pool->acquire(provider, 2 << 20);
+    FAIL("acquire over the limit succeeded");
+  } catch (const abr::Error& e) {
+    CHECK(e.status() == ABR_ERR_OUT_OF_MEMORY);
+    CHECK(std::strstr(e.what(), "limit of 2097152 bytes") != nullptr);
+  }
+  CHECK(stream.waits == 1);
+  abr::PoolStats s = pool->stats();
+  CHECK(s.bytes_pinned == 1 << 20);  // the waited-for block freed, the held one kept
+  CHECK(s.bytes_in_use == 1 << 20);
+  CHECK(provider.live == 1);
+}
+
 TEST_CASE("a provider that fails leaves the pool consistent; cached blocks are given up and the request retried") {
   FakeProvider provider;
   auto returning = std::make_shared<FakeReturning>();

@@ -587,6 +587,61 @@ TEST_CASE_FIXTURE(NoDriverFindings, "copy_many and a batch: a pipeline the pinne
   REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
 }
 
+// A pipeline's pinned blocks go back to the pool while the stream still reads them.
+// The next pipeline on that stream (the other way), at a limit one pipeline fits in,
+// was refused and moved its pairs one by one; the pool now waits for those blocks.
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "copy_many: a second pipeline on one stream at the pool's limit reuses the first one's blocks") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  StagingChunkMib chunks("1");
+  constexpr std::size_t kElements = 300001;  // 1.2 MB: two of them make two chunks
+  Batch up(2, kElements), params(4, kElements);
+  REQUIRE(params.to(rt, cuda0) == ABR_OK);
+  std::vector<std::vector<int32_t>> back(2, std::vector<int32_t>(kElements, -1));
+  std::vector<std::unique_ptr<Managed>> back_tensors;
+  std::vector<const DLTensor*> srcs, dsts;
+  for (std::size_t i = 0; i < 2; ++i) {  // up into params 0 and 1
+    srcs.push_back(&up.sources[i]->tensor());
+    dsts.push_back(&params.out[i]->dl_tensor);
+  }
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs.data(), dsts.data(), 2, nullptr, nullptr, &report) == ABR_OK,
+                  abr_last_error());
+  REQUIRE(std::string(report.detail).find("2 streamed through one pipeline") != std::string::npos);
+  abr_pool_stats one_pipeline = ABR_POOL_STATS_INIT;
+  REQUIRE(abr_pool_get_stats(rt, &one_pipeline) == ABR_OK);
+  REQUIRE(abr_pool_set_limit(rt, one_pipeline.bytes_pinned) == ABR_OK);  // what one pipeline took, now cached
+
+  for (std::size_t i = 0; i < 2; ++i) {  // and params 2 and 3 down, in the same call
+    back_tensors.push_back(std::make_unique<Managed>(back[i].data(), i32, std::vector<int64_t>{int64_t(kElements)}));
+    srcs.push_back(&params.out[2 + i]->dl_tensor);
+    dsts.push_back(&back_tensors.back()->tensor());
+  }
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  report = ABR_BATCH_REPORT_INIT;
+  {
+    Lag lag(5000);  // the first pipeline's blocks still read by the stream when the second asks
+    REQUIRE_MESSAGE(abr_copy_many(rt, srcs.data(), dsts.data(), 4, nullptr, stream, &report) == ABR_OK,
+                    abr_last_error());
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  INFO(report.detail);
+  CHECK(std::string(report.detail).find("4 streamed through 2 pipelines") != std::string::npos);
+  abr_pool_stats after = ABR_POOL_STATS_INIT;
+  REQUIRE(abr_pool_get_stats(rt, &after) == ABR_OK);
+  CHECK(after.bytes_pinned <= one_pipeline.bytes_pinned);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    CHECK(read_back(rt, params.out[i]->dl_tensor) == up.data[i]);
+    CHECK(back[i] == params.data[2 + i]);
+  }
+  abr_stream_destroy(stream);
+  REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
+}
+
 // Streamed pairs move before the rest, so a pair whose memory another pair reads or
 // writes keeps the caller's order. Here the first pair (one DMA into page-locked
 // memory, never streamed) reads a device tensor the second then overwrites: streamed
