@@ -92,7 +92,7 @@ std::vector<ByteSpan> merged(std::vector<ByteSpan> spans) {
 // and device memory, which never overlap).
 std::vector<bool> untouched(const std::vector<CopySpans>& spans) {
   const std::size_t n = spans.size();
-  std::vector<bool> free(n, true);
+  std::vector<bool> movable(n, true);
   // Destinations overlapping each other: sorted by start, each against the furthest
   // end before it, marking both (every destination that overlaps another is met so).
   std::vector<std::size_t> by_start;
@@ -103,8 +103,8 @@ std::vector<bool> untouched(const std::vector<CopySpans>& spans) {
   std::size_t furthest = n;  // none yet
   for (std::size_t i : by_start) {
     if (furthest != n && spans[i].dst.begin < spans[furthest].dst.end) {
-      free[i] = false;
-      free[furthest] = false;
+      movable[i] = false;
+      movable[furthest] = false;
     }
     if (furthest == n || spans[i].dst.end > spans[furthest].dst.end) furthest = i;
   }
@@ -116,8 +116,8 @@ std::vector<bool> untouched(const std::vector<CopySpans>& spans) {
   }
   const std::vector<ByteSpan> read = merged(std::move(srcs)), written = merged(std::move(dsts));
   for (std::size_t i = 0; i < n; ++i)
-    if (overlaps(read, spans[i].dst) || overlaps(written, spans[i].src)) free[i] = false;
-  return free;
+    if (overlaps(read, spans[i].dst) || overlaps(written, spans[i].src)) movable[i] = false;
+  return movable;
 }
 
 }  // namespace
