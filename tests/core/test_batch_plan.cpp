@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <deque>
+#include <random>
 #include <vector>
 
 #include "lib/batch_plan.hpp"
@@ -184,6 +185,47 @@ TEST_CASE("plan_copy_batch: pairs stream only where no other pair reads or write
     for (int i = 0; i < 4; ++i) batch.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, &kDevice);
     CHECK(abr::plan_copy_batch(batch.pointers, {}, kMiBChunks).empty());
   }
+}
+
+// The order check against its definition, pair by pair, on random pairs crowded
+// into a few MiB (so most overlap something): a pair streams exactly when no other
+// pair reads or writes its destination, none writes its source, its own source and
+// destination are apart, and at least one other pair streams with it.
+TEST_CASE("plan_copy_batch: the pairs that stream are those its definition allows, on random pairs") {
+  const uint64_t mib = uint64_t{1} << 20;
+  const auto overlap = [](const abr::ByteSpan& a, const abr::ByteSpan& b) {
+    return a.begin != a.end && b.begin != b.end && a.begin < b.end && b.begin < a.end;
+  };
+  std::mt19937 rng(20261127);
+  std::size_t streamed_somewhere = 0, held_somewhere = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::size_t n = 2 + rng() % 11;
+    const uintptr_t room = (2 + rng() % 30) * mib;  // where every span lies: crowded or roomy
+    Batch batch;
+    std::vector<abr::CopySpans> memory;
+    for (std::size_t i = 0; i < n; ++i) {
+      batch.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, &kDevice);
+      const uint64_t bytes = rng() % 8 == 0 ? 0 : 1 + rng() % (mib / 2);  // an empty one now and then
+      const uintptr_t src = uintptr_t{1} << 40 | rng() % room, dst = uintptr_t{1} << 40 | rng() % room;
+      memory.push_back(spans(src, dst, bytes));
+    }
+    std::vector<std::size_t> expected;
+    for (std::size_t i = 0; i < n; ++i) {
+      bool alone = true;
+      for (std::size_t j = 0; j < n && alone; ++j)
+        alone = (j == i || !overlap(memory[i].dst, memory[j].dst)) && !overlap(memory[i].dst, memory[j].src) &&
+            !overlap(memory[i].src, memory[j].dst);
+      if (alone) expected.push_back(i);
+    }
+    if (expected.size() < 2) expected.clear();  // a pipeline of one is not streamed
+    const Pipelines chosen = abr::plan_copy_batch(batch.pointers, memory, kMiBChunks);
+    CAPTURE(trial);
+    CHECK(chosen == (expected.empty() ? Pipelines{} : Pipelines{expected}));
+    streamed_somewhere += expected.size();
+    held_somewhere += n - expected.size();
+  }
+  CHECK(streamed_somewhere > 1000);  // both outcomes met many times
+  CHECK(held_somewhere > 1000);
 }
 
 TEST_CASE("plan_copy_batch: one pipeline per device context and way") {
