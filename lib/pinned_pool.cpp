@@ -159,6 +159,10 @@ bool PinnedPool::wait_for_busy_cached(const Key& key) {
 std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider& provider, const Key& key) {
   const std::size_t size = key.second;
   bool waited = false, trimmed = false;  // each done once, before giving up
+  // Cached blocks in use come back as their users finish; another thread may take the
+  // one waited for first, so they are waited for again, a bounded number of times.
+  constexpr int kBusyWaits = 64;
+  int busy_waits = 0;
   for (;;) {
     std::vector<std::unique_ptr<StagingBlock>> freed;  // freed after the lock is dropped
     bool at_limit = false, over_all = false;
@@ -181,11 +185,11 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
       // and released ones waiting for their device's work (deleted cuda_host tensors),
       // are on their way back: wait for them, without the lock, and look again.
       // Nothing coming back makes room for more than the whole limit.
-      const bool may_come_back = !waited && !over_all;
-      waited = true;
-      if (may_come_back) {
-        const bool busy = wait_for_busy_cached(key);
-        const bool returned = wait_for_returning();
+      if (!over_all) {
+        const bool busy = busy_waits < kBusyWaits && wait_for_busy_cached(key);
+        busy_waits += busy ? 1 : 0;
+        const bool returned = !waited && wait_for_returning();
+        waited = true;
         if (busy || returned) {
           if (std::unique_ptr<StagingBlock> block = take_idle(key, /*missed=*/true)) return block;
           continue;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -369,6 +371,55 @@ TEST_CASE("many threads share one pool and the statistics add up afterwards") {
   CHECK(s.bytes_in_use == 0);
   CHECK(s.blocks_pinned == static_cast<uint64_t>(provider.live.load()));
   CHECK(s.misses <= kThreads * 4);  // at most one block per thread and class
+}
+
+// At the limit every thread waits for others' busy cached blocks (whose users here
+// finish only when waited for): events shared between the cache and the waiting
+// thread, waited for without the lock while others check them. A block is never
+// handed out before its last user is done.
+TEST_CASE("threads at the limit wait for each other's busy blocks, and never get one still in use") {
+  struct Use final : abr::Event {
+    std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+    bool complete() noexcept override { return *done; }
+    void wait() override { *done = true; }
+  };
+  FakeProvider provider;
+  constexpr int kThreads = 8, kIterations = 300;
+  auto pool = PinnedPool::create(kThreads * 4096);  // every thread's block at once, and no more
+  std::mutex mutex;
+  std::map<const char*, std::shared_ptr<std::atomic<bool>>> last_use;  // each block's last user
+  std::atomic<int> early{0}, refused{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIterations; ++i) {
+        try {
+          PinnedBlock block = pool->acquire(provider, 4096);
+          auto use = std::make_unique<Use>();
+          std::lock_guard<std::mutex> lock(mutex);
+          auto& last = last_use[block.data()];
+          if (last && !*last) early++;
+          last = use->done;
+          block.used_until(std::move(use));
+        } catch (const abr::Error& e) {
+          (e.status() == ABR_ERR_OUT_OF_MEMORY ? refused : other)++;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(early == 0);
+  CHECK(other == 0);
+  const abr::PoolStats s = pool->stats();
+  MESSAGE("refused at the limit: " << refused.load() << " of " << kThreads * kIterations);
+  CHECK(s.hits + s.misses == kThreads * kIterations);
+  // Each thread waits again when another takes the block it waited for: with one wait
+  // each, 3-7% were refused here; without any, all but the first few (2392 of 2400).
+  CHECK(refused <= kThreads * kIterations / 100);
+  CHECK(s.hits > kThreads * kIterations / 2);  // reused after a wait: no user finishes otherwise
+  CHECK(s.bytes_in_use == 0);
+  CHECK(s.bytes_pinned <= kThreads * 4096);
+  CHECK(s.blocks_pinned == static_cast<uint64_t>(provider.live.load()));
 }
 
 namespace {
