@@ -28,9 +28,6 @@
 namespace abr {
 namespace {
 
-// Gathered reads of sources this close after each other in one allocation are one
-// copy, the gap read too: torch's caching allocator rounds small blocks to 512 bytes.
-constexpr uint64_t kJoinGap = 512;
 // Gathered reads (see move_in_order) land in pinned blocks of at least this size.
 constexpr std::size_t kLandingBlock = std::size_t{1} << 20;
 constexpr std::size_t kMaxBatch = std::size_t{1} << 24;
@@ -65,7 +62,6 @@ struct Runtime::BatchItem : BatchEntry {
   std::unique_ptr<Storage> memory;       // a copy's own memory, or a wrap's
   std::shared_ptr<Storage> shared;       // the same when a stream holds it too, or the coalesced block
   DeferredSource* wrap_owner = nullptr;
-  uintptr_t allocation = 0;  // the source's device allocation, where its backend knows it (gathered reads join)
 };
 
 namespace {
@@ -126,6 +122,8 @@ struct Runtime::OrderedMove {
   const Layout* dst;
   bool gather;           // lands in a pinned block and is copied out after the submission's one wait
   uintptr_t allocation;  // a gathered read's source allocation (0: unknown): reads next to each other in one merge
+  bool in_place;         // a gathered read straight into its page-locked result: no landing, copy out or wait
+  bool joins;            // in place, in one copy with the read before it (plan_batch placed it so)
 };
 
 void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
@@ -159,6 +157,12 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   std::vector<void*> data(count, nullptr);  // a copy's own memory
   CheckedAllocations checked;
   uint64_t locked_room = UINT64_MAX;  // page-locked memory left for results: asked of the pool once, when needed
+  // Small reads from a device land straight in page-locked results (no pinned landing,
+  // copy out or host wait), where every one is on the caller's stream of one context
+  // whose backend makes page-locked host memory (of type locked_type).
+  bool reads_in_place = stream != nullptr;
+  DLDeviceType locked_type = static_cast<DLDeviceType>(0);
+  const void* read_context = nullptr;
   // Until the commit, every source stays the caller's, whatever fails.
   struct KeepSources {
     std::vector<BatchItem>& items;
@@ -184,11 +188,17 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       const Endpoint from = known ? *known : endpoint_of(item.src, dst, "source", /*ask_pinned=*/!packed_anyway);
       if (!known) checked.add(from);
       opts.locked_result_budget = 0;
-      if (locks_results(from, dst, stream)) {
+      const bool locks = locks_results(from, dst, stream);
+      if (locks) {
         if (locked_room == UINT64_MAX) locked_room = locked_result_room();
         opts.locked_result_budget = locked_room;
       }
       item.plan = plan_transfer(item.src, from, to, opts);
+      if (item.plan.path == ABR_PATH_DEVICE_TO_HOST && item.plan.pageable_bytes) {  // gathered, if small
+        reads_in_place = reads_in_place && locks && (!read_context || read_context == from.context);
+        read_context = from.context;
+        locked_type = from.can.locked_host;
+      }
       check_stream(stream, item.src.device, dst);
       if (item.plan.locked_result) {
         DeviceMemory locked = locked_result_or_replan(item.plan, item.src, from, to, opts, stream);
@@ -202,6 +212,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       }
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
       item.allocation = from.allocation.begin;
+      item.source_at = reinterpret_cast<uintptr_t>(first_element(item.src));
     } catch (const Error& e) {
       throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
     }
@@ -210,7 +221,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   // 2. Prepare and move.
   std::vector<BatchEntry*> entries(count);
   for (std::size_t i = 0; i < count; ++i) entries[i] = &items[i];
-  BatchPlan batch = plan_batch(entries, /*into_plain_host=*/!to.backend, opts.staging);
+  BatchPlan batch = plan_batch(entries, /*into_plain_host=*/!to.backend, opts.staging, reads_in_place);
   const std::size_t coalesced = batch.coalesced;
   const uint64_t block_bytes = batch.block_bytes;
   std::vector<std::vector<std::size_t>>& streamed = batch.streamed;  // emptied where the pool refuses a pipeline
@@ -229,8 +240,30 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     block = std::move(buffer);
   }
 
-  std::shared_ptr<HostBuffer> results_block =
-      batch.results_bytes ? std::make_shared<HostBuffer>(static_cast<std::size_t>(batch.results_bytes)) : nullptr;
+  // The gathered reads' results: one block, page-locked where they are read in place
+  // and the pool allows it (results take at most half of it), else plain memory.
+  std::shared_ptr<Storage> results_block;
+  char* results_data = nullptr;
+  bool in_place = false;
+  if (batch.results_bytes && reads_in_place) {
+    if (locked_room == UINT64_MAX) locked_room = locked_result_room();
+    if (batch.results_bytes <= locked_room) {
+      try {
+        DeviceMemory locked = backend_of(locked_type)->allocate({locked_type, 0}, batch.results_bytes, stream);
+        results_data = static_cast<char*>(locked.handle);
+        results_block = std::move(locked.storage);
+        in_place = true;
+      } catch (const Error& e) {
+        if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
+        log::debug("a batch's {} bytes of small results in pageable memory: {}", batch.results_bytes, e.what());
+      }
+    }
+  }
+  if (batch.results_bytes && !in_place) {
+    auto buffer = std::make_shared<HostBuffer>(static_cast<std::size_t>(batch.results_bytes));
+    results_data = buffer->data();
+    results_block = std::move(buffer);
+  }
 
   // 2a. Every result's memory and header, before any work.
   for (std::size_t i = 0; i < count; ++i) {
@@ -245,7 +278,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
                                         DLPACK_FLAG_BITMASK_IS_COPIED});
         item.shared = block;
       } else if (item.in_results_block) {
-        data[i] = results_block->data() + item.offset;
+        data[i] = results_data + item.offset;
         item.pending.emplace(ExportSpec{data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
                                         DLPACK_FLAG_BITMASK_IS_COPIED});
         item.shared = results_block;
@@ -284,7 +317,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   if (stream) {  // its room made before any work: the commit cannot fail
     held = std::make_unique<HeldByStream>();
     held->sources.reserve(count);
-    held->memory.reserve(count + 1);  // each copy's memory, and the block
+    held->memory.reserve(count + 2);  // each copy's memory, the block and the results block
   }
 
   // 2b. The moves. After a failure here, work queued on the stream may still read
@@ -298,7 +331,14 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     const BatchItem& item = items[i];
     if (item.coalesced || item.plan.move == Move::View) continue;
     results.push_back(compact_layout(dst, item.plan.dtype, item.src.shape, data[i]));
-    const OrderedMove move{&item.plan, &item.src, &results.back(), item.gather, item.allocation};
+    const bool read_in_place = in_place && item.in_results_block;
+    const OrderedMove move{&item.plan,
+                           &item.src,
+                           &results.back(),
+                           item.gather,
+                           item.allocation,
+                           read_in_place,
+                           read_in_place && item.joins};
     if (item.streamed) {
       pipelines[item.pipeline].push_back(move);
       continue;
@@ -352,6 +392,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
         : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
     detail += streamed_words(streamed, one_by_one);
     if (joined) detail += fmt::format("; {} small read(s) joined a neighbour's copy in one allocation", joined);
+    if (in_place) detail += "; small reads straight into page-locked results";
     fit_text(report.detail, sizeof report.detail, detail);
   } catch (const std::exception&) {
     fit_text(report.detail, sizeof report.detail, "a batch (its detail could not be formatted)");
@@ -380,6 +421,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   }
   if (held) {
     if (block) held->memory.push_back(std::move(block));
+    if (in_place) held->memory.push_back(std::move(results_block));  // read into by the stream's DMAs
     stream->retain(std::move(held));
   }
 }
@@ -504,7 +546,8 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
     std::size_t first_at = 0;       // that source's move
     uintptr_t allocation = 0, begin = 0, end = 0;
     char* landing = nullptr;
-    std::size_t room = 0;  // landing space it may fill
+    std::size_t room = 0;   // landing space it may fill
+    bool in_place = false;  // landing in the results themselves, as plan_batch placed them
   } run;
   const auto queue_run = [&] {
     if (!run.first) return;
@@ -513,6 +556,10 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
     at = run.first_at;  // a failure names the run's first source
     open->read(*run.first, 0, run.landing, span);
     at = current;
+    if (run.in_place) {
+      run.first = nullptr;
+      return;
+    }
     const auto slot = static_cast<std::size_t>(batch_slot(span));
     landing += slot;
     landing_left -= slot;
@@ -553,7 +600,15 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
       open_context = context;
       ++submissions;
     }
-    if (move.gather) {
+    if (move.gather && move.in_place) {
+      const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));
+      if (!move.joins || !run.first || !run.in_place) {
+        queue_run();
+        run = {move.src, at, move.allocation, begin, begin, const_cast<char*>(first_element(*move.dst)), 0, true};
+      }
+      run.end = begin + static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
+      joined += move.joins ? 1 : 0;
+    } else if (move.gather) {
       const std::size_t n = static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
       const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));  // compact: its first byte
       const bool joins = run.first && move.allocation && move.allocation == run.allocation && begin >= run.end &&
@@ -565,7 +620,7 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
           landing_left = std::max(slot, kLandingBlock);
           landing = open->pinned(landing_left);
         }
-        run = {move.src, at, move.allocation, begin, begin, landing, move.allocation ? landing_left : slot};
+        run = {move.src, at, move.allocation, begin, begin, landing, move.allocation ? landing_left : slot, false};
       }
       landed.push_back({run.landing + (begin - run.begin), const_cast<char*>(first_element(*move.dst)), n});
       run.end = begin + n;
@@ -650,7 +705,7 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     moved += pair.bytes;
     // Never gathered: a later pair may read or write a destination, which must hold
     // its bytes by then (a gathered read lands only at the submission's end).
-    const OrderedMove move{&pair.plan, &pair.src, &pair.dst, /*gather=*/false, /*allocation=*/0};
+    const OrderedMove move{&pair.plan, &pair.src, &pair.dst, /*gather=*/false, /*allocation=*/0, false, false};
     if (pair.streamed) {
       pipelines[pair.pipeline].push_back(move);
       continue;

@@ -138,12 +138,16 @@ std::vector<std::vector<std::size_t>> plan_copy_batch(const std::vector<BatchEnt
   return pipelines;
 }
 
-BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice) {
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice,
+                     bool reads_in_place) {
   BatchPlan batch;
+  const BatchEntry* last_read = nullptr;  // the gathered read a read in place may join: no other move between
   for (BatchEntry* entry : entries) {
-    entry->coalesced = entry->gather = entry->in_results_block = entry->streamed = false;
+    entry->coalesced = entry->gather = entry->in_results_block = entry->streamed = entry->joins = false;
     entry->offset = 0;
     entry->pipeline = 0;
+    const bool moves_alone = entry->bytes > 0 && !coalesces(*entry, into_plain_host) && !gathers(*entry);
+    if (moves_alone) last_read = nullptr;  // a move between two reads ends their run (streamed ones too, to be safe)
     if (coalesces(*entry, into_plain_host)) {
       const uint64_t slot = batch_slot(entry->bytes);
       if (batch.block_bytes + slot > kBlockMax) continue;  // the block is full: the rest go their own way
@@ -155,11 +159,21 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
       // Their results get slots of one block too, as small copies from host memory
       // do: 1000 results of 4 KiB were 1000 allocations and frees.
       entry->gather = true;
-      const uint64_t slot = batch_slot(entry->bytes);
-      if (batch.results_bytes + slot > kBlockMax) continue;  // the rest get buffers of their own
+      const uint64_t last_end = last_read ? last_read->source_at + last_read->bytes : 0;
+      const bool joins = reads_in_place && last_read && entry->allocation &&
+          entry->allocation == last_read->allocation && entry->source_at >= last_end &&
+          entry->source_at - last_end <= kJoinGap;
+      const uint64_t offset =
+          joins ? last_read->offset + (entry->source_at - last_read->source_at) : batch.results_bytes;
+      if (offset + entry->bytes > kBlockMax) {  // the rest get buffers of their own
+        last_read = nullptr;
+        continue;
+      }
       entry->in_results_block = true;
-      entry->offset = batch.results_bytes;
-      batch.results_bytes += slot;
+      entry->joins = joins;
+      entry->offset = offset;
+      batch.results_bytes = batch_slot(offset + entry->bytes);
+      last_read = entry;
     }
   }
   batch.streamed = streamed(entries, choice);

@@ -26,6 +26,9 @@ namespace abr {
 // without (2 cores, bench `batch`, alternating runs).
 inline constexpr uint64_t kCoalesceMax = uint64_t{64} << 10;
 inline constexpr uint64_t kBlockMax = uint64_t{16} << 20;
+// Gathered reads of sources this close after each other in one allocation are one
+// copy, the gap read too: torch's caching allocator rounds small blocks to 512 bytes.
+inline constexpr uint64_t kJoinGap = 512;
 
 // One tensor of a batch as the batch planner sees it: its plan and size in, its place out.
 struct BatchEntry {
@@ -35,8 +38,11 @@ struct BatchEntry {
   bool coalesced = false;         // packed with the other small copies from host memory into one block, one copy
   bool gather = false;            // a small read into new host memory, queued with the others into pinned memory
   bool in_results_block = false;  // that read's result is a slot of the batch's one block of such results
+  bool joins = false;             // read in place, in one copy with the gathered read before it (see plan_batch)
   bool streamed = false;          // moved with other pageable copies of its way through one pipeline
   uint32_t pipeline = 0;          // which of the batch's pipelines (BatchPlan::streamed)
+  uintptr_t allocation = 0;       // in: the source's device allocation, where its backend knows it (0: unknown)
+  uintptr_t source_at = 0;        // in: a compact source's first byte (gathered reads in place join by it)
 };
 
 struct BatchPlan {
@@ -49,8 +55,13 @@ struct BatchPlan {
 };
 
 // Places every entry of a batch of new results on one destination (`into_plain_host`:
-// the CPU's memory), marking each and returning the blocks' sizes.
-BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice);
+// the CPU's memory), marking each and returning the blocks' sizes. `reads_in_place`:
+// the gathered results' block will be page-locked and read into directly, with no
+// pinned landing, copy out or wait. Then a gathered read that follows the one before
+// it in the same allocation, at most kJoinGap after its end, is placed where it lies
+// from that one (marked `joins`), so that one copy reads both into their results.
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice,
+                     bool reads_in_place = false);
 
 // The bytes of one side of a pair, by address: [begin, end).
 struct ByteSpan {

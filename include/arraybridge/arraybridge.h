@@ -367,7 +367,9 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
  * one block (pinned memory for a device reached by DMA) and moved with one copy, their
  * results compact views of one allocation that is freed when the last of them is
  * deleted; small reads from a device reached by DMA into new CPU memory likewise
- * get slots of one host block. Larger copies of compact bytes (no cast) between
+ * get slots of one host block (on a stream of one CUDA device, a block of the pinned
+ * pool's page-locked memory that the queued reads fill directly, within the half of
+ * the pool results may take, as single results over 64 KiB are). Larger copies of compact bytes (no cast) between
  * pageable host memory and a device reached by DMA (CUDA) move through one
  * pipeline per device and way as if one tensor, when at least two make two of its
  * chunks ("N streamed through one pipeline" in the report's detail; a failure there

@@ -96,6 +96,62 @@ TEST_CASE("plan_batch: small reads of pageable bytes are gathered into slots of 
   CHECK_FALSE(many.entries[256].in_results_block);
 }
 
+// Read in place (page-locked results, no landing block), a read that follows the one
+// before it in its allocation, at most 512 bytes after its end, lies in the results
+// as in the device's memory, so that one copy reads both; any other starts a slot of
+// its own, as every read does otherwise.
+TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can read them together") {
+  const auto plan = [](bool in_place) {
+    Batch batch;
+    const auto read = [&](uintptr_t allocation, uintptr_t at) {
+      BatchEntry& entry = batch.add(ABR_PATH_DEVICE_TO_HOST, 1000, /*pageable=*/true, &kDevice);
+      entry.allocation = allocation;
+      entry.source_at = allocation + at;
+    };
+    const uintptr_t one = uintptr_t{1} << 40, other = uintptr_t{1} << 41;
+    read(one, 0);
+    read(one, 1280);                                                            // 280 bytes after: joins
+    read(one, 2280 + 512);                                                      // 512 after: joins
+    read(one, 3792 + 513);                                                      // 513 after: a slot of its own
+    read(one, 0);                                                               // behind: its own
+    read(other, 1000);                                                          // another allocation: its own
+    batch.add(ABR_PATH_DEVICE_TO_HOST, abr::kCoalesceMax + 1, true, &kDevice);  // a move between
+    read(other, 2000);  // right after, but not in order of moves
+    read(0, 0);         // an allocation not known
+    read(0, 1000);
+    const abr::BatchPlan placed = abr::plan_batch(batch.pointers, /*into_plain_host=*/true, kMiBChunks, in_place);
+    std::vector<std::pair<uint64_t, bool>> out;
+    for (const BatchEntry& entry : batch.entries)
+      if (entry.in_results_block) out.emplace_back(entry.offset, entry.joins);
+    return std::make_pair(out, placed.results_bytes);
+  };
+  using Placed = std::vector<std::pair<uint64_t, bool>>;
+  const auto [in_place, in_place_bytes] = plan(true);
+  CHECK(in_place ==
+        Placed{{0, false},
+               {1280, true},
+               {2792, true},
+               {3840, false},  // from the 256-byte boundary after the run's end
+               {4864, false},
+               {5888, false},
+               {6912, false},
+               {7936, false},
+               {8960, false}});
+  CHECK(in_place_bytes == 9984);
+  const auto [slots, slots_bytes] = plan(false);  // landing blocks, copied out: 1 KiB slots in order
+  CHECK(slots ==
+        Placed{{0, false},
+               {1024, false},
+               {2048, false},
+               {3072, false},
+               {4096, false},
+               {5120, false},
+               {6144, false},
+               {7168, false},
+               {8192, false}});
+  CHECK(slots_bytes == 9216);
+}
+
 TEST_CASE("plan_batch: larger pageable copies to one device stream together, from two chunks and two tensors") {
   Batch batch;
   const uint64_t mib = uint64_t{1} << 20;

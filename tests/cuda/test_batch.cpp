@@ -254,6 +254,108 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: small reads join only their neighbou
   for (int i = 0; i < 4; ++i) CHECK(values_of(back[i]) == gaps.data[2 * i + 1]);
 }
 
+// On a stream, small reads from one device land straight in the results, one block of
+// page-locked memory placed as the sources lie (the planner's joins), queued with no
+// landing block, copy out or host wait: before, the batch synchronized the stream and
+// copied every result out of a landing block, so a non-blocking batch blocked.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: small reads on a stream land in page-locked results, with no wait") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  Batch packed(64, 1000);  // 4000 bytes in 4096-byte slots of one allocation: 96-byte gaps
+  REQUIRE(packed.to(rt, cuda0) == ABR_OK);
+  Batch large(1, 100000), alone(1, 1000);  // a 400 KB read of its own between, and another allocation
+  REQUIRE(large.to(rt, cuda0) == ABR_OK);
+  REQUIRE(alone.to(rt, cuda0) == ABR_OK);
+  std::vector<DLManagedTensorVersioned*> sources(packed.out.begin(), packed.out.begin() + 32);
+  sources.push_back(large.out[0]);
+  sources.insert(sources.end(), packed.out.begin() + 32, packed.out.end());
+  sources.push_back(alone.out[0]);
+  std::vector<std::vector<int32_t>> expected(packed.data.begin(), packed.data.begin() + 32);
+  expected.push_back(large.data[0]);
+  expected.insert(expected.end(), packed.data.begin() + 32, packed.data.end());
+  expected.push_back(alone.data[0]);
+  std::fill(packed.out.begin(), packed.out.end(), nullptr);  // consumed below
+  large.out[0] = alone.out[0] = nullptr;
+
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  abr_pool_stats at_start = ABR_POOL_STATS_INIT, during = ABR_POOL_STATS_INIT, at_end = ABR_POOL_STATS_INIT;
+  REQUIRE(abr_pool_get_stats(rt, &at_start) == ABR_OK);
+  const char* const reads = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoHAsync);
+  const char* const waits = "calls:" ABR_TEST_CUDA_SYMBOL(cuStreamSynchronize);
+  const long long reads_before = fake ? fake.stat(reads) : 0, waits_before = fake ? fake.stat(waits) : 0;
+  std::vector<DLManagedTensorVersioned*> on_host(sources.size(), nullptr);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  {
+    Lag lag(5000);
+    REQUIRE_MESSAGE(
+        abr_to_device_many(rt, sources.data(), sources.size(), cpu, nullptr, stream, on_host.data(), &report) == ABR_OK,
+        abr_last_error());
+    if (fake) CHECK(fake.stat(waits) == waits_before);  // queued, not waited for
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  INFO(report.detail);
+  CHECK(std::string(report.detail).find("small reads straight into page-locked results") != std::string::npos);
+  if (fake) CHECK(fake.stat(reads) - reads_before == 4);  // two runs of 32, the large one, the one alone
+  CHECK(std::string(report.detail).find("62 small read(s) joined") != std::string::npos);
+  REQUIRE(abr_pool_get_stats(rt, &during) == ABR_OK);
+  CHECK(during.bytes_in_use - at_start.bytes_in_use >= 65 * 4000 + 400000);  // the results hold pool memory
+  for (std::size_t i = 0; i < on_host.size(); ++i) {
+    CAPTURE(i);
+    const DLTensor& t = on_host[i]->dl_tensor;
+    CHECK(t.device.device_type == kDLCPU);
+    const auto* values = static_cast<const int32_t*>(t.data);
+    CHECK(std::vector<int32_t>(values, values + t.shape[0]) == expected[i]);
+  }
+  for (std::size_t i = 1; i < 32; ++i)  // placed as their sources lie: 4096 bytes apart
+    CHECK(static_cast<const char*>(on_host[i]->dl_tensor.data) -
+              static_cast<const char*>(on_host[i - 1]->dl_tensor.data) ==
+          4096);
+  for (DLManagedTensorVersioned* t : on_host) t->deleter(t);
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);  // after the deleted results' memory is back
+  REQUIRE(abr_pool_get_stats(rt, &at_end) == ABR_OK);
+  CHECK(at_end.bytes_in_use == at_start.bytes_in_use);
+  abr_stream_destroy(stream);
+}
+
+// Where the pool has no room for them, the results are plain memory, filled from a
+// landing block after one wait, as without a stream.
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "batch: small reads on a stream past the pool's room for results land in plain memory") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  Batch packed(64, 1024);
+  REQUIRE(packed.to(rt, cuda0) == ABR_OK);
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);
+  REQUIRE(abr_pool_set_limit(rt, 4 << 20) == ABR_OK);  // results may take half, which a cuda_host tensor holds
+  Batch held(1, 512 << 10);
+  REQUIRE(held.to(rt, cuda_host) == ABR_OK);
+  std::vector<DLManagedTensorVersioned*> on_host(64, nullptr);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  {
+    Lag lag(5000);
+    REQUIRE_MESSAGE(
+        abr_to_device_many(rt, packed.out.data(), 64, cpu, nullptr, stream, on_host.data(), &report) == ABR_OK,
+        abr_last_error());
+  }
+  std::fill(packed.out.begin(), packed.out.end(), nullptr);
+  INFO(report.detail);
+  CHECK(std::string(report.detail).find("page-locked") == std::string::npos);
+  CHECK(std::string(report.detail).find("63 small read(s) joined") != std::string::npos);
+  for (std::size_t i = 0; i < 64; ++i) {
+    CAPTURE(i);
+    const auto* values = static_cast<const int32_t*>(on_host[i]->dl_tensor.data);
+    CHECK(std::vector<int32_t>(values, values + 1024) == packed.data[i]);  // copied out after the wait
+    on_host[i]->deleter(on_host[i]);
+  }
+  REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
+  abr_stream_destroy(stream);
+}
+
 // An allocation checked for one source vouches only for views inside it: a later
 // source that starts there but runs past its end is asked about, and refused.
 TEST_CASE_FIXTURE(NoDriverFindings, "batch: a source running past an allocation checked before is refused") {

@@ -588,6 +588,46 @@ TEST_CASE_FIXTURE(
          }
          return status;
        }},
+      {"small reads from cuda on a new stream, straight into page-locked results",
+       [&](abr_runtime* r, int& deleted) {
+         std::vector<std::unique_ptr<Managed>> sources;
+         std::vector<DLManagedTensorVersioned*> pointers, out(4, nullptr), back(4, nullptr);
+         for (int i = 0; i < 4; ++i)
+           sources.push_back(std::make_unique<Managed>(data.data() + i * 64, f32, std::vector<int64_t>{64}));
+         for (auto& source : sources) pointers.push_back(&source->managed);
+         abr_status status = abr_to_device_many(r, pointers.data(), 4, cuda0, nullptr, nullptr, out.data(), nullptr);
+         deleted = 0;
+         for (auto& source : sources) deleted += source->deleted;
+         if (status == ABR_OK && deleted != 4) status = ABR_ERR_INTERNAL;
+         abr_stream* stream = nullptr;
+         if (status == ABR_OK) status = abr_stream_create(r, cuda0, &stream);
+         if (status == ABR_OK) {  // views of those results, whose deleters are counted
+           std::vector<std::unique_ptr<Managed>> views;
+           std::vector<DLManagedTensorVersioned*> view_pointers;
+           for (int i = 0; i < 4; ++i) {
+             views.push_back(std::make_unique<Managed>(out[i]->dl_tensor.data, f32, std::vector<int64_t>{64},
+                                                       std::vector<int64_t>{}, 0, cuda0));
+             view_pointers.push_back(&views.back()->managed);
+           }
+           abr_batch_report report = ABR_BATCH_REPORT_INIT;
+           status = abr_to_device_many(r, view_pointers.data(), 4, cpu, nullptr, stream, back.data(), &report);
+           if (status == ABR_OK && abr_stream_synchronize(stream) != ABR_OK) status = ABR_ERR_INTERNAL;
+           deleted = 0;  // the walk checks the failing call's sources
+           for (auto& view : views) deleted += view->deleted;
+           if (status == ABR_OK && deleted != 4) status = ABR_ERR_INTERNAL;
+           for (int i = 0; i < 4 && status == ABR_OK; ++i)
+             CHECK(std::equal(data.begin() + i * 64, data.begin() + (i + 1) * 64,
+                              static_cast<float*>(back[i]->dl_tensor.data)));
+         }
+         abr_stream_destroy(stream);
+         for (DLManagedTensorVersioned* t : out)
+           if (t) t->deleter(t);
+         for (DLManagedTensorVersioned* t : back) {
+           CHECK((status == ABR_OK) == (t != nullptr));
+           if (t) t->deleter(t);
+         }
+         return status;
+       }},
       {"a batch to cuda on a new stream",
        [&](abr_runtime* r, int& deleted) {
          std::vector<std::unique_ptr<Managed>> sources;

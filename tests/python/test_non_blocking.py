@@ -157,6 +157,37 @@ def test_a_cuda_tensor_to_the_cpu_non_blocking_lands_in_page_locked_memory_queue
     assert out.strip() == "ok"
 
 
+def test_small_cuda_tensors_to_the_cpu_non_blocking_land_in_page_locked_memory_queued():
+    """A batch of small reads does the same: one block of page-locked results, read
+    into directly (runs of neighbours in one copy), the call queuing without a wait.
+    Before, it synchronized the stream and copied each result out of a landing block."""
+    out = run_with_fake_cuda("""
+        import ctypes, numpy as np, arraybridge as ab
+        arrays = [np.full(1000, i, dtype=np.int32) for i in range(200)]
+        on_gpu = ab.to_device(arrays, "cuda:0")
+        # The pool's block that staged those holds the same bytes in the same places:
+        # staging zeros over it shows below that the results are not filled yet.
+        zeros = ab.to_device([np.zeros(1000, dtype=np.int32)] * 200, "cuda:0")
+        lent = ab.pool_stats()["bytes_in_use"]
+        back = ab.to_device(on_gpu, "cpu", non_blocking=True)
+        detail = back[0].report.detail
+        assert "page-locked" in detail and "199 small read(s) joined" in detail, detail
+        assert not back[0].is_ready()
+        assert ab.pool_stats()["bytes_in_use"] >= lent + 200 * 4000
+        early = np.ctypeslib.as_array((ctypes.c_int32 * 1000).from_address(back[-1].data_ptr))
+        assert not np.array_equal(early, arrays[-1])  # read without the wait: not there yet
+        for result, array in zip(back, arrays):
+            np.testing.assert_array_equal(np.from_dlpack(result), array)  # NumPy waits on the host
+        del early, back
+        done = ab.to_device(on_gpu, "cpu")  # blocking: plain memory, done on return
+        assert done[0].is_ready() and "page-locked" not in done[0].report.detail
+        for result, array in zip(done, arrays):
+            np.testing.assert_array_equal(np.from_dlpack(result), array)
+        print("ok")
+    """, delay_us=100000)
+    assert out.strip() == "ok"
+
+
 def test_a_batch_queued_at_once_shares_one_event():
     arrays = [np.full(1024, i, dtype=np.float32) for i in range(64)] + [np.arange(1 << 18, dtype=np.int16)]
     moved = ab.to_device_many(arrays, "opencl:0", non_blocking=True)
