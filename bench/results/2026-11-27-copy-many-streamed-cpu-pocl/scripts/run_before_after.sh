@@ -1,6 +1,6 @@
 #!/bin/bash
 # before/after, alternating rounds
-OUTD=/work/main/bench/results/2026-11-27-copy-many-streamed-cpu-pocl
+OUTD=${1:-/work/main/bench/results/2026-11-27-copy-many-streamed-cpu-pocl}  # where the JSON files go
 cases=("host copy" "to_device new buffer" "existing buffer" "batch" "copy_many" "py copy" "py many small")
 for r in 1 2; do
   for i in "${!cases[@]}"; do
