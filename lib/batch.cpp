@@ -120,7 +120,7 @@ struct Runtime::OrderedMove {
   const Plan* plan;
   const Layout* src;
   const Layout* dst;
-  bool gather;           // lands in a pinned block and is copied out after the submission's one wait
+  bool gather;           // a small read into new host memory: landed in a pinned block, copied out after one wait
   uintptr_t allocation;  // a gathered read's source allocation (0: unknown): reads next to each other in one merge
   bool in_place;         // a gathered read straight into its page-locked result: no landing, copy out or wait
   bool joins;            // in place, in one copy with the read before it (plan_batch placed it so)
@@ -520,8 +520,9 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
 // (another context, the host engine, the pipeline, a peer copy) and at the end;
 // before a host-side step the caller's stream is waited for too, so every move
 // sees the ones before it. Gathered reads land in pinned blocks of their
-// submission and are copied out after its one wait; reads of sources that follow
-// each other in one allocation are one copy (a run). `at` names the move running
+// submission and are copied out after its one wait, or, in place, straight in their
+// page-locked results with no wait; reads of sources that follow each other in one
+// allocation are one copy (a run). `at` names the move running
 // (moves.size() for the last wait). Returns the device submissions opened.
 uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at,
                                 uint32_t& joined) {
@@ -602,12 +603,13 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
     }
     if (move.gather && move.in_place) {
       const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));
-      if (!move.joins || !run.first || !run.in_place) {
+      const bool extends = move.joins && run.first && run.in_place;  // else its own copy, into its own place
+      if (!extends) {
         queue_run();
         run = {move.src, at, move.allocation, begin, begin, const_cast<char*>(first_element(*move.dst)), 0, true};
       }
       run.end = begin + static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
-      joined += move.joins ? 1 : 0;
+      joined += extends ? 1 : 0;
     } else if (move.gather) {
       const std::size_t n = static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
       const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));  // compact: its first byte

@@ -146,35 +146,36 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
     entry->coalesced = entry->gather = entry->in_results_block = entry->streamed = entry->joins = false;
     entry->offset = 0;
     entry->pipeline = 0;
-    const bool moves_alone = entry->bytes > 0 && !coalesces(*entry, into_plain_host) && !gathers(*entry);
-    if (moves_alone) last_read = nullptr;  // a move between two reads ends their run (streamed ones too, to be safe)
     if (coalesces(*entry, into_plain_host)) {
       const uint64_t slot = batch_slot(entry->bytes);
-      if (batch.block_bytes + slot > kBlockMax) continue;  // the block is full: the rest go their own way
-      entry->coalesced = true;
-      entry->offset = batch.block_bytes;
-      batch.block_bytes += slot;
-      ++batch.coalesced;
+      if (batch.block_bytes + slot <= kBlockMax) {  // else the block is full: the rest go their own way
+        entry->coalesced = true;
+        entry->offset = batch.block_bytes;
+        batch.block_bytes += slot;
+        ++batch.coalesced;
+        continue;
+      }
     } else if (gathers(*entry)) {
       // Their results get slots of one block too, as small copies from host memory
-      // do: 1000 results of 4 KiB were 1000 allocations and frees.
+      // do: 1000 results of 4 KiB were 1000 allocations and frees. In place, a run's
+      // first result keeps its source's address modulo 256, and so do the rest.
       entry->gather = true;
       const uint64_t last_end = last_read ? last_read->source_at + last_read->bytes : 0;
       const bool joins = reads_in_place && last_read && entry->allocation &&
           entry->allocation == last_read->allocation && entry->source_at >= last_end &&
           entry->source_at - last_end <= kJoinGap;
-      const uint64_t offset =
-          joins ? last_read->offset + (entry->source_at - last_read->source_at) : batch.results_bytes;
-      if (offset + entry->bytes > kBlockMax) {  // the rest get buffers of their own
-        last_read = nullptr;
+      const uint64_t offset = joins ? last_read->offset + (entry->source_at - last_read->source_at)
+                                    : batch.results_bytes + (reads_in_place ? entry->source_at % 256 : 0);
+      if (offset + entry->bytes <= kBlockMax) {  // else the rest get buffers of their own
+        entry->in_results_block = true;
+        entry->joins = joins;
+        entry->offset = offset;
+        batch.results_bytes = batch_slot(offset + entry->bytes);
+        last_read = entry;
         continue;
       }
-      entry->in_results_block = true;
-      entry->joins = joins;
-      entry->offset = offset;
-      batch.results_bytes = batch_slot(offset + entry->bytes);
-      last_read = entry;
     }
+    if (entry->bytes > 0) last_read = nullptr;  // a move of its own between two reads ends their run
   }
   batch.streamed = streamed(entries, choice);
   mark(entries, batch.streamed);

@@ -39,7 +39,7 @@ PinnedBlock::~PinnedBlock() { give_back(); }
 void PinnedBlock::used_by(Stream& stream) { used_until(stream.record()); }
 
 void PinnedBlock::used_until(std::unique_ptr<Event> event) {
-  if (event) users_.push_back(std::move(event));
+  if (event) users_.push_back(std::move(event));  // shared now, not under the pool's lock at its return
 }
 
 void PinnedBlock::give_back() noexcept {
@@ -132,18 +132,21 @@ bool PinnedPool::wait_for_busy_cached(const Key& key) {
   std::vector<std::shared_ptr<Event>> users;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    const uint64_t needed = stats_.bytes_pinned + key.second;
+    if (needed <= stats_.limit_bytes) return true;  // room made since the caller looked: look again
     auto range = cached_.equal_range(key);
     auto same = std::find_if(range.first, range.second, [](auto& entry) { return !idle(entry.second); });
     if (same != range.second) {
       users = same->second.users;
-    } else {
-      const uint64_t needed = stats_.bytes_pinned + key.second;
-      uint64_t room = stats_.limit_bytes >= needed ? key.second : stats_.limit_bytes + key.second - needed;
-      for (auto it = cached_.begin(); it != cached_.end() && room < key.second; ++it) {
+    } else {  // enough busy blocks to cover the shortfall (over the limit too, after a lower one was set)
+      const uint64_t shortfall = needed - stats_.limit_bytes;
+      uint64_t covered = 0;
+      for (auto it = cached_.begin(); it != cached_.end() && covered < shortfall; ++it) {
         if (idle(it->second)) continue;
         users.insert(users.end(), it->second.users.begin(), it->second.users.end());
-        room += it->second.block->size();
+        covered += it->second.block->size();
       }
+      if (covered < shortfall) return false;  // they would not make room: no wait for a certain refusal
     }
   }
   for (const std::shared_ptr<Event>& event : users) {
@@ -188,8 +191,11 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
       if (!over_all) {
         const bool busy = busy_waits < kBusyWaits && wait_for_busy_cached(key);
         busy_waits += busy ? 1 : 0;
-        const bool returned = !waited && wait_for_returning();
-        waited = true;
+        bool returned = false;  // the reclaimer's wait synchronizes every device: only when nothing else helps
+        if (!busy && !waited) {
+          waited = true;
+          returned = wait_for_returning();
+        }
         if (busy || returned) {
           if (std::unique_ptr<StagingBlock> block = take_idle(key, /*missed=*/true)) return block;
           continue;
@@ -251,25 +257,21 @@ bool PinnedPool::wait_for_returning() {
 }
 
 void PinnedPool::give_back(std::unique_ptr<StagingBlock> block, const void* domain,
-                           std::vector<std::unique_ptr<Event>> users) noexcept {
+                           std::vector<std::shared_ptr<Event>> users) noexcept {
   const std::size_t size = block->size();
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.bytes_in_use -= size;
-  Cached entry{std::move(block), {}};
+  Cached entry{std::move(block), std::move(users)};
   try {
-    entry.users.reserve(users.size());
-    for (auto& event : users) entry.users.emplace_back(std::move(event));  // unchanged if this throws
-    cached_.emplace(Key{domain, size}, std::move(entry));                  // moved only once allocated
+    cached_.emplace(Key{domain, size}, std::move(entry));  // moved only once allocated
     stats_.bytes_cached += size;
   } catch (...) {  // no memory to cache it: free it, after its users
-    auto wait = [](Event* event) {
+    for (auto& event : entry.users) {
       try {
-        if (event) event->wait();
+        event->wait();
       } catch (...) {
       }
-    };
-    for (auto& event : users) wait(event.get());
-    for (auto& event : entry.users) wait(event.get());
+    }
     stats_.bytes_pinned -= size;
     stats_.blocks_pinned -= 1;
     entry.block.reset();

@@ -63,7 +63,7 @@ class PinnedBlock {
   std::shared_ptr<PinnedPool> pool_;
   std::unique_ptr<StagingBlock> block_;
   const void* domain_ = nullptr;
-  std::vector<std::unique_ptr<Event>> users_;
+  std::vector<std::shared_ptr<Event>> users_;  // shared with the cache, which waits for them unlocked
 };
 
 class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
@@ -73,8 +73,9 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   ~PinnedPool();  // waits for cached blocks still in use by a stream, then frees all
 
   // A block of at least `bytes` in `provider`'s domain: a cached one whose users
-  // have finished, or a new one. At the limit it waits once for what is on its way
-  // back: cached blocks that streams still use, then ReturningBlocks. Throws
+  // have finished, or a new one. At the limit it waits for what is on its way back:
+  // cached blocks that streams still use (again, up to 64 times, when another thread
+  // takes them first), else once for ReturningBlocks. Throws
   // ABR_ERR_OUT_OF_MEMORY when the limit or the provider refuses, having first freed
   // what the cache could give up.
   PinnedBlock acquire(StagingProvider& provider, std::size_t bytes);
@@ -107,7 +108,7 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   explicit PinnedPool(uint64_t limit_bytes);
   friend class PinnedBlock;
   void give_back(std::unique_ptr<StagingBlock> block, const void* domain,
-                 std::vector<std::unique_ptr<Event>> users) noexcept;
+                 std::vector<std::shared_ptr<Event>> users) noexcept;
   static bool idle(Cached& cached) noexcept;  // drops completed events; true when none are left
   // Moves idle cached blocks into `freed` until `wanted` bytes are released
   // (everything idle for UINT64_MAX). Caller holds mutex_; frees outside it.
@@ -120,8 +121,8 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   std::unique_ptr<StagingBlock> take_idle(const Key& key, bool missed);
   std::unique_ptr<StagingBlock> allocate_within_limit(StagingProvider& provider, const Key& key);
   // At the limit: waits, without the lock, for the users of a cached block of `key`,
-  // or else of enough cached blocks of any kind to make room for `key`'s size. False
-  // when no cached block is in use.
+  // or else of enough cached blocks of any kind to make room for `key`'s size. True
+  // without a wait when room was made meanwhile; false when busy blocks cannot make it.
   bool wait_for_busy_cached(const Key& key);
   // Waits, without the lock, for every ReturningBlocks with blocks on their way back;
   // false when none had any (nothing to wait for: no device is synchronized for nothing).

@@ -305,7 +305,7 @@ TEST_CASE("at the limit a busy cached block of another class is waited for and f
   CHECK(pool->stats().bytes_pinned == 1 << 20);
 }
 
-TEST_CASE("at the limit busy cached blocks too small to make room are waited for once, then the limit refuses") {
+TEST_CASE("at the limit busy cached blocks too small to make room are not waited for: the limit refuses at once") {
   FakeProvider provider;
   FakeStream stream;
   auto pool = PinnedPool::create(2 << 20);
@@ -318,10 +318,31 @@ TEST_CASE("at the limit busy cached blocks too small to make room are waited for
     CHECK(e.status() == ABR_ERR_OUT_OF_MEMORY);
     CHECK(std::strstr(e.what(), "limit of 2097152 bytes") != nullptr);
   }
-  CHECK(stream.waits == 1);
+  CHECK(stream.waits == 0);  // 1 MiB coming back could not make room for 2 beside the 1 held
   abr::PoolStats s = pool->stats();
-  CHECK(s.bytes_pinned == 1 << 20);  // the waited-for block freed, the held one kept
+  CHECK(s.bytes_pinned == 2 << 20);
   CHECK(s.bytes_in_use == 1 << 20);
+  CHECK(s.bytes_waiting == 1 << 20);
+}
+
+// A limit set below what is pinned leaves the busy cached blocks pinned: the pool is
+// over its limit, and still waits for them to make room (the shortfall counted from
+// the limit, not wrapped around it).
+TEST_CASE("over a lowered limit the pool waits for busy cached blocks to make room") {
+  FakeProvider provider;
+  FakeStream stream;
+  auto pool = PinnedPool::create(4 << 20);
+  {
+    PinnedBlock a = pool->acquire(provider, 1 << 20), b = pool->acquire(provider, 1 << 20);
+    a.used_by(stream);
+    b.used_by(stream);
+  }
+  pool->set_limit(1 << 20);
+  CHECK(pool->stats().bytes_pinned == 2 << 20);  // in use by the stream: not freed
+  PinnedBlock small = pool->acquire(provider, 512 << 10);
+  CHECK(stream.waits == 2);  // both blocks' users: 1.5 MiB short
+  abr::PoolStats s = pool->stats();
+  CHECK(s.bytes_pinned == 512 << 10);  // both freed once their users were done
   CHECK(provider.live == 1);
 }
 

@@ -264,17 +264,21 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: small reads on a stream land in page
   if (cuda_devices(rt) == 0) return;
   Batch packed(64, 1000);  // 4000 bytes in 4096-byte slots of one allocation: 96-byte gaps
   REQUIRE(packed.to(rt, cuda0) == ABR_OK);
-  Batch large(1, 100000), alone(1, 1000);  // a 400 KB read of its own between, and another allocation
+  Batch large(1, 100000), alone(1, 1000), shifted(1, 1000);  // a 400 KB read between, other allocations
   REQUIRE(large.to(rt, cuda0) == ABR_OK);
   REQUIRE(alone.to(rt, cuda0) == ABR_OK);
+  REQUIRE(shifted.to(rt, cuda0) == ABR_OK);
+  Managed past_first(shifted.out[0]->dl_tensor.data, i32, {999}, {}, 4, cuda0);  // 4 bytes past a 256-byte boundary
   std::vector<DLManagedTensorVersioned*> sources(packed.out.begin(), packed.out.begin() + 32);
   sources.push_back(large.out[0]);
   sources.insert(sources.end(), packed.out.begin() + 32, packed.out.end());
   sources.push_back(alone.out[0]);
+  sources.push_back(&past_first.managed);
   std::vector<std::vector<int32_t>> expected(packed.data.begin(), packed.data.begin() + 32);
   expected.push_back(large.data[0]);
   expected.insert(expected.end(), packed.data.begin() + 32, packed.data.end());
   expected.push_back(alone.data[0]);
+  expected.emplace_back(shifted.data[0].begin() + 1, shifted.data[0].end());
   std::fill(packed.out.begin(), packed.out.end(), nullptr);  // consumed below
   large.out[0] = alone.out[0] = nullptr;
 
@@ -297,10 +301,11 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: small reads on a stream land in page
   }
   INFO(report.detail);
   CHECK(std::string(report.detail).find("small reads straight into page-locked results") != std::string::npos);
-  if (fake) CHECK(fake.stat(reads) - reads_before == 4);  // two runs of 32, the large one, the one alone
+  if (fake) CHECK(fake.stat(reads) - reads_before == 5);  // two runs of 32, the large one, two alone
   CHECK(std::string(report.detail).find("62 small read(s) joined") != std::string::npos);
   REQUIRE(abr_pool_get_stats(rt, &during) == ABR_OK);
-  CHECK(during.bytes_in_use - at_start.bytes_in_use >= 65 * 4000 + 400000);  // the results hold pool memory
+  CHECK(during.bytes_in_use - at_start.bytes_in_use >= 66 * 4000 + 400000);       // the results hold pool memory
+  CHECK(reinterpret_cast<uintptr_t>(on_host.back()->dl_tensor.data) % 256 == 4);  // aligned as its source
   for (std::size_t i = 0; i < on_host.size(); ++i) {
     CAPTURE(i);
     const DLTensor& t = on_host[i]->dl_tensor;

@@ -473,6 +473,16 @@ TEST_CASE_FIXTURE(
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 9973) - 17.0f;
   Managed big_upload(big.data(), f32, {rows, cols});
   Owned big_on0(move_to(rt, &big_upload.managed, cuda0));
+  // A scenario's tensors moved there and back: the last ones exist exactly when it succeeded.
+  const auto delete_results = [](abr_status status, const std::vector<DLManagedTensorVersioned*>& there,
+                                 const std::vector<DLManagedTensorVersioned*>& back) {
+    for (DLManagedTensorVersioned* t : there)
+      if (t) t->deleter(t);
+    for (DLManagedTensorVersioned* t : back) {
+      CHECK((status == ABR_OK) == (t != nullptr));
+      if (t) t->deleter(t);
+    }
+  };
   const std::vector<Scenario> scenarios = {
       {"host pageable -> cuda, three chunks",
        [&](abr_runtime* r, int& deleted) {
@@ -580,12 +590,7 @@ TEST_CASE_FIXTURE(
              CHECK(std::equal(big.begin() + half, big.end(), static_cast<float*>(back[1]->dl_tensor.data)));
            }
          }
-         for (DLManagedTensorVersioned* t : out)
-           if (t) t->deleter(t);
-         for (DLManagedTensorVersioned* t : back) {
-           CHECK((status == ABR_OK) == (t != nullptr));
-           if (t) t->deleter(t);
-         }
+         delete_results(status, out, back);
          return status;
        }},
       {"small reads from cuda on a new stream, straight into page-locked results",
@@ -620,12 +625,7 @@ TEST_CASE_FIXTURE(
                               static_cast<float*>(back[i]->dl_tensor.data)));
          }
          abr_stream_destroy(stream);
-         for (DLManagedTensorVersioned* t : out)
-           if (t) t->deleter(t);
-         for (DLManagedTensorVersioned* t : back) {
-           CHECK((status == ABR_OK) == (t != nullptr));
-           if (t) t->deleter(t);
-         }
+         delete_results(status, out, back);
          return status;
        }},
       {"a batch to cuda on a new stream",

@@ -165,8 +165,9 @@ def test_small_cuda_tensors_to_the_cpu_non_blocking_land_in_page_locked_memory_q
         import ctypes, numpy as np, arraybridge as ab
         arrays = [np.full(1000, i, dtype=np.int32) for i in range(200)]
         on_gpu = ab.to_device(arrays, "cuda:0")
-        # The pool's block that staged those holds the same bytes in the same places:
-        # staging zeros over it shows below that the results are not filled yet.
+        # The pool's block that staged those holds the same bytes in the same places, and
+        # the results' block is that one again (the pool's one cached block of its size):
+        # staging zeros through it first shows below that the results are not filled yet.
         zeros = ab.to_device([np.zeros(1000, dtype=np.int32)] * 200, "cuda:0")
         lent = ab.pool_stats()["bytes_in_use"]
         back = ab.to_device(on_gpu, "cpu", non_blocking=True)
