@@ -88,16 +88,53 @@ fn errors_carry_status_name_and_text_and_hand_the_source_back() {
     assert_eq!(failed.source.to_vec::<f32>().unwrap(), values(4));
 }
 
+/// Eight floats starting `offset_floats` into a buffer aligned to `align` bytes
+/// (the buffer's own start placed there by a byte offset), so the test, not
+/// the allocator, decides whether the data is aligned.
+fn placed(align: usize, offset_floats: usize) -> Box<Counted> {
+    let mut counted = Counted::new(vec![0.0; align / 4 + 16], 1);
+    let start = counted.data.as_ptr() as usize;
+    let skip = (align - start % align) % align / 4 + offset_floats;
+    counted.data[skip..skip + 8].copy_from_slice(&values(8));
+    counted.shape[0] = 8;
+    counted.managed.dl_tensor.byte_offset = (skip * 4) as u64;
+    counted
+}
+
 #[test]
 fn copy_never_refuses_a_transfer_that_needs_a_copy() {
     let rt = Runtime::new().unwrap();
     let device = common::opencl_device(&rt);
-    let failed = rt
-        .to_device(Tensor::from_vec(values(8), &[8]), device, &TransferOptions::copy(CopyMode::Never), None)
+    // Four bytes past a page: misaligned for any device's base-address alignment
+    // (PoCL wants 128 bytes), so this needs a copy even where host memory is shared.
+    // It was a plain Vec once, and failed whenever malloc returned 128-aligned memory.
+    let mut misaligned = placed(4096, 1);
+    let failed = rt.to_device(misaligned.tensor(), device, &TransferOptions::copy(CopyMode::Never), None)
         .map(|_| ())
         .unwrap_err();
-    // A device that shares host memory may wrap it in place instead.
     assert_eq!(failed.error.status, sys::ABR_ERR_COPY_REQUIRED, "{}", failed.error);
+    assert!(failed.error.message.contains("aligned"), "message: {}", failed.error.message);
+    drop(failed);
+    assert_eq!(misaligned.deleted(), 1, "the refused source is deleted once, by its owner's drop");
+
+    // Page-aligned data on a device that shares host memory is used in place.
+    let shares = rt.devices().unwrap().iter().any(|d| d.device == device && d.shares_host_memory);
+    let mut aligned = placed(4096, 0);
+    match rt.to_device(aligned.tensor(), device, &TransferOptions::copy(CopyMode::Never), None) {
+        Ok((wrapped, report)) => {
+            assert!(shares, "{} does not share host memory, yet nothing was copied", device.format().unwrap());
+            assert_eq!(report.path, sys::ABR_PATH_HOST_WRAP);
+            assert_eq!(report.bytes_moved, 0);
+            assert_eq!(aligned.deleted(), 0, "the wrapped buffer keeps its source");
+            let (back, _) = rt.to_device(wrapped, Device::CPU, &always(), None).unwrap();
+            assert_eq!(back.to_vec::<f32>().unwrap(), values(8));
+            assert_eq!(aligned.deleted(), 1, "and releases it with the buffer");
+        }
+        Err(failed) => {
+            assert!(!shares, "a device that shares host memory refused aligned data: {}", failed.error);
+            assert_eq!(failed.error.status, sys::ABR_ERR_COPY_REQUIRED, "{}", failed.error);
+        }
+    }
 }
 
 #[test]
