@@ -19,6 +19,19 @@ uint64_t default_limit() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
 }
 
+// Waits until no command uses a block. A failed command no longer uses it either,
+// so its error is logged and the wait goes on: the caller frees or reuses the block.
+void wait_for_users(const std::vector<std::shared_ptr<Event>>& users) noexcept {
+  for (const std::shared_ptr<Event>& event : users) {
+    try {
+      event->wait();
+    } catch (const std::exception& e) {
+      log::debug("waiting for a pinned block's user failed: {}", e.what());
+    } catch (...) {
+    }
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- PinnedBlock
@@ -57,15 +70,7 @@ std::shared_ptr<PinnedPool> PinnedPool::create(uint64_t limit_bytes) {
 PinnedPool::PinnedPool(uint64_t limit_bytes) { stats_.limit_bytes = limit_bytes; }
 
 PinnedPool::~PinnedPool() {
-  for (auto& entry : cached_) {
-    for (auto& event : entry.second.users) {
-      try {
-        event->wait();
-      } catch (const std::exception& e) {  // a failed command no longer uses the block
-        log::warn("waiting for a pinned block's last user failed: {}", e.what());
-      }
-    }
-  }
+  for (auto& entry : cached_) wait_for_users(entry.second.users);
 }
 
 std::size_t PinnedPool::size_class(std::size_t bytes) {
@@ -149,13 +154,7 @@ bool PinnedPool::wait_for_busy_cached(const Key& key) {
       if (covered < shortfall) return false;  // they would not make room: no wait for a certain refusal
     }
   }
-  for (const std::shared_ptr<Event>& event : users) {
-    try {
-      event->wait();
-    } catch (const std::exception& e) {  // a failed command no longer uses the block
-      log::debug("waiting for a cached pinned block's user failed: {}", e.what());
-    }
-  }
+  wait_for_users(users);
   return !users.empty();
 }
 
@@ -266,12 +265,7 @@ void PinnedPool::give_back(std::unique_ptr<StagingBlock> block, const void* doma
     cached_.emplace(Key{domain, size}, std::move(entry));  // moved only once allocated
     stats_.bytes_cached += size;
   } catch (...) {  // no memory to cache it: free it, after its users
-    for (auto& event : entry.users) {
-      try {
-        event->wait();
-      } catch (...) {
-      }
-    }
+    wait_for_users(entry.users);
     stats_.bytes_pinned -= size;
     stats_.blocks_pinned -= 1;
     entry.block.reset();
@@ -296,15 +290,7 @@ void PinnedPool::release_domain(const void* domain) {
       taken.push_back(take_cached(it));
     }
   }
-  for (Cached& cached : taken) {
-    for (auto& event : cached.users) {
-      try {
-        event->wait();
-      } catch (const std::exception& e) {  // a failed command no longer uses the block
-        log::debug("waiting for a pinned block's last user failed: {}", e.what());
-      }
-    }
-  }
+  for (Cached& cached : taken) wait_for_users(cached.users);
 }
 
 void PinnedPool::set_limit(uint64_t limit_bytes) {
