@@ -86,10 +86,10 @@ bool PinnedPool::idle(Cached& cached) noexcept {
   return users.empty();
 }
 
-uint64_t PinnedPool::release_idle(uint64_t wanted, std::vector<std::unique_ptr<StagingBlock>>& freed) {
+uint64_t PinnedPool::release_idle(uint64_t wanted, std::vector<std::unique_ptr<StagingBlock>>& freed, const Key* keep) {
   uint64_t released = 0;
   for (auto it = cached_.begin(); it != cached_.end() && released < wanted;) {
-    if (!idle(it->second)) {
+    if ((keep && it->first == *keep) || !idle(it->second)) {
       ++it;
       continue;
     }
@@ -140,22 +140,26 @@ bool PinnedPool::wait_for_busy_cached(const Key& key) {
     const uint64_t needed = stats_.bytes_pinned + key.second;
     if (needed <= stats_.limit_bytes) return true;  // room made since the caller looked: look again
     auto range = cached_.equal_range(key);
-    auto same = std::find_if(range.first, range.second, [](auto& entry) { return !idle(entry.second); });
+    auto same = range.second;  // a busy one of the class
+    for (auto it = range.first; it != range.second; ++it) {
+      if (idle(it->second)) return true;  // finished since the caller looked: take it
+      if (same == range.second) same = it;
+    }
     if (same != range.second) {
       users = same->second.users;
-    } else {  // enough busy blocks to cover the shortfall (over the limit too, after a lower one was set)
+    } else {  // enough blocks to cover the shortfall (over the limit too, after a lower one was set)
       const uint64_t shortfall = needed - stats_.limit_bytes;
       uint64_t covered = 0;
       for (auto it = cached_.begin(); it != cached_.end() && covered < shortfall; ++it) {
-        if (idle(it->second)) continue;
-        users.insert(users.end(), it->second.users.begin(), it->second.users.end());
+        if (!idle(it->second))  // an idle one is freed when the caller looks again
+          users.insert(users.end(), it->second.users.begin(), it->second.users.end());
         covered += it->second.block->size();
       }
       if (covered < shortfall) return false;  // they would not make room: no wait for a certain refusal
     }
   }
   wait_for_users(users);
-  return !users.empty();
+  return true;
 }
 
 std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider& provider, const Key& key) {
@@ -171,7 +175,9 @@ std::unique_ptr<StagingBlock> PinnedPool::allocate_within_limit(StagingProvider&
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const uint64_t needed = stats_.bytes_pinned + size;
-      if (needed > stats_.limit_bytes) release_idle(needed - stats_.limit_bytes, freed);
+      // An idle block of the class asked is taken, not freed, while waits may still find it.
+      if (needed > stats_.limit_bytes)
+        release_idle(needed - stats_.limit_bytes, freed, busy_waits < kBusyWaits ? &key : nullptr);
       at_limit = stats_.bytes_pinned + size > stats_.limit_bytes;
       over_all = size > stats_.limit_bytes;
       if (!at_limit) {

@@ -111,8 +111,9 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
                  std::vector<std::shared_ptr<Event>> users) noexcept;
   static bool idle(Cached& cached) noexcept;  // drops completed events; true when none are left
   // Moves idle cached blocks into `freed` until `wanted` bytes are released
-  // (everything idle for UINT64_MAX). Caller holds mutex_; frees outside it.
-  uint64_t release_idle(uint64_t wanted, std::vector<std::unique_ptr<StagingBlock>>& freed);
+  // (everything idle for UINT64_MAX), but none of class `keep` (one is wanted: taken,
+  // not freed). Caller holds mutex_; frees outside it.
+  uint64_t release_idle(uint64_t wanted, std::vector<std::unique_ptr<StagingBlock>>& freed, const Key* keep = nullptr);
   // Removes a cached block from the cache and the statistics (caller holds the lock);
   // returns it and advances `it`.
   Cached take_cached(std::multimap<Key, Cached>::iterator& it);
@@ -122,7 +123,9 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   std::unique_ptr<StagingBlock> allocate_within_limit(StagingProvider& provider, const Key& key);
   // At the limit: waits, without the lock, for the users of a cached block of `key`,
   // or else of enough cached blocks of any kind to make room for `key`'s size. True
-  // without a wait when room was made meanwhile; false when busy blocks cannot make it.
+  // without a wait when room was made or a block of `key` finished meanwhile (another
+  // thread waited for it), so the caller looks again; false when the cached blocks,
+  // busy or idle, cannot make room.
   bool wait_for_busy_cached(const Key& key);
   // Waits, without the lock, for every ReturningBlocks with blocks on their way back;
   // false when none had any (nothing to wait for: no device is synchronized for nothing).
