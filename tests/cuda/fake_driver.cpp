@@ -121,6 +121,7 @@ constexpr int kMaxDevices = 8;
 
 std::atomic<CUresult> g_sticky{CUDA_SUCCESS};
 std::atomic<int64_t> g_delay_us{0};
+std::atomic<int64_t> g_delayed{0};        // operations waiting out their delay now, taken off their streams
 std::atomic<int64_t> g_fail_alloc_in{0};  // the n-th allocation from now fails; 0: none
 std::atomic<int64_t> g_launches{0};
 std::atomic<int64_t> g_fail_launch_in{0};    // the n-th launch from now faults (sticky)
@@ -423,7 +424,11 @@ class FakeStream {
       std::function<void()> op = std::move(ops_.front());
       ops_.pop_front();
       lock.unlock();
-      if (const int64_t delay = g_delay_us.load()) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      if (const int64_t delay = g_delay_us.load()) {
+        ++g_delayed;
+        std::this_thread::sleep_for(std::chrono::microseconds(delay));
+        --g_delayed;
+      }
       if (g_sticky.load() == CUDA_SUCCESS) op();  // after a fault nothing runs any more
       lock.lock();
       ++finished_;
@@ -724,13 +729,15 @@ __attribute__((visibility("default"))) const char* fake_cuda_finding(long long n
 }
 
 // "device_allocations", "pinned_allocations", "registered_ranges" (live now),
-// "launches", "pageable_async_copies", "findings" (so far), "retained:N"
+// "launches", "pageable_async_copies", "findings" (so far), "delayed_ops" (taken
+// by their stream and waiting out "delay_us" now: the delay they read holds), "retained:N"
 // (references to cuda:N's primary context), "calls:NAME" (calls of the driver
 // function NAME so far, "calls:" all of them).
 __attribute__((visibility("default"))) long long fake_cuda_stat(const char* what) {
   const std::string name = what;
   if (name == "launches") return g_launches.load();
   if (name == "pageable_async_copies") return g_pageable_async.load();
+  if (name == "delayed_ops") return g_delayed.load();
   if (name == "findings") {
     std::lock_guard<std::mutex> lock(g_findings_mutex);
     return static_cast<long long>(g_findings.size());

@@ -4,10 +4,8 @@
 // the cache and tries again; trim and the limit free it; an IPC export of a
 // reused block still names its allocation; a runtime destroyed with blocks cached
 // or lent frees every one. And what each transfer path costs in driver calls.
-#include <chrono>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/cuda/cuda_helpers.hpp"
@@ -25,9 +23,7 @@ abr_pool_stats cache_stats(abr_runtime* rt) {
 // Deleted tensors' blocks come back on the reclaimer's thread, after its barrier:
 // waits until `bytes` are cached (or fails after 5 s).
 void wait_cached(abr_runtime* rt, uint64_t bytes) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (cache_stats(rt).bytes_cached < bytes && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  wait_until([&] { return cache_stats(rt).bytes_cached >= bytes; });
   REQUIRE(cache_stats(rt).bytes_cached >= bytes);
 }
 

@@ -2,10 +2,8 @@
 // the fake driver (docs/ARCHITECTURE.md gives the table this test prints). Each
 // path runs warm: after one call that creates streams, contexts and cached blocks.
 // The counts include the reclaimer's thread (a deleted tensor's barrier).
-#include <chrono>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/cuda/cuda_helpers.hpp"
@@ -84,14 +82,10 @@ long long of(const Counts& counts, const char* name) {
 
 // Waits until deleted tensors' blocks are back in the device cache: `in_use` bytes left lent.
 void wait_returned(abr_runtime* rt, uint64_t in_use) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   abr_pool_stats stats = ABR_POOL_STATS_INIT;
-  do {
-    REQUIRE(abr_device_cache_get_stats(rt, &stats) == ABR_OK);
-    if (stats.bytes_in_use == in_use) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  } while (std::chrono::steady_clock::now() < deadline);
-  FAIL("a deleted tensor's block did not come back within 5 s");
+  const bool back =
+      wait_until([&] { return abr_device_cache_get_stats(rt, &stats) == ABR_OK && stats.bytes_in_use == in_use; });
+  if (!back) FAIL("a deleted tensor's block did not come back within 5 s");
 }
 
 }  // namespace

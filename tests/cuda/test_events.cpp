@@ -5,8 +5,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
-#include <chrono>
 #include <vector>
 
 #include "tests/cuda/cuda_helpers.hpp"
@@ -66,9 +64,9 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     Owned copy(copy_to(rt, &view.managed, cuda0, producer));
     abr_event* written = nullptr;
     REQUIRE(abr_event_record(producer, &written) == ABR_OK);
-    if (fake) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the producer's worker has taken the copy
-      fake.control("delay_us", 0);                                 // the consumer's work does not lag
+    if (fake) {  // once the producer's worker has taken the copy (its 100 ms hold), the consumer's work does not lag
+      REQUIRE(wait_until([&] { return fake.stat("delayed_ops") > 0; }));
+      fake.control("delay_us", 0);
     }
     if (wait) {
       REQUIRE(abr_stream_wait_event(consumer, written) == ABR_OK);

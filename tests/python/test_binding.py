@@ -112,8 +112,10 @@ def test_the_debug_line_follows_the_logger_level(caplog):
 
 def test_a_copy_releases_the_gil():
     # With a switch interval of minutes, a waiting thread gets the GIL only when the
-    # holder lets go of it: here, only inside the copy, if the copy releases it.
-    big = np.ones(1 << 24, dtype=np.float32)
+    # holder lets go of it: here, only inside the copy, if the copy releases it. The
+    # copy (128 MiB, tens of ms) leaves the OS time to run the woken thread even on a
+    # loaded 2-core machine.
+    big = np.ones(1 << 25, dtype=np.float32)
     woke, stamp = threading.Event(), []
 
     def waiter():

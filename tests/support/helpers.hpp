@@ -2,10 +2,12 @@
 // and a runtime fixture.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -15,6 +17,18 @@
 namespace test {
 
 inline DLDataType dt(uint8_t code, uint8_t bits) { return DLDataType{code, bits, 1}; }
+
+// Polls `done` until it holds or `seconds` pass; whether it held. What another thread
+// does is waited for so, never with a sleep that a loaded machine can outlast.
+template <typename Done>
+bool wait_until(Done done, int seconds = 5) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
 inline const DLDataType f32 = dt(kDLFloat, 32), f64 = dt(kDLFloat, 64), i32 = dt(kDLInt, 32), u8 = dt(kDLUInt, 8);
 
 // A managed tensor over memory the test owns. deleted counts deleter calls.
