@@ -117,6 +117,7 @@ TEST_CASE_FIXTURE(NoDriverFindings,
     const abr_pool_stats stats = pool_stats(rt);
     CHECK(stats.bytes_waiting > 0);
     CHECK(stats.bytes_in_use == 0);
+    lag.fake.control("delay_us", 500);
   }
   std::vector<Owned> homes;
   for (Owned& u : uploaded) homes.emplace_back(move_to(rt, take(u), cpu, nullptr, stream));
