@@ -30,17 +30,20 @@ typedef struct {
 
 #define CONTAINER(type, member, pointer) ((type*)((char*)(pointer)-offsetof(type, member)))
 
+/* The views are Python's small-object memory (cheaper than malloc's, as a batch of
+ * small tensors makes one a tensor): made with the GIL held, freed by a finish,
+ * which runs with it. */
 static void finish_versioned_view(Release* node) {
   VersionedView* view = CONTAINER(VersionedView, release, node);
   PyObject* owner = view->owner;
-  free(view);
+  PyMem_Free(view);
   Py_DECREF(owner);
 }
 
 static void finish_legacy_view(Release* node) {
   LegacyView* view = CONTAINER(LegacyView, release, node);
   PyObject* owner = view->owner;
-  free(view);
+  PyMem_Free(view);
   Py_DECREF(owner);
 }
 
@@ -52,7 +55,7 @@ static void legacy_view_deleter(DLManagedTensor* self) { release_later(&((Legacy
  * READ_ONLY is kept; IS_COPIED only when the caller made a copy for this export,
  * since base itself stays shared with its Python owner. */
 DLManagedTensorVersioned* new_owner_view(const DLManagedTensorVersioned* base, PyObject* owner, int copied) {
-  VersionedView* view = (VersionedView*)malloc(sizeof *view);
+  VersionedView* view = (VersionedView*)PyMem_Malloc(sizeof *view);
   if (!view) return (DLManagedTensorVersioned*)PyErr_NoMemory();
   view->tensor.version.major = DLPACK_MAJOR_VERSION;
   view->tensor.version.minor = DLPACK_MINOR_VERSION;
@@ -67,7 +70,7 @@ DLManagedTensorVersioned* new_owner_view(const DLManagedTensorVersioned* base, P
 }
 
 static DLManagedTensor* new_legacy_view(const DLManagedTensorVersioned* base, PyObject* owner) {
-  LegacyView* view = (LegacyView*)malloc(sizeof *view);
+  LegacyView* view = (LegacyView*)PyMem_Malloc(sizeof *view);
   if (!view) return (DLManagedTensor*)PyErr_NoMemory();
   view->tensor.dl_tensor = base->dl_tensor;
   view->tensor.manager_ctx = view;
@@ -113,14 +116,14 @@ void imported_delete(Imported* imported) {
 static void finish_foreign(Release* node) {
   ForeignTensor* wrapper = CONTAINER(ForeignTensor, release, node);
   imported_delete(&wrapper->foreign);
-  free(wrapper);
+  PyMem_Free(wrapper);
 }
 
 static void foreign_deleter(DLManagedTensorVersioned* self) { release_later(&((ForeignTensor*)self)->release); }
 
 DLManagedTensorVersioned* imported_for_any_thread(Imported* imported) {
   if (imported->any_thread && imported->versioned) return (DLManagedTensorVersioned*)imported->tensor;
-  ForeignTensor* wrapper = (ForeignTensor*)malloc(sizeof *wrapper);
+  ForeignTensor* wrapper = (ForeignTensor*)PyMem_Malloc(sizeof *wrapper); /* freed as the views are */
   if (!wrapper) {
     imported_delete(imported);
     return (DLManagedTensorVersioned*)PyErr_NoMemory();
