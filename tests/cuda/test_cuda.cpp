@@ -1,14 +1,12 @@
 // The CUDA backend through the C API: discovery, every path with its values,
 // streams, pointer checks, out-of-memory and device loss. Against the fake
 // driver in CI; against a real GPU with ARRAYBRIDGE_CUDA_LIBRARY=libcuda.so.1.
-#include <chrono>
 #include <cmath>
 #include <complex>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/support/fault_walk.hpp"
@@ -775,9 +773,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "to_device cuda:0 -> cpu on a stream: page-l
   // Results take at most half the pool's limit, the rest staying for staging: past
   // it, on a stream too, plain host memory (and the report says so).
   // The first result's block comes back once the device's work before its delete is done.
-  for (int tries = 0; pool_stats(rt).bytes_in_use != 0 && tries < 5000; ++tries)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  REQUIRE(pool_stats(rt).bytes_in_use == 0);
+  REQUIRE(wait_until([&] { return pool_stats(rt).bytes_in_use == 0; }));
   REQUIRE(abr_pool_set_limit(rt, 6 * n * 4) == ABR_OK);  // 24 MiB: results may take 12
   REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
   std::vector<DLManagedTensorVersioned*> held;

@@ -23,8 +23,7 @@ abr_pool_stats cache_stats(abr_runtime* rt) {
 // Deleted tensors' blocks come back on the reclaimer's thread, after its barrier:
 // waits until `bytes` are cached (or fails after 5 s).
 void wait_cached(abr_runtime* rt, uint64_t bytes) {
-  wait_until([&] { return cache_stats(rt).bytes_cached >= bytes; });
-  REQUIRE(cache_stats(rt).bytes_cached >= bytes);
+  REQUIRE(wait_until([&] { return cache_stats(rt).bytes_cached >= bytes; }));
 }
 
 DLManagedTensorVersioned* to_cuda0(abr_runtime* rt, std::vector<int32_t>& host) {

@@ -17,6 +17,7 @@
 namespace test {
 
 inline DLDataType dt(uint8_t code, uint8_t bits) { return DLDataType{code, bits, 1}; }
+inline const DLDataType f32 = dt(kDLFloat, 32), f64 = dt(kDLFloat, 64), i32 = dt(kDLInt, 32), u8 = dt(kDLUInt, 8);
 
 // Polls `done` until it holds or `seconds` pass; whether it held. What another thread
 // does is waited for so, never with a sleep that a loaded machine can outlast.
@@ -29,7 +30,6 @@ bool wait_until(Done done, int seconds = 5) {
   }
   return true;
 }
-inline const DLDataType f32 = dt(kDLFloat, 32), f64 = dt(kDLFloat, 64), i32 = dt(kDLInt, 32), u8 = dt(kDLUInt, 8);
 
 // A managed tensor over memory the test owns. deleted counts deleter calls.
 struct Managed {
