@@ -11,7 +11,8 @@
 #                 compute-sanitizer over cuda-tests (memcheck with leak checking and
 #                 stream-ordered race tracking); need a GPU and compute-sanitizer
 #   unit-tests    with every OpenCL driver registered here (PoCL, NVIDIA's, ...), the
-#                 loader in the shared namespace (the default)
+#                 loader in the shared namespace (the default), and the CUDA driver
+#                 loaded (the fake one without a GPU)
 #   unit-tests-private-namespace
 #                 the same with ARRAYBRIDGE_OPENCL_NAMESPACE=private (a link-map
 #                 namespace of its own) and CUDA left out (none is taken beside the
@@ -109,9 +110,15 @@ else
   for tool in memcheck racecheck synccheck initcheck; do skip $tool "no GPU: compute-sanitizer needs real hardware"; done
 fi
 
-step unit-tests "$build/bin/unit-tests"
-step unit-tests-private-namespace env ARRAYBRIDGE_OPENCL_NAMESPACE=private ARRAYBRIDGE_DISABLE_CUDA=1 \
-  "$build/bin/unit-tests"
+# The unit tests load a CUDA driver too where one is found: the real one on a GPU, the
+# fake here, so that a step broken beside a loaded driver breaks here as well.
+[ $real_gpu = 1 ] && cuda_library=libcuda.so.1 || cuda_library=$PWD/$build/fake-cuda/libcuda.so.1
+step unit-tests env ARRAYBRIDGE_CUDA_LIBRARY="$cuda_library" "$build/bin/unit-tests"
+# No namespace of its own is taken beside a loaded CUDA driver (opencl/loader.hpp), so
+# this step leaves CUDA out: the C library reads no ARRAYBRIDGE_DISABLE_CUDA (only the
+# Python package does), and a driver that is not there is never loaded.
+step unit-tests-private-namespace env ARRAYBRIDGE_OPENCL_NAMESPACE=private \
+  ARRAYBRIDGE_CUDA_LIBRARY=/nonexistent/libcuda.so.1 "$build/bin/unit-tests"
 step python "$python" -m pytest -q -rs -p no:cacheprovider tests/python
 
 if [ $real_gpu = 1 ]; then

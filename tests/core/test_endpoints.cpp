@@ -38,6 +38,7 @@ TEST_CASE("endpoints: one registry lookup per side of every transfer and copy") 
   CHECK(lookups_of([&] { Owned copy(to(rt, copy_source, cpu, ABR_COPY_ALWAYS)); }) == 2);
   DLManagedTensorVersioned* uploaded = nullptr;
   CHECK(lookups_of([&] { uploaded = to(rt, upload_source, opencl, ABR_COPY_ALWAYS); }) == 2);
+  REQUIRE(uploaded != nullptr);  // the rest reads it: a failed upload ends the test, not the process
   Owned on_device(uploaded);
   Managed device_source(on_device->data, f32, {1024}, {}, 0, opencl);
   CHECK(lookups_of([&] { Owned download(to(rt, device_source, cpu, ABR_COPY_IF_NEEDED)); }) == 2);
