@@ -61,14 +61,19 @@ std::unique_ptr<Driver> load_driver(const char* path, const std::string& namespa
 
 const Driver* driver(std::string* reason) {
   static std::once_flag once;
-  static std::unique_ptr<Driver> loaded;
-  static std::string failure;
+  // Never freed, as the library it points into is never closed: a runtime the process
+  // never destroys (Python's) has threads that call the driver while exit frees the
+  // statics (tests/cuda/test_exit.cpp).
+  static const Driver* loaded = nullptr;
+  static const std::string* failure = nullptr;
   std::call_once(once, [] {
     const char* path = std::getenv("ARRAYBRIDGE_CUDA_LIBRARY");
-    loaded = load_driver(path && *path ? path : "libcuda.so.1", private_namespace(), &failure);
+    std::string why;
+    loaded = load_driver(path && *path ? path : "libcuda.so.1", private_namespace(), &why).release();
+    failure = new std::string(std::move(why));
   });
-  if (!loaded && reason) *reason = failure;
-  return loaded.get();
+  if (!loaded && reason) *reason = *failure;
+  return loaded;
 }
 
 std::string error_text(const Driver& cu, CUresult code) {

@@ -678,7 +678,8 @@ struct ExitReport {
 // (docs/ARCHITECTURE.md lists the counts per path).
 namespace {
 std::mutex g_calls_mutex;
-std::map<std::string, long long> g_calls;
+// Never freed, as the other tables here: a runtime alive at exit still calls the driver.
+std::map<std::string, long long>& g_calls = *new std::map<std::string, long long>;
 
 void count_call(const char* name) {
   std::lock_guard<std::mutex> lock(g_calls_mutex);
