@@ -21,6 +21,7 @@
 #include "lib/host_buffer.hpp"
 #include "lib/host_copy.hpp"
 #include "lib/host_sides.hpp"
+#include "lib/host_threads.hpp"
 #include "lib/log.hpp"
 #include "lib/runtime.hpp"
 #include "lib/text.hpp"
@@ -135,8 +136,9 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     if (!srcs[i]) fail(ABR_ERR_INVALID_ARGUMENT, "srcs[{}] is NULL", i);
   {  // each source is consumed once: the same tensor twice would be deleted twice
     // Addresses alone sort in half the time of (address, index) pairs; a repeat found, its indices are looked up.
+    // Headers made one after another are often in address order already: no sort then.
     std::vector<const void*> seen(srcs, srcs + count);
-    std::sort(seen.begin(), seen.end());
+    if (!std::is_sorted(seen.begin(), seen.end())) std::sort(seen.begin(), seen.end());
     const auto repeat = std::adjacent_find(seen.begin(), seen.end());
     if (repeat != seen.end()) {
       const std::size_t first = static_cast<std::size_t>(std::find(srcs, srcs + count, *repeat) - srcs);
@@ -163,6 +165,22 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   bool reads_in_place = stream != nullptr;
   DLDeviceType locked_type = static_cast<DLDeviceType>(0);
   const void* read_context = nullptr;
+  // Whether a source's results may be page-locked depends, within one batch (one
+  // stream, one destination), on its endpoint's backend, device and context alone:
+  // asked again only when they change (a device lookup and a dynamic_cast a tensor).
+  struct {
+    const DeviceBackend* backend = nullptr;
+    DLDevice device{};
+    const void* context = nullptr;
+    bool host = false, locks = false, known = false;
+  } last_locks;
+  const auto locks_for = [&](const Endpoint& from) {
+    if (!last_locks.known || last_locks.backend != from.backend || last_locks.context != from.context ||
+        last_locks.host != from.host || last_locks.device.device_type != from.device.device_type ||
+        last_locks.device.device_id != from.device.device_id)
+      last_locks = {from.backend, from.device, from.context, from.host, locks_results(from, dst, stream), true};
+    return last_locks.locks;
+  };
   // Until the commit, every source stays the caller's, whatever fails.
   struct KeepSources {
     std::vector<BatchItem>& items;
@@ -188,7 +206,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       const Endpoint from = known ? *known : endpoint_of(item.src, dst, "source", /*ask_pinned=*/!packed_anyway);
       if (!known) checked.add(from);
       opts.locked_result_budget = 0;
-      const bool locks = locks_results(from, dst, stream);
+      const bool locks = locks_for(from);
       if (locks) {
         if (locked_room == UINT64_MAX) locked_room = locked_result_room();
         opts.locked_result_budget = locked_room;
@@ -349,7 +367,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   std::size_t at = count;  // the item moving; count while the coalesced block or the streamed ones do
   uint32_t joined = 0;     // gathered reads moved in another's copy
   try {
-    if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, stream);
+    if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, batch.pack_threads, stream);
     one_by_one = move_pipelines(pipelines, streamed, "srcs[{}]", opts.staging, stream);
     std::size_t move = 0;
     try {
@@ -387,8 +405,10 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   report.bytes_moved = moved;
   try {  // the work is done or queued: a failure to put it into words must not undo it
     std::string detail = coalesced
-        ? fmt::format("{} of {} tensors packed into one {} byte block{}; {} view(s), {} other copy(ies)", coalesced,
-                      count, block_bytes, backend ? " and moved with one copy" : "", views, copies - 1)
+        ? fmt::format("{} of {} tensors packed into one {} byte block{}{}; {} view(s), {} other copy(ies)", coalesced,
+                      count, block_bytes,
+                      batch.pack_threads > 1 ? fmt::format(" on {} threads", batch.pack_threads) : "",
+                      backend ? " and moved with one copy" : "", views, copies - 1)
         : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
     detail += streamed_words(streamed, one_by_one);
     if (joined) detail += fmt::format("; {} small read(s) joined a neighbour's copy in one allocation", joined);
@@ -487,11 +507,12 @@ void Runtime::move_streamed(const std::vector<OrderedMove>& moves, const Staging
 }
 
 void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block,
-                             uint64_t bytes, Stream* stream) {
-  // Each source packed (and converted) by the host engine into its slot of `into`.
-  const auto pack_all = [&](char* into) {
+                             uint64_t bytes, unsigned threads, Stream* stream) {
+  // Each source whose slot starts in [begin, end) packed (and converted) by the host
+  // engine into its slot of `into`.
+  const auto pack = [&](char* into, uint64_t begin, uint64_t end, unsigned item_threads) {
     for (BatchItem& item : items) {
-      if (!item.coalesced) continue;
+      if (!item.coalesced || item.offset < begin || item.offset >= end) continue;
       const Layout& src = item.src;
       if (src.compact && !item.plan.cast) {  // bytes for bytes
         std::memcpy(into + item.offset, first_element(src), static_cast<std::size_t>(item.bytes));
@@ -499,8 +520,16 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
       }
       const Layout slot = compact_layout(dst, item.plan.dtype, src.shape, into + item.offset);
       copy_layout_in_parallel(src, first_element(src), item.plan.dtype, into + item.offset, slot.strides.data(),
-                              item.plan.staging.threads);
+                              item_threads ? item_threads : item.plan.staging.threads);
     }
+  };
+  // The slots in `threads` runs of about equal bytes, one a thread, each source on
+  // the thread of its run.
+  const auto pack_all = [&](char* into) {
+    if (threads <= 1) return pack(into, 0, bytes, 0);
+    host_threads().parallel_for(threads, threads, [&](std::size_t part) {
+      pack(into, bytes * part / threads, bytes * (part + 1) / threads, 1);
+    });
   };
   if (!to.backend) return pack_all(static_cast<char*>(block));  // new host memory: the host engine alone
   const Layout whole = compact_layout(dst, DLDataType{kDLUInt, 8, 1}, Dims{static_cast<int64_t>(bytes)}, block);

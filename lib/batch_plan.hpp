@@ -48,6 +48,7 @@ struct BatchEntry {
 struct BatchPlan {
   std::size_t coalesced = 0;   // entries in the coalesced block
   uint64_t block_bytes = 0;    // that block's size
+  unsigned pack_threads = 1;   // host threads that pack it: as many as a memcpy of its bytes is cut for
   uint64_t results_bytes = 0;  // the gathered results' block's size (0: none)
   // The streamed entries, one list per pipeline (a device context and a way, up or
   // down), each in order and of at least two.

@@ -110,9 +110,10 @@ class Runtime {
   // The memory of a new result of `bytes` on `dst`: the backend's, or plain host memory.
   DeviceMemory new_result_memory(DLDevice dst, uint64_t bytes, Stream* stream);
   struct BatchItem;
-  // The coalesced items of a batch packed into `block` (`bytes` on `dst`) and moved with one copy.
+  // The coalesced items of a batch packed into `block` (`bytes` on `dst`) on `threads`
+  // host threads, and moved with one copy.
   void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,
-                      Stream* stream);
+                      unsigned threads, Stream* stream);
   struct OrderedMove;
   // A batch's pipelines (plan_batch, plan_copy_batch), one after another, each
   // pageable bytes to or from one context as one transfer; `entries` their indices,

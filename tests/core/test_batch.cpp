@@ -127,6 +127,38 @@ TEST_CASE("batch: small copies into host memory share one block that outlives th
   CHECK(std::memcmp(results.out[15]->dl_tensor.data, sources.data[15].data(), 4096) == 0);
 }
 
+TEST_CASE("batch: a block of several MiB is packed on several threads, each source into its own slot") {
+  Runtime rt;
+  REQUIRE(abr_runtime_set_staging(rt, 4, 0) == ABR_OK);
+  for (const DLDevice device : {cpu, ocl0}) {
+    for (const DLDataType dtype : {DLDataType{}, f64}) {  // bytes for bytes, and a cast (the host engine's walk)
+      CAPTURE(device.device_type);
+      CAPTURE(int(dtype.bits));
+      Sources sources;  // 1200 x 4 KiB: 4.7 MiB, four pieces of a memcpy
+      for (int i = 0; i < 1200; ++i) sources.add(1024, static_cast<float>(i * 1024));
+      Results results(sources.pointers.size());
+      abr_batch_report report = ABR_BATCH_REPORT_INIT;
+      REQUIRE_MESSAGE(many(rt, sources, results, device, ABR_COPY_ALWAYS, &report, nullptr, dtype) == ABR_OK,
+                      abr_last_error());
+      CHECK(report.coalesced == 1200);
+      CHECK(std::string(report.detail).find("packed into one") != std::string::npos);
+      CHECK(std::string(report.detail).find(" on 4 threads") != std::string::npos);
+      bool all_right = true;  // one CHECK for 1200 tensors
+      for (std::size_t i = 0; i < results.out.size(); ++i) {
+        const DLTensor& t = results.out[i]->dl_tensor;
+        if (dtype.bits == 64) {
+          const std::vector<double> back = read_back<double>(rt, t);
+          all_right &= std::equal(back.begin(), back.end(), sources.data[i].begin());
+        } else {
+          all_right &= read_back<float>(rt, t) == sources.data[i];
+        }
+      }
+      CHECK(all_right);
+      CHECK(sources.deleted() == 1200);  // copied: every source released once
+    }
+  }
+}
+
 TEST_CASE("batch: to PoCL, small tensors coalesced, a large one on its own, a cast for all") {
   Runtime rt;
   Sources sources;

@@ -62,6 +62,20 @@ TEST_CASE("plan_batch: small copies from host memory share one block, in 256-byt
   CHECK_FALSE(full.entries[256].coalesced);
 }
 
+TEST_CASE("plan_batch: a coalesced block is packed on the threads a memcpy of its bytes is cut for") {
+  const abr::StagingChoice four_threads{4, 0};
+  Batch quarter;  // 256 x 4 KiB: 1 MiB, under two pieces, on the calling thread
+  for (int i = 0; i < 256; ++i) quarter.add(ABR_PATH_HOST_TO_DEVICE, 4096);
+  CHECK(abr::plan_batch(quarter.pointers, false, four_threads).pack_threads == 1);
+  Batch thousand;  // 1000 x 4 KiB: 3.9 MiB, three pieces of a memcpy
+  for (int i = 0; i < 1000; ++i) thousand.add(ABR_PATH_HOST_TO_DEVICE, 4096);
+  CHECK(abr::plan_batch(thousand.pointers, false, four_threads).pack_threads == 3);
+  CHECK(abr::plan_batch(thousand.pointers, false, abr::StagingChoice{2, 0}).pack_threads == 2);  // as many as asked
+  Batch none;  // nothing coalesced: nothing packed
+  none.add(ABR_PATH_HOST_TO_DEVICE, abr::kCoalesceMax + 1);
+  CHECK(abr::plan_batch(none.pointers, false, four_threads).pack_threads == 1);
+}
+
 TEST_CASE("plan_batch: a host copy is coalesced only into plain host memory") {
   Batch batch;
   BatchEntry& copy = batch.add(ABR_PATH_HOST_COPY, 4096);

@@ -70,6 +70,24 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: 64 small pageable tensors to cuda:0 
   }
 }
 
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: 1000 small tensors to cuda:0 are packed on several threads, one DMA") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0) return;
+  REQUIRE(abr_runtime_set_staging(rt, 4, 0) == ABR_OK);
+  Batch batch(1000, 1024);  // 4 KiB each: 3.9 MiB, three pieces of a memcpy
+  const long long copies_before = fake ? fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync)) : 0;
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+  if (fake) CHECK(fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync)) - copies_before == 1);
+  CHECK(report.coalesced == 1000);
+  CHECK(std::string(report.detail).find("block on 3 threads and moved with one copy") != std::string::npos);
+  CHECK(batch.deleted() == 1000);
+  bool all_right = true;  // one CHECK for 1000 tensors
+  for (std::size_t i = 0; i < 1000; ++i) all_right &= read_back(rt, batch.out[i]->dl_tensor) == batch.data[i];
+  CHECK(all_right);
+}
+
 TEST_CASE_FIXTURE(NoDriverFindings, "batch: on a lagging stream the sources are held until its work is done") {
   Runtime rt;
   if (cuda_devices(rt) == 0) return;
