@@ -10,6 +10,8 @@
 //     released, or kept by the stream until its work is done.
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -527,9 +529,17 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
   // the thread of its run.
   const auto pack_all = [&](char* into) {
     if (threads <= 1) return pack(into, 0, bytes, 0);
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
     host_threads().parallel_for(threads, threads, [&](std::size_t part) {
-      pack(into, bytes * part / threads, bytes * (part + 1) / threads, 1);
+      try {
+        pack(into, bytes * part / threads, bytes * (part + 1) / threads, 1);
+      } catch (...) {  // tasks must not throw: the first failure is the caller's
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
     });
+    if (failure) std::rethrow_exception(failure);
   };
   if (!to.backend) return pack_all(static_cast<char*>(block));  // new host memory: the host engine alone
   const Layout whole = compact_layout(dst, DLDataType{kDLUInt, 8, 1}, Dims{static_cast<int64_t>(bytes)}, block);

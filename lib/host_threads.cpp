@@ -158,9 +158,9 @@ void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataTyp
   host_threads().parallel_for(parts, threads, [&](std::size_t i) {
     const int64_t begin = extent * static_cast<int64_t>(i) / static_cast<int64_t>(parts);
     const int64_t end = extent * static_cast<int64_t>(i + 1) / static_cast<int64_t>(parts);
-    Layout box = src;
-    box.shape[longest] = end - begin;
     try {
+      Layout box = src;  // a copy allocates
+      box.shape[longest] = end - begin;
       host_copy_layout(box, src_first + src_step * begin, dst_dtype, dst_first + dst_step * begin, dst_strides);
     } catch (...) {  // tasks must not throw: the first failure is the caller's
       std::lock_guard<std::mutex> lock(failure_mutex);
