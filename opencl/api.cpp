@@ -38,16 +38,21 @@ std::unique_ptr<Api> load_api(const char* path, NamespacePolicy policy, std::str
 
 const Api* api(std::string* reason) {
   static std::once_flag once;
-  static std::unique_ptr<Api> loaded;
-  static std::string failure;
+  // Never freed, as the CUDA driver's table (cuda/driver.cpp): a runtime alive at exit
+  // may still call OpenCL while exit frees the statics.
+  static const Api* loaded = nullptr;
+  static const std::string* failure = nullptr;
   std::call_once(once, [] {
+    std::string why;
     NamespacePolicy policy = NamespacePolicy::Auto;
-    if (!namespace_policy(&policy, &failure)) return;
-    const char* path = std::getenv("ARRAYBRIDGE_OPENCL_LIBRARY");
-    loaded = load_api(path && *path ? path : "libOpenCL.so.1", policy, &failure);
+    if (namespace_policy(&policy, &why)) {
+      const char* path = std::getenv("ARRAYBRIDGE_OPENCL_LIBRARY");
+      loaded = load_api(path && *path ? path : "libOpenCL.so.1", policy, &why).release();
+    }
+    failure = new std::string(std::move(why));
   });
-  if (!loaded && reason) *reason = failure;
-  return loaded.get();
+  if (!loaded && reason) *reason = *failure;
+  return loaded;
 }
 
 const char* error_name(cl_int code) {

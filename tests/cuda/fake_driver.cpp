@@ -451,7 +451,7 @@ std::mutex g_stream_mutex;
 std::map<int, FakeStream*>& g_streams = *new std::map<int, FakeStream*>;  // live streams by id
 // cuCtxSynchronize calls waiting on streams they listed: a stream is not deleted under them.
 int g_context_syncs = 0;
-std::condition_variable g_context_syncs_done;
+std::condition_variable& g_context_syncs_done = *new std::condition_variable;  // never freed: waited on until exit
 int g_next_stream_id = 1;
 FakeStream* g_default[kMaxDevices];  // the legacy / per-thread stream of each device
 
