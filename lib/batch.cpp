@@ -10,8 +10,6 @@
 //     released, or kept by the stream until its work is done.
 #include <algorithm>
 #include <cstring>
-#include <exception>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -168,19 +166,19 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   DLDeviceType locked_type = static_cast<DLDeviceType>(0);
   const void* read_context = nullptr;
   // Whether a source's results may be page-locked depends, within one batch (one
-  // stream, one destination), on its endpoint's backend, device and context alone:
-  // asked again only when they change (a device lookup and a dynamic_cast a tensor).
+  // stream, one destination), on its device (its kind: backend and host or not) and
+  // context alone: asked again only when they change (a device lookup and a
+  // dynamic_cast a tensor).
   struct {
-    const DeviceBackend* backend = nullptr;
     DLDevice device{};
     const void* context = nullptr;
-    bool host = false, locks = false, known = false;
+    bool locks = false, known = false;
   } last_locks;
   const auto locks_for = [&](const Endpoint& from) {
-    if (!last_locks.known || last_locks.backend != from.backend || last_locks.context != from.context ||
-        last_locks.host != from.host || last_locks.device.device_type != from.device.device_type ||
+    if (!last_locks.known || last_locks.context != from.context ||
+        last_locks.device.device_type != from.device.device_type ||
         last_locks.device.device_id != from.device.device_id)
-      last_locks = {from.backend, from.device, from.context, from.host, locks_results(from, dst, stream), true};
+      last_locks = {from.device, from.context, locks_results(from, dst, stream), true};
     return last_locks.locks;
   };
   // Until the commit, every source stays the caller's, whatever fails.
@@ -529,17 +527,9 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
   // the thread of its run.
   const auto pack_all = [&](char* into) {
     if (threads <= 1) return pack(into, 0, bytes, 0);
-    std::exception_ptr failure;
-    std::mutex failure_mutex;
     host_threads().parallel_for(threads, threads, [&](std::size_t part) {
-      try {
-        pack(into, bytes * part / threads, bytes * (part + 1) / threads, 1);
-      } catch (...) {  // tasks must not throw: the first failure is the caller's
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-      }
+      pack(into, bytes * part / threads, bytes * (part + 1) / threads, 1);
     });
-    if (failure) std::rethrow_exception(failure);
   };
   if (!to.backend) return pack_all(static_cast<char*>(block));  // new host memory: the host engine alone
   const Layout whole = compact_layout(dst, DLDataType{kDLUInt, 8, 1}, Dims{static_cast<int64_t>(bytes)}, block);

@@ -43,6 +43,8 @@ struct HostThreads::Job {
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0};
   std::atomic<unsigned> helpers{0};  // workers that may still join (threads - 1 at the start)
+  std::mutex failure_mutex;
+  std::exception_ptr failure;  // the first task's exception, the caller's once all are done
 };
 
 HostThreads::HostThreads(unsigned threads) {
@@ -60,7 +62,12 @@ HostThreads::~HostThreads() {
 
 void HostThreads::run_tasks(Job& job) {
   for (std::size_t i = job.next.fetch_add(1); i < job.count; i = job.next.fetch_add(1)) {
-    (*job.task)(i);
+    try {
+      (*job.task)(i);
+    } catch (...) {  // a worker's exception would end the process
+      std::lock_guard<std::mutex> lock(job.failure_mutex);
+      if (!job.failure) job.failure = std::current_exception();
+    }
     job.done.fetch_add(1, std::memory_order_acq_rel);
   }
 }
@@ -107,6 +114,7 @@ void HostThreads::parallel_for(std::size_t n, unsigned threads, const std::funct
   const auto queued = std::find(jobs_.begin(), jobs_.end(), job);
   if (queued != jobs_.end()) jobs_.erase(queued);
   finished_.wait(lock, [&] { return job->done.load() == job->count; });
+  if (job->failure) std::rethrow_exception(job->failure);
 }
 
 void HostThreads::copy(void* dst, const void* src, std::size_t bytes, unsigned threads) {
@@ -153,21 +161,13 @@ void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataTyp
   if (parts <= 1) return host_copy_layout(src, src_first, dst_dtype, dst_first, dst_strides);
   const std::ptrdiff_t src_step = src.strides[longest] * static_cast<std::ptrdiff_t>(src.itemsize);  // may be negative
   const std::ptrdiff_t dst_step = dst_strides[longest] * static_cast<std::ptrdiff_t>(itemsize(dst_dtype));
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
   host_threads().parallel_for(parts, threads, [&](std::size_t i) {
     const int64_t begin = extent * static_cast<int64_t>(i) / static_cast<int64_t>(parts);
     const int64_t end = extent * static_cast<int64_t>(i + 1) / static_cast<int64_t>(parts);
-    try {
-      Layout box = src;  // a copy allocates
-      box.shape[longest] = end - begin;
-      host_copy_layout(box, src_first + src_step * begin, dst_dtype, dst_first + dst_step * begin, dst_strides);
-    } catch (...) {  // tasks must not throw: the first failure is the caller's
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-    }
+    Layout box = src;
+    box.shape[longest] = end - begin;
+    host_copy_layout(box, src_first + src_step * begin, dst_dtype, dst_first + dst_step * begin, dst_strides);
   });
-  if (failure) std::rethrow_exception(failure);
 }
 
 StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice, bool walk) {

@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -21,6 +24,32 @@ TEST_CASE("HostThreads runs every task exactly once, on up to the threads asked 
       for (std::size_t i = 0; i < n; ++i) CHECK(runs[i].load() == 1);
     }
   }
+}
+
+TEST_CASE("HostThreads: a task that throws ends only itself, and the caller gets its exception") {
+  abr::HostThreads pool(4);
+  // The first task a worker runs throws (a worker's exception used to end the process);
+  // tasks take 1 ms so that workers join in.
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> thrown_once{false};
+  std::vector<std::atomic<int>> runs(64);
+  std::string caught;
+  try {
+    pool.parallel_for(runs.size(), 4, [&](std::size_t i) {
+      runs[i].fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (std::this_thread::get_id() != caller && !thrown_once.exchange(true))
+        throw std::runtime_error("task " + std::to_string(i));
+    });
+  } catch (const std::runtime_error& e) {
+    caught = e.what();
+  }
+  REQUIRE(thrown_once.load());  // a worker ran a task
+  CHECK(caught.rfind("task ", 0) == 0);
+  for (std::size_t i = 0; i < runs.size(); ++i) CHECK(runs[i].load() == 1);  // the others still ran
+  // In line (one thread) the exception simply leaves at the task that threw.
+  CHECK_THROWS_AS(pool.parallel_for(3, 1, [](std::size_t) { throw std::runtime_error("in line"); }),
+                  std::runtime_error);
 }
 
 TEST_CASE("HostThreads serves several callers at once without losing or repeating a task") {
