@@ -12,12 +12,13 @@ namespace abr::cuda {
 Device::Device(const Driver& cu, CUdevice handle, int32_t ordinal) : cu_(cu), handle_(handle), ordinal_(ordinal) {}
 
 Device::~Device() {
-  if (!context_) return;
+  const CUcontext context = context_.load();
+  if (!context) return;
   // After a sticky error the context is unusable: leave it to process exit
   // rather than risk a hang or an abort in teardown.
   if (!lost()) {
-    cu_.cuCtxPushCurrent(context_);
-    if (stream_) cu_.cuStreamDestroy(stream_);
+    cu_.cuCtxPushCurrent(context);
+    if (const CUstream stream = stream_.load()) cu_.cuStreamDestroy(stream);
     if (ipc_event_) cu_.cuEventDestroy(ipc_event_);
     if (module_) cu_.cuModuleUnload(module_);
     CUcontext popped = nullptr;
@@ -28,20 +29,22 @@ Device::~Device() {
 
 CUcontext Device::context() {
   require_alive();
+  if (const CUcontext made = context_.load(std::memory_order_acquire)) return made;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!context_) {
+  if (!context_.load(std::memory_order_relaxed)) {
     fault::point(ABR_ERR_BACKEND, "CUDA context");
     CUcontext context = nullptr;
     check(cu_.cuDevicePrimaryCtxRetain(&context, handle_), "cuDevicePrimaryCtxRetain");
-    context_ = context;
+    context_.store(context, std::memory_order_release);
   }
-  return context_;
+  return context_.load(std::memory_order_relaxed);
 }
 
 CUstream Device::own_stream() {
+  if (const CUstream made = stream_.load(std::memory_order_acquire)) return made;
   CUcontext own = context();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!stream_) {
+  if (!stream_.load(std::memory_order_relaxed)) {
     fault::point(ABR_ERR_BACKEND, "CUDA stream");
     check(cu_.cuCtxPushCurrent(own), "cuCtxPushCurrent");
     CUstream stream = nullptr;
@@ -49,9 +52,9 @@ CUstream Device::own_stream() {
     CUcontext popped = nullptr;
     cu_.cuCtxPopCurrent(&popped);
     check(created, "cuStreamCreate");
-    stream_ = stream;
+    stream_.store(stream, std::memory_order_release);
   }
-  return stream_;
+  return stream_.load(std::memory_order_relaxed);
 }
 
 CUevent Device::ipc_event() {
@@ -75,10 +78,7 @@ CUuuid Device::uuid() const {
   return id;
 }
 
-bool Device::has_context() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return context_ != nullptr;
-}
+bool Device::has_context() { return context_.load(std::memory_order_acquire) != nullptr; }
 
 CUfunction Device::kernel(const char* name) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -93,8 +93,7 @@ CUfunction Device::kernel(const char* name) {
   return function;
 }
 
-void Device::check(CUresult code, const char* call) {
-  if (code == CUDA_SUCCESS) return;
+void Device::fail_call(CUresult code, const char* call) {
   const std::string text = error_text(cu_, code);
   if (code == CUDA_ERROR_OUT_OF_MEMORY)
     fail_backend(ABR_ERR_OUT_OF_MEMORY, code, "{} on {} failed: {}", call, device_string(dl_device()), text);
@@ -120,11 +119,15 @@ void Device::require_alive() const {
 }
 
 Scope::Scope(Device& device) : device_(device) {
-  CUcontext context = device.context();
+  const CUcontext context = device.context();
+  CUcontext current = nullptr;
+  if (device.cu().cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == context) return;
   device.check(device.cu().cuCtxPushCurrent(context), "cuCtxPushCurrent");
+  pushed_ = true;
 }
 
 Scope::~Scope() {
+  if (!pushed_) return;
   CUcontext popped = nullptr;
   device_.cu().cuCtxPopCurrent(&popped);
 }

@@ -44,7 +44,9 @@ class Device : public std::enable_shared_from_this<Device> {
 
   // Throws for a failed call: ABR_ERR_OUT_OF_MEMORY, ABR_ERR_DEVICE_LOST (and
   // marks the device lost) for a sticky error, ABR_ERR_BACKEND otherwise.
-  void check(CUresult code, const char* call);
+  void check(CUresult code, const char* call) {
+    if (code != CUDA_SUCCESS) fail_call(code, call);  // inline: every transfer checks several successes
+  }
   // Throws ABR_ERR_DEVICE_LOST when an earlier call hit a sticky error.
   void require_alive() const;
   bool lost() const { return lost_.load(std::memory_order_acquire); }
@@ -53,9 +55,12 @@ class Device : public std::enable_shared_from_this<Device> {
   const Driver& cu_;
   CUdevice handle_;
   int32_t ordinal_;
-  std::mutex mutex_;  // the lazily made context, stream and module; check() runs under it
-  CUcontext context_ = nullptr;
-  CUstream stream_ = nullptr;
+  [[noreturn]] void fail_call(CUresult code, const char* call);
+
+  std::mutex mutex_;  // makes the lazy context, stream and module; check() runs under it
+  // Read without the lock once made: every transfer asks for both.
+  std::atomic<CUcontext> context_{nullptr};
+  std::atomic<CUstream> stream_{nullptr};
   CUmodule module_ = nullptr;
   CUevent ipc_event_ = nullptr;
   std::atomic<bool> lost_{false};
@@ -64,7 +69,9 @@ class Device : public std::enable_shared_from_this<Device> {
 };
 
 // Makes a device's context current on this thread for the scope's lifetime
-// (every driver call needs one), and checks the device is not lost.
+// (every driver call needs one), and checks the device is not lost. Where it is
+// current already (PyTorch, CuPy and JAX leave the primary context current on
+// their threads), nothing is pushed: one cheap query instead of a push and a pop.
 class Scope {
  public:
   explicit Scope(Device& device);
@@ -74,6 +81,7 @@ class Scope {
 
  private:
   Device& device_;
+  bool pushed_ = false;
 };
 
 }  // namespace abr::cuda

@@ -1,6 +1,6 @@
 #include "cuda/submission.hpp"
 
-#include <deque>
+#include <list>
 
 #include "lib/error.hpp"
 #include "cuda/stream.hpp"
@@ -106,8 +106,10 @@ class CudaSubmission final : public Submission {
   PinnedPool& pool_;
   StagingProvider& pinned_;
   HostRegistrar registrar_;
-  std::deque<PinnedBlock> blocks_;  // deques: references stay valid as more are added
-  std::deque<DeviceTemp> temps_;    // freed on the stream, after the work that uses them
+  // Lists: references stay valid as more are added, and an empty one allocates
+  // nothing (a deque allocates on construction, on every small transfer).
+  std::list<PinnedBlock> blocks_;
+  std::list<DeviceTemp> temps_;  // freed on the stream, after the work that uses them
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "opencl/submission.hpp"
 
-#include <deque>
+#include <list>
 
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
@@ -142,9 +142,9 @@ class ClSubmission final : public Submission {
   bool async_ = false;
   bool waited_ = false;  // the last command was blocking: nothing is left to wait for
   bool completed_ = false;
-  bool deferred_ = false;  // defer_waits(): reads and writes are not waited for one by one
-  std::deque<MemRef> temps_;
-  std::deque<MappedView> maps_;
+  bool deferred_ = false;    // defer_waits(): reads and writes are not waited for one by one
+  std::list<MemRef> temps_;  // lists: stable references, and nothing allocated while empty
+  std::list<MappedView> maps_;
 };
 
 }  // namespace

@@ -860,6 +860,15 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuCtxGetCurrent(CUcontext* context) {
+  count_call(__func__);
+  if (!context) return CUDA_ERROR_INVALID_VALUE;
+  const std::vector<CUcontext>* stack = context_stack();
+  if (!stack) return CUDA_ERROR_INVALID_CONTEXT;
+  *context = stack->empty() ? nullptr : stack->back();
+  return CUDA_SUCCESS;
+}
+
 CUresult cuCtxPushCurrent(CUcontext context) {
   count_call(__func__);
   std::vector<CUcontext>* stack = context_stack();

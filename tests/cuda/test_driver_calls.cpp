@@ -14,7 +14,8 @@ namespace {
 
 #define ABR_COUNTED(name) ABR_TEST_CUDA_SYMBOL(name)
 // Every entry point a transfer may call, by its exported name.
-const char* const kCalls[] = {ABR_COUNTED(cuCtxPushCurrent),
+const char* const kCalls[] = {ABR_COUNTED(cuCtxGetCurrent),
+                              ABR_COUNTED(cuCtxPushCurrent),
                               ABR_COUNTED(cuCtxPopCurrent),
                               ABR_COUNTED(cuCtxSynchronize),
                               ABR_COUNTED(cuMemAlloc),
@@ -169,4 +170,61 @@ TEST_CASE_FIXTURE(NoDriverFindings, "driver calls of one 4 KiB transfer, path by
   CHECK(of(cuda_to_cl, ABR_COUNTED(cuEventCreate)) == 0);
   CHECK(of(cl_to_cuda, ABR_COUNTED(cuMemcpyHtoDAsync)) == 1);
   CHECK(of(cl_to_cuda, ABR_COUNTED(cuMemHostRegister)) == 0);  // the block registered once, cached
+}
+
+// A framework's thread (PyTorch, CuPy, JAX) has the device's primary context
+// current already: a transfer then pushes and pops nothing, on every path.
+TEST_CASE_FIXTURE(NoDriverFindings, "with the primary context current, a transfer pushes no context") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0 || !fake) return;
+  std::vector<int32_t> host = iota(1024), back(1024);
+  Managed pageable(host.data(), i32, {1024});
+  Managed landing(back.data(), i32, {1024});
+  Owned device(move_to(rt, &pageable.managed, cuda0));
+  std::vector<int32_t> zeros(1024);
+  Managed zero_source(zeros.data(), i32, {1024});
+  Owned device2(move_to(rt, &zero_source.managed, cuda0));
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  abr_pool_stats lent = ABR_POOL_STATS_INIT;
+  REQUIRE(abr_device_cache_get_stats(rt, &lent) == ABR_OK);
+  {
+    RawDriver framework;  // the primary context made current on this thread
+    const std::vector<std::pair<const char*, Counts>> paths = {
+        {"pageable H2D, no stream",
+         calls_of(
+             fake,
+             [&] { REQUIRE(abr_copy(rt, &pageable.tensor(), &device.t->dl_tensor, nullptr, nullptr) == ABR_OK); })},
+        {"pageable D2H, no stream",
+         calls_of(fake,
+                  [&] { REQUIRE(abr_copy(rt, &device.t->dl_tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK); })},
+        {"D2D on the caller's stream",
+         calls_of(fake,
+                  [&] {
+                    REQUIRE(abr_copy(rt, &device.t->dl_tensor, &device2.t->dl_tensor, nullptr, stream) == ABR_OK);
+                    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+                  })},
+        {"to_device host -> new cuda:0 tensor",
+         calls_of(fake,
+                  [&] {
+                    Managed source(host.data(), i32, {1024});
+                    Owned t(move_to(rt, &source.managed, cuda0));
+                    CHECK(read_back(rt, t.t->dl_tensor) == host);
+                    t.reset();
+                    wait_returned(rt, lent.bytes_in_use);
+                  })},
+    };
+    for (const auto& path : paths) {
+      MESSAGE(line(path.first, path.second));
+      // The reclaimer's thread has no context current: it pushes its own, once a barrier.
+      CHECK_MESSAGE(of(path.second, ABR_COUNTED(cuCtxPushCurrent)) == of(path.second, ABR_COUNTED(cuCtxSynchronize)),
+                    path.first);
+      CHECK_MESSAGE(of(path.second, ABR_COUNTED(cuCtxPopCurrent)) == of(path.second, ABR_COUNTED(cuCtxPushCurrent)),
+                    path.first);
+      CHECK_MESSAGE(of(path.second, ABR_COUNTED(cuCtxGetCurrent)) >= 1, path.first);
+    }
+  }
+  CHECK(back == host);
+  abr_stream_destroy(stream);
 }
