@@ -80,6 +80,7 @@ class CudaSubmission final : public Submission {
     if (!caller_ && queued_) wait();  // after an explicit wait() with nothing queued since, done already
     finished_ = true;
   }
+  bool synchronous() const override { return caller_ == nullptr; }
   void settle() noexcept override {
     if (!device_->lost()) cu().cuStreamSynchronize(stream_);
   }

@@ -76,6 +76,12 @@ class DeviceSide final : public ChunkSide {
   std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) override {
     return work_->write_chunk(bytes_, offset, block, n);
   }
+  bool write_now(uint64_t offset, const char* block, std::size_t n) override {
+    if (scatter_ || !work_->synchronous()) return false;  // a kernel follows, or the call returns at once
+    work_->write(bytes_, offset, block, n);               // blocking where the driver can (OpenCL)
+    work_->wait();
+    return true;
+  }
   void finish() override {
     if (scatter_) work_->walk(bytes_, tensor_);
     work_->finish();

@@ -36,6 +36,11 @@ class ChunkSide {
   }
   // n bytes of `block` into [offset, offset + n) of this side; the same event rule.
   virtual std::unique_ptr<Event> write(uint64_t offset, const char* block, std::size_t n) = 0;
+  // The same, done on return, where the side would be waited for at finish() anyway:
+  // a move of one chunk then gives its block back with no event to record and
+  // query. False (nothing written) where the side must return at once or has more
+  // to run after the write.
+  virtual bool write_now(uint64_t /*offset*/, const char* /*block*/, std::size_t /*n*/) { return false; }
   // After the last chunk: the side's own closing steps (a scatter kernel, freeing a
   // temporary in order) and completion as its stream asks.
   virtual void finish() {}

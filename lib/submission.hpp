@@ -56,6 +56,10 @@ class Submission {
   virtual void defer_waits() {}
   // Done submitting: flushed onto the caller's stream, or waited for.
   virtual void finish() = 0;
+  // Whether finish() waits for the work (no caller's stream here): the call
+  // returns with it done, so waiting earlier costs the caller nothing. False, the
+  // default, keeps every chunk's event.
+  virtual bool synchronous() const { return false; }
   // After an error: waits until nothing submitted still runs; never throws.
   virtual void settle() noexcept = 0;
 

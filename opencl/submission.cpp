@@ -117,6 +117,7 @@ class ClSubmission final : public Submission {
       drain(cl_, queue_);
     completed_ = true;
   }
+  bool synchronous() const override { return !async_; }
   void settle() noexcept override { cl_.Finish(queue_); }
   StagingProvider& staging() override { return staging_; }
 

@@ -169,6 +169,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "driver calls of one 4 KiB transfer, path by
   CHECK(of(cuda_to_cl, ABR_COUNTED(cuStreamSynchronize)) == 1);
   CHECK(of(cuda_to_cl, ABR_COUNTED(cuEventCreate)) == 0);
   CHECK(of(cl_to_cuda, ABR_COUNTED(cuMemcpyHtoDAsync)) == 1);
+  CHECK(of(cl_to_cuda, ABR_COUNTED(cuStreamSynchronize)) == 1);
+  CHECK(of(cl_to_cuda, ABR_COUNTED(cuEventCreate)) == 0);      // waited for in its stream: the block needs no event
   CHECK(of(cl_to_cuda, ABR_COUNTED(cuMemHostRegister)) == 0);  // the block registered once, cached
 }
 

@@ -234,22 +234,61 @@ TEST_CASE_FIXTURE(NoDriverFindings,
   abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.report = &report;
 
-  // CUDA -> OpenCL: CUDA's read waits in one stream synchronization, no event.
+  // CUDA -> OpenCL: CUDA's read waits in one stream synchronization, no event;
+  // OpenCL's write, the call's last step, is one blocking write, no event either.
   const long long cuda_waits = fake ? fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuEventSynchronize)) : 0;
+  const long long blocking_writes = counted("blocking_writes"), queued_writes = counted("queued_writes"),
+                  cl_waits = counted("event_waits");
   REQUIRE(abr_copy(rt, &on_cuda.t->dl_tensor, &on_cl.t->dl_tensor, &options, nullptr) == ABR_OK);
   CHECK(report.path == ABR_PATH_STAGED);
   if (fake) CHECK(fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuEventSynchronize)) == cuda_waits);
+  CHECK(counted("blocking_writes") == blocking_writes + 1);
+  CHECK(counted("queued_writes") == queued_writes);
+  CHECK(counted("event_waits") == cl_waits);
   CHECK(read_back(rt, on_cl.t->dl_tensor) == data);
 
-  // OpenCL -> CUDA: one blocking read.
+  // OpenCL -> CUDA: one blocking read; CUDA's copy is waited for in its stream, so
+  // the block goes back to the pool with no event recorded behind it.
   const long long blocking = counted("blocking_reads"), queued = counted("queued_reads"),
                   waits = counted("event_waits");
+  const long long cuda_events = fake ? fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuEventCreate)) : 0;
   REQUIRE(abr_copy(rt, &on_cl.t->dl_tensor, &back.t->dl_tensor, &options, nullptr) == ABR_OK);
   CHECK(report.path == ABR_PATH_STAGED);
   CHECK(counted("blocking_reads") == blocking + 1);
   CHECK(counted("queued_reads") == queued);
   CHECK(counted("event_waits") == waits);
+  if (fake) CHECK(fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuEventCreate)) == cuda_events);
   CHECK(read_back(rt, back.t->dl_tensor) == data);
+}
+
+// On the caller's stream the call returns with the CUDA copy queued: the block it
+// reads goes back to the pool behind that copy's event, and the next move, which
+// takes the same block, cannot overwrite what the lagging copy has yet to read.
+TEST_CASE_FIXTURE(NoDriverFindings,
+                  "OpenCL -> CUDA in one chunk on the caller's stream: queued, its block guarded by an event") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  Fake fake;
+  if (!fake) return;       // the lag is the fake's
+  const int64_t n = 1024;  // 4 KiB: one chunk
+  std::vector<int32_t> first = iota(n, 7), second = iota(n, 50000), zeros(n, 0);
+  Managed first_source(first.data(), i32, {n}), second_source(second.data(), i32, {n});
+  Managed blank_a(zeros.data(), i32, {n}), blank_b(zeros.data(), i32, {n});
+  Owned first_cl(move_to(rt, &first_source.managed, kOpenCl)), second_cl(move_to(rt, &second_source.managed, kOpenCl));
+  Owned a(move_to(rt, &blank_a.managed, cuda0)), b(move_to(rt, &blank_b.managed, cuda0));
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  {
+    Lag lag(20000);  // each CUDA copy reads its block 20 ms after the call returns
+    const long long events = fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuEventRecord));
+    REQUIRE(abr_copy(rt, &first_cl.t->dl_tensor, &a.t->dl_tensor, nullptr, stream) == ABR_OK);
+    CHECK(fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuEventRecord)) == events + 1);  // the block's guard
+    REQUIRE(abr_copy(rt, &second_cl.t->dl_tensor, &b.t->dl_tensor, nullptr, stream) == ABR_OK);
+    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+  }
+  abr_stream_destroy(stream);
+  CHECK(read_back(rt, a.t->dl_tensor) == first);
+  CHECK(read_back(rt, b.t->dl_tensor) == second);
 }
 
 TEST_CASE_FIXTURE(
