@@ -7,6 +7,7 @@
 #include <cuda.h>
 static void check(abr_status s, const char* what) { if (s != ABR_OK) { std::fprintf(stderr, "%s failed %d\n", what, (int)s); std::exit(1); } }
 int main(int argc, char** argv) {
+  const DLDevice DEV = std::getenv("OPENCL") ? DLDevice{kDLOpenCL, 0} : DLDevice{kDLCUDA, 0};
   const char* mode = argv[1]; int n = std::atoi(argv[2]); size_t bytes = argc > 3 ? std::atol(argv[3]) : 4096;
   if (std::getenv("PUSH")) {  // as a framework leaves its thread: the primary context current
     void* h = dlopen(std::getenv("ARRAYBRIDGE_CUDA_LIBRARY"), RTLD_NOW);
@@ -24,15 +25,15 @@ int main(int argc, char** argv) {
   copy.copy = ABR_COPY_ALWAYS;
   DLManagedTensorVersioned up{}; up.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}; up.dl_tensor = host;
   DLManagedTensorVersioned *d1 = nullptr, *d2 = nullptr;
-  check(abr_to_device(rt, &up, DLDevice{kDLCUDA, 0}, &copy, nullptr, &d1), "to_device");
+  check(abr_to_device(rt, &up, DEV, &copy, nullptr, &d1), "to_device");
   DLManagedTensorVersioned up2 = up;
-  check(abr_to_device(rt, &up2, DLDevice{kDLCUDA, 0}, &copy, nullptr, &d2), "to_device");
+  check(abr_to_device(rt, &up2, DEV, &copy, nullptr, &d2), "to_device");
   for (int i = 0; i < n; ++i) {
     if (!std::strcmp(mode, "h2d")) check(abr_copy(rt, &host, &d1->dl_tensor, nullptr, nullptr), "copy");
     else if (!std::strcmp(mode, "d2h")) check(abr_copy(rt, &d1->dl_tensor, &host_out, nullptr, nullptr), "copy");
     else if (!std::strcmp(mode, "d2d")) check(abr_copy(rt, &d1->dl_tensor, &d2->dl_tensor, nullptr, nullptr), "copy");
     else if (!std::strcmp(mode, "new")) { DLManagedTensorVersioned u = up; DLManagedTensorVersioned* o = nullptr;
-      check(abr_to_device(rt, &u, DLDevice{kDLCUDA, 0}, &copy, nullptr, &o), "new"); o->deleter(o); }
+      check(abr_to_device(rt, &u, DEV, &copy, nullptr, &o), "new"); o->deleter(o); }
   }
   d1->deleter(d1); d2->deleter(d2);
   abr_runtime_destroy(rt);
