@@ -89,53 +89,62 @@ void wait_returned(abr_runtime* rt, uint64_t in_use) {
   if (!back) FAIL("a deleted tensor's block did not come back within 5 s");
 }
 
+// The warm 4 KiB tensors both cases move: a pageable source and landing, two
+// cuda:0 tensors, and a stream of cuda:0.
+struct Tensors {
+  std::vector<int32_t> host = iota(1024), back = std::vector<int32_t>(1024), zeros = std::vector<int32_t>(1024);
+  Managed pageable{host.data(), i32, {1024}};
+  Managed landing{back.data(), i32, {1024}};
+  Managed zero_source{zeros.data(), i32, {1024}};
+  Owned device, device2;
+  abr_stream* stream = nullptr;
+  explicit Tensors(abr_runtime* rt)
+      : device(move_to(rt, &pageable.managed, cuda0)), device2(move_to(rt, &zero_source.managed, cuda0)) {
+    REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  }
+  ~Tensors() { abr_stream_destroy(stream); }
+  Tensors(const Tensors&) = delete;
+  Tensors& operator=(const Tensors&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE_FIXTURE(NoDriverFindings, "driver calls of one 4 KiB transfer, path by path") {
   Runtime rt;
   Fake fake;
   if (cuda_devices(rt) == 0 || !fake) return;
-  std::vector<int32_t> host = iota(1024), back(1024);
-  Managed pageable(host.data(), i32, {1024});
-  Managed landing(back.data(), i32, {1024});
-  Owned device(move_to(rt, &pageable.managed, cuda0));
-  Managed device_view(device->data, i32, {1024}, {}, 0, cuda0);
-  std::vector<int32_t> zeros(1024);
-  Managed zero_source(zeros.data(), i32, {1024});
-  Owned device2(move_to(rt, &zero_source.managed, cuda0));
+  Tensors w(rt);
   // Page-locked host memory: a cuda_host tensor of the runtime's.
-  Managed pinned_source(host.data(), i32, {1024});
+  Managed pinned_source(w.host.data(), i32, {1024});
   Owned pinned(move_to(rt, &pinned_source.managed, cuda_host));
-  abr_stream* stream = nullptr;
-  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
 
   const Counts pinned_h2d_on_stream = calls_of(
-      fake, [&] { REQUIRE(abr_copy(rt, &pinned.t->dl_tensor, &device.t->dl_tensor, nullptr, stream) == ABR_OK); });
-  REQUIRE(abr_stream_synchronize(stream) == ABR_OK);  // before the runtime's own stream writes there too
+      fake, [&] { REQUIRE(abr_copy(rt, &pinned.t->dl_tensor, &w.device.t->dl_tensor, nullptr, w.stream) == ABR_OK); });
+  REQUIRE(abr_stream_synchronize(w.stream) == ABR_OK);  // before the runtime's own stream writes there too
   const Counts pinned_h2d = calls_of(
-      fake, [&] { REQUIRE(abr_copy(rt, &pinned.t->dl_tensor, &device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
+      fake, [&] { REQUIRE(abr_copy(rt, &pinned.t->dl_tensor, &w.device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
   const Counts pageable_h2d = calls_of(
-      fake, [&] { REQUIRE(abr_copy(rt, &pageable.tensor(), &device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
+      fake, [&] { REQUIRE(abr_copy(rt, &w.pageable.tensor(), &w.device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
   const Counts pageable_d2h = calls_of(
-      fake, [&] { REQUIRE(abr_copy(rt, &device.t->dl_tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK); });
-  const Counts d2d_on_stream = calls_of(
-      fake, [&] { REQUIRE(abr_copy(rt, &device.t->dl_tensor, &device2.t->dl_tensor, nullptr, stream) == ABR_OK); });
-  REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+      fake, [&] { REQUIRE(abr_copy(rt, &w.device.t->dl_tensor, &w.landing.tensor(), nullptr, nullptr) == ABR_OK); });
+  const Counts d2d_on_stream = calls_of(fake, [&] {
+    REQUIRE(abr_copy(rt, &w.device.t->dl_tensor, &w.device2.t->dl_tensor, nullptr, w.stream) == ABR_OK);
+  });
+  REQUIRE(abr_stream_synchronize(w.stream) == ABR_OK);
   abr_pool_stats lent = ABR_POOL_STATS_INIT;
   REQUIRE(abr_device_cache_get_stats(rt, &lent) == ABR_OK);
   const Counts new_tensor = calls_of(fake, [&] {
-    Managed source(host.data(), i32, {1024});
+    Managed source(w.host.data(), i32, {1024});
     Owned t(move_to(rt, &source.managed, cuda0));
     t.reset();
     wait_returned(rt, lent.bytes_in_use);
   });
   // Between backends into existing tensors, one chunk through OpenCL's mapped block registered with CUDA.
-  Owned on_cl(move_to(rt, &pageable.managed, DLDevice{kDLOpenCL, 0}));
+  Owned on_cl(move_to(rt, &w.pageable.managed, DLDevice{kDLOpenCL, 0}));
   const Counts cuda_to_cl = calls_of(
-      fake, [&] { REQUIRE(abr_copy(rt, &device.t->dl_tensor, &on_cl.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
+      fake, [&] { REQUIRE(abr_copy(rt, &w.device.t->dl_tensor, &on_cl.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
   const Counts cl_to_cuda = calls_of(
-      fake, [&] { REQUIRE(abr_copy(rt, &on_cl.t->dl_tensor, &device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
-  abr_stream_destroy(stream);
+      fake, [&] { REQUIRE(abr_copy(rt, &on_cl.t->dl_tensor, &w.device.t->dl_tensor, nullptr, nullptr) == ABR_OK); });
 
   MESSAGE(line("pinned H2D on the caller's stream", pinned_h2d_on_stream));
   MESSAGE(line("pinned H2D, no stream", pinned_h2d));
@@ -180,15 +189,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "with the primary context current, a transfe
   Runtime rt;
   Fake fake;
   if (cuda_devices(rt) == 0 || !fake) return;
-  std::vector<int32_t> host = iota(1024), back(1024);
-  Managed pageable(host.data(), i32, {1024});
-  Managed landing(back.data(), i32, {1024});
-  Owned device(move_to(rt, &pageable.managed, cuda0));
-  std::vector<int32_t> zeros(1024);
-  Managed zero_source(zeros.data(), i32, {1024});
-  Owned device2(move_to(rt, &zero_source.managed, cuda0));
-  abr_stream* stream = nullptr;
-  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  Tensors w(rt);
   abr_pool_stats lent = ABR_POOL_STATS_INIT;
   REQUIRE(abr_device_cache_get_stats(rt, &lent) == ABR_OK);
   {
@@ -197,22 +198,23 @@ TEST_CASE_FIXTURE(NoDriverFindings, "with the primary context current, a transfe
         {"pageable H2D, no stream",
          calls_of(
              fake,
-             [&] { REQUIRE(abr_copy(rt, &pageable.tensor(), &device.t->dl_tensor, nullptr, nullptr) == ABR_OK); })},
+             [&] { REQUIRE(abr_copy(rt, &w.pageable.tensor(), &w.device.t->dl_tensor, nullptr, nullptr) == ABR_OK); })},
         {"pageable D2H, no stream",
-         calls_of(fake,
-                  [&] { REQUIRE(abr_copy(rt, &device.t->dl_tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK); })},
+         calls_of(
+             fake,
+             [&] { REQUIRE(abr_copy(rt, &w.device.t->dl_tensor, &w.landing.tensor(), nullptr, nullptr) == ABR_OK); })},
         {"D2D on the caller's stream",
          calls_of(fake,
                   [&] {
-                    REQUIRE(abr_copy(rt, &device.t->dl_tensor, &device2.t->dl_tensor, nullptr, stream) == ABR_OK);
-                    REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+                    REQUIRE(abr_copy(rt, &w.device.t->dl_tensor, &w.device2.t->dl_tensor, nullptr, w.stream) == ABR_OK);
+                    REQUIRE(abr_stream_synchronize(w.stream) == ABR_OK);
                   })},
         {"to_device host -> new cuda:0 tensor",
          calls_of(fake,
                   [&] {
-                    Managed source(host.data(), i32, {1024});
+                    Managed source(w.host.data(), i32, {1024});
                     Owned t(move_to(rt, &source.managed, cuda0));
-                    CHECK(read_back(rt, t.t->dl_tensor) == host);
+                    CHECK(read_back(rt, t.t->dl_tensor) == w.host);
                     t.reset();
                     wait_returned(rt, lent.bytes_in_use);
                   })},
@@ -227,6 +229,5 @@ TEST_CASE_FIXTURE(NoDriverFindings, "with the primary context current, a transfe
       CHECK_MESSAGE(of(path.second, ABR_COUNTED(cuCtxGetCurrent)) >= 1, path.first);
     }
   }
-  CHECK(back == host);
-  abr_stream_destroy(stream);
+  CHECK(w.back == w.host);
 }
