@@ -175,9 +175,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     bool locks = false, known = false;
   } last_locks;
   const auto locks_for = [&](const Endpoint& from) {
-    if (!last_locks.known || last_locks.context != from.context ||
-        last_locks.device.device_type != from.device.device_type ||
-        last_locks.device.device_id != from.device.device_id)
+    if (!last_locks.known || last_locks.context != from.context || !same_device(last_locks.device, from.device))
       last_locks = {from.device, from.context, locks_results(from, dst, stream), true};
     return last_locks.locks;
   };
