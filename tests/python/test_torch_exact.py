@@ -34,6 +34,22 @@ def test_a_neg_view_leaves_with_its_signs():
     np.testing.assert_array_equal(np.from_dlpack(ab.to_device(both, "cpu")), [-1 + 1j])
 
 
+def test_the_imaginary_part_of_a_conj_view_is_real_and_keeps_its_sign():
+    # A real tensor with the negative bit, by public API: its memory holds +2, it shows
+    # -2. Only complex tensors can carry the conjugate bit, so the import asks real
+    # tensors for their negative bit alone; this one must still be caught, alone and in
+    # a batch beside plain and conjugate tensors.
+    imag = torch.tensor([1 + 2j, 3 - 4j]).conj().imag
+    assert imag.dtype == torch.float32 and imag.is_neg() and not imag.is_conj()
+    np.testing.assert_array_equal(np.from_dlpack(ab.to_device(imag, "cpu")), [-2.0, 4.0])
+    plain, conj = torch.tensor([5.0, 6.0]), torch.tensor([1 + 1j]).conj()
+    moved = ab.to_device([plain, imag, conj], "opencl:0")
+    for got, want in zip(moved, ([5.0, 6.0], [-2.0, 4.0], [1 - 1j])):
+        np.testing.assert_array_equal(np.from_dlpack(got.to("cpu")), want)
+    with pytest.raises(ab.DLPackError, match="negative view"):
+        ab.to_device(imag, "cpu", copy=False)
+
+
 def test_writes_into_conj_or_neg_views_are_refused_and_torch_is_named():
     base = torch.zeros(1, dtype=torch.complex64)
     d = base.conj()

@@ -198,11 +198,13 @@ int import_ndarray(PyObject* array, Imported* out);
 
 /* ---------------------------------------------------------- torch.c */
 
-/* Vets a PyTorch tensor before its export. 0 with *replacement NULL: import x as it
- * is; with *replacement set: import that new reference instead (x's conj/neg bits
- * resolved into a copy). *autograd: x requires grad (imported read-only). -1 with
- * the package's exception when x cannot serve `purpose`. */
-int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, PyObject** replacement, int* autograd);
+/* Vets a PyTorch tensor. 0 with *replacement NULL: import x as it is; with
+ * *replacement set: import that new reference instead (x's conj/neg bits resolved
+ * into a copy). *autograd: x requires grad (imported read-only). -1 with the
+ * package's exception when x cannot serve `purpose`. may_be_conjugate 0: x's dtype
+ * is not complex, so it has no conjugate bit (torch sets it on complex tensors only). */
+int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_conjugate, PyObject** replacement,
+              int* autograd);
 /* Replaces the pending exception of a failed PyTorch export with the package's one
  * line naming what was wrong (a MemoryError or a non-Exception is left alone). */
 void torch_refusal(PyObject* x, const char* role);

@@ -2,8 +2,8 @@
  * their memory without checking it (its own __dlpack__ refuses them): a conjugate or
  * negative view's memory holds other values than the tensor shows (torch resolves
  * the bits on read), and a tensor that requires grad is autograd's to write. So a
- * torch tensor is vetted before it is exported: its bits resolved into a copy where a
- * copy is allowed, imported read-only when autograd owns it, refused otherwise; and
+ * torch tensor is vetted before its export is used (transfer.c's import_torch): its
+ * bits resolved into a copy where a copy is allowed, imported read-only when autograd owns it, refused otherwise; and
  * a failed export (sparse, quantized, meta, nested) is said in one line, without
  * torch's C++ backtrace. The refusals' words are the package's (torch_refusal). */
 #include "core.h"
@@ -69,7 +69,8 @@ static int refuse(PyObject* x, const char* role, const char* problem, const char
   return -1;
 }
 
-int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, PyObject** replacement, int* autograd) {
+int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_conjugate, PyObject** replacement,
+              int* autograd) {
   *replacement = NULL;
   *autograd = 0;
   if (names_ready() < 0 || checks_for(Py_TYPE(x)) < 0) return -1;
@@ -79,7 +80,7 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, PyObject** r
   Py_INCREF(check_conj);
   Py_INCREF(check_neg);
   Py_INCREF(check_grad);
-  const int conj = truth(PyObject_CallOneArg(check_conj, x));
+  const int conj = may_be_conjugate ? truth(PyObject_CallOneArg(check_conj, x)) : 0;
   const int neg = conj < 0 ? -1 : truth(PyObject_CallOneArg(check_neg, x));
   const int grad = neg < 0 ? -1 : truth(Py_TYPE(check_grad)->tp_descr_get(check_grad, x, (PyObject*)Py_TYPE(x)));
   Py_DECREF(check_conj);

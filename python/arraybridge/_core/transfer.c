@@ -248,10 +248,44 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
   return status;
 }
 
+/* A PyTorch tensor, exported through its exchange table first where it has one: the
+ * export's dtype says whether the conjugate bit can be set at all (torch sets it on
+ * complex tensors only, and is_conj() costs a tenth of a small tensor's import).
+ * Then vetted (torch.c), and exported again from the copy its bits were resolved
+ * into when they had to be. */
+static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, int immutable, Imported* out) {
+  int status = exchange_import(x, out);
+  if (status < 0) { /* asked again after the vet, which may find why and resolve it */
+    PyErr_Clear();
+    status = 0;
+  }
+  const int may_be_conjugate =
+      status == 0 || ((DLManagedTensorVersioned*)out->tensor)->dl_tensor.dtype.code == kDLComplex;
+  PyObject* resolved = NULL;
+  int autograd = 0;
+  if (torch_vet(x, role, purpose, may_be_conjugate, &resolved, &autograd) < 0) {
+    if (status > 0) imported_delete(out);
+    return -1;
+  }
+  immutable |= autograd;
+  if (status > 0 && !resolved) return keep_read_only(immutable, out);
+  if (status > 0) imported_delete(out); /* of the tensor whose bits were resolved */
+  PyObject* source = resolved ? resolved : x;
+  out->resolved = resolved != NULL;
+  status = exchange_import(source, out);
+  if (status != 0)
+    status = status < 0 ? -1 : keep_read_only(immutable, out);
+  else
+    status = import_exported(source, role, immutable, out);
+  if (status < 0) torch_refusal(x, role);
+  Py_XDECREF(resolved);
+  return status;
+}
+
 /* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
  * capsule, what its type's DLPack C exchange API exports, or what __dlpack__
  * returns. A producer whose own export could abort the process is vetted first, and
- * a PyTorch tensor's lazy bits and autograd are checked (torch.c). */
+ * a PyTorch tensor's lazy bits and autograd are checked (import_torch). */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out) {
   out->after = NULL;
   if (tensor_check(x)) {
@@ -286,22 +320,10 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     const int read = import_ndarray(x, out);
     if (read != 0) return read < 0 ? -1 : keep_read_only(immutable, out);
   }
-  PyObject* resolved = NULL;
-  if (traits & PRODUCER_TORCH) {
-    int autograd = 0;
-    if (torch_vet(x, role, purpose, &resolved, &autograd) < 0) return -1;
-    immutable |= autograd;
-  }
-  PyObject* source = resolved ? resolved : x;
-  out->resolved = resolved != NULL;
-  int status = exchange_import(source, out);
-  if (status != 0)
-    status = status < 0 ? -1 : keep_read_only(immutable, out);
-  else
-    status = import_exported(source, role, immutable, out);
-  if (status < 0 && (traits & PRODUCER_TORCH)) torch_refusal(x, role);
-  Py_XDECREF(resolved);
-  return status;
+  if (traits & PRODUCER_TORCH) return import_torch(x, role, purpose, immutable, out);
+  const int status = exchange_import(x, out);
+  if (status != 0) return status < 0 ? -1 : keep_read_only(immutable, out);
+  return import_exported(x, role, immutable, out);
 }
 
 /* ---------------------------------------------------------------- transfer */
