@@ -1,7 +1,8 @@
 #!/bin/bash
 # before/after, alternating rounds
 OUTD=${1:-/work/main/bench/results/2026-11-27-copy-many-streamed-cpu-pocl}  # where the JSON files go
-cases=("host copy" "to_device new buffer" "existing buffer" "batch" "copy_many" "py copy" "py many small")
+# CASES (comma-separated) picks other cases, e.g. CASES="py pass,py batch"
+IFS=, read -r -a cases <<< "${CASES:-host copy,to_device new buffer,existing buffer,batch,copy_many,py copy,py many small}"
 for r in 1 2; do
   for i in "${!cases[@]}"; do
     c=$((i+1))
