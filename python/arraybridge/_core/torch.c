@@ -3,9 +3,10 @@
  * negative view's memory holds other values than the tensor shows (torch resolves
  * the bits on read), and a tensor that requires grad is autograd's to write. So a
  * torch tensor is vetted before its export is used (transfer.c's import_torch): its
- * bits resolved into a copy where a copy is allowed, imported read-only when autograd owns it, refused otherwise; and
- * a failed export (sparse, quantized, meta, nested) is said in one line, without
- * torch's C++ backtrace. The refusals' words are the package's (torch_refusal). */
+ * bits resolved into a copy where a copy is allowed, imported read-only when
+ * autograd owns it, refused otherwise; and a failed export (sparse, quantized, meta,
+ * nested) is said in one line, without torch's C++ backtrace. The refusals' words
+ * are the package's (torch_refusal). */
 #include "core.h"
 
 #include <string.h>

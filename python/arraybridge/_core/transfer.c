@@ -250,7 +250,7 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
 
 /* A PyTorch tensor, exported through its exchange table first where it has one: the
  * export's dtype says whether the conjugate bit can be set at all (torch sets it on
- * complex tensors only, and is_conj() costs a tenth of a small tensor's import).
+ * complex tensors only, and is_conj() was a ninth of a small tensor's cost in a batch).
  * Then vetted (torch.c), and exported again from the copy its bits were resolved
  * into when they had to be. */
 static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, int immutable, Imported* out) {
