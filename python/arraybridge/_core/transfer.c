@@ -248,6 +248,14 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
   return status;
 }
 
+/* A producer's tensor through its type's DLPack C exchange table where it has one,
+ * else through __dlpack__; read-only kept either way. */
+static int import_from_producer(PyObject* x, const char* role, int immutable, Imported* out) {
+  const int status = exchange_import(x, out);
+  if (status != 0) return status < 0 ? -1 : keep_read_only(immutable, out);
+  return import_exported(x, role, immutable, out);
+}
+
 /* A PyTorch tensor, exported through its exchange table first where it has one: the
  * export's dtype says whether the conjugate bit can be set at all (torch sets it on
  * complex tensors only, and is_conj() was a ninth of a small tensor's cost in a batch).
@@ -272,11 +280,7 @@ static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, in
   if (status > 0) imported_delete(out); /* of the tensor whose bits were resolved */
   PyObject* source = resolved ? resolved : x;
   out->resolved = resolved != NULL;
-  status = exchange_import(source, out);
-  if (status != 0)
-    status = status < 0 ? -1 : keep_read_only(immutable, out);
-  else
-    status = import_exported(source, role, immutable, out);
+  status = import_from_producer(source, role, immutable, out);
   if (status < 0) torch_refusal(x, role);
   Py_XDECREF(resolved);
   return status;
@@ -321,9 +325,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     if (read != 0) return read < 0 ? -1 : keep_read_only(immutable, out);
   }
   if (traits & PRODUCER_TORCH) return import_torch(x, role, purpose, immutable, out);
-  const int status = exchange_import(x, out);
-  if (status != 0) return status < 0 ? -1 : keep_read_only(immutable, out);
-  return import_exported(x, role, immutable, out);
+  return import_from_producer(x, role, immutable, out);
 }
 
 /* ---------------------------------------------------------------- transfer */
