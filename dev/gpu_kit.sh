@@ -12,12 +12,14 @@
 #                              /tmp/site, registers NVIDIA's OpenCL, runs
 #                              dev/gpu_check.sh --no-build into DIR (its bench-cuda
 #                              has the Python rows beside torch, CuPy and TensorDict),
-#                              and packs DIR into DIR.tgz (the device tool brings back
-#                              at most 8 files)
+#                              then on a GPU dev/gpu_extras.sh into DIR/extras in the
+#                              call's time left (GPU_KIT_SECONDS, default 600, less a
+#                              minute), and packs DIR into DIR.tgz (the device tool
+#                              brings back at most 8 files)
 #
 # The device call: carry [".gpu-kit"], command
 #   bash dev/gpu_kit.sh run "$OUT/gpu-check"
-# (about 4-5 minutes on an H100 machine). Without a GPU, `run` goes through the fake
+# (gpu-check about 6 minutes on an H100 machine, the extras the rest of the call). Without a GPU, `run` goes through the fake
 # driver, as make gpu-check does, which is how it is tested here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,7 +95,17 @@ run() {
   "$python" -c "import torch, numpy; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'numpy', numpy.__version__)" \
     > "$out/versions.txt" 2>&1 || true
   local rc=0
+  local start=$SECONDS
   BUILD=$kit/build PYTHON=$python ARRAYBRIDGE_COMMIT=$(cat "$kit/COMMIT") bash dev/gpu_check.sh --no-build "$out" || rc=$?
+  # The extras (dev/gpu_extras.sh) in what is left of the device call's 600 s, less a
+  # minute for packing and the trip back; a step they cut short is no failure here.
+  local left=$((${GPU_KIT_SECONDS:-600} - 60 - (SECONDS - start)))
+  if [ -e /proc/driver/nvidia/version ] && [ $left -gt 30 ]; then
+    BUILD=$kit/build PYTHON=$python timeout $left bash dev/gpu_extras.sh "$out/extras" ||
+      echo "gpu_kit: the extras stopped early or a step failed (extras/extras.txt)" >&2
+  else
+    echo "gpu_kit: no extras (no GPU, or ${left}s left)" >&2
+  fi
   tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" || echo "gpu_kit: could not pack $out" >&2
   cat "$out/summary.txt" 2>/dev/null || true
   return $rc
