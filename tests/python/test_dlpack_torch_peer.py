@@ -345,6 +345,12 @@ def test_dlpack_export_requires_grad():
         flags = ctypes.cast(_capsule_pointer(versioned, b"dltensor_versioned"), _P(_Managed)).contents.flags
         assert flags & READ_ONLY
         assert torch.from_dlpack(ours.__dlpack__()).data_ptr() != w.data_ptr()  # a legacy capsule: a copy
+        # torch's own importer ignores READ_ONLY, as DLPack lets it: an alias (docs/GUIDE.md
+        # warns; should this fail, torch honours the flag now and the warning can go).
+        assert torch.from_dlpack(ours).data_ptr() == w.data_ptr()
+        mine = ours.to(ours.device, copy=True)  # what the guide says to hand torch instead
+        assert not mine.read_only and not shares(mine, w)
+        assert torch.from_dlpack(mine).data_ptr() != w.data_ptr()
     assert not ab.convert_memory(w, "torch", "numpy", gpu_id=None).flags.writeable
     copied = ab.convert_memory(w, "torch", "torch", gpu_id=None)  # torch has no read-only tensors: a copy
     assert copied.data_ptr() != w.data_ptr() and not copied.requires_grad
