@@ -67,6 +67,36 @@ struct Runtime::BatchItem : BatchEntry {
 
 namespace {
 
+// A gathered read landed in pinned memory (see move_in_order), and its result.
+struct Landed {
+  const char* block;
+  char* to;
+  std::size_t n;
+};
+
+// The landed reads copied out to their results on `threads` host threads, each a run
+// of reads of about equal bytes, as the coalesced block is packed (move_coalesced).
+void copy_out(const std::vector<Landed>& landed, unsigned threads) {
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, landed.size()));
+  if (threads <= 1) {
+    for (const Landed& read : landed) std::memcpy(read.to, read.block, read.n);
+    return;
+  }
+  uint64_t total = 0;
+  for (const Landed& read : landed) total += read.n;
+  // Run p starts at the read where the bytes before it reach p / threads of the total.
+  std::vector<std::size_t> starts(threads + 1, landed.size());
+  uint64_t before = 0;
+  unsigned part = 0;
+  for (std::size_t i = 0; i < landed.size() && part < threads; ++i) {
+    while (part < threads && before >= total * part / threads) starts[part++] = i;
+    before += landed[i].n;
+  }
+  host_threads().parallel_for(threads, threads, [&](std::size_t p) {
+    for (std::size_t i = starts[p]; i < starts[p + 1]; ++i) std::memcpy(landed[i].to, landed[i].block, landed[i].n);
+  });
+}
+
 // The bytes a tensor in memory known by its address spans (none for no element;
 // min_byte <= 0 wraps back).
 ByteSpan bytes_of(const Layout& tensor) {
@@ -410,7 +440,10 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
         : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
     detail += streamed_words(streamed, one_by_one);
     if (joined) detail += fmt::format("; {} small read(s) joined a neighbour's copy in one allocation", joined);
-    if (in_place) detail += "; small reads straight into page-locked results";
+    if (in_place)
+      detail += "; small reads straight into page-locked results";
+    else if (batch.copy_out_threads > 1)
+      detail += fmt::format("; small reads copied out of pinned memory on {} threads", batch.copy_out_threads);
     fit_text(report.detail, sizeof report.detail, detail);
   } catch (const std::exception&) {
     fit_text(report.detail, sizeof report.detail, "a batch (its detail could not be formatted)");
@@ -552,12 +585,7 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
 // allocation are one copy (a run). `at` names the move running
 // (moves.size() for the last wait). Returns the device submissions opened.
 uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at,
-                                uint32_t& joined) {
-  struct Landed {
-    const char* block;
-    char* to;
-    std::size_t n;
-  };
+                                uint32_t& joined, unsigned copy_out_threads) {
   std::vector<Landed> landed;  // gathered reads of the open submission
   char* landing = nullptr;     // free space in its current pinned block
   std::size_t landing_left = 0;
@@ -599,7 +627,7 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
     queue_run();
     if (!landed.empty()) {
       open->wait();
-      for (const Landed& read : landed) std::memcpy(read.to, read.block, read.n);
+      copy_out(landed, copy_out_threads);
       landed.clear();
       landing_left = 0;
     }

@@ -141,6 +141,7 @@ std::vector<std::vector<std::size_t>> plan_copy_batch(const std::vector<BatchEnt
 BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice,
                      bool reads_in_place) {
   BatchPlan batch;
+  uint64_t gathered_bytes = 0;
   const BatchEntry* last_read = nullptr;  // the gathered read a read in place may join: no other move between
   for (BatchEntry* entry : entries) {
     entry->coalesced = entry->gather = entry->in_results_block = entry->streamed = entry->joins = false;
@@ -160,6 +161,7 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
       // do: 1000 results of 4 KiB were 1000 allocations and frees. In place, a run's
       // first result keeps its source's address modulo 256, and so do the rest.
       entry->gather = true;
+      gathered_bytes += entry->bytes;
       const uint64_t last_end = last_read ? last_read->source_at + last_read->bytes : 0;
       const bool joins = reads_in_place && last_read && entry->allocation &&
           entry->allocation == last_read->allocation && entry->source_at >= last_end &&
@@ -179,6 +181,9 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
   }
   // 1000 sources of 4 KiB are 4 MiB of memcpy: split as one copy of those bytes is.
   if (batch.coalesced) batch.pack_threads = staging_shape(batch.block_bytes, choice).threads;
+  // The same for the copy out of 1000 gathered reads of 4 KiB (none where they land in
+  // place; counted anyway, for a batch whose page-locked results the pool refuses).
+  if (gathered_bytes) batch.copy_out_threads = staging_shape(gathered_bytes, choice).threads;
   batch.streamed = streamed(entries, choice);
   mark(entries, batch.streamed);
   return batch;

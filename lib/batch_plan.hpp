@@ -50,6 +50,9 @@ struct BatchPlan {
   uint64_t block_bytes = 0;    // that block's size
   unsigned pack_threads = 1;   // host threads that pack it: as many as a memcpy of its bytes is cut for
   uint64_t results_bytes = 0;  // the gathered results' block's size (0: none)
+  // Host threads that copy the gathered reads out of their pinned landing (where
+  // they are not read in place): as many as a memcpy of all their bytes is cut for.
+  unsigned copy_out_threads = 1;
   // The streamed entries, one list per pipeline (a device context and a way, up or
   // down), each in order and of at least two.
   std::vector<std::vector<std::size_t>> streamed;

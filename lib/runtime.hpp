@@ -126,7 +126,9 @@ class Runtime {
   void move_streamed(const std::vector<OrderedMove>& moves, const StagingChoice& choice, Stream* stream);
   // A batch's moves in order, consecutive device moves on one context in one submission
   // (lib/batch.cpp); `joined` counts the gathered reads that joined another's copy.
-  uint32_t move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at, uint32_t& joined);
+  // Reads that land in pinned memory are copied out on `copy_out_threads` host threads.
+  uint32_t move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at, uint32_t& joined,
+                         unsigned copy_out_threads = 1);
   // Runs a plan's move with the executor it names.
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
   // Executor::Source or Destination: that side's backend, on `context` (lib/device_moves.hpp).

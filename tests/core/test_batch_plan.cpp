@@ -76,6 +76,23 @@ TEST_CASE("plan_batch: a coalesced block is packed on the threads a memcpy of it
   CHECK(abr::plan_batch(none.pointers, false, four_threads).pack_threads == 1);
 }
 
+TEST_CASE("plan_batch: gathered reads are copied out on the threads a memcpy of their bytes is cut for") {
+  const abr::StagingChoice four_threads{4, 0};
+  Batch quarter;  // 256 x 4 KiB: 1 MiB, under two pieces, on the calling thread
+  for (int i = 0; i < 256; ++i) quarter.add(ABR_PATH_DEVICE_TO_HOST, 4096, /*pageable=*/true, &kDevice);
+  CHECK(abr::plan_batch(quarter.pointers, true, four_threads).copy_out_threads == 1);
+  Batch thousand;  // 1000 x 4 KiB: 3.9 MiB, three pieces of a memcpy
+  for (int i = 0; i < 1000; ++i) thousand.add(ABR_PATH_DEVICE_TO_HOST, 4096, true, &kDevice);
+  CHECK(abr::plan_batch(thousand.pointers, true, four_threads).copy_out_threads == 3);
+  CHECK(abr::plan_batch(thousand.pointers, true, abr::StagingChoice{2, 0}).copy_out_threads == 2);
+  Batch pinned;  // reads into page-locked memory are one DMA each: nothing lands to copy out
+  for (int i = 0; i < 1000; ++i) pinned.add(ABR_PATH_DEVICE_TO_HOST, 4096, /*pageable=*/false, &kDevice);
+  CHECK(abr::plan_batch(pinned.pointers, true, four_threads).copy_out_threads == 1);
+  Batch packed;  // small copies to a device are packed, not copied out
+  for (int i = 0; i < 1000; ++i) packed.add(ABR_PATH_HOST_TO_DEVICE, 4096);
+  CHECK(abr::plan_batch(packed.pointers, false, four_threads).copy_out_threads == 1);
+}
+
 TEST_CASE("plan_batch: a host copy is coalesced only into plain host memory") {
   Batch batch;
   BatchEntry& copy = batch.add(ABR_PATH_HOST_COPY, 4096);
