@@ -9,7 +9,12 @@ std::unique_ptr<StreamEvent> create_event(const std::shared_ptr<Device>& device)
   fault::point(ABR_ERR_BACKEND, "CUDA event");
   CUevent event = nullptr;
   device->check(device->cu().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-  return std::make_unique<StreamEvent>(device, event);
+  try {
+    return std::make_unique<StreamEvent>(device, event);
+  } catch (...) {  // out of host memory for its holder: the event is not lost with it
+    device->cu().cuEventDestroy(event);
+    throw;
+  }
 }
 
 std::unique_ptr<StreamEvent> record_event(const std::shared_ptr<Device>& device, CUstream stream) {

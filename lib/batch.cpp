@@ -394,25 +394,30 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
   }
   std::size_t at = count;  // the item moving; count while the coalesced block or the streamed ones do
   uint32_t joined = 0;     // gathered reads moved in another's copy
+  const auto settle = [stream] {
+    if (!stream) return;
+    try {
+      stream->synchronize();
+    } catch (const std::exception&) {  // a failed stream runs nothing more
+    }
+  };
   try {
     if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, batch.pack_threads, stream);
     one_by_one = move_pipelines(pipelines, streamed, "srcs[{}]", opts.staging, stream);
     std::size_t move = 0;
     try {
-      move_in_order(moves, stream, move, joined);
+      move_in_order(moves, stream, move, joined, batch.copy_out_threads);
     } catch (const Error&) {
       if (move < moves.size()) at = item_of[move];
       throw;
     }
   } catch (const Error& e) {
-    if (stream) {
-      try {
-        stream->synchronize();
-      } catch (const std::exception&) {  // a failed stream runs nothing more
-      }
-    }
+    settle();
     if (at == count) throw;  // the coalesced move: it names no one source
     throw Error(e.status(), fmt::format("srcs[{}]: {}", at, e.what()), e.backend_code());
+  } catch (...) {  // out of memory in a container, say: what was queued may still read the sources
+    settle();
+    throw;
   }
 
   // The report, before the commit (formatting can fail, the commit cannot).

@@ -60,6 +60,16 @@ struct OpenClCounter {
   long long operator()(const char* name) const { return count(name); }
 };
 
+// While this lives, the `after`-th allocation through operator new from now on
+// this thread (0: the next) throws std::bad_alloc, once (tests/cuda/failing_new.cpp).
+struct FailingNew {
+  explicit FailingNew(long after);
+  ~FailingNew();
+  FailingNew(const FailingNew&) = delete;
+  FailingNew& operator=(const FailingNew&) = delete;
+  bool failed() const;  // whether it has thrown
+};
+
 // Every stream operation of the fake driver lags by `us` while this lives (nothing
 // on a real driver); reset even when a REQUIRE ends the test early.
 struct Lag {

@@ -68,6 +68,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -121,8 +122,9 @@ constexpr int kMaxDevices = 8;
 
 std::atomic<CUresult> g_sticky{CUDA_SUCCESS};
 std::atomic<int64_t> g_delay_us{0};
-std::atomic<int64_t> g_delayed{0};        // operations waiting out their delay now, taken off their streams
-std::atomic<int64_t> g_fail_alloc_in{0};  // the n-th allocation from now fails; 0: none
+std::atomic<int64_t> g_delayed{0};         // operations waiting out their delay now, taken off their streams
+std::atomic<int64_t> g_dtoh_async_run{0};  // cuMemcpyDtoHAsync copies that have run on their streams
+std::atomic<int64_t> g_fail_alloc_in{0};   // the n-th allocation from now fails; 0: none
 std::atomic<int64_t> g_launches{0};
 std::atomic<int64_t> g_fail_launch_in{0};    // the n-th launch from now faults (sticky)
 std::atomic<int64_t> g_fail_register_in{0};  // the n-th cuMemHostRegister from now fails
@@ -679,11 +681,16 @@ struct ExitReport {
 namespace {
 std::mutex g_calls_mutex;
 // Never freed, as the other tables here: a runtime alive at exit still calls the driver.
-std::map<std::string, long long>& g_calls = *new std::map<std::string, long long>;
+std::map<std::string, long long, std::less<>>& g_calls = *new std::map<std::string, long long, std::less<>>;
 
+// Allocates only for a name not seen before, as a driver call never does: a test
+// that makes the program's allocations fail (tests/cuda/failing_new.cpp) would
+// otherwise see them fail inside the driver, under a destructor's cuCtxPopCurrent.
 void count_call(const char* name) {
   std::lock_guard<std::mutex> lock(g_calls_mutex);
-  ++g_calls[name];
+  auto known = g_calls.find(std::string_view(name));
+  if (known == g_calls.end()) known = g_calls.emplace(name, 0).first;
+  ++known->second;
 }
 }  // namespace
 
@@ -739,6 +746,7 @@ __attribute__((visibility("default"))) long long fake_cuda_stat(const char* what
   if (name == "launches") return g_launches.load();
   if (name == "pageable_async_copies") return g_pageable_async.load();
   if (name == "delayed_ops") return g_delayed.load();
+  if (name == "dtoh_async_run") return g_dtoh_async_run.load();
   if (name == "findings") {
     std::lock_guard<std::mutex> lock(g_findings_mutex);
     return static_cast<long long>(g_findings.size());
@@ -1208,6 +1216,7 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream st
   if (used_after_free(src, bytes, "cuMemcpyDtoHAsync") || !checked_device(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* s = stream_of(stream);
   const uint64_t seq = s->submit([=] {
+    ++g_dtoh_async_run;
     if (!present_device(src, bytes)) return fault();
     std::memcpy(dst, real_of(src), bytes);
   });

@@ -230,6 +230,119 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: 1000 small reads are copied out on s
   for (DLManagedTensorVersioned* t : on_host) t->deleter(t);
 }
 
+// Out of memory at any allocation of a batch on a lagging stream: the call fails
+// with nothing handed out, and before the sources go back to the caller, the reads
+// already queued from them are waited for, so the caller may free them at once.
+// Small reads from separate allocations, each its own copy, landing in pinned memory
+// (the pool has no room for page-locked results): the list of what landed grows
+// after the first read is queued.
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: out of memory part way waits for the reads queued before it") {
+  Runtime rt;
+  Fake fake;
+  if (cuda_devices(rt) == 0 || !fake) return;  // the lag and the counts are the fake's
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  REQUIRE(abr_pool_trim(rt, nullptr) == ABR_OK);
+  REQUIRE(abr_pool_set_limit(rt, 4 << 20) == ABR_OK);  // results may take half, which a cuda_host tensor holds
+  Batch held(1, 512 << 10);
+  REQUIRE(held.to(rt, cuda_host) == ABR_OK);
+  const std::vector<int32_t> data = iota(1024, 1);
+  const char* const reads = "calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyDtoHAsync);
+  int failures_after_a_read = 0;
+  for (long after = 0; after < 100000; ++after) {
+    CAPTURE(after);
+    std::vector<Owned> sources;  // the caller's until a batch succeeds
+    std::vector<DLManagedTensorVersioned*> srcs;
+    for (int i = 0; i < 5; ++i) {
+      Managed host(const_cast<int32_t*>(data.data()), i32, {1024});
+      sources.emplace_back(move_to(rt, &host.managed, cuda0));
+      srcs.push_back(sources.back().t);
+    }
+    std::vector<DLManagedTensorVersioned*> out(5, nullptr);
+    Lag lag(20000);
+    const long long reads_before = fake.stat(reads);
+    abr_status status = ABR_OK;
+    bool failed = false;
+    {
+      FailingNew failing(after);
+      status = abr_to_device_many(rt, srcs.data(), 5, cpu, nullptr, stream, out.data(), nullptr);
+      failed = failing.failed();
+    }
+    if (status == ABR_OK) {  // the batch took its sources (an allocation that failed may: its words)
+      REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
+      for (Owned& source : sources) source.t = nullptr;
+      for (DLManagedTensorVersioned* result : out) {
+        CHECK(std::vector<int32_t>(static_cast<int32_t*>(result->dl_tensor.data),
+                                   static_cast<int32_t*>(result->dl_tensor.data) + 1024) == data);
+        result->deleter(result);
+      }
+      if (!failed) break;  // every allocation walked
+      continue;
+    }
+    REQUIRE_MESSAGE(status == ABR_ERR_OUT_OF_MEMORY, abr_last_error());
+    CHECK(std::all_of(out.begin(), out.end(), [](DLManagedTensorVersioned* t) { return t == nullptr; }));
+    CHECK(fake.stat("dtoh_async_run") == fake.stat(reads));  // nothing queued still reads the sources
+    if (fake.stat(reads) > reads_before) ++failures_after_a_read;
+  }
+  CHECK(failures_after_a_read > 0);  // the walk reached allocations after the first read
+  REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
+  abr_stream_destroy(stream);
+}
+
+// The same walk over other batch shapes: whichever allocation fails, the call fails
+// with nothing handed out and no source deleted, or succeeds whole (an allocation
+// for its words may fail), and nothing leaks (the ASan build runs this too).
+TEST_CASE_FIXTURE(NoDriverFindings, "batch: out of memory at any allocation hands back nothing and keeps the sources") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  abr_stream* stream = nullptr;
+  REQUIRE(abr_stream_create(rt, cuda0, &stream) == ABR_OK);
+  struct Shape {
+    const char* name;
+    std::vector<std::size_t> elements;
+    DLDevice to;
+    abr_stream* stream;
+  };
+  const std::vector<std::size_t> small(64, 1024), large{std::size_t{1} << 21, std::size_t{1} << 21, 3000};
+  const Shape shapes[] = {{"64 x 4 KiB to cuda:0 on a stream", small, cuda0, stream},
+                          {"64 x 4 KiB to cuda:0", small, cuda0, nullptr},
+                          {"64 x 4 KiB into the CPU", small, cpu, nullptr},
+                          {"two 8 MiB (one pipeline) and 12 KiB to cuda:0", large, cuda0, nullptr}};
+  for (const Shape& shape : shapes) {
+    const std::string name = shape.name;
+    CAPTURE(name);
+    for (long after = 0; after < 100000; ++after) {
+      CAPTURE(after);
+      Batch batch(shape.elements);
+      abr_status status = ABR_OK;
+      bool failed = false;
+      {
+        FailingNew failing(after);
+        status = batch.to(rt, shape.to, shape.stream);
+        failed = failing.failed();
+      }
+      if (shape.stream) REQUIRE(abr_stream_synchronize(shape.stream) == ABR_OK);
+      if (status == ABR_OK) {
+        bool all_right = true;
+        for (std::size_t i = 0; i < shape.elements.size(); ++i)
+          all_right &= read_back(rt, batch.out[i]->dl_tensor) == batch.data[i];
+        CHECK(all_right);
+        for (DLManagedTensorVersioned*& result : batch.out) {
+          result->deleter(result);
+          result = nullptr;
+        }
+        CHECK(batch.deleted() == static_cast<int>(shape.elements.size()));  // copied, or held by a view till now
+        if (!failed) break;                                                 // every allocation walked
+        continue;
+      }
+      REQUIRE_MESSAGE(status == ABR_ERR_OUT_OF_MEMORY, abr_last_error());
+      CHECK(batch.deleted() == 0);
+      CHECK(std::all_of(batch.out.begin(), batch.out.end(), [](DLManagedTensorVersioned* t) { return t == nullptr; }));
+    }
+  }
+  abr_stream_destroy(stream);
+}
+
 // A later pair whose source the host engine packs (a transposed view) reads page-locked
 // memory an earlier pair's queued read is still filling: it waits for that read first.
 TEST_CASE_FIXTURE(NoDriverFindings,
