@@ -684,6 +684,67 @@ TEST_CASE_FIXTURE(
 }
 #endif
 
+// Host memory running out at each allocation of one transfer in turn (as test_batch
+// walks batches; tests/cuda/failing_new.cpp): ABR_ERR_OUT_OF_MEMORY with no result and
+// the source still the caller's, or a whole success where only the report's words
+// failed. Under ASan nothing leaks. Small and staged, up and down, a page-locked
+// result, a device copy; each with its report asked for.
+TEST_CASE_FIXTURE(NoDriverFindings, "one transfer: out of memory at any allocation leaves the source the caller's") {
+  Runtime rt;
+  if (cuda_devices(rt) == 0) return;
+  const std::vector<int32_t> small = iota(1024, 3), large = iota(std::size_t{5} << 20, 5);  // 4 KiB, 20 MiB (staged)
+  struct Case {
+    const char* name;
+    const std::vector<int32_t>* data;
+    DLDevice from, to;
+    abr_copy_mode copy;
+  };
+  const Case cases[] = {{"4 KiB host -> cuda:0", &small, cpu, cuda0, ABR_COPY_IF_NEEDED},
+                        {"20 MiB host -> cuda:0", &large, cpu, cuda0, ABR_COPY_IF_NEEDED},
+                        {"4 KiB cuda:0 -> host", &small, cuda0, cpu, ABR_COPY_IF_NEEDED},
+                        {"20 MiB cuda:0 -> host", &large, cuda0, cpu, ABR_COPY_IF_NEEDED},
+                        {"4 KiB cuda:0 -> cuda_host", &small, cuda0, cuda_host, ABR_COPY_IF_NEEDED},
+                        {"4 KiB cuda:0 -> cuda:0, a copy", &small, cuda0, cuda0, ABR_COPY_ALWAYS}};
+  for (const Case& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    const int64_t n = static_cast<int64_t>(c.data->size());
+    int failures = 0;
+    for (long after = 0; after < 100000; ++after) {
+      CAPTURE(after);
+      Managed host(const_cast<int32_t*>(c.data->data()), i32, {n});
+      Owned on_device(c.from.device_type == kDLCUDA ? move_to(rt, &host.managed, c.from) : nullptr);
+      DLManagedTensorVersioned* src = on_device.t ? on_device.t : &host.managed;
+      const int deleted_before = host.deleted;
+      abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+      abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+      options.copy = c.copy;
+      options.report = &report;
+      DLManagedTensorVersioned* out = nullptr;
+      abr_status status = ABR_OK;
+      bool failed = false;
+      {
+        FailingNew failing(after);
+        status = abr_to_device(rt, src, c.to, &options, nullptr, &out);
+        failed = failing.failed();
+      }
+      if (status == ABR_OK) {
+        if (on_device.t) on_device.t = nullptr;  // taken
+        CHECK(read_back(rt, out->dl_tensor) == *c.data);
+        out->deleter(out);
+        if (!failed) break;  // every allocation walked
+        continue;
+      }
+      REQUIRE_MESSAGE(status == ABR_ERR_OUT_OF_MEMORY, abr_last_error());
+      CHECK(out == nullptr);
+      CHECK(host.deleted == deleted_before);                         // a host source is still the caller's
+      if (on_device.t) CHECK(read_back(rt, *on_device) == *c.data);  // and so is a device one, intact
+      ++failures;
+    }
+    CHECK(failures > 0);
+  }
+}
+
 // Last: a sticky error ends the device for the rest of the process.
 TEST_CASE_FIXTURE(NoDriverFindings, "CUDA sticky error: the device is lost, later calls fail fast, teardown survives") {
   Fake fake;
