@@ -50,23 +50,8 @@ summary=$out/summary.txt
 : > "$summary"
 failed=0
 
-note() { printf '%s\n' "$*" | tee -a "$summary"; }
-# step NAME COMMAND...: runs it, logs to NAME.txt, notes PASSED/FAILED with the time
-# taken (and, when it failed, its last line).
-step() {
-  local name=$1 start rc
-  shift
-  start=$(date +%s)
-  "$@" > "$out/$name.txt" 2>&1
-  rc=$?
-  if [ $rc -eq 0 ]; then
-    note "$(printf '%-12s PASSED  (%ss)' "$name" $(($(date +%s) - start)))"
-  else
-    note "$(printf '%-12s FAILED  rc=%s (%ss), see %s.txt: %s' "$name" $rc $(($(date +%s) - start)) "$name" "$(grep -v "^[[:space:]]*$" "$out/$name.txt" | tail -1 | cut -c1-100)")"
-    failed=$((failed + 1))
-  fi
-}
-skip() { note "$(printf '%-12s SKIPPED %s' "$1" "$2")"; }
+# note, step and skip (dev/steps.sh) log each step here and judge it in $summary.
+source dev/steps.sh
 
 {
   echo "date:    $(date -u +%FT%TZ)"

@@ -23,26 +23,18 @@ build=${BUILD:-build}
 python=${PYTHON:-python3}
 bench=$build/bin/arraybridge-bench
 mkdir -p "$out"
+summary=$out/extras.txt
+: > "$summary"
 failed=0
-# extra NAME COMMAND...: logs to NAME.txt and says how it went, one line.
-extra() {
-  local name=$1 start rc
-  shift
-  start=$(date +%s)
-  "$@" > "$out/$name.txt" 2>&1
-  rc=$?
-  printf '%-16s rc=%s (%ss)\n' "$name" $rc $(($(date +%s) - start)) | tee -a "$out/extras.txt"
-  [ $rc -eq 0 ] || failed=$((failed + 1))
-}
-: > "$out/extras.txt"
-extra batch-phases "$python" dev/batch_phases.py
-extra py-batch-2 "$bench" --device cuda:0 --case "py batch" --sizes 4M --python "$python"
+source dev/steps.sh
+step batch-phases "$python" dev/batch_phases.py
+step py-batch-2 "$bench" --device cuda:0 --case "py batch" --sizes 4M --python "$python"
 for round in 1 2; do
-  extra "pageable-$round" "$bench" --device cuda:0 --case pageable --sizes 16M,256M,1G --python "$python"
+  step "pageable-$round" "$bench" --device cuda:0 --case pageable --sizes 16M,256M,1G --python "$python"
 done
 for mib in 4 8; do
-  extra "chunk-$mib" env ARRAYBRIDGE_STAGING_CHUNK_MIB=$mib "$bench" --device cuda:0 --case pageable \
+  step "chunk-$mib" env ARRAYBRIDGE_STAGING_CHUNK_MIB=$mib "$bench" --device cuda:0 --case pageable \
     --sizes 4M,16M,64M,256M --python "$python"
 done
-extra py-state-2 "$bench" --device cuda:0 --case "py state dict" --sizes 4M --python "$python"
+step py-state-2 "$bench" --device cuda:0 --case "py state dict" --sizes 4M --python "$python"
 [ $failed -eq 0 ]
