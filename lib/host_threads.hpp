@@ -44,7 +44,9 @@ class HostThreads {
   // Runs task(i) for every i in [0, n) on up to `threads` threads (the caller's
   // included) and returns when all have run. A task that throws (a copy of a layout
   // allocates) ends only itself: the first exception is rethrown here once the rest
-  // are done. Several callers may run jobs at once; their tasks share the workers.
+  // are done. Run in line (one thread, or one task) the first throw leaves at once and
+  // the tasks after it do not run. Several callers may run jobs at once; their tasks
+  // share the workers.
   void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& task);
   // memcpy in pieces of at least kSplitPiece on up to `threads` threads: the pages of
   // a new destination are first touched by several threads too.
