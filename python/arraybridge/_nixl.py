@@ -588,7 +588,13 @@ class NixlPeer:
         offer = link.wait_for(lambda: link.offers.pop(0) if link.offers else None, deadline, "offer")
         ident, shape, kind, nbytes, remote = _checked_offer(offer, link.name)
         if "metadata" in offer:  # the sender registered more memory since the handshake
-            self._call(self._agent.add_remote_agent, bytes.fromhex(offer["metadata"]))
+            try:
+                self._call(self._agent.add_remote_agent, bytes.fromhex(offer["metadata"]))
+            except Exception as error:
+                if not _disconnected(error):
+                    raise
+                raise PeerLostError(f"arraybridge.nixl: peer {link.name!r} is gone ({_why_lost(link)}) before "
+                                    f"its offer of {nbytes} bytes was read") from error
         landing = None if out is None else out if isinstance(out, Tensor) else _core.from_dlpack(out)
         if landing is not None and tuple(landing.shape) != shape:
             _tell(link, {"type": "failed", "id": ident, "reason": f"out= has shape {landing.shape}"})

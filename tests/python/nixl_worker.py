@@ -125,6 +125,21 @@ def sender_dies(peer, other, role):
         assert time.monotonic() - start < 10, "noticing the death took too long"
 
 
+def sender_dies_first(peer, other, role):
+    """The sender offers 64 MiB (new memory: the offer carries its metadata) and exits;
+    the receiver takes the offer only after that, when loading the metadata finds the
+    sender gone: PeerLostError, not NIXL's own exception."""
+    if role == "send":
+        peer.send(np.ones(64 << 20, np.uint8), to=other)
+        os._exit(3)
+    time.sleep(2)
+    try:
+        peer.recv(other, timeout=20).wait(timeout=20)
+        raise AssertionError("a transfer from a dead peer completed")
+    except nixl.PeerLostError as error:
+        print(f"figure lost {error}", flush=True)
+
+
 def receiver_dies(peer, other, role):
     """The receiver takes the offer and exits before reading it: the sender's wait ends
     with PeerLostError within seconds."""
@@ -162,7 +177,8 @@ def vram(peer, other, role):
 
 
 SCENARIOS = {"host": host_dtypes, "strided": strided, "big": big, "registrations": registrations,
-             "sender_dies": sender_dies, "receiver_dies": receiver_dies, "vram": vram}
+             "sender_dies": sender_dies,
+             "sender_dies_first": sender_dies_first, "receiver_dies": receiver_dies, "vram": vram}
 
 if __name__ == "__main__":
     role, scenario = sys.argv[1], sys.argv[2]

@@ -87,6 +87,13 @@ def test_a_sender_that_dies_mid_transfer_is_an_error_not_a_hang():
     assert got_code == 0 and "recv ok" in got and "figure lost_after" in got, got
 
 
+def test_a_sender_gone_before_its_offer_is_read_is_peer_lost():
+    # CI of 663845c: NIXL's nixlRemoteDisconnectError escaped recv's add_remote_agent.
+    (sent_code, sent), (got_code, got) = exchange("sender_dies_first", timeout=60)
+    assert sent_code == 3, sent
+    assert got_code == 0 and "recv ok" in got and "figure lost" in got, got
+
+
 def test_a_receiver_that_dies_is_an_error_for_the_sender():
     (sent_code, sent), (got_code, got) = exchange("receiver_dies", timeout=60)
     assert got_code == 3, got
