@@ -211,7 +211,7 @@ $(OPENCL_COUNTER): tests/cuda/opencl_counter/opencl_counter.cpp
 CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_cuda_lifetimes.cpp tests/cuda/test_fake_rules.cpp \
   tests/cuda/test_report_detail.cpp tests/cuda/test_staged_paths.cpp tests/cuda/test_sticky_child.cpp tests/cuda/test_ipc.cpp \
   tests/cuda/test_device_cache.cpp tests/cuda/test_driver_calls.cpp tests/cuda/test_batch.cpp \
-  tests/cuda/test_events.cpp tests/cuda/test_namespace_keys.cpp tests/cuda/test_exit.cpp tests/cuda/failing_new.cpp
+  tests/cuda/test_events.cpp tests/cuda/test_namespace_keys.cpp tests/cuda/test_exit.cpp tests/support/failing_new.cpp
 $(FAKE_CUDA): tests/cuda/fake_driver.cpp cuda/kernel_params.hpp $(STATIC)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/failing_new.hpp"
 #include "tests/support/helpers.hpp"
 
 // A driver entry point's exported name: cuda.h maps names to their ABI version
@@ -58,16 +59,6 @@ struct OpenClCounter {
   }
   explicit operator bool() const { return count != nullptr; }
   long long operator()(const char* name) const { return count(name); }
-};
-
-// While this lives, the `after`-th allocation through operator new from now on
-// this thread (0: the next) throws std::bad_alloc, once (tests/cuda/failing_new.cpp).
-struct FailingNew {
-  explicit FailingNew(long after);
-  ~FailingNew();
-  FailingNew(const FailingNew&) = delete;
-  FailingNew& operator=(const FailingNew&) = delete;
-  bool failed() const;  // whether it has thrown
 };
 
 // Every stream operation of the fake driver lags by `us` while this lives (nothing

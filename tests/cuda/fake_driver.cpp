@@ -684,7 +684,7 @@ std::mutex g_calls_mutex;
 std::map<std::string, long long, std::less<>>& g_calls = *new std::map<std::string, long long, std::less<>>;
 
 // Allocates only for a name not seen before, as a driver call never does: a test
-// that makes the program's allocations fail (tests/cuda/failing_new.cpp) would
+// that makes the program's allocations fail (tests/support/failing_new.cpp) would
 // otherwise see them fail inside the driver, under a destructor's cuCtxPopCurrent.
 void count_call(const char* name) {
   std::lock_guard<std::mutex> lock(g_calls_mutex);

@@ -685,7 +685,7 @@ TEST_CASE_FIXTURE(
 #endif
 
 // Host memory running out at each allocation of one transfer in turn (as test_batch
-// walks batches; tests/cuda/failing_new.cpp): ABR_ERR_OUT_OF_MEMORY with no result and
+// walks batches; tests/support/failing_new.cpp): ABR_ERR_OUT_OF_MEMORY with no result and
 // the source still the caller's, or a whole success where only the report's words
 // failed. Under ASan nothing leaks. Small and staged, up and down, a page-locked
 // result, a device copy; each with its report asked for.

@@ -1,32 +1,54 @@
 // The program's operator new, which a test can tell to fail (FailingNew in
-// cuda_helpers.hpp): the library is linked in statically, so its containers
-// allocate through it. Only allocations made by this program's own code on the
-// arming thread count: not the fake driver's (a real driver never throws), nor the
-// fake's threads or the host threads.
+// tests/support/failing_new.hpp): the library is linked in statically, so its
+// containers allocate through it. Only allocations made for this program's own
+// code on the arming thread count: directly, or through the C++ runtime
+// (std::string, streams, threads: libstdc++ allocates for them), but not for a
+// shared library (the fake CUDA driver or PoCL never throw on a real system's
+// behalf), nor on the fake's threads or the host threads.
+#include "tests/support/failing_new.hpp"
+
 #include <dlfcn.h>
+#include <execinfo.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
-
-#include "tests/cuda/cuda_helpers.hpp"
 
 namespace {
 thread_local long allocations_left = -1;  // -1: never fail
 
-// Whether code at `address` is this program's (the tests and the library), not a
-// shared library's.
-bool in_this_program(void* address) {
+enum class Owner { ThisProgram, CxxRuntime, Other };
+
+Owner owner_of(void* address) {
   static void* const base = [] {
     Dl_info info{};
-    return dladdr(reinterpret_cast<void*>(&in_this_program), &info) ? info.dli_fbase : nullptr;
+    return dladdr(reinterpret_cast<void*>(&owner_of), &info) ? info.dli_fbase : nullptr;
   }();
   Dl_info info{};
-  return dladdr(address, &info) && info.dli_fbase == base;
+  if (!dladdr(address, &info)) return Owner::Other;
+  if (info.dli_fbase == base) return Owner::ThisProgram;
+  return info.dli_fname && std::strstr(info.dli_fname, "libstdc++") ? Owner::CxxRuntime : Owner::Other;
 }
 
-// An allocation made by code at `caller`: the one to fail, if this program's.
+// Whether an allocation whose operator new was called from `caller` is made for
+// this program's code: the first frame above it outside libstdc++ is ours.
+bool for_this_program(void* caller) {
+  const Owner owner = owner_of(caller);
+  if (owner != Owner::CxxRuntime) return owner == Owner::ThisProgram;
+  void* frames[32];
+  const int depth = backtrace(frames, 32);  // unwinds without operator new
+  int i = 0;
+  while (i < depth && frames[i] != caller) ++i;
+  for (++i; i < depth; ++i) {
+    const Owner above = owner_of(frames[i]);
+    if (above != Owner::CxxRuntime) return above == Owner::ThisProgram;
+  }
+  return false;
+}
+
+// An allocation made by code at `caller`: the one to fail, if made for this program.
 void* allocate(std::size_t bytes, void* caller) {
-  if (allocations_left >= 0 && in_this_program(caller) && allocations_left-- == 0) {
+  if (allocations_left >= 0 && for_this_program(caller) && allocations_left-- == 0) {
     allocations_left = -2;  // failed once: the rest succeed (cleanup allocates too)
     throw std::bad_alloc();
   }
