@@ -284,6 +284,9 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
         raise MemoryConversionError(source.value, target.value, str(error)) from error
     try:
         result = _framework_array(tensor, target)
+    except MemoryError as error:  # not the target's refusal: no memory to make its array
+        raise MemoryConversionError(source.value, target.value, f"out of memory making the {target.value} "
+                                    "array") from error
     except Exception as error:  # the target's importer: its first line, never its C++ backtrace
         said = str(error).strip()
         raise MemoryConversionError(source.value, target.value, f"{target.value} cannot take this {tensor.dtype} "

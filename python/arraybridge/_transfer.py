@@ -75,12 +75,22 @@ def _leaves(x, out):
     return out
 
 
+# _rebuild and _to_device_structure use loops, not comprehensions: a comprehension
+# that reads a function's argument makes that argument a cell, an allocation on every
+# call, and CPython 3.11 leaks the cells already made when one of them cannot be
+# (tests/python/oom_walk.py walks every allocation).
 def _rebuild(x, results):
     """x's structure again, each array replaced by the next of `results`."""
     if type(x) is dict:
-        return {key: _rebuild(item, results) for key, item in x.items()}
+        rebuilt = {}
+        for key, item in x.items():
+            rebuilt[key] = _rebuild(item, results)
+        return rebuilt
     if type(x) in (list, tuple):
-        return type(x)(_rebuild(item, results) for item in x)
+        items = []
+        for item in x:
+            items.append(_rebuild(item, results))
+        return items if type(x) is list else tuple(items)
     return next(results)
 
 
@@ -94,8 +104,10 @@ def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=F
                                     non_blocking=non_blocking)
     leaves = _leaves(x, [])
     if stream is not None:
-        moved = [to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,
-                           contiguous=contiguous, non_blocking=non_blocking) for leaf in leaves]
+        moved = []
+        for leaf in leaves:
+            moved.append(to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,
+                                   contiguous=contiguous, non_blocking=non_blocking))
     else:
         moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous,
                                      non_blocking=non_blocking)

@@ -3,16 +3,19 @@
 
 Names names;
 
+/* Makes the names still missing: an import that failed part way (out of memory)
+ * leaves some made, and the next import makes the rest. */
 int names_init(void) {
-  if (names.dlpack) return 0;
-  names.dlpack = PyUnicode_InternFromString("__dlpack__");
-  names.dlpack_slow = PyUnicode_InternFromString("_dlpack_slow");
-  PyObject* key = PyUnicode_InternFromString("max_version");
-  names.max_version_key = key ? PyTuple_Pack(1, key) : NULL;
-  Py_XDECREF(key);
-  names.max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-  names.debug_level = PyLong_FromLong(10);
-  names.exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  if (!names.dlpack) names.dlpack = PyUnicode_InternFromString("__dlpack__");
+  if (!names.dlpack_slow) names.dlpack_slow = PyUnicode_InternFromString("_dlpack_slow");
+  if (!names.max_version_key) {
+    PyObject* key = PyUnicode_InternFromString("max_version");
+    names.max_version_key = key ? PyTuple_Pack(1, key) : NULL;
+    Py_XDECREF(key);
+  }
+  if (!names.max_version) names.max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+  if (!names.debug_level) names.debug_level = PyLong_FromLong(10);
+  if (!names.exchange_api) names.exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
   return names.dlpack && names.dlpack_slow && names.max_version_key && names.max_version && names.debug_level &&
           names.exchange_api
       ? 0
@@ -22,9 +25,9 @@ int names_init(void) {
 int parse_arguments(const char* function, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                     const char* const* texts, PyObject** interned, int count, int positional, int required,
                     PyObject** slots) {
-  if (!interned[0])
+  if (!interned[count - 1]) /* the last is made last: a first call that ran out of memory made only some */
     for (int i = 0; i < count; ++i)
-      if (!(interned[i] = PyUnicode_InternFromString(texts[i]))) return -1;
+      if (!interned[i] && !(interned[i] = PyUnicode_InternFromString(texts[i]))) return -1;
   for (int i = 0; i < count; ++i) slots[i] = NULL;
   if (nargs > positional) {
     PyErr_Format(PyExc_TypeError, "%s() takes %d positional argument%s but %zd were given", function, positional,

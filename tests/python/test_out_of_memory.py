@@ -1,0 +1,50 @@
+"""Python's memory running out at each allocation of an arraybridge call (oom_walk.py,
+one fresh interpreter per call so that the package's first-call set-up is walked too):
+each failure is MemoryError with nothing handed out, no reference or memory kept, and
+no crash. CUDA calls run against the fake driver."""
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+BUILD = pathlib.Path(os.environ.get("ARRAYBRIDGE_BUILD", HERE.parents[1] / "build"))
+FAKE = BUILD / "fake-cuda" / "libcuda.so.1"
+
+try:
+    import _testcapi
+    HOOKS = hasattr(_testcapi, "set_nomemory")
+except ImportError:
+    HOOKS = False
+
+sys.path.insert(0, str(HERE))
+import oom_walk  # noqa: E402
+
+TORCH = importlib.util.find_spec("torch") is not None
+
+SCENARIOS = ["to_device cpu copy", "to_device cpu strided, cast", "to_device opencl", "to_device cuda", "cuda to cpu",
+             "cuda to cpu, non_blocking", "to_device cuda on a stream, non_blocking", "list to cuda", "dict to cpu",
+             "to_device_many opencl", "copy", "copy into cuda", "copy of a dict", "copy_many", "from_dlpack",
+             "export to numpy", "convert_memory numpy to numpy", "torch to cpu copy", "export to torch"]
+
+
+@pytest.mark.skipif(not HOOKS, reason="this Python has no _testcapi.set_nomemory to make allocations fail")
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_allocation_failing_in_turn_is_a_clean_memory_error(scenario):
+    if not FAKE.exists():
+        pytest.skip(f"the fake CUDA driver is not built ({FAKE}): run make test")
+    if "torch" in scenario and not TORCH:
+        pytest.skip("torch is not installed")
+    env = dict(os.environ, ARRAYBRIDGE_CUDA_LIBRARY=str(FAKE), OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, str(HERE / "oom_walk.py"), scenario], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}{done.stderr[-4000:]}"
+    assert done.stdout.startswith(f"{scenario}: "), done.stdout
+
+
+def test_the_walk_knows_every_scenario():
+    walked = set(oom_walk.scenarios(with_torch=TORCH))
+    assert walked == set(SCENARIOS) if TORCH else walked == {s for s in SCENARIOS if "torch" not in s}
