@@ -235,11 +235,16 @@ def _into_pyclesperanto(data, gpu_id, strict, dtype):
 
 
 def _convert_structure(data, source_type, target_type, gpu_id, strict, dtype):
+    # Loops, not comprehensions: see _transfer._rebuild.
     if type(data) is dict:
-        return {key: convert_memory(item, source_type, target_type, gpu_id, strict=strict, dtype=dtype)
-                for key, item in data.items()}
-    return type(data)(convert_memory(item, source_type, target_type, gpu_id, strict=strict, dtype=dtype)
-                      for item in data)
+        converted = {}
+        for key, item in data.items():
+            converted[key] = convert_memory(item, source_type, target_type, gpu_id, strict=strict, dtype=dtype)
+        return converted
+    items = []
+    for item in data:
+        items.append(convert_memory(item, source_type, target_type, gpu_id, strict=strict, dtype=dtype))
+    return items if type(data) is list else tuple(items)
 
 
 def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dtype=None):
@@ -254,7 +259,8 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     dtype= asks for a cast on the way (the runtime's exact casts, as to_device's).
     What the source's owner treats as immutable (JAX, TensorFlow, read-only NumPy)
     never comes back as a writable alias: a NumPy result is then read-only.
-    Any failure raises MemoryConversionError with the source, target and reason.
+    Any failure raises MemoryConversionError with the source, target and reason, but
+    Python's memory running out, which stays a MemoryError.
     """
     if type(data) in (list, tuple, dict):  # a structure: each array converted, the same structure back
         return _convert_structure(data, source_type, target_type, gpu_id, strict, dtype)
@@ -284,9 +290,8 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
         raise MemoryConversionError(source.value, target.value, str(error)) from error
     try:
         result = _framework_array(tensor, target)
-    except MemoryError as error:  # not the target's refusal: no memory to make its array
-        raise MemoryConversionError(source.value, target.value, f"out of memory making the {target.value} "
-                                    "array") from error
+    except MemoryError:  # not the target's refusal: Python's memory ran out, as to_device's may
+        raise
     except Exception as error:  # the target's importer: its first line, never its C++ backtrace
         said = str(error).strip()
         raise MemoryConversionError(source.value, target.value, f"{target.value} cannot take this {tensor.dtype} "

@@ -36,6 +36,23 @@ def test_arguments_are_checked_like_a_python_signature():
     assert "Move any DLPack array" in ab.to_device.__doc__
 
 
+HOOKS = ("parse_device", "parse_dtype", "stream_handle", "producer_strides", "error", "log_transfer",
+         "producer_traits", "vet_producer", "torch_refusal", "to_device_structure", "copy_structure")
+
+
+def test_a_setup_that_fails_changes_no_hook():
+    def broken(*args, **kwargs):
+        raise AssertionError("a hook of a failed setup() was installed")
+    with pytest.raises(TypeError, match="tensor_type must subclass _core.TensorBase"):
+        _core.setup(tensor_type=object, **{name: broken for name in HOOKS})
+    with pytest.raises(TypeError, match="setup\\(\\) needs copy_structure"):
+        _core.setup(tensor_type=ab.Tensor, **{name: broken for name in HOOKS if name != "copy_structure"})
+    source = sample("int32")  # every hook still the package's own
+    np.testing.assert_array_equal(np.from_dlpack(ab.to_device([source], "cpu", copy=True)[0]), source)
+    with pytest.raises(ab.CopyRequiredError, match="a copy is required"):  # made by the error hook
+        ab.to_device(source, "cpu", dtype="float64", copy=False)
+
+
 def test_a_bad_argument_leaves_the_source_unconsumed():
     capsule = sample("int16").__dlpack__(max_version=(1, 0))
     for bad in ({"copy": "maybe"}, {"dtype": "no-such-type"}, {"stream": 0}):

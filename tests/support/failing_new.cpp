@@ -4,12 +4,15 @@
 // code on the arming thread count: directly, or through the C++ runtime
 // (std::string, streams, threads: libstdc++ allocates for them), but not for a
 // shared library (the fake CUDA driver or PoCL never throw on a real system's
-// behalf), nor on the fake's threads or the host threads.
+// behalf), nor on the fake's threads or the host threads. Every form passes on to
+// the next definition (libstdc++'s, or a sanitizer's, which then still sees each
+// new paired with its own delete and size).
 #include "tests/support/failing_new.hpp"
 
 #include <dlfcn.h>
 #include <execinfo.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -46,15 +49,31 @@ bool for_this_program(void* caller) {
   return false;
 }
 
-// An allocation made by code at `caller`: the one to fail, if made for this program.
-void* allocate(std::size_t bytes, void* caller) {
+// Whether the allocation made by code at `caller` is the one to fail.
+bool fails_now(void* caller) {
   if (allocations_left >= 0 && for_this_program(caller) && allocations_left-- == 0) {
     allocations_left = -2;  // failed once: the rest succeed (cleanup allocates too)
-    throw std::bad_alloc();
+    return true;
   }
-  if (void* memory = std::malloc(bytes ? bytes : 1)) return memory;
-  throw std::bad_alloc();
+  return false;
 }
+
+// The definition of `symbol` this file's replaces (dlsym allocates with malloc only).
+template <class F>
+F next(const char* symbol) {
+  void* found = dlsym(RTLD_NEXT, symbol);
+  if (!found) {
+    std::fprintf(stderr, "failing_new: no next %s\n", symbol);
+    std::abort();
+  }
+  return reinterpret_cast<F>(found);
+}
+
+using New = void* (*)(std::size_t);
+using NewNothrow = void* (*)(std::size_t, const std::nothrow_t&);
+using Delete = void (*)(void*);
+using DeleteSized = void (*)(void*, std::size_t);
+using DeleteNothrow = void (*)(void*, const std::nothrow_t&);
 }  // namespace
 
 namespace test {
@@ -63,27 +82,45 @@ FailingNew::~FailingNew() { allocations_left = -1; }
 bool FailingNew::failed() const { return allocations_left == -2; }
 }  // namespace test
 
-void* operator new(std::size_t bytes) { return allocate(bytes, __builtin_return_address(0)); }
-void* operator new[](std::size_t bytes) { return allocate(bytes, __builtin_return_address(0)); }
-void operator delete(void* memory) noexcept { std::free(memory); }
-void operator delete[](void* memory) noexcept { std::free(memory); }
-void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
-void operator delete[](void* memory, std::size_t) noexcept { std::free(memory); }
-// The nothrow forms too, so that every allocation and free of the program pairs
-// malloc with free (ASan's own nothrow new would meet the free above).
-void* operator new(std::size_t bytes, const std::nothrow_t&) noexcept {
-  try {
-    return allocate(bytes, __builtin_return_address(0));
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
+void* operator new(std::size_t bytes) {
+  static const New real = next<New>("_Znwm");
+  if (fails_now(__builtin_return_address(0))) throw std::bad_alloc();
+  return real(bytes);
 }
-void* operator new[](std::size_t bytes, const std::nothrow_t&) noexcept {
-  try {
-    return allocate(bytes, __builtin_return_address(0));
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
+void* operator new[](std::size_t bytes) {
+  static const New real = next<New>("_Znam");
+  if (fails_now(__builtin_return_address(0))) throw std::bad_alloc();
+  return real(bytes);
 }
-void operator delete(void* memory, const std::nothrow_t&) noexcept { std::free(memory); }
-void operator delete[](void* memory, const std::nothrow_t&) noexcept { std::free(memory); }
+void* operator new(std::size_t bytes, const std::nothrow_t& tag) noexcept {
+  static const NewNothrow real = next<NewNothrow>("_ZnwmRKSt9nothrow_t");
+  return fails_now(__builtin_return_address(0)) ? nullptr : real(bytes, tag);
+}
+void* operator new[](std::size_t bytes, const std::nothrow_t& tag) noexcept {
+  static const NewNothrow real = next<NewNothrow>("_ZnamRKSt9nothrow_t");
+  return fails_now(__builtin_return_address(0)) ? nullptr : real(bytes, tag);
+}
+void operator delete(void* memory) noexcept {
+  static const Delete real = next<Delete>("_ZdlPv");
+  real(memory);
+}
+void operator delete[](void* memory) noexcept {
+  static const Delete real = next<Delete>("_ZdaPv");
+  real(memory);
+}
+void operator delete(void* memory, std::size_t bytes) noexcept {
+  static const DeleteSized real = next<DeleteSized>("_ZdlPvm");
+  real(memory, bytes);
+}
+void operator delete[](void* memory, std::size_t bytes) noexcept {
+  static const DeleteSized real = next<DeleteSized>("_ZdaPvm");
+  real(memory, bytes);
+}
+void operator delete(void* memory, const std::nothrow_t& tag) noexcept {
+  static const DeleteNothrow real = next<DeleteNothrow>("_ZdlPvRKSt9nothrow_t");
+  real(memory, tag);
+}
+void operator delete[](void* memory, const std::nothrow_t& tag) noexcept {
+  static const DeleteNothrow real = next<DeleteNothrow>("_ZdaPvRKSt9nothrow_t");
+  real(memory, tag);
+}

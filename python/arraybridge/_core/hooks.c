@@ -4,42 +4,45 @@
 
 Hooks hooks;
 
-static int take_hook(PyObject* kwargs, const char* name, PyObject** slot) {
-  PyObject* value = PyDict_GetItemString(kwargs, name);
-  if (!value) {
-    PyErr_Format(PyExc_TypeError, "setup() needs %s", name);
-    return -1;
-  }
-  Py_INCREF(value);
-  Py_XSETREF(*slot, value);
-  return 0;
-}
-
-/* setup(**hooks): called once by the package when its Python half is ready. */
+/* setup(**hooks): called once by the package when its Python half is ready. Every
+ * hook is found before any is set, and tensor_type (what hooks_ready checks) last:
+ * a setup that fails part way leaves the module as unready as before. */
 PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
   (void)module;
   if (PyTuple_GET_SIZE(args) || !kwargs) {
     PyErr_SetString(PyExc_TypeError, "setup() takes the hooks as keywords");
     return NULL;
   }
-  if (take_hook(kwargs, "tensor_type", &hooks.tensor_type) < 0 ||
-      take_hook(kwargs, "parse_device", &hooks.parse_device) < 0 ||
-      take_hook(kwargs, "parse_dtype", &hooks.parse_dtype) < 0 ||
-      take_hook(kwargs, "stream_handle", &hooks.stream_handle) < 0 ||
-      take_hook(kwargs, "producer_strides", &hooks.producer_strides) < 0 ||
-      take_hook(kwargs, "error", &hooks.error) < 0 || take_hook(kwargs, "log_transfer", &hooks.log_transfer) < 0 ||
-      take_hook(kwargs, "producer_traits", &hooks.producer_traits) < 0 ||
-      take_hook(kwargs, "vet_producer", &hooks.vet_producer) < 0 ||
-      take_hook(kwargs, "torch_refusal", &hooks.torch_refusal) < 0 ||
-      take_hook(kwargs, "to_device_structure", &hooks.to_device_structure) < 0 ||
-      take_hook(kwargs, "copy_structure", &hooks.copy_structure) < 0)
-    return NULL;
-  PyObject* flags = PyDict_GetItemString(kwargs, "runtime_flags");
-  hooks.runtime_flags = flags ? (uint32_t)PyLong_AsUnsignedLong(flags) : 0;
-  if (PyErr_Occurred()) return NULL;
-  if (!PyType_Check(hooks.tensor_type) || !PyType_IsSubtype((PyTypeObject*)hooks.tensor_type, &TensorBaseType)) {
+  static const char* const kNames[] = {"parse_device",  "parse_dtype",         "stream_handle",   "producer_strides",
+                                       "error",         "log_transfer",        "producer_traits", "vet_producer",
+                                       "torch_refusal", "to_device_structure", "copy_structure",  "tensor_type"};
+  PyObject** const slots[] = {&hooks.parse_device,        &hooks.parse_dtype,    &hooks.stream_handle,
+                              &hooks.producer_strides,    &hooks.error,          &hooks.log_transfer,
+                              &hooks.producer_traits,     &hooks.vet_producer,   &hooks.torch_refusal,
+                              &hooks.to_device_structure, &hooks.copy_structure, &hooks.tensor_type};
+  enum { kHooks = sizeof kNames / sizeof kNames[0] };
+  PyObject* found[kHooks];
+  for (int i = 0; i < kHooks; ++i) {
+    PyObject* key = PyUnicode_FromString(kNames[i]);
+    found[i] = key ? PyDict_GetItemWithError(kwargs, key) : NULL;
+    Py_XDECREF(key);
+    if (!found[i]) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "setup() needs %s", kNames[i]);
+      return NULL;
+    }
+  }
+  PyObject* tensor_type = found[kHooks - 1];
+  if (!PyType_Check(tensor_type) || !PyType_IsSubtype((PyTypeObject*)tensor_type, &TensorBaseType)) {
     PyErr_SetString(PyExc_TypeError, "setup(): tensor_type must subclass _core.TensorBase");
     return NULL;
+  }
+  PyObject* flags = PyDict_GetItemString(kwargs, "runtime_flags");
+  const uint32_t runtime_flags = flags ? (uint32_t)PyLong_AsUnsignedLong(flags) : 0;
+  if (PyErr_Occurred()) return NULL;
+  hooks.runtime_flags = runtime_flags;
+  for (int i = 0; i < kHooks; ++i) { /* tensor_type last */
+    Py_INCREF(found[i]);
+    Py_XSETREF(*slots[i], found[i]);
   }
   /* The logger's level cache (CPython's Logger._cache), read to skip the log hook. */
   PyObject* logger = PyDict_GetItemString(kwargs, "logger");
