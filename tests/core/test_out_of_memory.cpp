@@ -96,7 +96,7 @@ Walked walk(abr_runtime* rt, const Transfer& transfer) {
     transfer.make_sources(reference);
     reference.prepare();
     sources = sources_of(rt, reference);
-    REQUIRE_MESSAGE(transfer.call(rt, reference) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(transfer.call(rt, reference) == ABR_OK, std::string(abr_last_error()));
     expected = results_of(rt, reference);
   }
   Walked walked;

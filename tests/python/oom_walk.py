@@ -3,17 +3,20 @@ own process by test_out_of_memory.py: `python oom_walk.py SCENARIO`.
 
 CPython's _testcapi.set_nomemory(start, stop) makes every Python allocation (objects,
 PyMem, raw) from number start+1 to stop fail. The walk runs the scenario's call:
-  1. cold, in this fresh process (the package's first-call set-up walked too), with
-     every allocation from the nth on failing, n = 0, 1, ... until the call succeeds:
-     memory that stays exhausted. The n it succeeds at is the call's allocations, N;
-  2. warm, with only the nth failing, for each n < N: one allocation refused, the
-     rest granted (the error path itself allocates).
-Each failure must be MemoryError (OutOfMemoryError is one), hand back nothing, and
-leave every source's reference count, the pinned pool's and the device cache's bytes
-in use as they were; each success must have the source's values. Then the warm walk
-runs again until 100 more calls have failed, and Python's allocated blocks must not
-grow with it (an object kept by each failure would). A crash fails the parent's test.
-Prints one line: "<scenario>: N allocations, F failures; G blocks grown over R more".
+  1. cold, in this fresh process (the package's first-call set-up walked too; the
+     runtime is made before, by the statistics read around each call), with every
+     allocation from the nth on failing, n = 0, 1, ... until the call succeeds:
+     memory that stays exhausted (WARM_ONLY calls skip this);
+  2. warm, with only the nth failing, for each of the N allocations the call makes
+     (allocations_of counts them): one allocation refused, the rest granted.
+Each failure must be MemoryError (torch's own error from torch.from_dlpack), hand
+back nothing, and leave the reference count of every source object (nested ones too)
+and the pinned pool's and the device cache's bytes in use as they were; each success
+must have the source's values. Then the warm walk runs REPEATS more times, and
+Python's allocated blocks must grow by under REPEATS // 2 (an object kept by the
+failure of any one allocation would grow them by REPEATS). A crash fails the parent's
+test. Prints one line: "<scenario>: N allocations, F failures; G blocks grown over
+R more walks".
 """
 import gc
 import sys
