@@ -13,25 +13,33 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "setup() takes the hooks as keywords");
     return NULL;
   }
-  static const char* const kNames[] = {"parse_device",  "parse_dtype",         "stream_handle",   "producer_strides",
-                                       "error",         "log_transfer",        "producer_traits", "vet_producer",
-                                       "torch_refusal", "to_device_structure", "copy_structure",  "tensor_type"};
-  PyObject** const slots[] = {&hooks.parse_device,        &hooks.parse_dtype,    &hooks.stream_handle,
-                              &hooks.producer_strides,    &hooks.error,          &hooks.log_transfer,
-                              &hooks.producer_traits,     &hooks.vet_producer,   &hooks.torch_refusal,
-                              &hooks.to_device_structure, &hooks.copy_structure, &hooks.tensor_type};
-  enum { kHooks = sizeof kNames / sizeof kNames[0] };
-  PyObject* found[kHooks];
-  for (int i = 0; i < kHooks; ++i) {
-    PyObject* key = PyUnicode_FromString(kNames[i]);
+  static const struct {
+    const char* name;
+    PyObject** slot;
+  } kHooks[] = {{"parse_device", &hooks.parse_device},
+                {"parse_dtype", &hooks.parse_dtype},
+                {"stream_handle", &hooks.stream_handle},
+                {"producer_strides", &hooks.producer_strides},
+                {"error", &hooks.error},
+                {"log_transfer", &hooks.log_transfer},
+                {"producer_traits", &hooks.producer_traits},
+                {"vet_producer", &hooks.vet_producer},
+                {"torch_refusal", &hooks.torch_refusal},
+                {"to_device_structure", &hooks.to_device_structure},
+                {"copy_structure", &hooks.copy_structure},
+                {"tensor_type", &hooks.tensor_type}}; /* last: what hooks_ready checks */
+  enum { kCount = sizeof kHooks / sizeof kHooks[0] };
+  PyObject* found[kCount];
+  for (int i = 0; i < kCount; ++i) {
+    PyObject* key = PyUnicode_FromString(kHooks[i].name);
     found[i] = key ? PyDict_GetItemWithError(kwargs, key) : NULL;
     Py_XDECREF(key);
     if (!found[i]) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "setup() needs %s", kNames[i]);
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "setup() needs %s", kHooks[i].name);
       return NULL;
     }
   }
-  PyObject* tensor_type = found[kHooks - 1];
+  PyObject* tensor_type = found[kCount - 1];
   if (!PyType_Check(tensor_type) || !PyType_IsSubtype((PyTypeObject*)tensor_type, &TensorBaseType)) {
     PyErr_SetString(PyExc_TypeError, "setup(): tensor_type must subclass _core.TensorBase");
     return NULL;
@@ -40,9 +48,9 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
   const uint32_t runtime_flags = flags ? (uint32_t)PyLong_AsUnsignedLong(flags) : 0;
   if (PyErr_Occurred()) return NULL;
   hooks.runtime_flags = runtime_flags;
-  for (int i = 0; i < kHooks; ++i) { /* tensor_type last */
+  for (int i = 0; i < kCount; ++i) {
     Py_INCREF(found[i]);
-    Py_XSETREF(*slots[i], found[i]);
+    Py_XSETREF(*kHooks[i].slot, found[i]);
   }
   /* The logger's level cache (CPython's Logger._cache), read to skip the log hook. */
   PyObject* logger = PyDict_GetItemString(kwargs, "logger");
