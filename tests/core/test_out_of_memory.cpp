@@ -178,29 +178,20 @@ TEST_CASE("out of memory at any allocation of a CPU or PoCL transfer keeps the s
   auto on_opencl = [](cl_mem mem, std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {
     return std::make_unique<Managed>(mem, f32, std::move(shape), std::move(strides), 0, ocl0);
   };
+  auto from_host = [&](std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {  // one source over `data`
+    return [&, shape, strides](Run& run) { run.sources.push_back(host(data, shape, strides)); };
+  };
   auto small_batch = [&](Run& run) {
     for (const auto& v : smalls) run.sources.push_back(host(v, {1024}));
   };
   const std::vector<Transfer> transfers = {
-      {"host -> host copy, cast to f64",
-       [&](Run& run) {
-         run.sources.push_back(host(data, {64, 48}));
-       },
+      {"host -> host copy, cast to f64", from_host({64, 48}),
        [&](abr_runtime* r, Run& run) { return to_device(r, run, cpu, f64); }},
-      {"host strided -> opencl:0",
-       [&](Run& run) {
-         run.sources.push_back(host(data, {48, 64}, {1, 48}));
-       },
+      {"host strided -> opencl:0", from_host({48, 64}, {1, 48}),
        [&](abr_runtime* r, Run& run) { return to_device(r, run, ocl0); }},
-      {"host -> opencl:0, cast to f64 by a kernel",
-       [&](Run& run) {
-         run.sources.push_back(host(data, {64, 48}));
-       },
+      {"host -> opencl:0, cast to f64 by a kernel", from_host({64, 48}),
        [&](abr_runtime* r, Run& run) { return to_device(r, run, ocl0, f64); }},
-      {"host -> opencl:0 on a stream",
-       [&](Run& run) {
-         run.sources.push_back(host(data, {64, 48}));
-       },
+      {"host -> opencl:0 on a stream", from_host({64, 48}),
        [&](abr_runtime* r, Run& run) { return to_device(r, run, ocl0, {}, stream); }},
       {"opencl (caller's context) -> host, strided",
        [&](Run& run) {
