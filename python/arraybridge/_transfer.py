@@ -140,8 +140,10 @@ def _copy_structure(src, dst, strict=False, non_blocking=False):
     return _core.copy_many(_leaves(src, []), _leaves(dst, []), strict=strict, non_blocking=non_blocking)
 
 
-_core.setup(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
-            producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
-            producer_traits=producer_traits, vet_producer=vet_producer, torch_refusal=torch_refusal,
-            to_device_structure=_to_device_structure, copy_structure=_copy_structure,
-            runtime_flags=_runtime.runtime_flags())
+# What _core.setup registers, kept so that a test can register it again.
+_SETUP = dict(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
+              producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
+              producer_traits=producer_traits, vet_producer=vet_producer, torch_refusal=torch_refusal,
+              to_device_structure=_to_device_structure, copy_structure=_copy_structure,
+              runtime_flags=_runtime.runtime_flags())
+_core.setup(**_SETUP)

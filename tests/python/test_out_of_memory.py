@@ -1,7 +1,8 @@
 """Python's memory running out at each allocation of an arraybridge call (oom_walk.py,
-one fresh interpreter per call so that the package's first-call set-up is walked too):
-each failure is MemoryError with nothing handed out, no reference or memory kept, and
-no crash. CUDA calls run against the fake driver."""
+one fresh interpreter per call so that the package's first-call set-up is walked too)
+and of the package's start-up (oom_startup_walk.py): each failure is MemoryError with
+nothing handed out, no reference or memory kept, and no crash. CUDA calls run against
+the fake driver."""
 import importlib.util
 import os
 import pathlib
@@ -34,19 +35,47 @@ SCENARIOS = ["to_device cpu copy", "to_device cpu strided, cast", "to_device ope
              "convert_memory numpy to numpy", "convert_memory of a dict", "torch to cpu copy", "export to torch"]
 
 
-@pytest.mark.skipif(not HOOKS, reason="this Python has no _testcapi.set_nomemory to make allocations fail")
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_every_allocation_failing_in_turn_is_a_clean_memory_error(scenario):
+def walk(script, *args):
+    """The walk's one line of output, from a fresh interpreter; a failure or a crash fails the test."""
     if not FAKE.exists():
         pytest.skip(f"the fake CUDA driver is not built ({FAKE}): run make test")
-    if "torch" in scenario and not TORCH:
-        pytest.skip("torch is not installed")
     env = dict(os.environ, ARRAYBRIDGE_CUDA_LIBRARY=str(FAKE), OPENBLAS_NUM_THREADS="1")
     env.pop("PYTHONMALLOC", None)  # valgrind_native.py's: the walk counts pymalloc's blocks (and runs natively)
-    done = subprocess.run([sys.executable, str(HERE / "oom_walk.py"), scenario], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(HERE / script), *args], env=env, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}{done.stderr[-4000:]}"
-    assert done.stdout.startswith(f"{scenario}: "), done.stdout
+    return done.stdout
+
+
+needs_hooks = pytest.mark.skipif(not HOOKS, reason="this Python has no _testcapi.set_nomemory to make "
+                                                   "allocations fail")
+
+
+@needs_hooks
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_allocation_failing_in_turn_is_a_clean_memory_error(scenario):
+    if "torch" in scenario and not TORCH:
+        pytest.skip("torch is not installed")
+    out = walk("oom_walk.py", scenario)
+    assert out.startswith(f"{scenario}: "), out
+
+
+@needs_hooks
+def test_the_extension_initialises_after_failures_at_every_allocation():
+    assert walk("oom_startup_walk.py", "init", "cold", "0").rstrip().endswith("(past the last)")
+    start = 0
+    for _ in range(500):  # a process for each allocation whose failure CPython absorbs, then one past the last
+        out = walk("oom_startup_walk.py", "init", "warm", str(start))
+        if out.rstrip().endswith("(past the last)"):
+            assert start > 10, f"the warm walk ended at allocation {start + 1}: {out}"
+            return
+        start = int(out.split("succeeded at ")[1]) + 1
+    raise AssertionError(f"the warm walk did not end: {out}")
+
+
+@needs_hooks
+def test_setup_fails_cleanly_at_every_allocation():
+    assert walk("oom_startup_walk.py", "setup").startswith("setup: ")
 
 
 def test_the_walk_knows_every_scenario():

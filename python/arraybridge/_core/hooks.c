@@ -4,9 +4,18 @@
 
 Hooks hooks;
 
+/* kwargs[name] (borrowed), or NULL: missing when no error is set. */
+static PyObject* keyword(PyObject* kwargs, const char* name) {
+  PyObject* key = PyUnicode_FromString(name);
+  PyObject* value = key ? PyDict_GetItemWithError(kwargs, key) : NULL;
+  Py_XDECREF(key);
+  return value;
+}
+
 /* setup(**hooks): called once by the package when its Python half is ready. Every
- * hook is found before any is set, and tensor_type (what hooks_ready checks) last:
- * a setup that fails part way leaves the module as unready as before. */
+ * hook, the flags and the logger's cache are found before any is set, and
+ * tensor_type (what hooks_ready checks) last: a setup that fails part way, running
+ * out of memory included, leaves the module as it was. */
 PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
   (void)module;
   if (PyTuple_GET_SIZE(args) || !kwargs) {
@@ -31,10 +40,7 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
   enum { kCount = sizeof kHooks / sizeof kHooks[0] };
   PyObject* found[kCount];
   for (int i = 0; i < kCount; ++i) {
-    PyObject* key = PyUnicode_FromString(kHooks[i].name);
-    found[i] = key ? PyDict_GetItemWithError(kwargs, key) : NULL;
-    Py_XDECREF(key);
-    if (!found[i]) {
+    if (!(found[i] = keyword(kwargs, kHooks[i].name))) {
       if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "setup() needs %s", kHooks[i].name);
       return NULL;
     }
@@ -44,24 +50,23 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "setup(): tensor_type must subclass _core.TensorBase");
     return NULL;
   }
-  PyObject* flags = PyDict_GetItemString(kwargs, "runtime_flags");
+  PyObject* flags = keyword(kwargs, "runtime_flags");
   const uint32_t runtime_flags = flags ? (uint32_t)PyLong_AsUnsignedLong(flags) : 0;
   if (PyErr_Occurred()) return NULL;
+  /* The logger's level cache (CPython's Logger._cache), read to skip the log hook;
+   * a logger without one only costs a call of the hook per transfer. */
+  PyObject* logger = keyword(kwargs, "logger");
+  PyObject* log_cache = logger ? PyObject_GetAttrString(logger, "_cache") : NULL;
+  if (!log_cache && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
+  }
+  if (log_cache && !PyDict_Check(log_cache)) Py_CLEAR(log_cache);
   hooks.runtime_flags = runtime_flags;
+  Py_XSETREF(hooks.log_cache, log_cache);
   for (int i = 0; i < kCount; ++i) {
     Py_INCREF(found[i]);
     Py_XSETREF(*kHooks[i].slot, found[i]);
-  }
-  /* The logger's level cache (CPython's Logger._cache), read to skip the log hook. */
-  PyObject* logger = PyDict_GetItemString(kwargs, "logger");
-  Py_CLEAR(hooks.log_cache);
-  if (logger) {
-    PyObject* cache = PyObject_GetAttrString(logger, "_cache");
-    if (cache && PyDict_Check(cache))
-      hooks.log_cache = cache;
-    else
-      Py_XDECREF(cache);
-    PyErr_Clear();
   }
   Py_RETURN_NONE;
 }
