@@ -140,7 +140,7 @@ def _copy_structure(src, dst, strict=False, non_blocking=False):
     return _core.copy_many(_leaves(src, []), _leaves(dst, []), strict=strict, non_blocking=non_blocking)
 
 
-# What _core.setup registers, kept so that a test can register it again.
+# What _core.setup registers, kept for the tests that name its hooks or register them again.
 _SETUP = dict(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
               producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
               producer_traits=producer_traits, vet_producer=vet_producer, torch_refusal=torch_refusal,
