@@ -143,6 +143,7 @@ for n in (int(s) for s in sys.argv[3].split(",")):
 // The "py td" rows give the same move of ours beside TensorDict's to() of the
 // structure and its consolidate() (every leaf packed into one storage) then to().
 const char* kGpuBatchScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+import collections
 try:
     import torch
     torch = torch if torch.cuda.is_available() else None
@@ -174,13 +175,16 @@ def tensordict_times(leaves, device):  # (to, consolidate + to), nan without Ten
 small = [np.full(1024, i, dtype=np.float32) for i in range(1000)]
 dtypes = (np.float32, np.float16, np.int64, np.int8)
 counts = ((8, 64 << 20), (16, 16 << 20), (32, 4 << 20), (48, 1 << 20), (48, 256 << 10), (48, 4 << 10))
-state = {f"w{i}_{j}": np.ones(size // np.dtype(dtypes[j % 4]).itemsize, dtype=dtypes[j % 4])
-         for i, (count, size) in enumerate(counts) for j in range(count)}
-for name, short, arrays in (("batch", "batch", small), ("state dict", "state", list(state.values()))):
+# A state dict as model.state_dict() returns it: an OrderedDict of torch tensors, passed as it is.
+state = collections.OrderedDict(
+    (f"w{i}_{j}", torch.from_numpy(np.ones(size // np.dtype(dtypes[j % 4]).itemsize, dtype=dtypes[j % 4])))
+    for i, (count, size) in enumerate(counts) for j in range(count))
+for name, short, given in (("batch", "batch", small), ("state dict", "state", state)):
+    arrays = list(given.values()) if isinstance(given, dict) else given  # the loops' tensors, in order
     h2d, td_h2d = f"py {name} H2D", f"py td {short} H2D"
     if h2d in chosen or td_h2d in chosen:
-        ours = median(lambda: ab.to_device(arrays, "cuda:0"))
-        pageable = [torch.from_numpy(a) for a in arrays]
+        ours = median(lambda: ab.to_device(given, "cuda:0"))
+        pageable = [torch.as_tensor(a) for a in arrays]
     if h2d in chosen:
         loop = median(lambda: [torch.from_numpy(a).to("cuda", non_blocking=True) for a in arrays])
         if name == "batch":  # torch's loop from pinned memory, which its users pin for this
@@ -197,9 +201,10 @@ for name, short, arrays in (("batch", "batch", small), ("state dict", "state", l
         print(f"{td_h2d}|{nbytes(arrays)}|{ours!r}|{to!r}|{consolidated!r}", flush=True)
     d2h, td_d2h = f"py {name} D2H", f"py td {short} D2H"
     if d2h in chosen or td_d2h in chosen:
-        on_gpu = [torch.from_numpy(a).cuda() for a in arrays]
+        on_gpu = [torch.as_tensor(a).cuda() for a in arrays]
+        on_gpu_given = type(given)(zip(given, on_gpu)) if isinstance(given, dict) else on_gpu
         # non_blocking as torch's loop: results in page-locked memory, one synchronize (median's)
-        ours = median(lambda: ab.to_device(on_gpu, "cpu", non_blocking=True))
+        ours = median(lambda: ab.to_device(on_gpu_given, "cpu", non_blocking=True))
     if d2h in chosen:
         loop = median(lambda: [t.to("cpu", non_blocking=True) for t in on_gpu])
         if name == "batch":
@@ -216,27 +221,28 @@ for name, short, arrays in (("batch", "batch", small), ("state dict", "state", l
         to, consolidated = tensordict_times(on_gpu, "cpu")
         print(f"{td_d2h}|{nbytes(arrays)}|{ours!r}|{to!r}|{consolidated!r}", flush=True)
     if d2h in chosen or td_d2h in chosen:
-        del on_gpu
+        del on_gpu, on_gpu_given
 # The same state dict copied into tensors that exist (load_state_dict into a model's
-# parameters; a checkpoint saved into arrays kept for it): one ab.copy of the lists,
-# beside torch's loop of copy_(non_blocking=True) and the link's one pinned block.
+# parameters; a checkpoint saved into arrays kept for it): one ab.copy of the state
+# dicts, beside torch's loop of copy_(non_blocking=True) and the link's one pinned block.
 if "py state copy H2D" in chosen or "py state copy D2H" in chosen:
-    arrays = list(state.values())
-    host = [torch.from_numpy(a) for a in arrays]
-    params = [torch.zeros_like(h, device="cuda:0") for h in host]
+    host = list(state.values())
+    arrays = host
+    model = collections.OrderedDict((key, torch.zeros_like(h, device="cuda:0")) for key, h in state.items())
+    params = list(model.values())
     pinned = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
     on_gpu = torch.empty(nbytes(arrays), dtype=torch.uint8, device="cuda:0")
     if "py state copy H2D" in chosen:
-        ours = median(lambda: ab.copy(arrays, params))
+        ours = median(lambda: ab.copy(state, model))
         loop = median(lambda: [p.copy_(h, non_blocking=True) for p, h in zip(params, host)])
         link = median(lambda: on_gpu.copy_(pinned, non_blocking=True))
         print(f"py state copy H2D|{nbytes(arrays)}|{ours!r}|{loop!r}|{link!r}", flush=True)
     if "py state copy D2H" in chosen:
-        ours = median(lambda: ab.copy(params, arrays))
+        ours = median(lambda: ab.copy(model, state))
         loop = median(lambda: [h.copy_(p, non_blocking=True) for h, p in zip(host, params)])
         link = median(lambda: pinned.copy_(on_gpu, non_blocking=True))
         print(f"py state copy D2H|{nbytes(arrays)}|{ours!r}|{loop!r}|{link!r}", flush=True)
-    del params, pinned, on_gpu
+    del params, model, pinned, on_gpu
 if "py overlap" in chosen:  # a 256 MiB H2D queued beside a matmul of about its length on another stream
     src = ab.to_device(np.ones(256 << 20, dtype=np.uint8), "cuda_host")
     copy_stream, compute_stream = torch.cuda.Stream(), torch.cuda.Stream()

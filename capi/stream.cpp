@@ -73,7 +73,7 @@ abr_status abr_event_query(abr_event* event) {
   bool complete = true;
   const abr_status status = guarded(__func__, [&] {
     abr_event& e = event_of(event);
-    complete = !e.impl || e.impl->complete();
+    complete = !e.impl || e.impl->query();  // throws the work's failure
     if (complete && e.releases) e.releases->collect();
   });
   return status == ABR_OK && !complete ? ABR_NOT_READY : status;

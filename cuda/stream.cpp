@@ -51,6 +51,14 @@ bool StreamEvent::complete() noexcept {
   return device_->lost() || device_->cu().cuEventQuery(event_) != CUDA_ERROR_NOT_READY;
 }
 
+bool StreamEvent::query() {
+  device_->require_alive();
+  const CUresult status = device_->cu().cuEventQuery(event_);
+  if (status == CUDA_ERROR_NOT_READY) return false;
+  device_->check(status, "cuEventQuery");  // the work's sticky error: the device is lost
+  return true;
+}
+
 void StreamEvent::wait() {
   device_->require_alive();
   device_->check(device_->cu().cuEventSynchronize(event_), "cuEventSynchronize");

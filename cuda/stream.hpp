@@ -24,6 +24,7 @@ class StreamEvent final : public Event {
   ~StreamEvent() override;
   bool complete() noexcept override;
   void wait() override;
+  bool query() override;
   CUevent get() const { return event_; }
   Device& device() const { return *device_; }
 

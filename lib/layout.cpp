@@ -180,6 +180,7 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
           fail(ABR_ERR_DLPACK_STRIDES, "{}: zero stride on dim {} of extent {}: the elements would alias", what, i,
                extent);
       }
+      if (stride < 0) out.has_negative_stride = true;
       if (stride != expected) compact = false;
       int64_t span = 0, span_bytes = 0;
       if (__builtin_mul_overflow(extent - 1, stride, &span) ||

@@ -23,11 +23,12 @@ struct Layout {
   void* data = nullptr;  // as given (a host/device pointer or a cl_mem)
   uint64_t byte_offset = 0;
   uint64_t numel = 0;
-  uint64_t nbytes = 0;           // bytes of a compact copy
-  int64_t min_byte = 0;          // lowest byte touched, relative to data + byte_offset (<= 0)
-  int64_t max_byte_end = 0;      // one past the highest byte touched, relative likewise
-  bool compact = false;          // row-major with no gaps (size-1 dims' strides ignored)
-  bool has_zero_stride = false;  // some extent > 1 has stride 0 (broadcast)
+  uint64_t nbytes = 0;               // bytes of a compact copy
+  int64_t min_byte = 0;              // lowest byte touched, relative to data + byte_offset (<= 0)
+  int64_t max_byte_end = 0;          // one past the highest byte touched, relative likewise
+  bool compact = false;              // row-major with no gaps (size-1 dims' strides ignored)
+  bool has_zero_stride = false;      // some extent > 1 has stride 0 (broadcast)
+  bool has_negative_stride = false;  // some extent > 1 has a negative stride (a flipped view)
 
   int ndim() const { return static_cast<int>(shape.size()); }
 };

@@ -34,7 +34,8 @@ namespace {
 // Below this a new host tensor from a DMA-only device is plain memory, even on a stream.
 constexpr uint64_t kLockedResultMin = uint64_t{64} << 10;
 
-constexpr uint32_t kKnownTransferFlags = ABR_TRANSFER_NO_HOST_STAGING | ABR_TRANSFER_REQUIRE_CONTIGUOUS;
+constexpr uint32_t kKnownTransferFlags =
+    ABR_TRANSFER_NO_HOST_STAGING | ABR_TRANSFER_REQUIRE_CONTIGUOUS | ABR_TRANSFER_NO_NEGATIVE_STRIDES;
 
 void require_cast(DLDataType from, DLDataType to) {
   if (!same_dtype(from, to) && !can_cast(from, to))
@@ -332,6 +333,11 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
     reason.format("converting {} -> {}", dtype_name(src.dtype), dtype_name(plan.dtype));
   else if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !src.compact)
     reason.assign("ABR_TRANSFER_REQUIRE_CONTIGUOUS, source strided");
+  else if ((options.flags & ABR_TRANSFER_NO_NEGATIVE_STRIDES) && src.has_negative_stride)
+    reason.format(
+        "the source has negative strides {} (a flipped view), which PyTorch cannot hold "
+        "(ABR_TRANSFER_NO_NEGATIVE_STRIDES)",
+        shape_string(src.strides));
   else if (src_host && !dst_host && !to.shares_host_memory)
     reason.join_device("", to.device, " does not share host memory");
   else if (src_host && !dst_host && to.host_wrap_alignment &&

@@ -16,7 +16,16 @@ class Event {
   virtual ~Event() = default;
   // Never blocks. A failed command also counts as complete: nothing uses its memory any more.
   virtual bool complete() noexcept = 0;
+  // Blocks until the work is complete; throws abr::Error when it failed.
   virtual void wait() = 0;
+  // Never blocks: false while the work runs, true once it is complete, and throws
+  // abr::Error when it failed (what complete() does not tell). A complete event's
+  // wait() returns at once with its failure; backends that can ask once override this.
+  virtual bool query() {
+    if (!complete()) return false;
+    wait();
+    return true;
+  }
 };
 
 // Storage kept alive until the work that uses it completes: what a stream let go

@@ -22,6 +22,14 @@ class CommandEvent final : public Event {
       return true;                // an event the driver no longer knows has nothing in flight
     return state <= CL_COMPLETE;  // negative: the command failed, and nothing uses its memory any more
   }
+  bool query() override {
+    cl_int state = CL_QUEUED;
+    check(context_->api().GetEventInfo(event_.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, nullptr),
+          "clGetEventInfo");
+    if (state > CL_COMPLETE) return false;
+    if (state < 0) check(state, "a queued OpenCL command");  // its execution status is the error
+    return true;
+  }
   const Context& context() const { return *context_; }
   cl_event get() const { return event_.get(); }
   void wait() override {

@@ -212,6 +212,8 @@ typedef enum abr_copy_mode {
 /* abr_transfer_options.flags */
 #define ABR_TRANSFER_NO_HOST_STAGING (1u << 0)     /* refuse paths that stage through host memory */
 #define ABR_TRANSFER_REQUIRE_CONTIGUOUS (1u << 1)  /* a view must be compact row-major, else copy */
+#define ABR_TRANSFER_NO_NEGATIVE_STRIDES (1u << 2) /* a view must have no negative stride (PyTorch cannot hold one), \
+                                                      else compact copy */
 
 /* Which path the planner chose. */
 typedef enum abr_path {
@@ -347,8 +349,9 @@ ABR_API abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind);
  * may be read by the host during the call (to pack or convert it), not in the
  * stream's order: work on the stream that still writes it is waited for first, by
  * the caller (abr_event_synchronize). A transfer to the
- * source's own device with ABR_COPY_IF_NEEDED or _NEVER, no dtype and no
- * ABR_TRANSFER_REQUIRE_CONTIGUOUS is always a view: no data moves.
+ * source's own device with ABR_COPY_IF_NEEDED or _NEVER, no dtype and neither
+ * ABR_TRANSFER_REQUIRE_CONTIGUOUS nor ABR_TRANSFER_NO_NEGATIVE_STRIDES (for a
+ * source that has what they refuse) is always a view: no data moves.
  */
 ABR_API abr_status abr_to_device(abr_runtime* runtime, DLManagedTensorVersioned* src, DLDevice dst,
                                  const abr_transfer_options* options, abr_stream* stream,
@@ -470,10 +473,12 @@ ABR_API void abr_stream_release(abr_stream* stream);
  * before abr_event_record has completed. An event outlives its stream; on the
  * CPU's inline stream it is complete when recorded. */
 ABR_API abr_status abr_event_record(abr_stream* stream, abr_event** out);
-/* Never blocks: ABR_OK when the work is complete (or failed: abr_event_synchronize
- * says which), ABR_NOT_READY while it runs. Once it is complete, what released
- * streams of the runtime kept for completed work is released here (see
- * abr_stream_release), as it is by abr_event_synchronize. */
+/* Never blocks: ABR_OK when the work is complete, ABR_NOT_READY while it runs,
+ * and the work's failure once it has failed (ABR_ERR_DEVICE_LOST after a CUDA
+ * sticky error, ABR_ERR_BACKEND for a failed OpenCL command), as
+ * abr_event_synchronize returns it: a failed event never reads as done. Once it is
+ * complete, what released streams of the runtime kept for completed work is
+ * released here (see abr_stream_release), as it is by abr_event_synchronize. */
 ABR_API abr_status abr_event_query(abr_event* event);
 /* Blocks until the work is complete; its failure, if any, is the status. */
 ABR_API abr_status abr_event_synchronize(abr_event* event);

@@ -662,7 +662,9 @@ class NixlPeer:
             try:
                 view = arena.view(slot, kind, shape)
                 if out is not None:
-                    _core.copy(view, landing)
+                    # Into `out` itself where it is a producer, not the view of it: a torch out= is then
+                    # vetted and its version bumped as any copy destination's (autograd sees the write).
+                    _core.copy(view, out if hasattr(out, "__dlpack__") else landing)
                     result = out
                 else:
                     result = _core.to_device(view, device, copy=True)

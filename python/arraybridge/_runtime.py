@@ -22,17 +22,24 @@ def runtime_flags():
 
 
 # The C options' names, as a Python caller spells what it asked for.
-_OPTION_WORDS = {"srcs[": "x[", "ABR_COPY_NEVER": "copy=False", "ABR_COPY_ALWAYS": "copy=True",
-                 "ABR_TRANSFER_NO_HOST_STAGING": "strict=True", "ABR_TRANSFER_REQUIRE_CONTIGUOUS": "contiguous=True"}
+_OPTION_WORDS = {"ABR_COPY_NEVER": "copy=False", "ABR_COPY_ALWAYS": "copy=True",
+                 "ABR_TRANSFER_NO_HOST_STAGING": "strict=True", "ABR_TRANSFER_REQUIRE_CONTIGUOUS": "contiguous=True",
+                 "ABR_TRANSFER_NO_NEGATIVE_STRIDES": 'contiguous="nonnegative"'}
 
 
-def user_words(message):
+# A batch item's place: to_device's x[777], copy's src[7] and dst[7].
+_PLACE_WORDS = {"to": {"srcs[": "x["}, "copy": {"srcs[": "src[", "dsts[": "dst["}}
+
+
+def user_words(message, context=""):
     """The library's message in the words of the Python call: the options as its
     keywords (copy=False, not ABR_COPY_NEVER), and a flag the package set named as
     the variable the user set ("disabled by ARRAYBRIDGE_DISABLE_OPENCL=1 in the
     environment ...")."""
     for option, words in _OPTION_WORDS.items():
         message = message.replace(option, words)
+    for place, words in _PLACE_WORDS["copy" if context.startswith("copy") else "to"].items():
+        message = message.replace(place, words)
     for variable in DISABLING:
         flag = "ABR_RUNTIME_DISABLE_" + variable[len("ARRAYBRIDGE_DISABLE_"):]  # the library's name for it
         if flag in message and _disabled(variable):
@@ -43,7 +50,7 @@ def user_words(message):
 
 def error(status, context):
     """The exception for a failed call, carrying the runtime's message for this thread."""
-    message = user_words(last_problem())
+    message = user_words(last_problem(), context)
     name = status_name(status)
     return class_for_status(status)(f"{context}: {message}" if message else f"{context}: {name}", status, name)
 

@@ -4,15 +4,19 @@ pyclesperanto. Each framework is imported only when a conversion needs it; every
 conversion is one planned runtime transfer (zero-copy where the data already is on
 the target device), never a hidden host round trip.
 """
+import ctypes
 import enum
 import importlib
 import logging
 import operator
+import os
+import sys
 
 from ._device import DLDeviceType
-from ._errors import ArrayBridgeError, MemoryConversionError
+from ._errors import ArrayBridgeError, CopyRequiredError, MemoryConversionError
 from ._lib import _core
-from ._transfer import copy, from_dlpack, to_device
+from . import _structure
+from ._transfer import copy as copy_into, from_dlpack, to_device
 
 log = logging.getLogger("arraybridge")
 
@@ -28,9 +32,12 @@ class MemoryType(str, enum.Enum):
     PYCLESPERANTO = "pyclesperanto"
 
 
-# Frameworks whose DLPack import takes only compact row-major data (JAX: "Only
-# DLPack tensors with trivial (compact) striding"; TensorFlow rejects other layouts).
-_NEEDS_COMPACT = frozenset({"jax", "tensorflow", "pyclesperanto"})
+# The layouts each framework's DLPack import cannot hold, as to_device's contiguous=:
+# JAX takes "Only DLPack tensors with trivial (compact) striding", TensorFlow and
+# pyclesperanto nothing but compact row-major either, and PyTorch no negative stride
+# (a flipped image, img[..., ::-1]: "Storage size calculation overflowed"). NumPy and
+# CuPy hold any strides. The one copy this needs says why in its report.
+_LAYOUT_NEEDED = {"jax": True, "tensorflow": True, "pyclesperanto": True, "torch": "nonnegative"}
 
 CPU_MEMORY_TYPES = frozenset({MemoryType.NUMPY})
 GPU_MEMORY_TYPES = frozenset(set(MemoryType) - CPU_MEMORY_TYPES)
@@ -171,11 +178,14 @@ def _torch_dtypes():
     return _TORCH_DTYPES[0]
 
 
-def _framework_array(tensor, target):
+def _framework_array(tensor, target, copy):
     """Hand the Tensor to the target framework (zero-copy): through its type's C
     exchange API when it has one, else its DLPack importer. A framework that would
-    make read-only data writable gets a copy of it."""
+    make read-only data writable gets a copy of it, unless copy=False forbids it."""
     if tensor.read_only and target in _ALWAYS_WRITABLE:
+        if copy is False:
+            raise CopyRequiredError(f"the data is read-only and {target.value} arrays are always writable, so it "
+                                    "needs a copy, which copy=False forbids")
         tensor = to_device(tensor, tensor.device, copy=True)
     if target is MemoryType.TORCH and tensor.dtype not in _torch_dtypes():
         # Asked anyway, torch's table fails without taking the tensor it was given.
@@ -203,11 +213,70 @@ def _framework_array(tensor, target):
 _PYCLESPERANTO_DTYPES = frozenset({"int8", "int16", "int32", "uint8", "uint16", "uint32", "float32"})
 
 
-def _into_pyclesperanto(data, gpu_id, strict, dtype):
+# llvm::cl::Option::addArgument(), which every LLVM defines (opencl/loader.cpp probes the same).
+_LLVM_PROBE = "_ZN4llvm2cl6Option11addArgumentEv"
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p), ("dli_sname", ctypes.c_char_p),
+                ("dli_saddr", ctypes.c_void_p)]
+
+
+def _global_llvm():
+    """The file of an LLVM that libraries opened now would bind (TensorFlow imports
+    its own with RTLD_GLOBAL), or None; a shared libLLVM's versioned symbols bind only
+    their own version, so it is none of these."""
+    process = ctypes.CDLL(None)
+    try:
+        symbol = getattr(process, _LLVM_PROBE)
+    except AttributeError:
+        return None
+    info = _DlInfo()
+    process.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    if not process.dladdr(ctypes.cast(symbol, ctypes.c_void_p), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    name = os.path.basename(os.fsdecode(info.dli_fname))
+    return None if name.startswith("libLLVM") else name
+
+
+def _pocl_registered():
+    """Whether the OpenCL ICD loader will open PoCL (it opens every registered driver)."""
+    named = os.environ.get("OCL_ICD_FILENAMES", "")
+    vendors = os.environ.get("OCL_ICD_VENDORS", "/etc/OpenCL/vendors")
+    files = ([os.path.join(vendors, name) for name in os.listdir(vendors) if name.endswith(".icd")]
+             if os.path.isdir(vendors) else [vendors] if os.path.isfile(vendors) else [])
+    for file in files:
+        try:
+            with open(file, encoding="utf-8", errors="replace") as icd:
+                named += icd.read()
+        except OSError:
+            continue
+    return "pocl" in named.lower()
+
+
+def _pyclesperanto():
+    """pyclesperanto, imported; refused before its import when that would crash the
+    process. pyclesperanto opens OpenCL as it is imported, and PoCL's JIT then binds an
+    LLVM already in the process's global scope (TensorFlow's, imported first): SIGSEGV."""
+    cle = sys.modules.get("pyclesperanto")
+    if cle is not None:
+        return cle
+    llvm = _global_llvm()
+    if llvm and _pocl_registered():
+        raise RuntimeError(f"importing pyclesperanto now would crash the process: its OpenCL driver (PoCL) would "
+                           f"bind {llvm}'s LLVM, loaded before it (TensorFlow's). Import pyclesperanto and make its "
+                           "first array before importing TensorFlow, or convert in a separate process")
+    return importlib.import_module("pyclesperanto")
+
+
+def _into_pyclesperanto(data, gpu_id, strict, dtype, copy):
     """A new pyclesperanto array on its OpenCL device gpu_id holding `data`: one
     planned copy into memory pyclesperanto allocated, because a buffer of another
     OpenCL context (ours) is unusable in its context (CL_INVALID_CONTEXT)."""
-    cle = importlib.import_module("pyclesperanto")
+    if copy is False:
+        raise CopyRequiredError("pyclesperanto arrays live in pyclesperanto's own OpenCL context, so the data is "
+                                "copied there, which copy=False forbids")
+    cle = _pyclesperanto()
     source = from_dlpack(data)  # a view: its shape, dtype and device, nothing copied
     if dtype is not None:
         source = to_device(source, source.device, dtype=dtype)  # the cast asked for, where the data is
@@ -230,40 +299,47 @@ def _into_pyclesperanto(data, gpu_id, strict, dtype):
         cle.select_device(previous.name)  # creating an array must not change the caller's current device
     if np.dtype(target.dtype) != np.dtype(source.dtype):  # another version may narrow other dtypes
         raise ValueError(f"pyclesperanto made a {target.dtype} array for {source.dtype} data")
-    copy(source, target, strict=strict)  # the planner refuses a path through host memory when strict
+    copy_into(source, target, strict=strict)  # the planner refuses a path through host memory when strict
     return target
 
 
-def _convert_structure(data, source_type, target_type, gpu_id, strict, dtype):
-    # Loops, not comprehensions: see _transfer._rebuild.
-    if type(data) is dict:
-        converted = {}
-        for key, item in data.items():
-            converted[key] = convert_memory(item, source_type, target_type, gpu_id, strict=strict, dtype=dtype)
-        return converted
-    items = []
-    for item in data:
-        items.append(convert_memory(item, source_type, target_type, gpu_id, strict=strict, dtype=dtype))
-    return items if type(data) is list else tuple(items)
+def _convert_structure(data, source_type, target_type, gpu_id, strict, dtype, copy):
+    """Each array of a structure converted, the same structure back; a failure names
+    the array's place ("data['fc.weight']")."""
+    leaves = _structure.leaves(data, [])
+    converted = []
+    for index, leaf in enumerate(leaves):  # a loop, not a comprehension: see _structure.leaves
+        try:
+            converted.append(convert_memory(leaf, source_type, target_type, gpu_id, strict=strict, dtype=dtype,
+                                            copy=copy))
+        except MemoryConversionError as error:
+            place = _structure.places(data, "data", [])[index]
+            raise MemoryConversionError(error.source_type, error.target_type, f"{place}: {error.reason}",
+                                        error.method) from None
+    return _structure.rebuild(data, iter(converted))
 
 
-def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dtype=None):
+def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dtype=None, copy=None):
     """Convert `data` from one framework to another, on GPU `gpu_id` (None = CPU).
-    `data` may be a dict, list or tuple of such arrays (nested): the same structure
-    comes back, each array converted.
+    `data` may be a structure of such arrays: a mapping (a dict, a torch state dict),
+    list or tuple, nested; the same structure comes back, each array converted.
 
     The data must really be a `source_type` array. The move is one runtime transfer
     (see to_device); strict=True refuses any path that stages through host memory.
     The result has the source's values and dtype: a target that cannot hold that
     dtype (JAX with jax_enable_x64 off: no 64-bit types) is refused, never narrowed;
     dtype= asks for a cast on the way (the runtime's exact casts, as to_device's).
+    A layout the target cannot hold is copied compact once: negative strides into
+    torch (a flipped image), anything but compact row-major into JAX, TensorFlow or
+    pyclesperanto; the DEBUG log line says why. copy=None copies only where needed,
+    copy=True always, copy=False never: what would need one is refused, naming why.
     What the source's owner treats as immutable (JAX, TensorFlow, read-only NumPy)
     never comes back as a writable alias: a NumPy result is then read-only.
     Any failure raises MemoryConversionError with the source, target and reason, but
     Python's memory running out, which stays a MemoryError.
     """
-    if type(data) in (list, tuple, dict):  # a structure: each array converted, the same structure back
-        return _convert_structure(data, source_type, target_type, gpu_id, strict, dtype)
+    if _structure.is_structure(data):  # a structure: each array converted, the same structure back
+        return _convert_structure(data, source_type, target_type, gpu_id, strict, dtype, copy)
     source = _memory_type(source_type)
     target = _memory_type(target_type)
     if source is None or target is None:
@@ -280,21 +356,24 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     try:
         device = _target_device(target, gpu_id)
         if target is MemoryType.PYCLESPERANTO:
-            result = _into_pyclesperanto(data, device[1], strict, dtype)
+            result = _into_pyclesperanto(data, device[1], strict, dtype, copy)
             log.debug("convert_memory %s -> pyclesperanto: one copy into its context", source.value)
             return result
-        tensor = to_device(data, device, strict=strict, contiguous=target.value in _NEEDS_COMPACT, dtype=dtype)
+        tensor = to_device(data, device, copy=copy, strict=strict, contiguous=_LAYOUT_NEEDED.get(target.value, False),
+                           dtype=dtype)
         _check_target_holds(tensor.dtype, target)
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
     try:
-        result = _framework_array(tensor, target)
+        result = _framework_array(tensor, target, copy)
     except MemoryError:  # not the target's refusal: Python's memory ran out, as to_device's may
         raise
+    except CopyRequiredError as error:  # ours, in its own words
+        raise MemoryConversionError(source.value, target.value, str(error)) from error
     except Exception as error:  # the target's importer: its first line, never its C++ backtrace
         said = str(error).strip()
         raise MemoryConversionError(source.value, target.value, f"{target.value} cannot take this {tensor.dtype} "
                                     f"tensor: {said.splitlines()[0] if said else type(error).__name__}") from None
-    log.debug("convert_memory %s -> %s: %s", source.value, target.value, tensor.report.path)
+    log.debug("convert_memory %s -> %s: %s (%s)", source.value, target.value, tensor.report.path, tensor.report.detail)
     return result

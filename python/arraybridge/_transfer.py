@@ -5,7 +5,7 @@ import logging
 import re
 import sys
 
-from . import _runtime
+from . import _runtime, _structure
 from ._device import device_string, parse_device
 from ._dtype import parse_dtype
 from ._lib import _core, lib
@@ -60,74 +60,32 @@ def _log_transfer(tensor, context):
         log.debug("%s to %s: %s, %d bytes: %s", context, tensor.device, r.path, r.bytes_moved, r.detail)
 
 
-# The containers to_device takes apart: a structure of arrays (a batch dict, a
-# state dict, a list of tensors) comes back as the same structure of Tensors.
-_CONTAINERS = (list, tuple, dict)  # _core.is_flat checks a list for these same three types
-
-
-def _leaves(x, out):
-    """The arrays of a structure, depth first, in dict order."""
-    if type(x) in _CONTAINERS:
-        for item in (x.values() if type(x) is dict else x):
-            _leaves(item, out)
-    else:
-        out.append(x)
-    return out
-
-
-# _rebuild and _to_device_structure use loops, not comprehensions: a comprehension
-# that reads a function's argument makes that argument a cell, an allocation on every
-# call, and CPython 3.11 leaks the cells already made when one of them cannot be
-# (tests/python/oom_walk.py walks every allocation).
-def _rebuild(x, results):
-    """x's structure again, each array replaced by the next of `results`."""
-    if type(x) is dict:
-        rebuilt = {}
-        for key, item in x.items():
-            rebuilt[key] = _rebuild(item, results)
-        return rebuilt
-    if type(x) in (list, tuple):
-        items = []
-        for item in x:
-            items.append(_rebuild(item, results))
-        return items if type(x) is list else tuple(items)
-    return next(results)
-
-
 def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=False, contiguous=False,
                          non_blocking=False):
-    """to_device of a list, tuple or dict (nested) of arrays: one batch for all of
-    them (_core.to_device_many), the same structure back. With a stream each array
-    goes on its own, in order, on that stream."""
+    """to_device of a structure (a mapping, list or tuple of arrays, nested: see
+    _structure): one batch for all of them (_core.to_device_many), the same structure
+    back. With a stream each array goes on its own, in order, on that stream. A
+    failure names the array's place in the structure."""
     if stream is None and _core.is_flat(x):  # a list of arrays, no structure in it
         return _core.to_device_many(x, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous,
                                     non_blocking=non_blocking)
-    leaves = _leaves(x, [])
-    if stream is not None:
-        moved = []
-        for leaf in leaves:
-            moved.append(to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,
-                                   contiguous=contiguous, non_blocking=non_blocking))
-    else:
-        moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous,
-                                     non_blocking=non_blocking)
-    return _rebuild(x, iter(moved))
-
-
-def _same_shape(src, dst, where="src"):
-    """Raises ValueError naming the first place where two structures differ."""
-    if type(src) in _CONTAINERS or type(dst) in _CONTAINERS:
-        if type(src) is not type(dst) or len(src) != len(dst):
-            raise ValueError(f"copy: {where} is a {type(src).__name__} of {len(src) if type(src) in _CONTAINERS else 1}"
-                             f" but dst there is a {type(dst).__name__}: the two structures must match")
-        if type(src) is dict:
-            if list(src) != list(dst):
-                raise ValueError(f"copy: the keys of {where} differ from dst's: {list(src)} and {list(dst)}")
-            for key in src:
-                _same_shape(src[key], dst[key], f"{where}[{key!r}]")
+    leaves = _structure.leaves(x, [])
+    try:
+        if stream is None:
+            moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, strict=strict,
+                                         contiguous=contiguous, non_blocking=non_blocking)
         else:
-            for i, (s, d) in enumerate(zip(src, dst)):
-                _same_shape(s, d, f"{where}[{i}]")
+            moved = []
+            for index, leaf in enumerate(leaves):
+                try:
+                    moved.append(to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,
+                                           contiguous=contiguous, non_blocking=non_blocking))
+                except Exception as error:  # noqa: BLE001 - restated with its flat place, named below
+                    raise _structure.at_leaf(error, index, "x")
+    except Exception as error:  # noqa: BLE001 - restated naming the place, in its own class
+        _structure.raise_placed(error, {"x": x})
+        raise
+    return _structure.rebuild(x, iter(moved))
 
 
 def _copy_structure(src, dst, strict=False, non_blocking=False):
@@ -136,8 +94,14 @@ def _copy_structure(src, dst, strict=False, non_blocking=False):
     if type(src) is list and type(dst) is list and len(src) == len(dst) and _core.is_flat(src) and _core.is_flat(dst):
         # Two lists of arrays, no structure in them: no walk in Python (a third of a small pair's cost).
         return _core.copy_many(src, dst, strict=strict, non_blocking=non_blocking)
-    _same_shape(src, dst)
-    return _core.copy_many(_leaves(src, []), _leaves(dst, []), strict=strict, non_blocking=non_blocking)
+    _structure.same_shape(src, dst)
+    try:
+        return _core.copy_many(_structure.leaves(src, []), _structure.leaves(dst, []), strict=strict,
+                               non_blocking=non_blocking)
+    except Exception as error:  # noqa: BLE001 - restated naming the place, in its own class
+        _structure.raise_placed(error, {"src": src, "dst": dst, "srcs": src, "dsts": dst},
+                                {"srcs": "src", "dsts": "dst"})
+        raise
 
 
 # What _core.setup registers, kept for the tests that name its hooks or register them again.

@@ -1306,6 +1306,16 @@ static void wait_shared_event(const EventState& state, uint64_t target) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
+// Waits, with `lock` on state.mutex, until record `target` has completed or a
+// sticky error struck. After a fault the streams run nothing more, so that record
+// never completes and no one notifies the waiter: as the driver returns the sticky
+// error from a wait, the waiter looks at it again every millisecond.
+static void wait_for_record(EventState& state, std::unique_lock<std::mutex>& lock, uint64_t target) {
+  while (!state.done.wait_for(lock, std::chrono::milliseconds(1),
+                              [&] { return state.completed >= target || g_sticky.load() != CUDA_SUCCESS; })) {
+  }
+}
+
 CUresult cuEventRecord(CUevent event, CUstream stream) {
   count_call(__func__);
   FAKE_NEED_CONTEXT();
@@ -1349,8 +1359,7 @@ CUresult cuEventSynchronize(CUevent event) {
     return g_sticky.load();
   }
   std::unique_lock<std::mutex> lock(state.mutex);
-  const uint64_t target = state.recorded;
-  state.done.wait(lock, [&] { return state.completed >= target || g_sticky.load() != CUDA_SUCCESS; });
+  wait_for_record(state, lock, state.recorded);
   return g_sticky.load();
 }
 
@@ -1380,7 +1389,7 @@ CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
   s->order_after(clock);
   s->submit([state, target] {
     std::unique_lock<std::mutex> lock(state->mutex);
-    state->done.wait(lock, [&] { return state->completed >= target || g_sticky.load() != CUDA_SUCCESS; });
+    wait_for_record(*state, lock, target);
   });
   return CUDA_SUCCESS;
 }

@@ -15,6 +15,7 @@
 #include "tests/cuda/cuda_helpers.hpp"
 
 int sticky_child_main();                       // test_sticky_child.cpp: the child's side of that test
+int queued_fault_child_main(bool asking);      // test_sticky_child.cpp: a queued transfer that faults
 int ipc_child_main(int argc, char** argv);     // test_ipc.cpp: the importing process
 int raw_ipc_open_child_main(const char* hex);  // test_fake_rules.cpp: opens a driver handle elsewhere
 int exit_child_main();                         // test_exit.cpp: exits with its runtime alive
@@ -53,6 +54,8 @@ int main(int argc, char** argv) {
     }
   }
   if (argc == 2 && std::strcmp(argv[1], "--sticky-child") == 0) return sticky_child_main();
+  if (argc == 3 && std::strcmp(argv[1], "--queued-fault-child") == 0)
+    return queued_fault_child_main(std::strcmp(argv[2], "asking") == 0);
   if (argc >= 2 && std::strcmp(argv[1], "--ipc-child") == 0) return ipc_child_main(argc, argv);
   if (argc == 3 && std::strcmp(argv[1], "--raw-ipc-open") == 0) return raw_ipc_open_child_main(argv[2]);
   if (argc == 2 && std::strcmp(argv[1], "--exit-child") == 0) return exit_child_main();

@@ -77,7 +77,7 @@ def test_a_bad_array_fails_the_whole_call_naming_its_place():
     with pytest.raises(ab.CopyRequiredError) as refused:
         ab.to_device({"a": np.ones(2), "b": np.ones(3)}, "cpu", copy=False, dtype="float32")
     message = str(refused.value)
-    assert "x[0]: copy=False, but a copy is required" in message and "srcs" not in message
+    assert "x['a']: copy=False, but a copy is required" in message and "srcs" not in message  # its place in x
     assert ab.to_device_many([], "cpu") == []
 
 

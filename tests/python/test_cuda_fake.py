@@ -26,7 +26,7 @@ if _found:
 """
 
 
-def run_with_fake_cuda(code, delay_us=50, all_freed=False):
+def run_with_fake_cuda(code, delay_us=50, all_freed=False, warnings_ok=False):
     if not FAKE.exists():
         pytest.skip(f"the fake CUDA driver is not built ({FAKE}): run make test")
     env = dict(os.environ, ARRAYBRIDGE_CUDA_LIBRARY=str(FAKE), FAKE_CUDA_DELAY_US=str(delay_us))
@@ -35,7 +35,7 @@ def run_with_fake_cuda(code, delay_us=50, all_freed=False):
     assert done.returncode == 0, done.stdout + done.stderr
     if all_freed:  # no tensor alive at exit: the runtime gave back its idle blocks, the fake saw nothing left
         assert "fake libcuda at exit" not in done.stderr, done.stderr
-    assert "warning" not in done.stderr, done.stderr
+    assert warnings_ok or "warning" not in done.stderr, done.stderr  # a lost device warns, as it must
     return done.stdout
 
 

@@ -131,6 +131,63 @@ def test_cuda_queued_work_is_waited_for_by_every_reader():
     assert out.strip() == "ok"
 
 
+# Queued work whose kernel faults once the call has returned (the fake's armed launch
+# fault, as a sticky error on a GPU): every reader of its result raises the failure,
+# and keeps raising it; nothing reads the unfilled memory as if it were done. The
+# device is lost for the rest of the process, so each case runs in its own.
+QUEUED_FAULT = """
+import ctypes, os, numpy as np, pytest, arraybridge as ab
+fake = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+on_device = ab.to_device(np.arange(4096, dtype=np.int32), "cuda:0")
+into = ab.to_device(np.zeros(4096, dtype=np.float64), "cuda:0")
+fake.fake_cuda_control(b"fault_launch", 1)  # the next kernel launch faults when it runs
+def every_reader_raises(t):
+    for _ in range(2):  # and again: a failure is never forgotten
+        for read in (t.wait, t.is_ready, lambda: t.__dlpack__(max_version=(1, 0)), lambda: np.from_dlpack(t),
+                     lambda: ab.to_device(t, "cpu"), lambda: ab.copy(t, np.empty(4096)),
+                     lambda: ab.to_device(t, "cuda:0", non_blocking=True)):
+            with pytest.raises(ab.DeviceError, match="CUDA_ERROR_ILLEGAL_ADDRESS|lost"):
+                read()
+"""
+
+
+@pytest.mark.parametrize("reader", ["is_ready", "wait"])
+def test_a_queued_transfer_that_fails_never_reads_as_done(reader):
+    out = run_with_fake_cuda(QUEUED_FAULT + f"""
+t = ab.to_device(on_device, "cuda:0", dtype="float64", non_blocking=True)  # the cast is a kernel: it faults
+asked = t.is_ready()
+assert asked is False, asked  # queued, the lag not over
+if "{reader}" == "is_ready":  # asked until it ends: the failure, never True
+    import time
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            assert t.is_ready() is False
+        except ab.DeviceError:
+            break
+        time.sleep(0.001)
+    else:
+        raise AssertionError("the failed work never ended")
+every_reader_raises(t)
+print("ok")
+""", delay_us=20000, warnings_ok=True)
+    assert out.strip() == "ok"
+
+
+def test_a_queued_copy_that_fails_raises_from_its_event():
+    out = run_with_fake_cuda(QUEUED_FAULT + """
+done = ab.copy(on_device, into, non_blocking=True)  # int32 into float64 on the device: a kernel
+assert isinstance(done, ab.Event) and done.is_ready() is False
+for _ in range(2):
+    with pytest.raises(ab.DeviceError, match="CUDA_ERROR_ILLEGAL_ADDRESS|lost"):
+        done.wait()
+    with pytest.raises(ab.DeviceError):
+        done.is_ready()
+print("ok")
+""", delay_us=20000, warnings_ok=True)
+    assert out.strip() == "ok"
+
+
 def test_a_cuda_tensor_to_the_cpu_non_blocking_lands_in_page_locked_memory_queued():
     """As torch's .to("cpu", non_blocking=True): the result is the pool's page-locked
     memory, filled by a DMA the call only queues; NumPy waits for it on the host."""

@@ -182,3 +182,31 @@ def test_cuda_beside_tensorflow_leaves_opencl_out_with_the_reason():
                           "the shared namespace, and in a namespace of its own the drivers' libc would overwrite the "
                           "CUDA driver's pthread keys, which crashes it"), out
     assert out.strip().endswith("ok")
+
+
+# pyclesperanto opens OpenCL as it is imported, and its PoCL binds the LLVM TensorFlow
+# put in the global scope: with TensorFlow first, importing it dies (SIGSEGV). A
+# conversion into pyclesperanto that would import it then is refused before, saying
+# what to do; with pyclesperanto first, it converts exactly.
+@pytest.mark.skipif(importlib.util.find_spec("pyclesperanto") is None,
+                    reason="pyclesperanto is installed by `make test`; run it through make")
+@pytest.mark.parametrize("first", ["tensorflow", "pyclesperanto"])
+def test_tensorflow_into_pyclesperanto_in_either_import_order_never_crashes(first):
+    out = run(textwrap.dedent(f"""
+        import importlib, sys
+        importlib.import_module("{first}")
+        import numpy as np, tensorflow as tf, arraybridge as ab
+        x = tf.reshape(tf.range(6, dtype=tf.int32), (2, 3))
+        try:
+            y = ab.convert_memory(x, "tensorflow", "pyclesperanto", 0)
+        except ab.MemoryConversionError as refused:
+            assert "{first}" == "tensorflow", refused
+            assert "would crash" in str(refused) and "before importing TensorFlow" in str(refused), refused
+            assert "pyclesperanto" not in sys.modules  # refused before it was imported
+            print("refused")
+        else:
+            import pyclesperanto as cle
+            np.testing.assert_array_equal(cle.pull(y), x.numpy())
+            print("converted")
+    """))
+    assert out.split() == (["refused"] if first == "tensorflow" else ["converted"])

@@ -94,6 +94,7 @@ PyObject* keep_many(DLManagedTensorVersioned* const* views, Py_ssize_t count);
 int event_settle(PyObject* event);        /* blocks (without the GIL) until done: 0, or -1 with an exception */
 int event_ready(PyObject* event);         /* 1 done, 0 not yet, -1 with an exception; never blocks */
 abr_event* event_handle(PyObject* event); /* NULL once known to be done */
+int event_failed(PyObject* event);        /* 1 once its failure was raised: every later ask raises it again */
 /* Waits on the host for a Tensor's queued work, if any: 0, or -1 with an exception. */
 int tensor_settle(PyObject* tensor);
 
@@ -212,6 +213,8 @@ void torch_refusal(PyObject* x, const char* role);
  * as a CUDA stream handle, 0 for none; -1 with an exception. */
 int parse_stream(PyObject* stream, uintptr_t* out);
 
+/* 1 for a structure of arrays: a list, tuple or mapping, subclasses included. */
+int is_structure(PyObject* x);
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_is_flat(PyObject* module, PyObject* list);

@@ -9,6 +9,7 @@ typedef struct {
   PyObject_HEAD abr_event* event; /* owned */
   int done;                       /* waited for, or seen complete: never asked again */
   PyObject* keep;                 /* what the queued work reads or writes and nothing else keeps alive, or NULL */
+  PyObject* failure;              /* the exception the work failed with, raised again on every later ask, or NULL */
 } EventObject;
 
 static void event_dealloc(EventObject* self) {
@@ -16,6 +17,7 @@ static void event_dealloc(EventObject* self) {
     if (event_settle((PyObject*)self) < 0) PyErr_WriteUnraisable((PyObject*)self);
     Py_CLEAR(self->keep);
   }
+  Py_CLEAR(self->failure);
   abr_event_destroy(self->event); /* never waits */
   Py_TYPE(self)->tp_free((PyObject*)self);
 }
@@ -27,40 +29,55 @@ PyObject* event_new(abr_event* event, PyObject* keep) {
   self->done = 0;
   Py_XINCREF(keep);
   self->keep = keep;
+  self->failure = NULL;
   return (PyObject*)self;
+}
+
+/* Raises the work's failure again: a new traceback each time, the same exception. */
+static int raise_failure(EventObject* self) {
+  PyException_SetTraceback(self->failure, Py_None);
+  PyErr_SetObject((PyObject*)Py_TYPE(self->failure), self->failure);
+  return -1;
+}
+
+/* The work is over: `status` ABR_OK, or its failure, kept and raised (-1). */
+static int finish(EventObject* self, abr_status status) {
+  if (status != ABR_OK) {
+    raise_status(status, "queued work failed", NULL);
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (!PyErr_GivenExceptionMatches(value, PyExc_MemoryError)) /* the hook's own memory ran out: ask again later */
+      self->failure = value ? (Py_INCREF(value), value) : NULL;
+    PyErr_Restore(type, value, traceback);
+  }
+  self->done = 1; /* failed or not, nothing of the work runs any more */
+  Py_CLEAR(self->keep);
+  core_drain(); /* sources the runtime let go of once the work was done */
+  return status == ABR_OK ? 0 : -1;
 }
 
 int event_settle(PyObject* event) {
   EventObject* self = (EventObject*)event;
+  if (self->failure) return raise_failure(self);
   if (self->done) return 0;
   abr_status status;
   Py_BEGIN_ALLOW_THREADS
   status = abr_event_synchronize(self->event);
   Py_END_ALLOW_THREADS
-  if (status != ABR_OK) {
-    raise_status(status, "waiting for queued work", NULL);
-    return -1;
-  }
-  self->done = 1;
-  Py_CLEAR(self->keep);
-  core_drain(); /* sources the runtime let go of once the work was done */
-  return 0;
+  return finish(self, status);
 }
 
 int event_ready(PyObject* event) {
   EventObject* self = (EventObject*)event;
+  if (self->failure) return raise_failure(self);
   if (self->done) return 1;
-  const abr_status status = abr_event_query(self->event);
+  const abr_status status = abr_event_query(self->event); /* a failure once the work failed, never OK */
   if (status == ABR_NOT_READY) return 0;
-  if (status != ABR_OK) {
-    raise_status(status, "asking whether queued work is done", NULL);
-    return -1;
-  }
-  self->done = 1;
-  Py_CLEAR(self->keep);
-  core_drain(); /* sources the runtime let go of once the work was done */
-  return 1;
+  return finish(self, status) < 0 ? -1 : 1;
 }
+
+int event_failed(PyObject* event) { return ((EventObject*)event)->failure != NULL; }
 
 abr_event* event_handle(PyObject* event) { return ((EventObject*)event)->done ? NULL : ((EventObject*)event)->event; }
 
@@ -113,7 +130,8 @@ static PyObject* event_repr(EventObject* self) {
 static PyMethodDef event_methods[] = {
     {"wait", (PyCFunction)event_wait, METH_NOARGS,
      "wait() -> None: blocks until the work is done (raises if it failed)"},
-    {"is_ready", (PyCFunction)event_is_ready, METH_NOARGS, "is_ready() -> whether the work is done; never blocks"},
+    {"is_ready", (PyCFunction)event_is_ready, METH_NOARGS,
+     "is_ready() -> whether the work is done; never blocks (raises if it failed)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -125,7 +143,8 @@ PyTypeObject EventType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc =
         "The completion of work queued with non_blocking=True: wait() blocks until it is done, is_ready() "
-        "asks without blocking. Made by arraybridge.copy(..., non_blocking=True) and held by the Tensors "
+        "asks without blocking; both raise the work's failure, every time they are asked. Made by "
+        "arraybridge.copy(..., non_blocking=True) and held by the Tensors "
         "to_device(..., non_blocking=True) returns.",
     .tp_methods = event_methods,
 };

@@ -23,8 +23,9 @@ static void tensor_dealloc(TensorObject* self) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback); /* a deleter may run Python code: keep any error in flight */
   if (self->weakrefs) PyObject_ClearWeakRefs((PyObject*)self);
-  if (self->ready) { /* queued work may still write the memory the deleter frees */
-    if (event_settle(self->ready) < 0) PyErr_WriteUnraisable((PyObject*)self);
+  if (self->ready) {                            /* queued work may still write the memory the deleter frees */
+    const int seen = event_failed(self->ready); /* a failure the caller was told of is not told again */
+    if (event_settle(self->ready) < 0) seen ? PyErr_Clear() : PyErr_WriteUnraisable((PyObject*)self);
     Py_CLEAR(self->ready);
   }
   DLManagedTensorVersioned* tensor = self->tensor;
@@ -299,7 +300,9 @@ static PyObject* tensor_is_ready(TensorObject* self, PyObject* unused) {
  * value) from now on runs after this tensor's queued work, which the host does not
  * wait for; the host waits where the stream is not a CUDA one of this device's. */
 static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
-  abr_event* pending = self->ready ? event_handle(self->ready) : NULL;
+  const int ready = self->ready ? event_ready(self->ready) : 1; /* raises the work's failure */
+  if (ready < 0) return NULL;
+  abr_event* pending = ready ? NULL : event_handle(self->ready);
   if (!pending) Py_RETURN_NONE;
   uintptr_t handle = 0;
   if (parse_stream(stream, &handle) < 0) return NULL;
@@ -325,7 +328,7 @@ static PyMethodDef tensor_methods[] = {
      "wait() -> None: blocks until the work that fills this tensor is done (to_device with non_blocking=True); "
      "at once otherwise"},
     {"is_ready", (PyCFunction)tensor_is_ready, METH_NOARGS,
-     "is_ready() -> whether the work that fills this tensor is done; never blocks"},
+     "is_ready() -> whether the work that fills this tensor is done; never blocks (raises if it failed)"},
     {"_order_before", (PyCFunction)tensor_order_before, METH_O,
      "_order_before(stream) -> None: the consumer's stream waits for this tensor's queued work on the device"},
     {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,

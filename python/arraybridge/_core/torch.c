@@ -4,7 +4,8 @@
  * the bits on read), and a tensor that requires grad is autograd's to write. So a
  * torch tensor is vetted before its export is used (transfer.c's import_torch): its
  * bits resolved into a copy where a copy is allowed, imported read-only when
- * autograd owns it, refused otherwise; and a failed export (sparse, quantized, meta,
+ * autograd owns it, refused otherwise; a destination's version counter is bumped, as
+ * torch's in-place ops bump it; and a failed export (sparse, quantized, meta,
  * nested) is said in one line, without torch's C++ backtrace. The refusals' words
  * are the package's (torch_refusal). */
 #include "core.h"
@@ -70,6 +71,28 @@ static int refuse(PyObject* x, const char* role, const char* problem, const char
   return -1;
 }
 
+/* torch.autograd.graph.increment_version, looked up once. */
+static PyObject* increment_version;
+
+/* Tells autograd that x is about to be written behind torch's back, as torch's own
+ * in-place ops do: its version counter (shared with its views) goes up, so a
+ * backward pass that saved x raises torch's own error instead of computing from
+ * the new values. Bumped before the write: a write that fails part way has changed
+ * the values as well. Tensors made under inference_mode have no counter (torch
+ * skips them). */
+static int written(PyObject* x) {
+  if (!increment_version) {
+    PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
+    if (!graph) return -1;
+    increment_version = PyObject_GetAttrString(graph, "increment_version");
+    Py_DECREF(graph);
+    if (!increment_version) return -1;
+  }
+  PyObject* done = PyObject_CallOneArg(increment_version, x);
+  Py_XDECREF(done);
+  return done ? 0 : -1;
+}
+
 int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_conjugate, PyObject** replacement,
               int* autograd) {
   *replacement = NULL;
@@ -89,7 +112,10 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
   Py_DECREF(check_grad);
   if (grad < 0) return -1;
   const char* bit = conj ? "conj" : neg ? "neg" : NULL;
-  if (purpose == IMPORT_DESTINATION && (bit || grad)) return refuse(x, role, bit ? bit : "grad", "destination");
+  if (purpose == IMPORT_DESTINATION) {
+    if (bit || grad) return refuse(x, role, bit ? bit : "grad", "destination");
+    return written(x);
+  }
   if (bit) {
     if (purpose == IMPORT_NO_COPY || purpose == IMPORT_SHARED)
       return refuse(x, role, bit, purpose == IMPORT_SHARED ? "shared" : "no copy");

@@ -91,6 +91,22 @@ static int parse_flag(PyObject* value, uint32_t flag, uint32_t* flags) {
   return 0;
 }
 
+/* contiguous=: False, True (compact row-major) or "nonnegative" (no negative stride). */
+static int parse_contiguous(PyObject* value, uint32_t* flags) {
+  if (value && PyUnicode_Check(value)) {
+    if (PyUnicode_CompareWithASCIIString(value, "nonnegative") != 0) {
+      PyErr_Format(PyExc_ValueError,
+                   "arraybridge: contiguous must be True, False or \"nonnegative\" (no negative strides, as "
+                   "PyTorch needs), not %R",
+                   value);
+      return -1;
+    }
+    *flags |= ABR_TRANSFER_NO_NEGATIVE_STRIDES;
+    return 0;
+  }
+  return parse_flag(value, ABR_TRANSFER_REQUIRE_CONTIGUOUS, flags);
+}
+
 static int parse_truth(PyObject* value, int* out) {
   *out = value ? PyObject_IsTrue(value) : 0;
   return *out < 0 ? -1 : 0;
@@ -294,6 +310,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   out->after = NULL;
   if (tensor_check(x)) {
     PyObject* ready = ((TensorObject*)x)->ready;
+    if (ready && event_ready(ready) < 0) return -1; /* its queued work failed: so does every use of it */
     abr_event* pending = ready ? event_handle(ready) : NULL;
     if (pending && !out->keep_pending) { /* queued work (non_blocking) is waited for, unless the caller orders on it */
       if (event_settle(ready) < 0) return -1;
@@ -356,7 +373,7 @@ static int is_view_by_contract(const Request* request, DLDevice src, DLDevice ds
   const abr_transfer_options* o = &request->options;
   return src.device_type == dst.device_type && src.device_id == dst.device_id && o->copy != ABR_COPY_ALWAYS &&
       o->dtype.code == 0 && o->dtype.bits == 0 && o->dtype.lanes == 0 &&
-      !(o->flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !request->stream;
+      !(o->flags & (ABR_TRANSFER_REQUIRE_CONTIGUOUS | ABR_TRANSFER_NO_NEGATIVE_STRIDES)) && !request->stream;
 }
 
 /* Host copies this small keep the GIL: releasing and retaking it (and deferring
@@ -477,13 +494,17 @@ static int default_queue(abr_runtime* runtime, DLDevice src, DLDevice dst, uintp
 }
 
 /* After queued work: an Event the Tensor or the caller holds, or nothing when it is
- * complete already. 0, or -1 with an exception (the work waited for first). */
-static int hold_completion(abr_event* done, PyObject* keep, PyObject** out) {
+ * complete already. 0, or -1 with an exception (the work waited for first): the
+ * work's failure, when it failed already. */
+static int hold_completion(abr_event* done, PyObject* keep, const char* context, PyObject** out) {
   *out = NULL;
   if (!done) return 0;
-  if (abr_event_query(done) == ABR_OK) {
+  const abr_status asked = abr_event_query(done);
+  if (asked != ABR_NOT_READY) {
     abr_event_destroy(done);
-    return 0;
+    if (asked == ABR_OK) return 0;
+    raise_status(asked, context, NULL);
+    return -1;
   }
   *out = event_new(done, keep);
   if (*out) return 0;
@@ -589,7 +610,7 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   result->tensor = out;
-  if (hold_completion(done, NULL, &result->ready) < 0) {
+  if (hold_completion(done, NULL, request->context, &result->ready) < 0) {
     Py_DECREF(result); /* deletes out, the work being done */
     return NULL;
   }
@@ -629,6 +650,17 @@ static PyObject* restated(const char* call) {
   return NULL;
 }
 
+/* A structure of arrays (_structure.py): a list, tuple or mapping, subclasses
+ * included (a state dict is an OrderedDict); read from the type's flags, which
+ * CPython sets on every subclass of collections.abc.Mapping from 3.10. */
+int is_structure(PyObject* x) {
+  const unsigned long flags = Py_TYPE(x)->tp_flags;
+#ifdef Py_TPFLAGS_MAPPING
+  if (flags & Py_TPFLAGS_MAPPING) return 1;
+#endif
+  return (flags & (Py_TPFLAGS_LIST_SUBCLASS | Py_TPFLAGS_TUPLE_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS)) != 0;
+}
+
 static void init_request(Request* request, const char* context) {
   memset(request, 0, sizeof *request);
   request->options.version = ABR_TRANSFER_OPTIONS_VERSION;
@@ -642,8 +674,10 @@ const char core_to_device_doc[] =
     "device: \"cpu\", \"cuda:N\", \"cuda_host\", \"opencl:N\", a (DLDeviceType, id) pair or a\n"
     "Device from devices(). copy: None = a view when possible, True = always a new\n"
     "buffer, False = a view or ValueError. dtype: convert on the way. strict: refuse\n"
-    "any path that stages through host memory. contiguous: a view must be compact\n"
-    "row-major, else it is copied (for consumers such as JAX that take nothing else).\n"
+    "any path that stages through host memory. contiguous=True: a view must be compact\n"
+    "row-major, else it is copied (for consumers such as JAX that take nothing else);\n"
+    "contiguous=\"nonnegative\": a view may be strided but must have no negative\n"
+    "stride (PyTorch holds none: a flipped view is copied compact).\n"
     "stream: for a transfer with a CUDA side, the CUDA stream whose queued work it\n"
     "follows (a DLPack stream value: 1 legacy default, 2 per-thread, or a handle;\n"
     "or a CuPy/PyTorch stream object); the result is ready when the call returns,\n"
@@ -672,17 +706,15 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
   PyObject* a[8];
   if (hooks_ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 8, 2, 2, a) < 0)
     return NULL;
-  /* A structure of arrays (nested lists, tuples, dicts) moves in one batch, rebuilt in Python. */
-  if (PyList_CheckExact(a[0]) || PyTuple_CheckExact(a[0]) || PyDict_CheckExact(a[0]))
-    return PyObject_Vectorcall(hooks.to_device_structure, args, (size_t)nargs, kwnames);
+  /* A structure of arrays (nested lists, tuples, mappings) moves in one batch, rebuilt in Python. */
+  if (is_structure(a[0])) return PyObject_Vectorcall(hooks.to_device_structure, args, (size_t)nargs, kwnames);
   Request request;
   init_request(&request, "to_device");
   request.has_dst = 1;
   if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
       parse_stream(a[3], &request.stream) < 0 || parse_dtype(a[4], &request.options.dtype) < 0 ||
       parse_flag(a[5], ABR_TRANSFER_NO_HOST_STAGING, &request.options.flags) < 0 ||
-      parse_flag(a[6], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0 ||
-      parse_truth(a[7], &request.non_blocking) < 0)
+      parse_contiguous(a[6], &request.options.flags) < 0 || parse_truth(a[7], &request.non_blocking) < 0)
     return restated("to_device");
   PyObject* result = run(a[0], &request);
   return result ? result : restated("to_device");
@@ -735,10 +767,8 @@ static void delete_imports(Imported* imports, DLManagedTensorVersioned** movable
 PyObject* core_is_flat(PyObject* module, PyObject* list) {
   (void)module;
   if (!PyList_CheckExact(list)) Py_RETURN_FALSE;
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i) {
-    PyTypeObject* type = Py_TYPE(PyList_GET_ITEM(list, i));
-    if (type == &PyList_Type || type == &PyTuple_Type || type == &PyDict_Type) Py_RETURN_FALSE;
-  }
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i)
+    if (is_structure(PyList_GET_ITEM(list, i))) Py_RETURN_FALSE;
   Py_RETURN_TRUE;
 }
 
@@ -758,6 +788,47 @@ static void name_place(char* out, const char* name, Py_ssize_t index) {
   out[at] = '\0';
 }
 
+/* The pending exception of a batch item's import restated as "<place>: <message>"
+ * (a producer's own refusal names no place): in its own class, with its attributes
+ * (an ArrayBridgeError's status), chained to the original. Left as it is when it
+ * names the place already, is Python's memory running out, or its class is not
+ * made from one message. Returns -1. */
+static int failed_at(const char* place) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (!value || PyErr_GivenExceptionMatches(value, PyExc_MemoryError)) {
+    PyErr_Restore(type, value, traceback);
+    return -1;
+  }
+  PyObject* text = PyObject_Str(value);
+  const char* words = text ? PyUnicode_AsUTF8(text) : NULL;
+  PyObject* named = NULL;
+  if (words && !strstr(words, place)) {
+    static const char kPrefix[] = "arraybridge: ";
+    if (strncmp(words, kPrefix, sizeof kPrefix - 1) == 0) words += sizeof kPrefix - 1;
+    PyObject* message = PyUnicode_FromFormat("%s: %s", place, words);
+    named = message ? PyObject_CallOneArg(type, message) : NULL;
+    PyObject* attributes = named ? PyObject_GetAttrString(value, "__dict__") : NULL;
+    PyObject* copied = attributes ? PyDict_Copy(attributes) : NULL;
+    if (!copied || !PyObject_TypeCheck(named, (PyTypeObject*)type) ||
+        PyObject_SetAttrString(named, "__dict__", copied) < 0)
+      Py_CLEAR(named);
+    Py_XDECREF(copied);
+    Py_XDECREF(attributes);
+    Py_XDECREF(message);
+  }
+  Py_XDECREF(text);
+  PyErr_Clear(); /* whatever failed above: the original goes on as it is */
+  if (!named) {
+    PyErr_Restore(type, value, traceback);
+    return -1;
+  }
+  PyException_SetCause(named, value); /* steals value */
+  PyErr_Restore(type, named, traceback);
+  return -1;
+}
+
 PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
   static const char* const kNames[] = {"xs", "device", "copy", "dtype", "strict", "contiguous", "non_blocking"};
@@ -771,8 +842,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
       parse_dtype(a[3], &request.options.dtype) < 0 ||
       parse_flag(a[4], ABR_TRANSFER_NO_HOST_STAGING, &request.options.flags) < 0 ||
-      parse_flag(a[5], ABR_TRANSFER_REQUIRE_CONTIGUOUS, &request.options.flags) < 0 ||
-      parse_truth(a[6], &request.non_blocking) < 0)
+      parse_contiguous(a[5], &request.options.flags) < 0 || parse_truth(a[6], &request.non_blocking) < 0)
     return restated("to_device");
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
@@ -802,7 +872,10 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     imports[imported].keep_pending = request.non_blocking;
     char role[32];
     name_place(role, "x", imported);
-    if (import_source(PySequence_Fast_GET_ITEM(xs, imported), role, purpose, &imports[imported]) < 0) goto done;
+    if (import_source(PySequence_Fast_GET_ITEM(xs, imported), role, purpose, &imports[imported]) < 0) {
+      failed_at(role);
+      goto done;
+    }
   }
   /* Host arrays to the CPU, 1 MiB in all, move with the GIL held (as one small host
    * copy does): the producers' versioned tensors go in as they are, and their
@@ -893,8 +966,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     tensor->tensor = out[i];
     memcpy(tensor->report.detail, report.detail, detail_size); /* the batch's line */
   }
-  PyObject* ready = NULL;                                       /* the batch's one Event, held by every Tensor */
-  if (hold_completion(batch_done, NULL, &ready) < 0) goto done; /* the results go with `results` */
+  PyObject* ready = NULL; /* the batch's one Event, held by every Tensor */
+  if (hold_completion(batch_done, NULL, "to_device_many", &ready) < 0) goto done; /* the results go with `results` */
   for (Py_ssize_t i = 0; ready && i < n; ++i) {
     Py_INCREF(ready);
     ((TensorObject*)PyList_GET_ITEM(results, i))->ready = ready;
@@ -978,9 +1051,8 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   static PyObject* interned[4];
   PyObject* a[4];
   if (hooks_ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 4, 2, 2, a) < 0) return NULL;
-  /* Structures of arrays (nested lists, tuples, dicts) copy in one batch, matched in Python. */
-  if (PyList_CheckExact(a[0]) || PyTuple_CheckExact(a[0]) || PyDict_CheckExact(a[0]))
-    return PyObject_Vectorcall(hooks.copy_structure, args, (size_t)nargs, kwnames);
+  /* Structures of arrays (nested lists, tuples, mappings) copy in one batch, matched in Python. */
+  if (is_structure(a[0])) return PyObject_Vectorcall(hooks.copy_structure, args, (size_t)nargs, kwnames);
   abr_transfer_options options;
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
@@ -1046,7 +1118,7 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
     return NULL;
   }
   PyObject* event = NULL;
-  const int held = hold_completion(done, both, &event);
+  const int held = hold_completion(done, both, "copy", &event);
   Py_XDECREF(both);
   if (held < 0) return NULL;
   if (event) return event;
@@ -1132,7 +1204,10 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     char role[32];
     name_place(role, source ? "src" : "dst", place);
     PyObject* item = PySequence_Fast_GET_ITEM(source ? srcs : dsts, place);
-    if (import_source(item, role, source ? IMPORT_MAY_COPY : IMPORT_DESTINATION, &imports[imported]) < 0) goto done;
+    if (import_source(item, role, source ? IMPORT_MAY_COPY : IMPORT_DESTINATION, &imports[imported]) < 0) {
+      failed_at(role);
+      goto done;
+    }
     movable[imported] = imported_for_any_thread(&imports[imported]);
     if (!movable[imported]) goto done; /* deleted already */
     tensors[imported] = &movable[imported]->dl_tensor;
@@ -1183,7 +1258,7 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   }
   if (kept) imported = 0; /* the Event's now */
   PyObject* event = NULL;
-  const int held = hold_completion(copied, kept, &event);
+  const int held = hold_completion(copied, kept, "copy_many", &event);
   Py_XDECREF(kept);
   if (held < 0) goto done;
   answer = event ? event : Py_None;

@@ -305,6 +305,7 @@ pub const ABR_COPY_MODE_MAX_ENUM: abr_copy_mode = 0x7FFF_FFFF;
 
 pub const ABR_TRANSFER_NO_HOST_STAGING: u32 = 1 << 0;
 pub const ABR_TRANSFER_REQUIRE_CONTIGUOUS: u32 = 1 << 1;
+pub const ABR_TRANSFER_NO_NEGATIVE_STRIDES: u32 = 1 << 2;
 
 pub type abr_path = i32;
 pub const ABR_PATH_NONE: abr_path = 0;

@@ -1139,7 +1139,7 @@ impl Event {
     pub fn as_raw(&self) -> *mut sys::abr_event {
         self.raw.as_ptr()
     }
-    /// Never blocks: true once the work is complete (or failed: `synchronize` says which).
+    /// Never blocks: true once the work is complete, false while it runs; the work's failure once it failed.
     pub fn query(&self) -> Result<bool> {
         match unsafe { sys::abr_event_query(self.raw.as_ptr()) } {
             sys::ABR_OK => Ok(true),

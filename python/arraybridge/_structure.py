@@ -1,0 +1,176 @@
+"""Structures of arrays: any mapping, list or tuple (subclasses included: a torch state
+dict is an OrderedDict, a batch may be a namedtuple), nested, with arrays as leaves.
+to_device, copy and convert_memory take one apart into its leaves, move them in one
+batch, and rebuild the same structure of results: the same type wherever that type
+can be rebuilt (an OrderedDict keeps its class and attributes, such as a state dict's
+_metadata), else the plain dict, list or tuple it behaves as."""
+import copy as _copy
+import re
+from collections.abc import Mapping
+
+_LEAF, _MAPPING, _SEQUENCE = 0, 1, 2
+_KINDS = {list: _SEQUENCE, tuple: _SEQUENCE, dict: _MAPPING}  # type -> kind, filled as types are met
+
+
+def kind(x):
+    """_MAPPING, _SEQUENCE, or _LEAF for an array (or anything else that is not a structure)."""
+    cls = type(x)
+    found = _KINDS.get(cls)
+    if found is None:
+        found = _MAPPING if issubclass(cls, Mapping) else _SEQUENCE if issubclass(cls, (list, tuple)) else _LEAF
+        if len(_KINDS) < 256:  # a program makes few types; past that, asked each time
+            _KINDS[cls] = found
+    return found
+
+
+def is_structure(x):
+    return kind(x) != _LEAF
+
+
+# Loops, not comprehensions: a comprehension that reads a function's argument makes
+# that argument a cell, an allocation on every call, and CPython 3.11 leaks the cells
+# already made when one of them cannot be (tests/python/oom_walk.py walks every allocation).
+def leaves(x, out):
+    """The arrays of a structure, depth first, in mapping order, appended to `out`."""
+    found = kind(x)
+    if found == _MAPPING:
+        for item in x.values():
+            leaves(item, out)
+    elif found == _SEQUENCE:
+        for item in x:
+            leaves(item, out)
+    else:
+        out.append(x)
+    return out
+
+
+def places(x, where, out):
+    """Where each leaf of `x` sits, in leaves' order: "x['fc.weight']", "x[2][0]"."""
+    found = kind(x)
+    if found == _MAPPING:
+        for key, item in x.items():
+            places(item, f"{where}[{key!r}]", out)
+    elif found == _SEQUENCE:
+        for index, item in enumerate(x):
+            places(item, f"{where}[{index}]", out)
+    else:
+        out.append(where)
+    return out
+
+
+def rebuild(x, results):
+    """x's structure again, each leaf replaced by the next of the iterator `results`."""
+    found = kind(x)
+    if found == _MAPPING:
+        pairs = []
+        for key, item in x.items():
+            pairs.append((key, rebuild(item, results)))
+        return _same_mapping(x, pairs)
+    if found == _SEQUENCE:
+        items = []
+        for item in x:
+            items.append(rebuild(item, results))
+        return _same_sequence(x, items)
+    return next(results)
+
+
+def _same_mapping(x, pairs):
+    cls = type(x)
+    if cls is dict:
+        return dict(pairs)
+    if isinstance(x, dict):  # a dict subclass: a shallow copy keeps its class and attributes, then the new values
+        try:
+            made = _copy.copy(x)
+            for key, value in pairs:
+                made[key] = value
+            return made
+        except Exception:  # noqa: BLE001 - a subclass that cannot be copied or set comes back a dict
+            return dict(pairs)
+    try:
+        return cls(pairs)  # a Mapping built from its pairs (a frozen or custom mapping)
+    except Exception:  # noqa: BLE001
+        return dict(pairs)
+
+
+def _same_sequence(x, items):
+    cls = type(x)
+    if cls is list:
+        return items
+    if cls is tuple:
+        return tuple(items)
+    try:
+        if hasattr(cls, "_make"):  # a namedtuple takes its fields one by one
+            return cls._make(items)
+        return cls(items)
+    except Exception:  # noqa: BLE001 - a subclass that cannot be built from its items comes back plain
+        return items if isinstance(x, list) else tuple(items)
+
+
+def size(x):
+    return len(x) if kind(x) != _LEAF else 1
+
+
+def same_shape(src, dst, where="src"):
+    """Raises ValueError naming the first place where two structures differ."""
+    src_kind, dst_kind = kind(src), kind(dst)
+    if src_kind == _LEAF and dst_kind == _LEAF:
+        return
+    if src_kind != dst_kind or len(src) != len(dst):
+        raise ValueError(f"copy: {where} is a {type(src).__name__} of {size(src)} but dst there is a "
+                         f"{type(dst).__name__} of {size(dst)}: the two structures must match")
+    if src_kind == _MAPPING:
+        if list(src) != list(dst):
+            raise ValueError(f"copy: the keys of {where} differ from dst's: {list(src)} and {list(dst)}")
+        for key in src:
+            same_shape(src[key], dst[key], f"{where}[{key!r}]")
+    else:
+        for index, (s, d) in enumerate(zip(src, dst)):
+            same_shape(s, d, f"{where}[{index}]")
+
+
+# A batch item's place as the flat batch names it: "x[777]" (to_device_many), "src[7]" or "srcs[7]" (copy_many).
+_FLAT_PLACE = re.compile(r"\b(x|srcs?|dsts?)\[(\d+)\]")
+
+
+def restated(error, message):
+    """`error` again with `message`: its class, its attributes (an ArrayBridgeError's
+    status) and its cause; None when its class is not made from one message."""
+    try:
+        made = type(error)(message)
+        made.__dict__.update(error.__dict__)
+    except Exception:  # noqa: BLE001 - a class with other arguments keeps its own words
+        return None
+    made.__cause__, made.__suppress_context__ = error.__cause__, True
+    return made
+
+
+def at_leaf(error, index, role):
+    """The error of leaf `index` moved on its own, naming its flat place ("x[7]: ...")
+    for raise_placed to name in the structure; `error` itself where it cannot be restated."""
+    if isinstance(error, MemoryError):
+        return error
+    text = str(error)
+    return restated(error, f"{role}[{index}]: {text[len('arraybridge: '):] if text.startswith('arraybridge: ') else text}") or error
+
+
+def raise_placed(error, structures, names=None):
+    """Raises `error` again with each flat batch place it names ("x[777]") replaced by
+    that leaf's place in its structure ("x['fc.weight']"); `structures` maps the flat
+    names to the structures, `names` the flat names to the caller's ("srcs" -> "src").
+    Returns when there is nothing to rename."""
+    text = str(error)
+    if isinstance(error, MemoryError) or not any(found.group(1) in structures for found in _FLAT_PLACE.finditer(text)):
+        return
+    named = {}
+
+    def place(found):
+        role, index = found.group(1), int(found.group(2))
+        if role not in structures:
+            return found.group(0)
+        if role not in named:
+            named[role] = places(structures[role], (names or {}).get(role, role), [])
+        return named[role][index] if index < len(named[role]) else found.group(0)
+
+    made = restated(error, _FLAT_PLACE.sub(place, text))
+    if made is not None:
+        raise made

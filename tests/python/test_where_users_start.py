@@ -1,0 +1,260 @@
+"""What users pass and do first: a torch state dict (an OrderedDict), a namedtuple
+batch, a flipped image (img[..., ::-1]) into torch, a batch with one bad array in
+it, and a copy into a tensor autograd saved. Each gets exact values or a clear error
+naming what was wrong and where, never a wrong value."""
+import collections
+import importlib.util
+
+import numpy as np
+import pytest
+
+import arraybridge as ab
+from test_cuda_fake import run_with_fake_cuda
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is installed by `make test`; run it through make")
+
+
+# ------------------------------------------------------------------ structures
+
+def state_dict():
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    return model.state_dict()
+
+
+@needs_torch
+def test_a_state_dict_moves_as_one_structure_and_comes_back_a_state_dict():
+    sd = state_dict()
+    for device in ("cpu", "opencl:0"):
+        moved = ab.to_device(sd, device)
+        assert type(moved) is collections.OrderedDict and list(moved) == list(sd)
+        assert moved._metadata == sd._metadata  # what load_state_dict reads, kept
+        for key, value in sd.items():
+            back = np.from_dlpack(ab.to_device(moved[key], "cpu"))
+            np.testing.assert_array_equal(back, value.numpy(), strict=True)
+    # a queued one too, and on a stream each leaf goes on its own
+    moved = ab.to_device(sd, "opencl:0", non_blocking=True)
+    assert type(moved) is collections.OrderedDict
+    np.testing.assert_array_equal(np.from_dlpack(moved["0.weight"].to("cpu")), sd["0.weight"].numpy())
+
+
+@needs_torch
+def test_copy_of_a_state_dict_into_another_writes_every_tensor():
+    torch = pytest.importorskip("torch")
+    sd = state_dict()
+    sd2 = collections.OrderedDict((key, torch.zeros_like(value)) for key, value in sd.items())
+    assert ab.copy(sd, sd2) is None
+    for key in sd:
+        assert torch.equal(sd2[key], sd[key]), key
+    into = {key: np.zeros(tuple(value.shape), dtype=value.numpy().dtype) for key, value in sd.items()}
+    ab.copy(sd, into)  # a dict and an OrderedDict are both mappings: their keys must match
+    for key in sd:
+        np.testing.assert_array_equal(into[key], sd[key].numpy())
+    into["renamed"] = into.pop("1.running_var")
+    with pytest.raises(ValueError, match="keys"):
+        ab.copy(sd, into)
+
+
+@needs_torch
+def test_convert_memory_of_a_state_dict_keeps_its_type_and_values():
+    sd = state_dict()
+    converted = ab.convert_memory(sd, "torch", "numpy", None)
+    assert type(converted) is collections.OrderedDict and list(converted) == list(sd)
+    for key, value in sd.items():
+        assert isinstance(converted[key], np.ndarray)
+        np.testing.assert_array_equal(converted[key], value.numpy(), strict=True)
+
+
+Batch = collections.namedtuple("Batch", "images labels")
+
+
+class Tagged(list):
+    """A list subclass with an attribute."""
+    tag = "kept"
+
+
+def test_subclasses_of_mapping_list_and_tuple_are_structures_rebuilt_as_themselves():
+    batch = Batch(np.arange(6.0).reshape(2, 3), np.array([1, 0], dtype=np.int8))
+    moved = ab.to_device(batch, "opencl:0")
+    assert type(moved) is Batch
+    np.testing.assert_array_equal(np.from_dlpack(moved.labels.to("cpu")), batch.labels)
+    tagged = Tagged([np.ones(3), np.zeros(2)])
+    back = ab.to_device(tagged, "cpu", copy=True)
+    assert type(back) is Tagged and len(back) == 2
+    counts = collections.defaultdict(int, a=np.arange(3))
+    moved = ab.to_device(counts, "cpu")
+    assert type(moved) is collections.defaultdict and moved.default_factory is int
+    np.testing.assert_array_equal(np.from_dlpack(moved["a"]), np.arange(3))
+    # a Mapping that is no dict: rebuilt from its pairs
+    proxy = ab.to_device(_FrozenMap(w=np.arange(4)), "cpu")
+    assert type(proxy) is _FrozenMap
+    np.testing.assert_array_equal(np.from_dlpack(proxy["w"]), np.arange(4))
+    nested = ab.convert_memory({"a": Batch(np.ones(2), [np.zeros(1)])}, "numpy", "numpy", None)
+    assert type(nested["a"]) is Batch and type(nested["a"].labels) is list
+
+
+class _FrozenMap(collections.abc.Mapping):
+    def __init__(self, *args, **kwargs):
+        self._data = dict(*args, **kwargs)
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+
+# ------------------------------------------------------------------ a batch names the place that failed
+
+BAD = {
+    "strings": lambda: np.array(["a", "b"]),  # NumPy's own __dlpack__ refuses
+    "byte-swapped": lambda: np.arange(3, dtype=">f8"),
+    "consumed capsule": lambda: _consumed(),
+}
+
+
+def _consumed():
+    capsule = np.arange(3.0).__dlpack__()
+    ab.from_dlpack(capsule)
+    return capsule
+
+
+@pytest.mark.parametrize("bad", sorted(BAD))
+def test_a_batch_failure_names_the_array_that_failed(bad):
+    xs = [np.arange(4.0) for _ in range(800)]
+    xs[777] = BAD[bad]()
+    with pytest.raises(Exception, match=r"x\[777\]") as raised:
+        ab.to_device(xs, "opencl:0")
+    assert not isinstance(raised.value, MemoryError)
+    dsts = [np.zeros(4) for _ in range(800)]
+    with pytest.raises(Exception, match=r"src\[777\]"):
+        ab.copy(xs, dsts)
+    with pytest.raises(Exception, match=r"dst\[777\]"):
+        ab.copy(dsts, [np.zeros(4) for _ in range(777)] + [BAD[bad]()] + [np.zeros(4) for _ in range(22)])
+    # in a structure, by its place there
+    nested = {"layers": [np.ones(2), {"w": BAD[bad](), "b": np.ones(1)}]}
+    with pytest.raises(Exception, match=r"x\['layers'\]\[1\]\['w'\]"):
+        ab.to_device(nested, "cpu", copy=True)
+    with pytest.raises(Exception, match=r"dst\['layers'\]\[1\]\['w'\]"):
+        ab.copy({"layers": [np.ones(2), {"w": np.ones(2), "b": np.ones(1)}]}, nested)
+
+
+def test_on_a_stream_a_structure_goes_leaf_by_leaf_and_a_failure_names_its_place():
+    out = run_with_fake_cuda("""
+        import numpy as np, pytest, arraybridge as ab
+        nested = {"layers": [np.ones(2), {"w": np.array(["text"]), "b": np.ones(1)}]}
+        with pytest.raises(BufferError, match=r"^x\\['layers'\\]\\[1\\]\\['w'\\]: ") as raised:
+            ab.to_device(nested, "cuda:0", stream=2)
+        assert "x[2]" not in str(raised.value), raised.value
+        nested["layers"][1]["w"] = np.arange(3)
+        moved = ab.to_device(nested, "cuda:0", stream=2)
+        np.testing.assert_array_equal(np.from_dlpack(moved["layers"][1]["w"].to("cpu")), np.arange(3))
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_a_named_failure_keeps_its_class_and_status():
+    xs = [np.arange(3.0), np.arange(3.0)]
+    with pytest.raises(ab.CopyRequiredError, match=r"x\['b'\]") as raised:
+        ab.to_device({"a": xs[0], "b": ab.to_device(xs[1], "opencl:0")}, "cpu", copy=False)
+    assert raised.value.status_name == "ABR_ERR_COPY_REQUIRED"
+    with pytest.raises(ab.MemoryConversionError, match=r"data\['b'\]\[0\]"):
+        ab.convert_memory({"a": np.ones(2, dtype=np.float32), "b": [np.array(["text"])]}, "numpy", "jax", None)
+
+
+# ------------------------------------------------------------------ flipped images into torch
+
+@needs_torch
+@pytest.mark.parametrize("flip", ["rows", "channels", "both", "transposed"])
+def test_a_flipped_image_into_torch_is_one_compact_copy_with_exact_values(flip, caplog):
+    torch = pytest.importorskip("torch")
+    img = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+    view = {"rows": img[::-1], "channels": img[..., ::-1], "both": img[::-1, :, ::-1],
+            "transposed": img[::-1].transpose(2, 0, 1)}[flip]
+    with caplog.at_level("DEBUG", logger="arraybridge"):
+        got = ab.convert_memory(view, "numpy", "torch", None)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.uint8
+    np.testing.assert_array_equal(got.numpy(), view, strict=True)
+    assert not np.shares_memory(got.numpy(), img)  # a copy, the only one needed
+    assert any("negative strides" in record.getMessage() for record in caplog.records), caplog.text
+    with pytest.raises(ab.MemoryConversionError, match="negative strides"):
+        ab.convert_memory(view, "numpy", "torch", None, copy=False)
+    # what torch can hold stays a view: a transpose or a step, and broadcasting
+    plain = ab.convert_memory(img.transpose(2, 0, 1)[:, ::2], "numpy", "torch", None, copy=False)
+    assert np.shares_memory(plain.numpy(), img)
+    # the same in a structure, and on to_device with contiguous="nonnegative"
+    both = ab.convert_memory({"image": view, "same": img}, "numpy", "torch", None)
+    np.testing.assert_array_equal(both["image"].numpy(), view)
+    t = ab.to_device(view, "cpu", contiguous="nonnegative")
+    assert t.report.path == "host_copy" and "negative strides" in t.report.detail, t.report
+    assert all(s >= 0 for s in t.strides)
+    np.testing.assert_array_equal(torch.from_dlpack(t).numpy(), view)
+    with pytest.raises(ab.CopyRequiredError, match='negative strides.*contiguous="nonnegative"'):
+        ab.to_device(view, "cpu", copy=False, contiguous="nonnegative")
+    batch = ab.to_device([view, img], "cpu", contiguous="nonnegative")
+    assert all(s >= 0 for s in batch[0].strides) and np.shares_memory(np.from_dlpack(batch[1]), img)
+    np.testing.assert_array_equal(torch.from_dlpack(batch[0]).numpy(), view)
+
+
+def test_contiguous_takes_true_false_or_nonnegative_only():
+    with pytest.raises(ValueError, match="nonnegative"):
+        ab.to_device(np.ones(3), "cpu", contiguous="compact")
+
+
+def test_copy_false_refuses_what_a_target_must_copy_naming_why():
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    if HAVE_TORCH:
+        with pytest.raises(ab.MemoryConversionError, match="read-only.*copy=False"):
+            ab.convert_memory(frozen, "numpy", "torch", None, copy=False)
+    with pytest.raises(ab.MemoryConversionError, match="copy=False"):
+        ab.convert_memory(np.arange(4.0)[::2], "numpy", "jax", None, copy=False)
+    got = ab.convert_memory(np.arange(4.0), "numpy", "numpy", None, copy=True)
+    assert got.flags.writeable and not np.shares_memory(got, frozen)
+
+
+# ------------------------------------------------------------------ autograd sees our writes
+
+@needs_torch
+@pytest.mark.parametrize("how", ["copy", "copy into a view", "structure", "copy_many", "non_blocking"])
+def test_a_write_into_a_tensor_autograd_saved_makes_backward_raise(how):
+    torch = pytest.importorskip("torch")
+    a = torch.ones(3, requires_grad=True)
+    b = torch.ones(3)
+    y = (a * b).sum()  # keeps b for the backward pass
+    before = b._version
+    src = np.full(3, 5.0, dtype=np.float32)
+    if how == "copy":
+        ab.copy(src, b)
+    elif how == "copy into a view":
+        ab.copy(src[:2], b[:2])  # a view shares b's version counter
+    elif how == "structure":
+        ab.copy({"b": src}, {"b": b})
+    elif how == "copy_many":
+        ab.copy([src, src], [torch.zeros(3), b])
+    else:
+        done = ab.copy(src, b, non_blocking=True)
+        if done is not None:
+            done.wait()
+    assert b._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+@needs_torch
+def test_a_copy_into_a_tensor_nothing_saved_still_leaves_autograd_working():
+    torch = pytest.importorskip("torch")
+    b = torch.zeros(3)
+    ab.copy(np.arange(3, dtype=np.float32), b)
+    a = torch.ones(3, requires_grad=True)
+    (a * b).sum().backward()  # b written before autograd saved it: nothing stale
+    assert torch.equal(a.grad, torch.arange(3, dtype=torch.float32))
+    with torch.inference_mode():
+        c = torch.zeros(3)
+    ab.copy(np.ones(3, dtype=np.float32), c)  # an inference tensor has no version counter: written all the same
+    assert torch.equal(c, torch.ones(3))
