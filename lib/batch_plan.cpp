@@ -158,16 +158,17 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
       }
     } else if (gathers(*entry)) {
       // Their results get slots of one block too, as small copies from host memory
-      // do: 1000 results of 4 KiB were 1000 allocations and frees. In place, a run's
-      // first result keeps its source's address modulo 256, and so do the rest.
+      // do: 1000 results of 4 KiB were 1000 allocations and frees. Every result starts
+      // 256 bytes aligned, as abr_to_device's would: in place, a read joins the run
+      // before it only where it lies a multiple of 256 bytes from that run's reads.
       entry->gather = true;
       gathered_bytes += entry->bytes;
       const uint64_t last_end = last_read ? last_read->source_at + last_read->bytes : 0;
       const bool joins = reads_in_place && last_read && entry->allocation &&
           entry->allocation == last_read->allocation && entry->source_at >= last_end &&
-          entry->source_at - last_end <= kJoinGap;
-      const uint64_t offset = joins ? last_read->offset + (entry->source_at - last_read->source_at)
-                                    : batch.results_bytes + (reads_in_place ? entry->source_at % 256 : 0);
+          entry->source_at - last_end <= kJoinGap && (entry->source_at - last_read->source_at) % 256 == 0;
+      const uint64_t offset =
+          joins ? last_read->offset + (entry->source_at - last_read->source_at) : batch.results_bytes;
       if (offset + entry->bytes <= kBlockMax) {  // else the rest get buffers of their own
         entry->in_results_block = true;
         entry->joins = joins;

@@ -62,10 +62,10 @@ struct BatchPlan {
 // the CPU's memory), marking each and returning the blocks' sizes. `reads_in_place`:
 // the gathered results' block will be page-locked and read into directly, with no
 // pinned landing, copy out or wait. Then a gathered read that follows the one before
-// it in the same allocation, at most kJoinGap after its end, is placed where it lies
-// from that one (marked `joins`), so that one copy reads both into their results; the
-// first of such a run starts at its source's address modulo 256 past a 256-byte
-// boundary, so every result in place is aligned as its source is.
+// it in the same allocation, at most kJoinGap after its end and a multiple of 256
+// bytes from its start, is placed where it lies from that one (marked `joins`), so
+// that one copy reads both into their results; every run starts at a 256-byte
+// boundary, so every result is 256 bytes aligned, as abr_to_device's is.
 BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice,
                      bool reads_in_place = false);
 

@@ -128,9 +128,10 @@ TEST_CASE("plan_batch: small reads of pageable bytes are gathered into slots of 
 }
 
 // Read in place (page-locked results, no landing block), a read that follows the one
-// before it in its allocation, at most 512 bytes after its end, lies in the results
-// as in the device's memory, so that one copy reads both; any other starts a slot of
-// its own, aligned as its source is (every read's slot is 256-byte aligned otherwise).
+// before it in its allocation, at most 512 bytes after its end and a multiple of 256
+// bytes from its start, lies in the results as in the device's memory, so that one
+// copy reads both; any other starts a slot of its own. Every result is 256-byte
+// aligned, as abr_to_device's is.
 TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can read them together") {
   const auto plan = [](bool in_place) {
     Batch batch;
@@ -141,11 +142,12 @@ TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can
     };
     const uintptr_t one = uintptr_t{1} << 40, other = uintptr_t{1} << 41;
     read(one, 0);
-    read(one, 1280);                                                            // 280 bytes after: joins
-    read(one, 2280 + 512);                                                      // 512 after: joins
-    read(one, 3792 + 513);                                                      // 513 after: a slot of its own
-    read(one, 0);                                                               // behind: its own
-    read(other, 1000);                                                          // another allocation: its own
+    read(one, 1280);        // 280 bytes after: joins
+    read(one, 2560);        // 280 after, 1280 on: joins
+    read(one, 3560 + 513);  // 513 after: a slot of its own
+    read(one, 5073 + 4);    // 4 after, but 1004 bytes on: would be misaligned, so its own
+    read(one, 0);           // behind: its own
+    read(other, 1000);      // another allocation: its own
     batch.add(ABR_PATH_DEVICE_TO_HOST, abr::kCoalesceMax + 1, true, &kDevice);  // a move between
     read(other, 2000);  // right after, but not in order of moves
     read(0, 0);         // an allocation not known
@@ -161,14 +163,15 @@ TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can
   CHECK(in_place ==
         Placed{{0, false},
                {1280, true},
-               {2792, true},
-               {4049, false},  // past the 256-byte boundary after the run's end, as its source (4305 % 256)
-               {5120, false},
-               {6376, false},
-               {7632, false},
+               {2560, true},
+               {3584, false},  // at the 256-byte boundary after the run's end
+               {4608, false},
+               {5632, false},
+               {6656, false},
+               {7680, false},
                {8704, false},
-               {9960, false}});
-  CHECK(in_place_bytes == 11008);
+               {9728, false}});
+  CHECK(in_place_bytes == 10752);
   const auto [slots, slots_bytes] = plan(false);  // landing blocks, copied out: 1 KiB slots in order
   CHECK(slots ==
         Placed{{0, false},
@@ -179,8 +182,9 @@ TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can
                {5120, false},
                {6144, false},
                {7168, false},
-               {8192, false}});
-  CHECK(slots_bytes == 9216);
+               {8192, false},
+               {9216, false}});
+  CHECK(slots_bytes == 10240);
 }
 
 TEST_CASE("plan_batch: larger pageable copies to one device stream together, from two chunks and two tensors") {

@@ -258,3 +258,24 @@ def test_a_copy_into_a_tensor_nothing_saved_still_leaves_autograd_working():
         c = torch.zeros(3)
     ab.copy(np.ones(3, dtype=np.float32), c)  # an inference tensor has no version counter: written all the same
     assert torch.equal(c, torch.ones(3))
+
+
+def test_a_batch_of_small_reads_on_a_stream_comes_back_256_byte_aligned():
+    """As to_device of each would (the GUIDE's promise), whatever the sources' offsets:
+    here views 4, 236, 212 ... bytes past 256-byte boundaries of one allocation."""
+    out = run_with_fake_cuda("""
+        import sys, numpy as np, arraybridge as ab
+        sys.path.insert(0, "tests/python")
+        from handmade_dlpack import Handmade, CUDA
+        base = ab.to_device(np.arange(64 * 1024, dtype=np.int32), "cuda:0")
+        views = [Handmade(data=base.data_ptr, device=(CUDA, 0), dtype=(0, 32, 1), shape=(100,), byte_offset=offset)
+                 for offset in range(4, 40000, 500)]
+        moved = ab.to_device([view.capsule() for view in views], "cpu", non_blocking=True)
+        for t, view in zip(moved, views):
+            t.wait()
+            assert t.data_ptr % 256 == 0, (t.data_ptr % 256, t.report.detail)
+            first = view.managed.dl_tensor.byte_offset // 4
+            np.testing.assert_array_equal(np.from_dlpack(t), np.arange(first, first + 100, dtype=np.int32))
+        print("ok", moved[0].report.detail)
+    """)
+    assert out.startswith("ok"), out
