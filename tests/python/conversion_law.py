@@ -30,6 +30,41 @@ def arrays(draw):
     return view
 
 
+# The dtypes each target holds as they are (JAX with jax_enable_x64 off, its default:
+# no 64-bit types, refused rather than narrowed; the law above covers refusals).
+TARGET_DTYPES = {
+    "numpy": DTYPES, "torch": DTYPES, "tensorflow": DTYPES,
+    "jax": [d for d in DTYPES if d not in ("int64", "uint64", "float64", "complex128")],
+    "pyclesperanto": sorted(PYCLESPERANTO_DTYPES),
+}
+
+
+@st.composite
+def layouts(draw, target):
+    """A NumPy array of a dtype `target` holds, in any layout users pass: steps of
+    +-1 to +-3 per axis (a flipped image, img[..., ::-1]), axes permuted, maybe an axis
+    broadcast (stride 0); 1-d to 3-d, never empty (pyclesperanto has no empty arrays)."""
+    dtype = np.dtype(draw(st.sampled_from(TARGET_DTYPES[target])))
+    broadcast = draw(st.booleans())
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=2 if broadcast else 3)))
+    steps = [draw(st.sampled_from([1, -1, 2, -2, 3, -3])) for _ in shape]
+    base = draw(hnp.arrays(dtype, tuple(n * abs(step) for n, step in zip(shape, steps))))
+    view = base[tuple(slice(None, None, step) for step in steps)]
+    view = view.transpose(draw(st.permutations(range(view.ndim))))
+    if broadcast:
+        view = np.broadcast_to(view, (draw(st.integers(2, 3)),) + view.shape)  # read-only, as NumPy makes it
+    return view
+
+
+def check_layout(target, array):
+    """`array` converted into `target` has exactly its values, shape and dtype: a
+    layout the target cannot hold is copied, never refused."""
+    result = ab.convert_memory(array, "numpy", target, gpu_id=0 if target == "pyclesperanto" else None)
+    got = values_of(target, result)
+    assert got.dtype == array.dtype and got.shape == array.shape, (got.dtype, got.shape, array.strides)
+    np.testing.assert_array_equal(got, array, strict=True)
+
+
 def make_source(framework, array):
     """`array` as an array of `framework`, or None where that framework cannot hold it."""
     if framework == "numpy":

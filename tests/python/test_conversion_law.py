@@ -53,6 +53,21 @@ def test_device_round_trips_keep_values_and_dtypes():
     assert outcomes.count("converted") >= len(outcomes) // 2, outcomes.count("converted")
 
 
+def test_every_layout_reaches_every_target_with_exact_values():
+    """Flipped, stepped, permuted and broadcast views into every framework here: each
+    converts (one compact copy where the target cannot hold the layout), exactly."""
+    targets = []
+
+    @FIXED
+    @given(data=st.data(), target=st.sampled_from(IN_PROCESS))
+    def draw(data, target):
+        law.check_layout(target, data.draw(law.layouts(target)))
+        targets.append(target)
+
+    draw()
+    assert set(targets) == set(IN_PROCESS), set(targets)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                     reason="TensorFlow is installed by `make test`; run it through make")
 def test_tensorflow_conversions_obey_the_law_in_a_subprocess():
@@ -75,6 +90,11 @@ def test_tensorflow_conversions_obey_the_law_in_a_subprocess():
             if "tensorflow" in (source, target):
                 outcomes.append(law.check(source, target, array))
         run()
+        @settings(max_examples={max(EXAMPLES // 6, 20)}, derandomize=True, database=None, deadline=None)
+        @given(data=st.data())
+        def layouts(data):  # every layout into TensorFlow, exactly
+            law.check_layout("tensorflow", data.draw(law.layouts("tensorflow")))
+        layouts()
         print(len(outcomes), outcomes.count("converted"))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
