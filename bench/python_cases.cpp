@@ -85,6 +85,75 @@ for row in rows:
     print("|".join(str(v) for v in row))
 )PY";
 
+// convert_memory, the seed API users call in loops, on a 64x64 float32 array between
+// the CPU frameworks: ours beside what a user writes without a bridge (the framework's
+// own call) and, where ARRAYBRIDGE_BENCH_SEED names a folder holding the seed
+// project's package (PyPI arraybridge 0.5.x, which shares our import name), the seed's
+// convert_memory, timed in a process of its own. Prints "<case>|<ours>|<own>|<seed>"
+// per call in seconds (nan for what is not installed or measured).
+const char* kConvertScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+import subprocess
+# What both processes run first, ours and the seed's: the frameworks there are, their arrays, the timing.
+SETUP = """
+import importlib, math, sys, time
+import numpy as np
+def optional(name):
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+torch, jax, tf = optional("torch"), optional("jax"), optional("tensorflow")
+jnp = jax and importlib.import_module("jax.numpy")
+data = {"numpy": np.ones((64, 64), np.float32)}
+if torch: data["torch"] = torch.ones(64, 64)
+if jax: data["jax"] = jnp.ones((64, 64), jnp.float32)
+if tf: data["tensorflow"] = tf.ones((64, 64), tf.float32)
+def median(body, reps, warm, calls=2000):
+    def batch():
+        for _ in range(calls):
+            body()
+    for _ in range(warm):
+        batch()
+    times = []
+    for _ in range(max(reps, 3)):
+        t = time.perf_counter(); batch(); times.append((time.perf_counter() - t) / calls)
+    return sorted(times)[len(times) // 2]
+"""
+exec(SETUP)
+reps, warm = int(sys.argv[1]), int(sys.argv[2])
+OWN = {  # what a user writes without any bridge
+    "torch->numpy": lambda x: x.numpy(), "jax->numpy": lambda x: np.asarray(x),
+    "tensorflow->numpy": lambda x: x.numpy(), "tensorflow->torch": lambda x: torch.from_dlpack(x),
+    "numpy->jax": lambda x: jnp.asarray(x), "numpy->torch": lambda x: torch.from_numpy(x),
+    "torch->jax": lambda x: jnp.from_dlpack(x), "torch->tensorflow": lambda x: tf.convert_to_tensor(x.numpy()),
+}
+SHORT = {"numpy": "np", "tensorflow": "tf", "torch": "torch", "jax": "jax"}
+def row(pair):  # "py conv tf->np": the table's case column is 20 wide
+    return "py conv " + "->".join(SHORT[side] for side in pair.split("->"))
+pairs = [p for p in OWN if all(side in data for side in p.split("->")) and row(p) in sys.argv[4].split(",")]
+seed = {}
+if pairs and os.environ.get("ARRAYBRIDGE_BENCH_SEED"):  # the seed's package shadows ours there
+    script = SETUP + f"""
+import arraybridge as ab
+for pair in {pairs!r}:
+    s, d = pair.split("->")
+    x = data[s]
+    print(pair, median(lambda: ab.convert_memory(x, s, d, ab.HOST), {reps}, {warm}), flush=True)
+"""
+    env = dict(os.environ, PYTHONPATH=os.environ["ARRAYBRIDGE_BENCH_SEED"], TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
+    for line in done.stdout.splitlines():
+        pair, _, seconds = line.partition(" ")
+        seed[pair] = float(seconds)
+    if not seed:
+        print(f"seed: {(done.stderr.strip().splitlines() or ['no output'])[-1][:160]}", flush=True)
+for pair in pairs:
+    s, d = pair.split("->")
+    x, own = data[s], OWN[pair]
+    ours = median(lambda: ab.convert_memory(x, s, d, None), reps, warm)
+    print(f"{row(pair)}|{ours!r}|{median(lambda: own(x), reps, warm)!r}|{seed.get(pair, math.nan)!r}", flush=True)
+)PY";
+
 // Prints "<case>|<bytes>|<ours>|<torch>|<cupy>" per case and size (seconds, nan for
 // a peer that is missing), or "missing: <what>".
 const char* kStagingScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
@@ -493,6 +562,36 @@ void run_python_gpu_batch_cases(const Options& options, const Report& report) {
     ++rows;
   }
   if (rows == 0) note("Python GPU batch cases not measured: " + not_measured_reason(output, error));
+}
+
+void run_python_convert_cases(const Options& options, const Report& report) {
+  const std::string chosen =
+      chosen_cases(options,
+                   {"py conv torch->np", "py conv jax->np", "py conv tf->np", "py conv tf->torch", "py conv np->jax",
+                    "py conv np->torch", "py conv torch->jax", "py conv torch->tf"});
+  if (chosen.empty() || !device_selected(options, {kDLCPU, 0})) return;
+  progress("convert_memory between frameworks", 0);
+  std::string error;
+  const std::string output = run_sized_script(options, kConvertScript, "0", chosen, &error);
+  std::string seed_missing = "ARRAYBRIDGE_BENCH_SEED names no folder with the seed's package (PyPI arraybridge 0.5)";
+  for (const std::string& line : lines_of(output))
+    if (line.rfind("seed: ", 0) == 0) seed_missing = "the seed's package failed: " + line.substr(6);
+  int rows = 0;
+  for (const std::string& line : lines_of(output)) {
+    char name[32] = {};
+    double ours = 0, own = 0, seed = 0;
+    if (std::sscanf(line.c_str(), "%31[^|]|%lf|%lf|%lf", name, &ours, &own, &seed) != 4) continue;
+    Result r{name, "cpu", 0};
+    r.unit = "ns";
+    r.size_bytes = 64 * 64 * 4;
+    r.shape = "64x64 f32";
+    r.seconds = ours;
+    r.baselines.push_back(baseline("own call", own));
+    r.baselines.push_back(baseline("seed", std::isnan(seed) ? 0 : seed, seed_missing));
+    report(r);
+    ++rows;
+  }
+  if (rows == 0) note("convert_memory cases not measured: " + not_measured_reason(output, error));
 }
 
 void run_python_cases(const Options& options, const Report& report) {

@@ -15,6 +15,7 @@ from ._lib import ffi as _ffi, lib as _lib
 from ._mpi import mpi_buffer, mpi_cuda_aware
 from ._nixl import NixlPeer, NixlTransfer, PeerLostError, nixl_available
 from ._pool import device_cache_stats, pool_stats, pool_trim, set_device_cache_limit, set_staging
+from ._recording import Recording, TransferRecord, recording
 from ._seed import (CPU_MEMORY_TYPES, GPU_MEMORY_TYPES, SUPPORTED_MEMORY_TYPES, MemoryType, convert_memory,
                     detect_memory_type)
 from ._tensor import Tensor, TransferReport
@@ -29,4 +30,5 @@ __all__ = [
     "convert_memory", "copy", "copy_many", "detect_memory_type", "devices", "from_dlpack", "from_ipc", "ipc_handle",
     "mpi_buffer", "mpi_cuda_aware", "pool_stats", "pool_trim", "set_staging", "to_device", "to_device_many",
     "device_cache_stats", "set_device_cache_limit", "NixlPeer", "NixlTransfer", "PeerLostError", "nixl_available",
+    "Recording", "TransferRecord", "recording",
 ]

@@ -11,8 +11,12 @@ IMMUTABLE = 1  # _core's PRODUCER_IMMUTABLE
 VETTED = 2     # _core's PRODUCER_VETTED
 TORCH = 4      # _core's PRODUCER_TORCH
 NDARRAY = 8    # _core's PRODUCER_NDARRAY
+HOST_BUFFER = 16  # _core's PRODUCER_HOST_BUFFER
 
 _IMMUTABLE_ROOTS = frozenset({"jax", "jaxlib", "tensorflow"})
+# Frameworks whose arrays in host memory give the buffer protocol, read in place of their
+# slower __dlpack__ (JAX: for one CPU shard only; anything else goes through __dlpack__).
+_HOST_BUFFER_ROOTS = frozenset({"jax", "jaxlib"})
 
 # TensorFlow dtypes that hold no numbers: TensorFlow's own export aborts the process
 # on them (rc 134), so they are refused before it is asked.
@@ -20,11 +24,12 @@ _TENSORFLOW_NOT_NUMBERS = frozenset({"string", "resource", "variant"})
 
 
 def producer_traits(cls):
-    """IMMUTABLE, VETTED and TORCH bits for arrays of `cls` (or of a subclass of theirs),
-    and NDARRAY for numpy.ndarray itself (a subclass may change what its data means)."""
+    """IMMUTABLE, VETTED, TORCH and HOST_BUFFER bits for arrays of `cls` (or of a subclass
+    of theirs), and NDARRAY for numpy.ndarray itself (a subclass may change what its data means)."""
     roots = {base.__module__.partition(".")[0] for base in cls.__mro__}
     return ((IMMUTABLE if roots & _IMMUTABLE_ROOTS else 0) | (VETTED if "tensorflow" in roots else 0) |
-            (TORCH if "torch" in roots else 0) | (NDARRAY if _is_ndarray(cls) else 0))
+            (TORCH if "torch" in roots else 0) | (NDARRAY if _is_ndarray(cls) else 0) |
+            (HOST_BUFFER if roots & _HOST_BUFFER_ROOTS else 0))
 
 
 def _is_ndarray(cls):
@@ -37,21 +42,46 @@ def _is_ndarray(cls):
     return major.isdigit() and int(major) >= 2
 
 
+_TENSORFLOW = {}  # what vet_producer looked up once: "module", "not_numbers", and per type what it is
+
+
+def _tensorflow_kind(cls):
+    """What vet_producer does with objects of `cls`: "refuse" (ragged, sparse), "read"
+    (a variable: its value), "capsule" (a tensor without __dlpack__, TensorFlow before
+    2.15) or "tensor"; found once per type (TensorFlow's isinstance checks cost a
+    microsecond)."""
+    kind = _TENSORFLOW.get(cls)
+    if kind is None:
+        tf = _TENSORFLOW["module"]
+        kind = ("refuse" if issubclass(cls, (tf.RaggedTensor, tf.SparseTensor)) else
+                "read" if issubclass(cls, tf.Variable) else
+                "tensor" if hasattr(cls, "__dlpack__") else "capsule")
+        _TENSORFLOW[cls] = kind
+    return kind
+
+
 def vet_producer(data):
     """What to import in place of a TensorFlow object: a variable's value, the legacy
     capsule of a tensor without __dlpack__ (TensorFlow before 2.15), or a DLPackError
     for what DLPack cannot carry."""
-    tf = importlib.import_module("tensorflow")
-    if isinstance(data, (tf.RaggedTensor, tf.SparseTensor)):
+    if "module" not in _TENSORFLOW:
+        tf = importlib.import_module("tensorflow")
+        _TENSORFLOW["module"] = tf
+        _TENSORFLOW["not_numbers"] = tuple(getattr(tf, name) for name in _TENSORFLOW_NOT_NUMBERS)
+    kind = _tensorflow_kind(type(data))
+    if kind == "refuse":
         raise DLPackError(f"arraybridge: a tf.{type(data).__name__} has no one dense buffer for DLPack; "
                           "convert its .to_tensor() (or tf.sparse.to_dense) instead")
-    if isinstance(data, tf.Variable):
+    if kind == "read":
         data = data.read_value()  # a tensor of the variable's current value
+        kind = _tensorflow_kind(type(data))
     dtype = getattr(data, "dtype", None)
-    if dtype is not None and getattr(dtype, "name", None) in _TENSORFLOW_NOT_NUMBERS:
-        raise DLPackError(f"arraybridge: TensorFlow {dtype.name} tensors hold no numbers that DLPack can carry")
-    if not hasattr(data, "__dlpack__"):
-        return tf.experimental.dlpack.to_dlpack(data)
+    for not_numbers in _TENSORFLOW["not_numbers"]:  # a tensor's dtype is TensorFlow's one DType object of it
+        if dtype is not_numbers:
+            raise DLPackError(f"arraybridge: TensorFlow {not_numbers.name} tensors hold no numbers that DLPack "
+                              "can carry")
+    if kind == "capsule":
+        return _TENSORFLOW["module"].experimental.dlpack.to_dlpack(data)
     return data
 
 

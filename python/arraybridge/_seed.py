@@ -14,11 +14,12 @@ import sys
 
 from ._device import DLDeviceType
 from ._errors import ArrayBridgeError, CopyRequiredError, MemoryConversionError
-from ._lib import _core
+from ._lib import _core, lib
 from . import _structure
 from ._transfer import copy as copy_into, from_dlpack, to_device
 
 log = logging.getLogger("arraybridge")
+_DEBUG = logging.DEBUG
 
 
 class MemoryType(str, enum.Enum):
@@ -130,19 +131,18 @@ def _target_device(target, gpu_id):
 _JAX_X64_DTYPES = frozenset({"int64", "uint64", "float64", "complex128"})
 
 
+class _NarrowingRefused(ValueError):
+    """A target that would narrow the data on import (_check_target_holds)."""
+
+
 def _check_target_holds(dtype, target):
     """Raises ValueError when `target` would narrow data of `dtype` on import."""
     if target is MemoryType.JAX and dtype in _JAX_X64_DTYPES:
         jax = importlib.import_module("jax")
         if not jax.config.jax_enable_x64:
-            raise ValueError(f"JAX keeps no {dtype} while jax_enable_x64 is off: it would make these values "
+            raise _NarrowingRefused(f"JAX keeps no {dtype} while jax_enable_x64 is off: it would make these values "
                              "32-bit without a word. Turn it on (jax.config.update('jax_enable_x64', True)), "
                              "or ask for the cast with dtype=, having checked the values fit")
-
-
-# Targets whose tensor type has a DLPack C exchange API (PyTorch >= 2.10): the
-# result is built by its managed_tensor_to_py_object_no_sync, with no __dlpack__ call.
-_EXCHANGE_TYPES = {MemoryType.TORCH: ("torch", "Tensor")}
 
 
 class _ToImmutable:
@@ -178,9 +178,44 @@ def _torch_dtypes():
     return _TORCH_DTYPES[0]
 
 
+_IMPORTERS = {}  # MemoryType -> its framework's import of a Tensor, made once
+
+
+def _importer(target):
+    """The target framework's zero-copy import of a Tensor: its type's C exchange API
+    where it has one (PyTorch), else its DLPack importer; looked up once."""
+    found = _IMPORTERS.get(target)
+    if found is not None:
+        return found
+    if target is MemoryType.NUMPY:
+        found = importlib.import_module("numpy").from_dlpack
+    elif target is MemoryType.CUPY:
+        found = importlib.import_module("cupy").from_dlpack
+    elif target is MemoryType.TORCH:
+        torch = importlib.import_module("torch")
+        tensor_type, from_dlpack_ = torch.Tensor, torch.from_dlpack
+
+        def found(tensor):
+            made = _core.hand_over(tensor, tensor_type)
+            return made if made is not None else from_dlpack_(tensor)
+    elif target is MemoryType.JAX:
+        jnp_from_dlpack = importlib.import_module("jax.numpy").from_dlpack
+
+        def found(tensor):
+            return jnp_from_dlpack(_ToImmutable(tensor))
+    elif target is MemoryType.TENSORFLOW:  # TensorFlow takes legacy capsules only
+        tf_from_dlpack = importlib.import_module("tensorflow").experimental.dlpack.from_dlpack
+
+        def found(tensor):
+            return tf_from_dlpack(_core.export(tensor, False, False))
+    else:
+        raise AssertionError(f"no importer for {target}")  # pyclesperanto: _into_pyclesperanto
+    _IMPORTERS[target] = found
+    return found
+
+
 def _framework_array(tensor, target, copy):
-    """Hand the Tensor to the target framework (zero-copy): through its type's C
-    exchange API when it has one, else its DLPack importer. A framework that would
+    """Hand the Tensor to the target framework (zero-copy). A framework that would
     make read-only data writable gets a copy of it, unless copy=False forbids it."""
     if tensor.read_only and target in _ALWAYS_WRITABLE:
         if copy is False:
@@ -190,22 +225,7 @@ def _framework_array(tensor, target, copy):
     if target is MemoryType.TORCH and tensor.dtype not in _torch_dtypes():
         # Asked anyway, torch's table fails without taking the tensor it was given.
         raise ValueError(f"torch has no {tensor.dtype} tensors")
-    if target in _EXCHANGE_TYPES:
-        module, name = _EXCHANGE_TYPES[target]
-        made = _core.hand_over(tensor, getattr(importlib.import_module(module), name))
-        if made is not None:
-            return made
-    if target is MemoryType.NUMPY:
-        return importlib.import_module("numpy").from_dlpack(tensor)
-    if target is MemoryType.CUPY:
-        return importlib.import_module("cupy").from_dlpack(tensor)
-    if target is MemoryType.TORCH:
-        return importlib.import_module("torch").from_dlpack(tensor)
-    if target is MemoryType.JAX:
-        return importlib.import_module("jax.numpy").from_dlpack(_ToImmutable(tensor))
-    if target is MemoryType.TENSORFLOW:  # TensorFlow takes legacy capsules only
-        return importlib.import_module("tensorflow").experimental.dlpack.from_dlpack(_core.export(tensor, False, False))
-    raise AssertionError(f"no importer for {target}")  # pyclesperanto: _into_pyclesperanto
+    return _importer(target)(tensor)
 
 
 # The dtypes pyclesperanto keeps (0.25 on OpenCL): it quietly makes 64-bit ints
@@ -319,6 +339,68 @@ def _convert_structure(data, source_type, target_type, gpu_id, strict, dtype, co
     return _structure.rebuild(data, iter(converted))
 
 
+# What convert_memory found for a (type of data, source_type, target_type, gpu_id)
+# once it checked them: the route to take, so that a loop of conversions pays for the
+# checks once (each was a microsecond or more). Only what succeeded is kept.
+# A route: (source MemoryType, target MemoryType, device text, contiguous=, finish),
+# finish(tensor, copy) making the target's array of the moved Tensor.
+_ROUTES = {}
+_STRUCTURE = object()  # the route of a structure's type: each of its arrays goes its own way
+
+
+def _route(data, source_type, target_type, gpu_id):
+    """The checked route of `data` (or _STRUCTURE); raises MemoryConversionError."""
+    if _structure.is_structure(data):
+        return _STRUCTURE
+    source = _memory_type(source_type)
+    target = _memory_type(target_type)
+    if source is None or target is None:
+        role, value = ("source_type", source_type) if source is None else ("target_type", target_type)
+        raise MemoryConversionError(str(getattr(source_type, "value", source_type)),
+                                    str(getattr(target_type, "value", target_type)), _unknown_type(value, role))
+    try:
+        actual = detect_memory_type(data)
+    except ValueError as error:
+        raise MemoryConversionError(source.value, target.value, str(error)) from error
+    if actual is not source:
+        raise MemoryConversionError(source.value, target.value,
+                                    f"the data is a {actual.value} array, not {source.value}")
+    try:
+        kind, index = _target_device(target, gpu_id)
+    except ValueError as error:
+        raise MemoryConversionError(source.value, target.value, str(error)) from error
+    device = f"{_DEVICE_NAMES[kind]}:{index}" if kind in (DLDeviceType.CUDA, DLDeviceType.OPENCL) else "cpu"
+    if target is MemoryType.PYCLESPERANTO:
+        return source, target, device, True, None
+    return source, target, device, _LAYOUT_NEEDED.get(target.value, False), _finisher(target)
+
+
+def _finisher(target):
+    """finish(tensor, copy) for `target`: _framework_array with what it asks of the
+    target looked up once (the numbers of a loop of small conversions: each lookup,
+    an enum's hash among them, cost a tenth of a microsecond or more)."""
+    importer = _importer(target)
+    if target is MemoryType.NUMPY:
+        return lambda tensor, copy: importer(tensor)  # NumPy keeps read-only as it is, any dtype DLPack has
+    if target is MemoryType.JAX:
+        def finish(tensor, copy):
+            _check_target_holds(tensor.dtype, target)
+            return importer(tensor)
+        return finish
+    if target is MemoryType.TORCH:
+        dtypes, read_only = _torch_dtypes(), lib.DLPACK_FLAG_BITMASK_READ_ONLY
+
+        def finish(tensor, copy):
+            if tensor._flags & read_only or tensor.dtype not in dtypes:  # a copy to make, or a refusal
+                return _framework_array(tensor, target, copy)
+            return importer(tensor)
+        return finish
+    return lambda tensor, copy: _framework_array(tensor, target, copy)
+
+
+_DEVICE_NAMES = {DLDeviceType.CUDA: "cuda", DLDeviceType.OPENCL: "opencl"}
+
+
 def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dtype=None, copy=None):
     """Convert `data` from one framework to another, on GPU `gpu_id` (None = CPU).
     `data` may be a structure of such arrays: a mapping (a dict, a torch state dict),
@@ -338,42 +420,41 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     Any failure raises MemoryConversionError with the source, target and reason, but
     Python's memory running out, which stays a MemoryError.
     """
-    if _structure.is_structure(data):  # a structure: each array converted, the same structure back
+    key = (type(data), source_type, target_type, gpu_id, type(gpu_id))  # True == 1, but is no gpu_id
+    try:
+        route = _ROUTES[key]
+    except KeyError:
+        route = _route(data, source_type, target_type, gpu_id)
+        if len(_ROUTES) < 1024:  # a program converts between few kinds; past that, checked each time
+            _ROUTES[key] = route
+    except TypeError:  # an unhashable argument: checked each time (and refused there, or a structure)
+        route = _route(data, source_type, target_type, gpu_id)
+    if route is _STRUCTURE:
         return _convert_structure(data, source_type, target_type, gpu_id, strict, dtype, copy)
-    source = _memory_type(source_type)
-    target = _memory_type(target_type)
-    if source is None or target is None:
-        role, value = ("source_type", source_type) if source is None else ("target_type", target_type)
-        raise MemoryConversionError(str(getattr(source_type, "value", source_type)),
-                                    str(getattr(target_type, "value", target_type)), _unknown_type(value, role))
+    source, target, device, contiguous, finish = route
     try:
-        actual = detect_memory_type(data)
-    except ValueError as error:
-        raise MemoryConversionError(source.value, target.value, str(error)) from error
-    if actual is not source:
-        raise MemoryConversionError(source.value, target.value,
-                                    f"the data is a {actual.value} array, not {source.value}")
-    try:
-        device = _target_device(target, gpu_id)
-        if target is MemoryType.PYCLESPERANTO:
-            result = _into_pyclesperanto(data, device[1], strict, dtype, copy)
+        if finish is None:  # pyclesperanto
+            result = _into_pyclesperanto(data, int(device[len("opencl:"):]), strict, dtype, copy)
             log.debug("convert_memory %s -> pyclesperanto: one copy into its context", source.value)
             return result
-        tensor = to_device(data, device, copy=copy, strict=strict, contiguous=_LAYOUT_NEEDED.get(target.value, False),
-                           dtype=dtype)
-        _check_target_holds(tensor.dtype, target)
+        if copy is None and not strict and dtype is None:
+            tensor = to_device(data, device, contiguous=contiguous)
+        else:
+            tensor = to_device(data, device, copy=copy, strict=strict, contiguous=contiguous, dtype=dtype)
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
     try:
-        result = _framework_array(tensor, target, copy)
+        result = finish(tensor, copy)
     except MemoryError:  # not the target's refusal: Python's memory ran out, as to_device's may
         raise
-    except CopyRequiredError as error:  # ours, in its own words
+    except (CopyRequiredError, _NarrowingRefused) as error:  # ours, in its own words
         raise MemoryConversionError(source.value, target.value, str(error)) from error
     except Exception as error:  # the target's importer: its first line, never its C++ backtrace
         said = str(error).strip()
         raise MemoryConversionError(source.value, target.value, f"{target.value} cannot take this {tensor.dtype} "
                                     f"tensor: {said.splitlines()[0] if said else type(error).__name__}") from None
-    log.debug("convert_memory %s -> %s: %s (%s)", source.value, target.value, tensor.report.path, tensor.report.detail)
+    if log.isEnabledFor(_DEBUG):
+        log.debug("convert_memory %s -> %s: %s (%s)", source.value, target.value, tensor.report.path,
+                  tensor.report.detail)
     return result

@@ -62,3 +62,25 @@ def test_a_capsule_is_consumed_at_most_once():
 def test_without_x64_jax_gets_no_wide_dtype_from_us(dtype):
     with jax_x64(False), pytest.raises(ab.MemoryConversionError, match=f"JAX keeps no {dtype} while jax_enable_x64"):
         ab.convert_memory(values((3,), dtype), "numpy", "jax", gpu_id=None)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bool", "complex64", "int8", "uint32", "bfloat16"])
+def test_a_jax_cpu_array_is_read_in_place_read_only_and_kept_alive(dtype):
+    """JAX's CPU arrays are read through their buffer (a sixth of their __dlpack__'s
+    cost), bfloat16, which JAX gives no buffer, through __dlpack__: the same memory,
+    read-only either way, alive after the array is deleted until the view goes."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x = jax.device_put(jnp.arange(64).reshape(8, 8).astype(dtype), jax.devices("cpu")[0])
+    expected = np.asarray(x).copy()
+    t = ab.to_device(x, "cpu")
+    assert t.report.path == "zero_copy" and t.read_only and t.dtype == dtype
+    if dtype != "bfloat16":
+        assert t.data_ptr == np.asarray(x).ctypes.data  # JAX's own memory
+    x.delete()
+    back = np.asarray(jnp.from_dlpack(ab.to_device(t, "cpu", copy=True)))  # NumPy has no bfloat16: JAX reads it
+    np.testing.assert_array_equal(back, expected, strict=True)
+    if dtype != "bfloat16":
+        view = np.from_dlpack(t)
+        with pytest.raises(ValueError, match="read-only"):
+            view[0] = 0

@@ -135,22 +135,34 @@ typedef struct {
   PyObject* producer_traits;     /* (type) -> PRODUCER_* bits of what its framework is known to do */
   PyObject* vet_producer;        /* (producer) -> what to import in its place; raises for what must not be exported */
   PyObject* torch_refusal;       /* (tensor, role, problem, detail) -> the exception refusing a torch tensor */
-  PyObject* to_device_structure; /* to_device's own arguments, for a list, tuple or dict of arrays */
-  PyObject* copy_structure;      /* copy's own arguments, for a list, tuple or dict of arrays */
+  PyObject* to_device_structure; /* to_device's own arguments, for a structure of arrays (_structure.py) */
+  PyObject* copy_structure;      /* copy's own arguments, for a structure of arrays */
   PyObject* log_cache;           /* the "arraybridge" logger's level cache, or NULL */
   uint32_t runtime_flags;        /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
 } Hooks;
 
 extern Hooks hooks;
-#define PRODUCER_IMMUTABLE 1 /* its framework never lets its arrays be written (JAX, TensorFlow) */
-#define PRODUCER_VETTED 2    /* its own export can abort the process: vet_producer first (TensorFlow) */
-#define PRODUCER_TORCH 4     /* PyTorch: lazy conj/neg bits and autograd, checked by torch_vet */
-#define PRODUCER_NDARRAY 8   /* exactly numpy.ndarray: read through the buffer protocol (ndarray.c) */
+#define PRODUCER_IMMUTABLE 1    /* its framework never lets its arrays be written (JAX, TensorFlow) */
+#define PRODUCER_VETTED 2       /* its own export can abort the process: vet_producer first (TensorFlow) */
+#define PRODUCER_TORCH 4        /* PyTorch: lazy conj/neg bits and autograd, checked by torch_vet */
+#define PRODUCER_NDARRAY 8      /* exactly numpy.ndarray: read through the buffer protocol (ndarray.c) */
+#define PRODUCER_HOST_BUFFER 16 /* its arrays in host memory give the buffer protocol: read so first (JAX) */
 PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs);
 /* 0 when the package has registered its hooks, else -1 with an explanation. */
 int hooks_ready(void);
 /* Sets the exception the error hook makes for `status` (dst: the target device, or NULL). */
 void raise_status(abr_status status, const char* context, const DLDevice* dst);
+
+/* ---------------------------------------------------------- record.c */
+
+/* The callable arraybridge.recording() set, or NULL while none is on. */
+extern PyObject* recorder;
+PyObject* core_set_recorder(PyObject* module, PyObject* callable);
+double record_clock(void); /* seconds, monotonic: read only while recorder is set */
+/* Hands one finished transfer (or batch of `tensors`) to the recorder, if still set;
+ * its failure is reported as unraisable, never the transfer's. */
+void record_transfer(const char* call, DLDevice from, DLDevice to, abr_path path, uint64_t bytes, const char* detail,
+                     Py_ssize_t tensors, double start);
 
 /* ---------------------------------------------------------- runtime.c */
 
@@ -196,6 +208,10 @@ int host_kinds_init(void);
  * for an array NumPy's export refuses or that this does not read (left to
  * __dlpack__, which says why), -1 with an exception (no memory). */
 int import_ndarray(PyObject* array, Imported* out);
+/* Any array in host memory through the buffer protocol (JAX's on the CPU), its view
+ * held until the header is deleted: 1 with *out set, 0 where it gives none this reads
+ * (left to __dlpack__), -1 with an exception (no memory). */
+int import_host_buffer(PyObject* array, Imported* out);
 
 /* ---------------------------------------------------------- torch.c */
 

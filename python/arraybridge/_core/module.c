@@ -19,7 +19,8 @@ static PyMethodDef methods[] = {
     {"to_device", (PyCFunction)(void (*)(void))core_to_device, METH_FASTCALL | METH_KEYWORDS, core_to_device_doc},
     {"to_device_many", (PyCFunction)(void (*)(void))core_to_device_many, METH_FASTCALL | METH_KEYWORDS,
      core_to_device_many_doc},
-    {"is_flat", core_is_flat, METH_O, "is_flat(list) -> whether no item is a list, tuple or dict (one batch as it is)"},
+    {"is_flat", core_is_flat, METH_O,
+     "is_flat(list) -> whether no item is a list, tuple or mapping (one batch as it is)"},
     {"copy_many", (PyCFunction)(void (*)(void))core_copy_many, METH_FASTCALL | METH_KEYWORDS, core_copy_many_doc},
     {"from_dlpack", (PyCFunction)(void (*)(void))core_from_dlpack, METH_FASTCALL | METH_KEYWORDS, core_from_dlpack_doc},
     {"copy", (PyCFunction)(void (*)(void))core_copy, METH_FASTCALL | METH_KEYWORDS, core_copy_doc},
@@ -33,6 +34,9 @@ static PyMethodDef methods[] = {
     {"handover_ns", (PyCFunction)(void (*)(void))core_handover_ns, METH_FASTCALL,
      "handover_ns(tensor, n) -> ns per owning and per borrowed hand-over through our C exchange API, in a C loop"},
     {"capsule_name", capsule_name, METH_O, "capsule_name(capsule) -> its name"},
+    {"set_recorder", core_set_recorder, METH_O,
+     "set_recorder(callable or None): called after each transfer with (call, from, to, path, bytes, detail, "
+     "tensors, seconds) while arraybridge.recording() is on"},
     {"untracked_type", untracked_type, METH_O,
      "untracked_type(cls) -> cls rebuilt as the final type arraybridge.Tensor, whose instances the cycle collector "
      "does not track (a class decorator)"},

@@ -134,10 +134,34 @@ static PyObject* name_or_error(abr_status status, const char* name, const char* 
   return NULL;
 }
 
+/* The names of the last dtypes asked for, made once: a name made afresh was a third
+ * of a small conversion's check of it (convert_memory asks torch's dtypes so). */
+#define NAMED_DTYPES 16
+static struct {
+  DLDataType dtype;
+  PyObject* name; /* NULL: an empty slot */
+} named_dtypes[NAMED_DTYPES];
+static unsigned named_next; /* wraps harmlessly */
+
 static PyObject* tensor_dtype(TensorObject* self, void* unused) {
   (void)unused;
-  char name[ABR_NAME_MAX];
-  return name_or_error(abr_dtype_format(self->tensor->dl_tensor.dtype, name, sizeof name), name, "naming the dtype");
+  const DLDataType dtype = self->tensor->dl_tensor.dtype;
+  for (int i = 0; i < NAMED_DTYPES; ++i)
+    if (named_dtypes[i].name && named_dtypes[i].dtype.code == dtype.code && named_dtypes[i].dtype.bits == dtype.bits &&
+        named_dtypes[i].dtype.lanes == dtype.lanes) {
+      Py_INCREF(named_dtypes[i].name); /* no Py_NewRef: the package supports 3.9 */
+      return named_dtypes[i].name;
+    }
+  char text[ABR_NAME_MAX];
+  PyObject* name = name_or_error(abr_dtype_format(dtype, text, sizeof text), text, "naming the dtype");
+  if (!name) return NULL;
+  const unsigned slot = named_next++ % NAMED_DTYPES;
+  PyObject* evicted = named_dtypes[slot].name;
+  named_dtypes[slot].dtype = dtype;
+  Py_INCREF(name);
+  named_dtypes[slot].name = name;
+  Py_XDECREF(evicted); /* a str: its dealloc runs no code that reads the table */
+  return name;
 }
 
 static PyObject* tensor_device_name(TensorObject* self, void* unused) {

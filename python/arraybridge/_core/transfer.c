@@ -337,8 +337,8 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     Py_DECREF(vetted);
     return status;
   }
-  if (traits & PRODUCER_NDARRAY) {
-    const int read = import_ndarray(x, out);
+  if (traits & (PRODUCER_NDARRAY | PRODUCER_HOST_BUFFER)) {
+    const int read = traits & PRODUCER_NDARRAY ? import_ndarray(x, out) : import_host_buffer(x, out);
     if (read != 0) return read < 0 ? -1 : keep_read_only(immutable, out);
   }
   if (traits & PRODUCER_TORCH) return import_torch(x, role, purpose, immutable, out);
@@ -518,6 +518,7 @@ static int hold_completion(abr_event* done, PyObject* keep, const char* context,
 }
 
 static PyObject* run(PyObject* x, Request* request) {
+  const double start = recorder ? record_clock() : 0;
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   PyTypeObject* type = (PyTypeObject*)hooks.tensor_type;
@@ -616,6 +617,9 @@ static PyObject* run(PyObject* x, Request* request) {
   }
   if (resolved && result->report.path == ABR_PATH_ZERO_COPY) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
+  if (recorder)
+    record_transfer(request->context, src_device, out->dl_tensor.device, result->report.path,
+                    result->report.bytes_moved, result->report.detail, 1, start);
   return (PyObject*)result;
 }
 
@@ -695,8 +699,10 @@ const char core_to_device_doc[] =
     "to their frameworks) and legacy capsules (which cannot say otherwise); a copy is\n"
     "the caller's to write. The value and dtype never change unless dtype= asks.\n"
     "The path taken is in `.report` and logged at DEBUG on the \"arraybridge\" logger.\n"
-    "x may also be a dict, list or tuple of arrays, nested: the same structure comes\n"
-    "back, every array moved by one batch (see to_device_many).";
+    "x may also be a mapping (a dict, a torch state dict), list or tuple of arrays,\n"
+    "nested, subclasses included: the same structure comes back, of the same type\n"
+    "where it can be rebuilt, every array moved by one batch (see to_device_many); a\n"
+    "failure names the array's place in it (x['fc.weight']).";
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
@@ -844,6 +850,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
       parse_flag(a[4], ABR_TRANSFER_NO_HOST_STAGING, &request.options.flags) < 0 ||
       parse_contiguous(a[5], &request.options.flags) < 0 || parse_truth(a[6], &request.non_blocking) < 0)
     return restated("to_device");
+  const double start = recorder ? record_clock() : 0;
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   PyObject* xs = PySequence_Fast(a[0], "arraybridge: to_device_many takes a list of arrays");
@@ -876,6 +883,14 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
       failed_at(role);
       goto done;
     }
+  }
+  DLDevice imported_from = {(DLDeviceType)0, 0}; /* for a recording: the sources' one device (type 0: several) */
+  for (Py_ssize_t i = 0; recorder && i < n; ++i) {
+    const DLDevice d = imported_tensor(&imports[i])->device;
+    if (i == 0)
+      imported_from = d;
+    else if (d.device_type != imported_from.device_type || d.device_id != imported_from.device_id)
+      imported_from.device_type = (DLDeviceType)0;
   }
   /* Host arrays to the CPU, 1 MiB in all, move with the GIL held (as one small host
    * copy does): the producers' versioned tensors go in as they are, and their
@@ -973,6 +988,9 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     ((TensorObject*)PyList_GET_ITEM(results, i))->ready = ready;
   }
   Py_XDECREF(ready);
+  if (recorder && n > 0)
+    record_transfer("to_device_many", imported_from, request.dst, ABR_PATH_NONE, report.bytes_moved, report.detail, n,
+                    start);
   answer = results;
   results = NULL;
 done:
@@ -1038,8 +1056,10 @@ const char core_copy_doc[] =
     "producers (or capsules) and stay the caller's. This is how data reaches memory\n"
     "another library owns, such as a buffer in pyclesperanto's OpenCL context.\n"
     "strict: refuse any path that stages through host memory (the planner decides).\n"
-    "src and dst may also be structures of the same shape (nested dicts, lists and\n"
-    "tuples of arrays): every pair is copied in one batch (see copy_many).\n"
+    "src and dst may also be structures of the same shape (nested mappings, lists and\n"
+    "tuples of arrays, a state dict): every pair is copied in one batch (see copy_many).\n"
+    "A torch destination's version counter is bumped, as torch's in-place ops do, so\n"
+    "a backward pass that saved it raises instead of using the new values.\n"
     "non_blocking: return once the copy is queued, with an Event to wait on (None when\n"
     "it is done already); both arrays are kept alive until then. A copy with a CUDA\n"
     "side is queued on the producer's current stream, else the legacy default stream;\n"
@@ -1059,6 +1079,9 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   int non_blocking = 0;
   if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0)
     return NULL;
+  const double start = recorder ? record_clock() : 0;
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT; /* asked for only by a recording */
+  if (recorder) options.report = &report;
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   Imported dst_source = {0}, src_source = {0};
@@ -1069,9 +1092,10 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
       import_source(a[0], "src", IMPORT_MAY_COPY, &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
   abr_event* done = NULL;
+  const DLDevice dst_device = dst->dl_tensor.device;
+  const DLDevice src_device = src ? src->dl_tensor.device : dst_device;
   if (src) {
     uintptr_t src_stream = src_source.work_stream, dst_stream = dst_source.work_stream;
-    const DLDevice src_device = src->dl_tensor.device, dst_device = dst->dl_tensor.device;
     abr_stream* own = NULL;
     if (non_blocking && !src_stream && !dst_stream) {
       uintptr_t cuda = 0;
@@ -1121,6 +1145,8 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   const int held = hold_completion(done, both, "copy", &event);
   Py_XDECREF(both);
   if (held < 0) return NULL;
+  if (recorder)
+    record_transfer("copy", src_device, dst_device, report.path, report.bytes_moved, report.detail, 1, start);
   if (event) return event;
   Py_RETURN_NONE;
 }
@@ -1159,6 +1185,15 @@ const char core_copy_many_doc[] =
     "queued on one stream, as copy queues one pair: that of the first pair's device\n"
     "side, when every pair has that device on one side; otherwise they run now.";
 
+/* The one device of `count` tensors, for a recording; device type 0 when they differ. */
+static DLDevice one_device(const DLTensor* const* tensors, Py_ssize_t count) {
+  DLDevice device = tensors[0]->device;
+  for (Py_ssize_t i = 1; i < count; ++i)
+    if (tensors[i]->device.device_type != device.device_type || tensors[i]->device.device_id != device.device_id)
+      device.device_type = (DLDeviceType)0;
+  return device;
+}
+
 PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
   static const char* const kNames[] = {"srcs", "dsts", "strict", "non_blocking"};
@@ -1172,6 +1207,8 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   int non_blocking = 0;
   if (parse_flag(a[2], ABR_TRANSFER_NO_HOST_STAGING, &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0)
     return NULL;
+  const double start = recorder ? record_clock() : 0;
+  abr_batch_report report = ABR_BATCH_REPORT_INIT; /* asked for only by a recording */
   abr_runtime* runtime = core_runtime();
   if (!runtime) return NULL;
   PyObject* srcs = PySequence_Fast(a[0], "arraybridge: copy_many takes a list of source arrays");
@@ -1232,7 +1269,8 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   status = wait_for_producers(runtime, imports, movable, 2 * n);
   if (status == ABR_OK && queued && cuda) status = abr_stream_wrap(runtime, queue_device, (void*)cuda, &wrapped);
   abr_stream* stream = wrapped ? wrapped : queued ? own : NULL;
-  if (status == ABR_OK) status = abr_copy_many(runtime, tensors, tensors + n, (size_t)n, &options, stream, NULL);
+  if (status == ABR_OK)
+    status = abr_copy_many(runtime, tensors, tensors + n, (size_t)n, &options, stream, recorder ? &report : NULL);
   if (status == ABR_OK && stream && abr_event_record(stream, &copied) != ABR_OK)
     status = abr_stream_synchronize(stream);
   if (status != ABR_OK && stream) abr_stream_synchronize(stream); /* earlier pairs' work may use the views */
@@ -1258,9 +1296,12 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   }
   if (kept) imported = 0; /* the Event's now */
   PyObject* event = NULL;
-  const int held = hold_completion(copied, kept, "copy_many", &event);
+  const int held = hold_completion(copied, kept, "copy", &event);
   Py_XDECREF(kept);
   if (held < 0) goto done;
+  if (recorder && n > 0)
+    record_transfer("copy_many", one_device(tensors, n), one_device(tensors + n, n), ABR_PATH_NONE, report.bytes_moved,
+                    report.detail, n, start);
   answer = event ? event : Py_None;
   if (!event) Py_INCREF(answer);
 done:
