@@ -7,6 +7,11 @@ import pytest
 
 import arraybridge as ab
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: over a few seconds each (TensorFlow started afresh, NIXL's largest "
+                            "payloads): tests/suites.txt runs them in the full tier (python-slow), not in make check")
+
+
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64", "complex64", "complex128"]
 DEVICES = ["cpu", "opencl:0"]

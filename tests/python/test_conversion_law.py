@@ -70,6 +70,7 @@ def test_every_layout_reaches_every_target_with_exact_values():
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                     reason="TensorFlow is installed by `make test`; run it through make")
+@pytest.mark.slow  # TensorFlow in a fresh interpreter
 def test_tensorflow_conversions_obey_the_law_in_a_subprocess():
     frameworks = ["tensorflow"] + IN_PROCESS
     script = textwrap.dedent(f"""

@@ -85,6 +85,7 @@ def test_pyclesperanto_takes_a_cast_asked_for():
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                     reason="TensorFlow is installed by `make test`; run it through make")
+@pytest.mark.slow  # TensorFlow in a fresh interpreter
 def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_their_value():
     script = textwrap.dedent("""
         import tensorflow as tf

@@ -16,7 +16,8 @@ from test_cuda_fake import FAKE
 
 pytest.importorskip("mpi4py", reason="mpi4py is not installed (dev/requirements-test.txt has it)")
 MPIRUN = shutil.which("mpirun")
-pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun is not installed (Debian: openmpi-bin)")
+pytestmark = [pytest.mark.skipif(MPIRUN is None, reason="mpirun is not installed (Debian: openmpi-bin)"),
+              pytest.mark.slow]  # each starts MPI ranks: 10 s here
 WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
 
 

@@ -14,8 +14,9 @@ import pytest
 WORKER = os.path.join(os.path.dirname(__file__), "nixl_worker.py")
 INSTALLED = any(importlib.util.find_spec(name) for name in ("nixl", "nixl_cu13", "nixl_cu12"))
 # Skipped only where NIXL is not installed at all; installed but broken is a failure.
-pytestmark = pytest.mark.skipif(not INSTALLED, reason="NIXL is not installed (dev/setup_python.sh test installs "
-                                "nixl-cu12 with --no-deps)")
+pytestmark = [pytest.mark.skipif(not INSTALLED, reason="NIXL is not installed (dev/setup_python.sh test installs "
+                                 "nixl-cu12 with --no-deps)"),
+              pytest.mark.slow]  # each starts NIXL peers in processes of their own
 
 
 def cuda_gpu():

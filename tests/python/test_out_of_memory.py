@@ -15,6 +15,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 BUILD = pathlib.Path(os.environ.get("ARRAYBRIDGE_BUILD", HERE.parents[1] / "build"))
 FAKE = BUILD / "fake-cuda" / "libcuda.so.1"
 
+pytestmark = pytest.mark.slow  # every allocation walked, in turn: 35 s here
+
 try:
     import _testcapi
     HOOKS = hasattr(_testcapi, "set_nomemory")

@@ -15,6 +15,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each starts TensorFlow in a fresh interpreter: 15-25 s on 2 cores
+
 if importlib.util.find_spec("tensorflow") is None:
     pytest.skip("TensorFlow is installed by `make test`; run it through make", allow_module_level=True)
 
