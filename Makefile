@@ -15,7 +15,7 @@ CXX ?= g++
 CC ?= gcc
 CXXSTD := -std=c++17
 WARN := -Wall -Wextra -Wshadow -Wno-missing-field-initializers
-# fmt's compiled part is built once, in lib/fmt_build.cpp, and spdlog is used
+# fmt's compiled part is built once, in lib/base/fmt_build.cpp, and spdlog is used
 # header-only on top of it, so the library links nothing but libc/libstdc++.
 DEFS :=
 # The CUDA toolkit: nvcc builds the kernels and cuda.h declares the driver API,
@@ -33,7 +33,7 @@ CPPFLAGS_ALL := -I. -Iinclude -isystem $(CUDA_HOME)/include $(DEFS)
 OPT ?= -O2 -g
 CXXFLAGS_LIB := $(CXXSTD) $(OPT) $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -pthread
 
-LIB_SRCS := $(wildcard lib/*.cpp)
+LIB_SRCS := $(wildcard lib/*/*.cpp)
 CAPI_SRCS := $(wildcard capi/*.cpp)
 OPENCL_SRCS := $(wildcard opencl/*.cpp)
 CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cpp),cuda/descriptor.cpp)
@@ -53,7 +53,7 @@ BENCH := $(BUILD)/bin/arraybridge-bench
 
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-# Quiet by default: one line per target ("  CXX   lib/runtime.cpp"); `make V=1`
+# Quiet by default: one line per target ("  CXX   lib/run/runtime.cpp"); `make V=1`
 # prints the full commands instead.
 V ?= 0
 ifeq ($(V),0)
@@ -88,7 +88,7 @@ $(BUILD)/obj/%.o: %.cpp
 FATBIN := $(BUILD)/cuda/kernels.fatbin
 FATBIN_OBJ := $(if $(filter 1,$(CUDA)),$(BUILD)/obj/cuda/fatbin.o)
 NVCC_ARCHS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-$(FATBIN): cuda/kernels.cu cuda/kernel_params.hpp lib/half_bits.hpp
+$(FATBIN): cuda/kernels.cu cuda/kernel_params.hpp lib/tensor/half_bits.hpp
 	@mkdir -p $(dir $@)
 	@test -x $(NVCC) || { echo "nvcc not found (looked on PATH and at $(NVCC)): install the CUDA Toolkit or pass NVCC=/path/to/nvcc" >&2; exit 1; }
 	$(call say,NVCC,$<)
@@ -174,7 +174,7 @@ $(BUILD)/bin/unit-tests: $(UNIT_OBJS) $(STATIC) | $(FAKE_LLVM)
 	$(Q)$(CXX) -pthread -o $@ $(UNIT_OBJS) $(STATIC) -ldl -lOpenCL
 
 # The same sources again with AddressSanitizer + UndefinedBehaviorSanitizer, and
-# with the fault-injection points armed (lib/fault.hpp): a failure injected
+# with the fault-injection points armed (lib/base/fault.hpp): a failure injected
 # anywhere must leave no leak, which LeakSanitizer checks at exit.
 $(ASAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -329,7 +329,7 @@ $(TSAN_STATIC): $(CORE_SRCS:%.cpp=$(TSAN_DIR)/obj/%.o) $(FATBIN_OBJ)
 
 # The fake needs only the host casts of the core (its cast kernel), compiled in;
 # one list serves as prerequisites and sources, so they cannot drift apart.
-TSAN_FAKE_SRCS := tests/cuda/fake_driver.cpp lib/host_cast.cpp lib/dtype.cpp lib/text.cpp lib/fmt_build.cpp
+TSAN_FAKE_SRCS := tests/cuda/fake_driver.cpp lib/host/host_cast.cpp lib/tensor/dtype.cpp lib/base/text.cpp lib/base/fmt_build.cpp
 $(TSAN_FAKE_CUDA): $(TSAN_FAKE_SRCS) cuda/kernel_params.hpp
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "lib/host_threads.hpp"
+#include "lib/host/host_threads.hpp"
 #include "bench/bench.hpp"
 
 namespace bench {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "lib/pinned_pool.hpp"
+#include "lib/memory/pinned_pool.hpp"
 #include "opencl/staging.hpp"
 #include "bench/bench.hpp"
 

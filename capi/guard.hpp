@@ -5,8 +5,8 @@
 
 #include <new>
 
-#include "lib/error.hpp"
-#include "lib/log.hpp"
+#include "lib/base/error.hpp"
+#include "lib/base/log.hpp"
 
 namespace abr::capi {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "lib/runtime.hpp"
+#include "lib/run/runtime.hpp"
 #include "capi/guard.hpp"
 
 struct abr_runtime {

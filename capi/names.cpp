@@ -5,9 +5,9 @@
 
 #include "capi/guard.hpp"
 #include "capi/struct_versions.hpp"
-#include "lib/text.hpp"
-#include "lib/device_kinds.hpp"
-#include "lib/dtype.hpp"
+#include "lib/base/text.hpp"
+#include "lib/tensor/device_kinds.hpp"
+#include "lib/tensor/dtype.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Transfer entry points: abr_to_device, abr_to_device_many, abr_copy and their variants.
 #include <algorithm>
 
-#include "lib/planner.hpp"
+#include "lib/plan/planner.hpp"
 #include "capi/handles.hpp"
 #include "capi/struct_versions.hpp"
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "lib/error.hpp"
+#include "lib/base/error.hpp"
 
 namespace abr::capi {
 

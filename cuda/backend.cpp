@@ -2,10 +2,10 @@
 
 #include <cstdio>
 
-#include "lib/devices.hpp"
-#include "lib/layout.hpp"
-#include "lib/log.hpp"
-#include "lib/text.hpp"
+#include "lib/devices/devices.hpp"
+#include "lib/tensor/layout.hpp"
+#include "lib/base/log.hpp"
+#include "lib/base/text.hpp"
 #include "cuda/stream.hpp"
 #include "cuda/peer_copy.hpp"
 #include "cuda/submission.hpp"

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "lib/backend.hpp"
+#include "lib/devices/backend.hpp"
 #include "cuda/device.hpp"
 #include "cuda/device_cache.hpp"
 #include "cuda/memory.hpp"

@@ -4,8 +4,8 @@
 // says it was left out of this build.
 #include <iterator>
 
-#include "lib/backend_descriptor.hpp"
-#include "lib/device_kinds.hpp"
+#include "lib/tensor/backend_descriptor.hpp"
+#include "lib/tensor/device_kinds.hpp"
 
 namespace abr {
 

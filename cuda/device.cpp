@@ -1,8 +1,8 @@
 #include "cuda/device.hpp"
 
-#include "lib/devices.hpp"
-#include "lib/fault.hpp"
-#include "lib/log.hpp"
+#include "lib/devices/devices.hpp"
+#include "lib/base/fault.hpp"
+#include "lib/base/log.hpp"
 
 // The kernels' fatbin, embedded by cuda/fatbin.S.
 extern "C" const unsigned char abr_cuda_fatbin[];

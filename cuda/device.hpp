@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "lib/error.hpp"
+#include "lib/base/error.hpp"
 #include "arraybridge/arraybridge.h"
 #include "cuda/driver.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "lib/log.hpp"
+#include "lib/base/log.hpp"
 
 namespace abr::cuda {
 

@@ -16,8 +16,8 @@
 #include <mutex>
 #include <utility>
 
-#include "lib/pinned_pool.hpp"
-#include "lib/storage.hpp"
+#include "lib/memory/pinned_pool.hpp"
+#include "lib/tensor/storage.hpp"
 #include "cuda/memory.hpp"
 
 namespace abr::cuda {

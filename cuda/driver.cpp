@@ -8,7 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "lib/link_namespaces.hpp"
+#include "lib/base/settings.hpp"
+#include "lib/platform/link_namespaces.hpp"
 
 namespace abr::cuda {
 
@@ -17,7 +18,8 @@ namespace abr::cuda {
 #define ABR_CUDA_SYMBOL(name) ABR_CUDA_SYMBOL_NAME(name)
 
 std::unique_ptr<Driver> load_driver(const char* path, const std::string& namespace_taken, std::string* reason) {
-  if (!namespace_taken.empty()) {  // its libc would overwrite the driver's pthread keys (lib/link_namespaces.hpp)
+  if (!namespace_taken
+           .empty()) {  // its libc would overwrite the driver's pthread keys (lib/platform/link_namespaces.hpp)
     *reason = fmt::format(
         "the CUDA driver is not loaded beside {}: that namespace's own libc would overwrite the driver's pthread "
         "keys, which crashes it",
@@ -67,7 +69,7 @@ const Driver* driver(std::string* reason) {
   static const Driver* loaded = nullptr;
   static const std::string* failure = nullptr;
   std::call_once(once, [] {
-    const char* path = std::getenv("ARRAYBRIDGE_CUDA_LIBRARY");
+    const char* path = settings::cuda_library();
     std::string why;
     loaded = load_driver(path && *path ? path : "libcuda.so.1", private_namespace(), &why).release();
     failure = new std::string(std::move(why));

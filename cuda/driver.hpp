@@ -46,7 +46,7 @@ const Driver* driver(std::string* reason);
 
 // Loads the driver at `path` (what driver() does once): nullptr with `reason` when it
 // cannot be had, or when `namespace_taken` names a library in a link-map namespace of
-// its own, whose libc would overwrite the driver's pthread keys (lib/link_namespaces.hpp).
+// its own, whose libc would overwrite the driver's pthread keys (lib/platform/link_namespaces.hpp).
 std::unique_ptr<Driver> load_driver(const char* path, const std::string& namespace_taken, std::string* reason);
 
 // "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", from the driver when it knows the code.

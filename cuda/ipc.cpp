@@ -9,9 +9,9 @@
 
 #include <cstring>
 
-#include "lib/device_kinds.hpp"
-#include "lib/export.hpp"
-#include "lib/log.hpp"
+#include "lib/tensor/device_kinds.hpp"
+#include "lib/tensor/export.hpp"
+#include "lib/base/log.hpp"
 #include "cuda/backend.hpp"
 #include "cuda/ipc_handle.hpp"
 #include "cuda/stream.hpp"

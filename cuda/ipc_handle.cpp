@@ -10,9 +10,9 @@
 
 #include <cstring>
 
-#include "lib/error.hpp"
-#include "lib/layout.hpp"
-#include "lib/process_identity.hpp"
+#include "lib/base/error.hpp"
+#include "lib/tensor/layout.hpp"
+#include "lib/platform/process_identity.hpp"
 
 namespace abr::cuda {
 namespace {

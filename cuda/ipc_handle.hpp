@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "arraybridge/arraybridge.h"
-#include "lib/dims.hpp"
+#include "lib/tensor/dims.hpp"
 
 namespace abr::cuda {
 
@@ -32,7 +32,7 @@ struct IpcHandleBody {
   IpcPrefix prefix;
   int32_t exporter_pid;
   int32_t exporter_ordinal;  // for messages: the GPU's number in the exporting process
-  uint64_t exporter_start;   // the exporter's start time (lib/process_identity.hpp): its pid may be reused
+  uint64_t exporter_start;   // the exporter's start time (lib/platform/process_identity.hpp): its pid may be reused
   CUipcMemHandle memory;     // the whole allocation holding the view
   CUipcEventHandle event;    // after the work queued before the export
   CUuuid gpu;

@@ -1,5 +1,5 @@
 // What the host passes to the kernels in kernels.cu, by value: one normalized
-// strided walk (lib/strided.hpp) in byte offsets, and for casts the element
+// strided walk (lib/host/strided.hpp) in byte offsets, and for casts the element
 // kinds. Plain C layout, shared by nvcc and the host compiler.
 #pragma once
 
@@ -20,7 +20,7 @@ struct WalkParams {
   int64_t dst_stride[kMaxWalkDims];
 };
 
-// Element kinds for abr_cast (storage and meaning, as lib/host_cast.cpp).
+// Element kinds for abr_cast (storage and meaning, as lib/host/host_cast.cpp).
 enum ElementKind : int32_t {
   kBool8,
   kInt8,

@@ -1,10 +1,10 @@
 // The device kernels: a strided gather/scatter walk for plain copies (any element
 // size, moved in the widest unit alignment allows) and one dtype-cast kernel
-// with lib/host_cast.cpp's exact semantics. Built by nvcc into a fatbin for
+// with lib/host/host_cast.cpp's exact semantics. Built by nvcc into a fatbin for
 // sm_80 and sm_90 plus PTX, embedded in the library (see the Makefile).
 #include <stdint.h>
 
-#include "lib/half_bits.hpp"
+#include "lib/tensor/half_bits.hpp"
 #include "cuda/kernel_params.hpp"
 
 namespace {
@@ -119,7 +119,7 @@ __device__ Value read(const char* p, int kind) {
   return v;
 }
 
-// Float to integer: saturate, NaN -> 0 (as lib/host_cast.cpp's saturate<D>).
+// Float to integer: saturate, NaN -> 0 (as lib/host/host_cast.cpp's saturate<D>).
 template <class D>
 __device__ inline D saturate(double v, double lo, double hi, D min, D max) {
   if (v != v) return 0;

@@ -1,7 +1,7 @@
 #include "cuda/memory.hpp"
 
-#include "lib/fault.hpp"
-#include "lib/log.hpp"
+#include "lib/base/fault.hpp"
+#include "lib/base/log.hpp"
 
 namespace abr::cuda {
 

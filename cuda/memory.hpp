@@ -11,9 +11,9 @@
 
 #include <memory>
 
-#include "lib/shared_staging.hpp"
-#include "lib/staging.hpp"
-#include "lib/storage.hpp"
+#include "lib/memory/shared_staging.hpp"
+#include "lib/memory/staging.hpp"
+#include "lib/tensor/storage.hpp"
 #include "cuda/device.hpp"
 
 namespace abr::cuda {

@@ -1,6 +1,6 @@
 #include "cuda/peer_copy.hpp"
 
-#include "lib/log.hpp"
+#include "lib/base/log.hpp"
 #include "cuda/stream.hpp"
 #include "cuda/walk.hpp"
 

@@ -4,9 +4,9 @@
 
 #include <memory>
 
-#include "lib/layout.hpp"
-#include "lib/planner.hpp"
-#include "lib/stream.hpp"
+#include "lib/tensor/layout.hpp"
+#include "lib/plan/planner.hpp"
+#include "lib/devices/stream.hpp"
 #include "cuda/device.hpp"
 
 namespace abr::cuda {

@@ -1,6 +1,6 @@
 #include "cuda/reclaimer.hpp"
 
-#include "lib/log.hpp"
+#include "lib/base/log.hpp"
 
 namespace abr::cuda {
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/staging.hpp"
-#include "lib/storage.hpp"
+#include "lib/memory/staging.hpp"
+#include "lib/tensor/storage.hpp"
 #include "cuda/device.hpp"
 
 namespace abr::cuda {

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <utility>
 
-#include "lib/stream.hpp"
+#include "lib/devices/stream.hpp"
 #include "cuda/device.hpp"
 
 namespace abr::cuda {

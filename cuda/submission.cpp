@@ -2,7 +2,7 @@
 
 #include <list>
 
-#include "lib/error.hpp"
+#include "lib/base/error.hpp"
 #include "cuda/stream.hpp"
 #include "cuda/walk.hpp"
 

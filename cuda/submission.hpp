@@ -1,11 +1,11 @@
-// CUDA's primitives (lib/submission.hpp): one transfer's work on one device, on
+// CUDA's primitives (lib/devices/submission.hpp): one transfer's work on one device, on
 // the caller's CUDA stream of that device or on the device's own stream.
 #pragma once
 
 #include <memory>
 
-#include "lib/pinned_pool.hpp"
-#include "lib/submission.hpp"
+#include "lib/memory/pinned_pool.hpp"
+#include "lib/devices/submission.hpp"
 #include "cuda/device.hpp"
 #include "cuda/memory.hpp"
 

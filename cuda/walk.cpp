@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "lib/dtype.hpp"
-#include "lib/error.hpp"
-#include "lib/strided.hpp"
+#include "lib/tensor/dtype.hpp"
+#include "lib/base/error.hpp"
+#include "lib/host/strided.hpp"
 #include "cuda/kernel_params.hpp"
 
 namespace abr::cuda {

@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "lib/dtype.hpp"
-#include "lib/layout.hpp"
+#include "lib/tensor/dtype.hpp"
+#include "lib/tensor/layout.hpp"
 #include "cuda/device.hpp"
 #include "cuda/memory.hpp"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the links of the project's Markdown files: every relative link names a file or
 folder that exists inside the repository, and every #anchor a heading of its target
-(GitHub's slugs); and every path the text names from a top folder (`lib/planner.hpp`,
+(GitHub's slugs); and every path the text names from a top folder (`lib/plan/planner.hpp`,
 tests/python/...) exists, so that no doc names a file that is gone. Links to the web
 are not followed (CI reaches no site), only listed with --web.
 

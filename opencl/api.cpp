@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "lib/error.hpp"
+#include "lib/base/error.hpp"
+#include "lib/base/settings.hpp"
 #include "opencl/loader.hpp"
 
 namespace abr::opencl {
@@ -46,7 +47,7 @@ const Api* api(std::string* reason) {
     std::string why;
     NamespacePolicy policy = NamespacePolicy::Auto;
     if (namespace_policy(&policy, &why)) {
-      const char* path = std::getenv("ARRAYBRIDGE_OPENCL_LIBRARY");
+      const char* path = settings::opencl_library();
       loaded = load_api(path && *path ? path : "libOpenCL.so.1", policy, &why).release();
     }
     failure = new std::string(std::move(why));

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "lib/devices.hpp"
-#include "lib/error.hpp"
-#include "lib/fault.hpp"
-#include "lib/layout.hpp"
-#include "lib/log.hpp"
+#include "lib/devices/devices.hpp"
+#include "lib/base/error.hpp"
+#include "lib/base/fault.hpp"
+#include "lib/tensor/layout.hpp"
+#include "lib/base/log.hpp"
 #include "opencl/memory.hpp"
 #include "opencl/queue_stream.hpp"
 #include "opencl/submission.hpp"

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/backend.hpp"
+#include "lib/devices/backend.hpp"
 #include "opencl/context.hpp"
 #include "opencl/discovery.hpp"
 

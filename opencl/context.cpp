@@ -2,12 +2,12 @@
 
 #include <string>
 
-#include "lib/devices.hpp"
-#include "lib/error.hpp"
-#include "lib/fault.hpp"
-#include "lib/link_namespaces.hpp"
-#include "lib/log.hpp"
-#include "lib/text.hpp"
+#include "lib/devices/devices.hpp"
+#include "lib/base/error.hpp"
+#include "lib/base/fault.hpp"
+#include "lib/platform/link_namespaces.hpp"
+#include "lib/base/log.hpp"
+#include "lib/base/text.hpp"
 #include "opencl/loader.hpp"
 
 namespace abr::opencl {

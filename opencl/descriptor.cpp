@@ -1,8 +1,8 @@
 // The OpenCL backend as the rest of the library sees it.
 #include <iterator>
 
-#include "lib/backend_descriptor.hpp"
-#include "lib/device_kinds.hpp"
+#include "lib/tensor/backend_descriptor.hpp"
+#include "lib/tensor/device_kinds.hpp"
 
 namespace abr {
 

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "lib/log.hpp"
-#include "lib/text.hpp"
+#include "lib/base/log.hpp"
+#include "lib/base/text.hpp"
 #include "opencl/api.hpp"
 
 namespace abr::opencl {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/backend_report.hpp"
+#include "lib/devices/backend_report.hpp"
 #include "opencl/api.hpp"
 
 namespace abr::opencl {

@@ -1,4 +1,4 @@
-// A command's cl_event as the runtime's backend-agnostic Event (lib/stream.hpp):
+// A command's cl_event as the runtime's backend-agnostic Event (lib/devices/stream.hpp):
 // what the pinned pool and the transfer pipeline wait on. It holds its context,
 // so it may outlive the queue or stream that made it.
 #pragma once
@@ -6,7 +6,7 @@
 #include <memory>
 #include <utility>
 
-#include "lib/stream.hpp"
+#include "lib/devices/stream.hpp"
 #include "opencl/context.hpp"
 
 namespace abr::opencl {

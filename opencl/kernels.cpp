@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "lib/devices.hpp"
-#include "lib/dtype.hpp"
-#include "lib/error.hpp"
+#include "lib/devices/devices.hpp"
+#include "lib/tensor/dtype.hpp"
+#include "lib/base/error.hpp"
 
 namespace abr::opencl {
 namespace {
@@ -46,7 +46,7 @@ ABR_COPY_KERNEL(abr_copy_4, uint)
 ABR_COPY_KERNEL(abr_copy_8, ulong)
 )CL";
 
-// bfloat16 by hand, rounding to nearest even and keeping NaN quiet, as lib/host_cast.cpp.
+// bfloat16 by hand, rounding to nearest even and keeping NaN quiet, as lib/host/host_cast.cpp.
 constexpr const char* kBfloat16 = R"CL(
 static float abr_bf16_to_float(ushort b) { return as_float((uint)b << 16); }
 static ushort abr_float_to_bf16(float f) {
@@ -93,7 +93,7 @@ bool needs_fp64(DLDataType t) {
   return (t.code == kDLFloat && t.bits == 64) || (t.code == kDLComplex && t.bits == 128);
 }
 
-// The statement converting *s into *d, mirroring convert<D>(S) in lib/host_cast.cpp.
+// The statement converting *s into *d, mirroring convert<D>(S) in lib/host/host_cast.cpp.
 std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
   // The source's value as `wide` (complex: its real part), its imaginary part, and != 0.
   std::string value, imag = "(wide)0", nonzero;

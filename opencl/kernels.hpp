@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "lib/strided.hpp"
+#include "lib/host/strided.hpp"
 #include "opencl/context.hpp"
 
 namespace abr::opencl {

@@ -8,9 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "lib/link_namespaces.hpp"
-#include "lib/log.hpp"
-#include "lib/text.hpp"
+#include "lib/base/settings.hpp"
+#include "lib/platform/link_namespaces.hpp"
+#include "lib/base/log.hpp"
+#include "lib/base/text.hpp"
 
 namespace abr::opencl {
 namespace {
@@ -50,7 +51,7 @@ OpenedLoader open_shared(const char* path, const std::string& why, std::string* 
 }  // namespace
 
 bool namespace_policy(NamespacePolicy* policy, std::string* reason) {
-  const char* text = std::getenv("ARRAYBRIDGE_OPENCL_NAMESPACE");
+  const char* text = settings::opencl_namespace();
   const std::string value = normalized_name(text ? text : "");
   if (value.empty() || value == "auto")
     *policy = NamespacePolicy::Auto;
@@ -91,7 +92,7 @@ OpenedLoader open_loader(const char* path, NamespacePolicy policy, std::string* 
   // shares the threads' pthread key slots with ours (see the header).
   if (policy == NamespacePolicy::Auto && llvm.empty()) return open_shared(path, "", reason);
   // Private, or Auto beside another LLVM. Not beside the CUDA driver: the drivers'
-  // libc would overwrite its pthread keys, which crashes it (lib/link_namespaces.hpp).
+  // libc would overwrite its pthread keys, which crashes it (lib/platform/link_namespaces.hpp).
   if (cuda_driver_loaded()) {
     *reason = policy == NamespacePolicy::Private
         ? fmt::format(

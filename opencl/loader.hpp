@@ -26,7 +26,7 @@ namespace abr::opencl {
 // own (or nothing, with the reason, when glibc has none to give); private a
 // namespace of its own or nothing; global the shared one, unless another LLVM is
 // loaded there. No namespace of its own is taken while the CUDA driver is loaded,
-// nor the driver loaded after one was (lib/link_namespaces.hpp).
+// nor the driver loaded after one was (lib/platform/link_namespaces.hpp).
 enum class NamespacePolicy { Auto, Private, Global };
 
 struct OpenedLoader {

@@ -1,8 +1,8 @@
 #include "opencl/memory.hpp"
 
-#include "lib/error.hpp"
-#include "lib/fault.hpp"
-#include "lib/log.hpp"
+#include "lib/base/error.hpp"
+#include "lib/base/fault.hpp"
+#include "lib/base/log.hpp"
 
 namespace abr::opencl {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "lib/layout.hpp"
-#include "lib/storage.hpp"
+#include "lib/tensor/layout.hpp"
+#include "lib/tensor/storage.hpp"
 #include "opencl/context.hpp"
 
 namespace abr::opencl {

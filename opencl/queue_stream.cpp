@@ -1,7 +1,7 @@
 #include "opencl/queue_stream.hpp"
 
-#include "lib/fault.hpp"
-#include "lib/log.hpp"
+#include "lib/base/fault.hpp"
+#include "lib/base/log.hpp"
 #include "opencl/event.hpp"
 
 namespace abr::opencl {

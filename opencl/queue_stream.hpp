@@ -9,7 +9,7 @@
 #include <mutex>
 #include <utility>
 
-#include "lib/stream.hpp"
+#include "lib/devices/stream.hpp"
 #include "opencl/context.hpp"
 
 namespace abr::opencl {

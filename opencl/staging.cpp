@@ -1,6 +1,6 @@
 #include "opencl/staging.hpp"
 
-#include "lib/log.hpp"
+#include "lib/base/log.hpp"
 
 namespace abr::opencl {
 namespace {

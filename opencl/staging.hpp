@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "lib/staging.hpp"
+#include "lib/memory/staging.hpp"
 #include "opencl/context.hpp"
 
 namespace abr::opencl {

@@ -2,9 +2,9 @@
 
 #include <list>
 
-#include "lib/dtype.hpp"
-#include "lib/error.hpp"
-#include "lib/strided.hpp"
+#include "lib/tensor/dtype.hpp"
+#include "lib/base/error.hpp"
+#include "lib/host/strided.hpp"
 #include "opencl/event.hpp"
 #include "opencl/kernels.hpp"
 #include "opencl/memory.hpp"

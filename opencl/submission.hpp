@@ -1,10 +1,10 @@
-// OpenCL's primitives (lib/submission.hpp): one transfer's work in one context,
+// OpenCL's primitives (lib/devices/submission.hpp): one transfer's work in one context,
 // on the caller's command queue of that context or on the context's own.
 #pragma once
 
 #include <memory>
 
-#include "lib/submission.hpp"
+#include "lib/devices/submission.hpp"
 #include "opencl/context.hpp"
 
 namespace abr::opencl {

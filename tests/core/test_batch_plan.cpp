@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "lib/batch_plan.hpp"
+#include "lib/plan/batch_plan.hpp"
 
 namespace {
 

@@ -1,9 +1,9 @@
-// Each side of a transfer is resolved once (lib/endpoint.hpp): one registry lookup
+// Each side of a transfer is resolved once (lib/devices/endpoint.hpp): one registry lookup
 // per side, counted through the registry's own counter, on every path the CPU and
 // PoCL reach: views, copies, host <-> OpenCL both ways, into existing tensors.
 #include <vector>
 
-#include "lib/devices.hpp"
+#include "lib/devices/devices.hpp"
 #include "tests/support/helpers.hpp"
 
 using namespace test;

@@ -1,4 +1,4 @@
-// Walks every fault-injection point of representative transfers (lib/fault.hpp):
+// Walks every fault-injection point of representative transfers (lib/base/fault.hpp):
 // each injected failure must give a clean error status naming the fault, leave
 // the source with its owner (deleter not run), and leave the runtime working.
 // LeakSanitizer checks that nothing leaked. Only the ASan build has the points.

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "lib/host_buffer.hpp"
+#include "lib/memory/host_buffer.hpp"
 
 TEST_CASE("HostBuffer: small buffers 256-byte aligned, large ones 2 MiB aligned (for huge pages), all writable") {
   for (std::size_t bytes : {std::size_t{0}, std::size_t{100}, abr::HostBuffer::kHugePageThreshold - 1,

@@ -5,7 +5,7 @@
 #include <limits>
 #include <random>
 
-#include "lib/host_cast.hpp"
+#include "lib/host/host_cast.hpp"
 #include "tests/support/helpers.hpp"
 
 using namespace test;

@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/host_copy.hpp"
-#include "lib/host_threads.hpp"
-#include "lib/layout.hpp"
+#include "lib/host/host_copy.hpp"
+#include "lib/host/host_threads.hpp"
+#include "lib/tensor/layout.hpp"
 
 TEST_CASE("HostThreads runs every task exactly once, on up to the threads asked for") {
   abr::HostThreads pool(4);

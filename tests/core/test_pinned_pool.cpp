@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/error.hpp"
-#include "lib/pinned_pool.hpp"
+#include "lib/base/error.hpp"
+#include "lib/memory/pinned_pool.hpp"
 #include "opencl/queue_stream.hpp"
 #include "opencl/staging.hpp"
 #include "tests/support/opencl_helpers.hpp"

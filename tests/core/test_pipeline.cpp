@@ -1,4 +1,4 @@
-// The transfer pipeline (lib/pipeline.hpp) with sides that behave like DMA
+// The transfer pipeline (lib/run/pipeline.hpp) with sides that behave like DMA
 // queues: every move runs later, on a worker thread, in order, and its event
 // completes only then. A block reused before its chunk has left it shows as
 // wrong data; a failure at any read or write must leave nothing running, both
@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/error.hpp"
-#include "lib/host_sides.hpp"
-#include "lib/pipeline.hpp"
+#include "lib/base/error.hpp"
+#include "lib/run/host_sides.hpp"
+#include "lib/run/pipeline.hpp"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "lib/device_kinds.hpp"
-#include "lib/error.hpp"
-#include "lib/planner.hpp"
+#include "lib/tensor/device_kinds.hpp"
+#include "lib/base/error.hpp"
+#include "lib/plan/planner.hpp"
 
 namespace {
 

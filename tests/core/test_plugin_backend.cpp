@@ -1,11 +1,9 @@
 // A third backend that lives only here: a descriptor and the primitives
-// (lib/submission.hpp), nothing in lib/ names it. Its devices ("ext_dev:0", "ext_dev:1", DLPack's kDLExtDev) keep
-// their memory in host blocks behind opaque handles, as OpenCL keeps cl_mem: the
-// runtime must route every transfer through the backend, never dereference a handle.
-// The core transfers run through the C API on a runtime opened with this backend
-// alone: new tensors each way, strided, converted, views, copies into existing
-// tensors, staged between its two contexts, and the errors that name it.
-// Registering it makes "ext_dev" a known kind for the rest of the process.
+// (lib/devices/submission.hpp), nothing in lib/ names it. Its devices ("ext_dev:0", "ext_dev:1", DLPack's kDLExtDev)
+// keep their memory in host blocks behind opaque handles, as OpenCL keeps cl_mem: the runtime must route every transfer
+// through the backend, never dereference a handle. The core transfers run through the C API on a runtime opened with
+// this backend alone: new tensors each way, strided, converted, views, copies into existing tensors, staged between its
+// two contexts, and the errors that name it. Registering it makes "ext_dev" a known kind for the rest of the process.
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -15,14 +13,14 @@
 #include <vector>
 
 #include "capi/handles.hpp"
-#include "lib/backend.hpp"
-#include "lib/device_kinds.hpp"
-#include "lib/dtype.hpp"
-#include "lib/error.hpp"
-#include "lib/host_copy.hpp"
-#include "lib/host_threads.hpp"
-#include "lib/planner.hpp"
-#include "lib/text.hpp"
+#include "lib/devices/backend.hpp"
+#include "lib/tensor/device_kinds.hpp"
+#include "lib/tensor/dtype.hpp"
+#include "lib/base/error.hpp"
+#include "lib/host/host_copy.hpp"
+#include "lib/host/host_threads.hpp"
+#include "lib/plan/planner.hpp"
+#include "lib/base/text.hpp"
 #include "tests/support/helpers.hpp"
 
 using namespace test;

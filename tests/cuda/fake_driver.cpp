@@ -73,7 +73,7 @@
 #include <vector>
 
 #include "cuda/kernel_params.hpp"
-#include "lib/host_cast.hpp"
+#include "lib/host/host_cast.hpp"
 
 // What a stream has been ordered after: for each stream id, the last of its
 // operations (by sequence number) that is guaranteed to run before.

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cuda/ipc_handle.hpp"
-#include "lib/process_identity.hpp"
+#include "lib/platform/process_identity.hpp"
 #include "tests/cuda/cuda_helpers.hpp"
 #include "tests/support/process.hpp"
 

@@ -1,6 +1,6 @@
 // abr_transfer_report.detail is a fixed 160 bytes. Every path the planner can
 // take, with its longest reason and every step it can name, must fit whole:
-// a cut line ends with "…" (lib/text.hpp), which this test refuses. CUDA on the
+// a cut line ends with "…" (lib/base/text.hpp), which this test refuses. CUDA on the
 // fake driver and OpenCL on PoCL reach every path in one process.
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/text.hpp"
+#include "lib/base/text.hpp"
 #include "tests/cuda/cuda_helpers.hpp"
 
 using namespace test;

@@ -1,4 +1,4 @@
-// Staged transfers through the one pipeline (lib/pipeline.hpp) on the fake CUDA
+// Staged transfers through the one pipeline (lib/run/pipeline.hpp) on the fake CUDA
 // driver (every stream lags) and PoCL: several chunks each way, device-side
 // packing, casting and scattering on either backend, and a caller's stream that
 // returns before its DMAs have run. Chunks are 1 MiB here, so a few MiB of data

@@ -27,8 +27,8 @@
 #include <arraybridge/arraybridge.h>
 
 #include "cuda/ipc_handle.hpp"
-#include "lib/error.hpp"
-#include "lib/process_identity.hpp"
+#include "lib/base/error.hpp"
+#include "lib/platform/process_identity.hpp"
 
 namespace {
 

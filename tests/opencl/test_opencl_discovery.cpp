@@ -2,7 +2,7 @@
 // never skips), and the reports for a missing loader or a disabled backend.
 #include <cstring>
 
-#include "lib/error.hpp"
+#include "lib/base/error.hpp"
 #include "opencl/api.hpp"
 #include "opencl/discovery.hpp"
 #include "tests/support/opencl_helpers.hpp"

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "lib/link_namespaces.hpp"
+#include "lib/platform/link_namespaces.hpp"
 #include "opencl/api.hpp"
 #include "opencl/discovery.hpp"
 #include "opencl/loader.hpp"

@@ -7,9 +7,9 @@
 #include <limits>
 #include <string>
 
-#include "lib/dtype.hpp"
-#include "lib/error.hpp"
-#include "lib/runtime.hpp"
+#include "lib/tensor/dtype.hpp"
+#include "lib/base/error.hpp"
+#include "lib/run/runtime.hpp"
 #include "opencl/kernels.hpp"
 #include "tests/support/opencl_helpers.hpp"
 

@@ -1,4 +1,4 @@
-// The fault-injection walk (lib/fault.hpp) shared by the OpenCL and CUDA tests:
+// The fault-injection walk (lib/base/fault.hpp) shared by the OpenCL and CUDA tests:
 // each scenario runs once to count its injection points, then once per point
 // with that point failing. Every failure must give a clean error status naming
 // the fault, leave the source with its owner (deleter not run), and leave the
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/fault.hpp"
+#include "lib/base/fault.hpp"
 #include "tests/support/helpers.hpp"
 
 namespace test {

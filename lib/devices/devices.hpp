@@ -1,0 +1,39 @@
+// The devices and backends a runtime found when it was created. Immutable after
+// construction, so lookups need no locks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "arraybridge/arraybridge.h"
+#include "lib/devices/backend_report.hpp"
+#include "lib/tensor/device_kinds.hpp"
+
+namespace abr {
+
+// The C structs share their names with the functions that fill them.
+using DeviceInfo = struct ::abr_device_info;
+using BackendInfo = struct ::abr_backend_info;
+
+class DeviceRegistry {
+ public:
+  // The CPU, then each backend's devices in the order given.
+  explicit DeviceRegistry(const std::vector<const BackendReport*>& backends);
+
+  int32_t count() const { return static_cast<int32_t>(devices_.size()); }
+  const DeviceInfo& at(int32_t index) const;      // throws for a bad index
+  const DeviceInfo* find(DLDevice device) const;  // nullptr when absent
+  // find() calls made on this thread so far: a test counts them per transfer.
+  static uint64_t lookups_on_this_thread();
+  const BackendInfo& backend(abr_backend backend) const;
+
+  // Throws ABR_ERR_NO_DEVICE (or ABR_ERR_DLPACK_DEVICE for a malformed id) naming
+  // the device and, when its backend is missing, why.
+  const DeviceInfo& require(DLDevice device, const char* what) const;
+
+ private:
+  std::vector<DeviceInfo> devices_;
+  std::vector<BackendInfo> backends_;  // the host's first
+};
+
+}  // namespace abr

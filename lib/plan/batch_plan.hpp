@@ -1,0 +1,92 @@
+// The batch planner: what abr_to_device_many and abr_copy_many do with each tensor
+// beyond its own plan (lib/plan/planner.hpp). Small copies from host memory share one
+// block and one copy, small reads into new host memory are gathered into pinned
+// memory and land in slots of one block, and larger copies between pageable memory
+// and a device stream through one pipeline per device and way (for copy_many, only
+// pairs whose memory no other pair touches). Decided here, from the items' plans,
+// sizes and memory; lib/run/batch.cpp carries it out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "lib/host/host_threads.hpp"
+#include "lib/plan/planner.hpp"
+
+namespace abr {
+
+// A copy from host memory this small, to a device or into new CPU memory, moves
+// with the others into a block of at most kBlockMax: a buffer and a write of its
+// own cost about 14 us on PoCL whatever the size, so 256 x 4 KiB in one block ran
+// 28x the loop of one call each, 64 KiB tensors 6.5x; 256 KiB tensors in one 64 MiB
+// block ran 0.26x (the fresh block's mapping costs more than the calls it saves).
+// Into host memory a buffer of its own costs only a malloc, but 256 of them at once
+// miss glibc's per-thread cache: one block ran 0.82-1.05x the loop at 4 KiB, 0.63-0.86x
+// without (2 cores, bench `batch`, alternating runs).
+inline constexpr uint64_t kCoalesceMax = uint64_t{64} << 10;
+inline constexpr uint64_t kBlockMax = uint64_t{16} << 20;
+// Gathered reads of sources this close after each other in one allocation are one
+// copy, the gap read too: torch's caching allocator rounds small blocks to 512 bytes.
+inline constexpr uint64_t kJoinGap = 512;
+
+// One tensor of a batch as the batch planner sees it: its plan and size in, its place out.
+struct BatchEntry {
+  Plan plan;
+  uint64_t bytes = 0;             // bytes written to its result; 0 for a view
+  uint64_t offset = 0;            // its slot in the coalesced block, or in the results block
+  bool coalesced = false;         // packed with the other small copies from host memory into one block, one copy
+  bool gather = false;            // a small read into new host memory, queued with the others into pinned memory
+  bool in_results_block = false;  // that read's result is a slot of the batch's one block of such results
+  bool joins = false;             // read in place, in one copy with the gathered read before it (see plan_batch)
+  bool streamed = false;          // moved with other pageable copies of its way through one pipeline
+  uint32_t pipeline = 0;          // which of the batch's pipelines (BatchPlan::streamed)
+  uintptr_t allocation = 0;       // in: the source's device allocation, where its backend knows it (0: unknown)
+  uintptr_t source_at = 0;        // in: a compact source's first byte (gathered reads in place join by it)
+};
+
+struct BatchPlan {
+  std::size_t coalesced = 0;   // entries in the coalesced block
+  uint64_t block_bytes = 0;    // that block's size
+  unsigned pack_threads = 1;   // host threads that pack it: as many as a memcpy of its bytes is cut for
+  uint64_t results_bytes = 0;  // the gathered results' block's size (0: none)
+  // Host threads that copy the gathered reads out of their pinned landing (where
+  // they are not read in place): as many as a memcpy of all their bytes is cut for.
+  unsigned copy_out_threads = 1;
+  // The streamed entries, one list per pipeline (a device context and a way, up or
+  // down), each in order and of at least two.
+  std::vector<std::vector<std::size_t>> streamed;
+};
+
+// Places every entry of a batch of new results on one destination (`into_plain_host`:
+// the CPU's memory), marking each and returning the blocks' sizes. `reads_in_place`:
+// the gathered results' block will be page-locked and read into directly, with no
+// pinned landing, copy out or wait. Then a gathered read that follows the one before
+// it in the same allocation, at most kJoinGap after its end and a multiple of 256
+// bytes from its start, is placed where it lies from that one (marked `joins`), so
+// that one copy reads both into their results; every run starts at a 256-byte
+// boundary, so every result is 256 bytes aligned, as abr_to_device's is.
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice,
+                     bool reads_in_place = false);
+
+// The bytes of one side of a pair, by address: [begin, end).
+struct ByteSpan {
+  uintptr_t begin = 0, end = 0;
+};
+struct CopySpans {
+  ByteSpan src, dst;
+};
+
+// abr_copy_many's pairs that stream, one list per pipeline (plan_batch's rule:
+// pageable bytes one way between host memory and one device context, from two chunks
+// and two pairs), marking them. They move before the others, so only pairs whose
+// memory the order cannot matter to: no other pair reads or writes their destination,
+// nor writes their source (`spans`, one per entry; empty where the pairs' memory is
+// not all known by address, and then none streams).
+std::vector<std::vector<std::size_t>> plan_copy_batch(const std::vector<BatchEntry*>& entries,
+                                                      const std::vector<CopySpans>& spans, const StagingChoice& choice);
+
+// A result's room in one of a batch's blocks: the next result starts 256 bytes aligned, as DLPack recommends.
+constexpr uint64_t batch_slot(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace abr

@@ -1,0 +1,11 @@
+#include "lib/tensor/source_tensor.hpp"
+
+namespace abr {
+
+void SourceTensor::release() noexcept {
+  if (versioned_ && versioned_->deleter) versioned_->deleter(versioned_);
+  if (legacy_ && legacy_->deleter) legacy_->deleter(legacy_);
+  relinquish();
+}
+
+}  // namespace abr

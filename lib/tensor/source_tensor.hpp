@@ -1,0 +1,51 @@
+// Holding on to the managed tensor a caller handed in, until its deleter is due.
+#pragma once
+
+#include <cstdint>
+
+#include "arraybridge/arraybridge.h"
+#include "lib/tensor/storage.hpp"
+
+namespace abr {
+
+// A managed tensor handed to the runtime, versioned or legacy. Its deleter runs
+// exactly once: when release() is called or when the holder is destroyed, and
+// never if the holder was given back with relinquish().
+class SourceTensor final : public Storage {
+ public:
+  explicit SourceTensor(DLManagedTensorVersioned* tensor) : versioned_(tensor) {}
+  explicit SourceTensor(DLManagedTensor* tensor) : legacy_(tensor) {}
+  ~SourceTensor() override { release(); }
+  SourceTensor(const SourceTensor&) = delete;
+  SourceTensor& operator=(const SourceTensor&) = delete;
+  // Moving hands the obligation to call the deleter over; the moved-from is left empty.
+  SourceTensor(SourceTensor&& other) noexcept : versioned_(other.versioned_), legacy_(other.legacy_) {
+    other.relinquish();
+  }
+  SourceTensor& operator=(SourceTensor&&) = delete;
+
+  const DLTensor& tensor() const { return versioned_ ? versioned_->dl_tensor : legacy_->dl_tensor; }
+  uint64_t flags() const { return versioned_ ? versioned_->flags : 0; }
+  const DLManagedTensorVersioned* versioned() const { return versioned_; }
+  // The versioned tensor, handed over: its deleter is now the taker's to call.
+  DLManagedTensorVersioned* take_versioned() noexcept {
+    DLManagedTensorVersioned* taken = versioned_;
+    relinquish();
+    return taken;
+  }
+  void release() noexcept;
+  void relinquish() noexcept { versioned_ = nullptr, legacy_ = nullptr; }
+
+ private:
+  DLManagedTensorVersioned* versioned_ = nullptr;
+  DLManagedTensor* legacy_ = nullptr;
+};
+
+// Whether a versioned tensor already reads as the runtime's views do: strides
+// given, no byte_offset, not IS_COPIED (the planner may then hand it back as it is).
+inline bool reads_as_a_view(const DLManagedTensorVersioned& tensor) {
+  return (tensor.dl_tensor.ndim == 0 || tensor.dl_tensor.strides) && tensor.dl_tensor.byte_offset == 0 &&
+      !(tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED);
+}
+
+}  // namespace abr
