@@ -150,6 +150,7 @@ std::string run_python(const Options& options, const char* script, const std::st
 // cannot run, a note says what is missing (NumPy, or the package for that Python).
 void run_python_cases(const Options& options, const Report& report);
 void run_python_convert_cases(const Options& options, const Report& report);
+void run_python_ray_cases(const Options& options, const Report& report);
 
 // Staged copies between NumPy and cuda:0 from Python (to_device, copy), beside
 // torch and CuPy doing the same on the same arrays, where they are installed.

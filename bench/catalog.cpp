@@ -65,6 +65,8 @@ const CaseInfo kCases[] = {
     {"py batch", Where::Cpu, false, "py loop >= 5x (256 x 4 KiB, one to_device of the list)"},
     {"py copy batch", Where::Cpu, false, ""},
     {"py nixl send", Where::Cpu, true, "nixl pre >= 0.3x from 16 MiB (ours adds a pack and an unpack copy)"},
+    {"py ray", Where::Cpu, true, "one array actor to actor (arraybridge.ray over NIXL) beside Ray's object store"},
+    {"py ray torch", Where::Cpu, true, "ray nixl >= 1x (a torch tensor, ours beside Ray's own NIXL transport)"},
     {"py H2D existing", Where::Cuda, true, ""},
     {"py D2H existing", Where::Cuda, true, "torch >= 2x (64 MiB+, 16+ cores)"},
     {"py H2D new buffer", Where::Cuda, true, ""},
@@ -131,6 +133,8 @@ const BaselineInfo kBaselines[] = {
     {"torch ipc", "torch's CUDA IPC (torch.multiprocessing sharing) of the same tensors, over the same pipe"},
     {"np mpi", "mpi4py ping-pong of a NumPy array of the same size, in the same ranks"},
     {"cupy", "CuPy doing the same (set, get, asarray, asnumpy) on the same arrays"},
+    {"ray nixl", "Ray's own NIXL transport (tensor_transport=\"nixl\") on the same torch tensor"},
+    {"ray store", "Ray's object store: the same array returned by a plain actor method and passed to the receiver"},
     {"nixl reg", "NIXL on the same NumPy arrays: register both, one READ, deregister, each time"},
     {"nixl pre", "NIXL on the same NumPy arrays, registered beforehand: one READ each time"},
 };

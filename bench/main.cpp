@@ -440,6 +440,7 @@ int main(int argc, char** argv) {
   bench::run_cuda_cases(rt, options, report);
   bench::run_python_cases(options, report);
   bench::run_python_convert_cases(options, report);
+  bench::run_python_ray_cases(options, report);
   bench::run_python_host_copy_cases(options, report);
   bench::run_python_nixl_cases(options, report);
   bench::run_python_staging_cases(options, report);

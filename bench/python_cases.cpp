@@ -378,6 +378,70 @@ if "py copy batch" in chosen:  # one ab.copy of two lists, beside NumPy's loop o
 // arrays: registering them each time, and registered beforehand. Prints
 // "py nixl send|<bytes>|<ours>|<register each time>|<registered before>" in seconds, or
 // "missing: <what>".
+// One array from one Ray actor to another: a NumPy array through arraybridge.ray's
+// transport (the receiver READs the sender's registered memory over NIXL) beside Ray's
+// object store (serialized, put in shared memory, read by the receiver); a torch CPU
+// tensor through ours beside Ray's own NIXL transport (torch only). Prints
+// "<case>|<bytes>|<ours>|<baseline>" per size in seconds, or "missing: <what>".
+const char* kRayScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+try:
+    os.environ.setdefault("UCX_MODULES", "^ib")
+    import ray
+    import arraybridge.ray as abray
+    from arraybridge.nixl import nixl_available
+except ImportError as error:
+    print(f"missing: ray is not installed for {sys.executable} ({error})"); sys.exit(0)
+if not nixl_available():
+    print("missing: NIXL is not installed (pip install --no-deps nixl-cu12)"); sys.exit(0)
+reps, warm, sizes = int(sys.argv[1]), int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+         runtime_env={"env_vars": {"OPENBLAS_NUM_THREADS": "1", "UCX_MODULES": "^ib"}})
+try:
+    import torch
+except ImportError:
+    torch = None
+abray.register(["numpy"] + (["torch"] if torch is not None else []))
+@ray.remote
+class Sender:
+    @ray.method(tensor_transport="AB_NUMPY")
+    def ours(self, n):
+        return np.ones(n, dtype=np.uint8)
+    def store(self, n):
+        return np.ones(n, dtype=np.uint8)
+    @ray.method(tensor_transport="AB_TORCH")
+    def ours_torch(self, n):
+        return torch.ones(n, dtype=torch.uint8)
+    @ray.method(tensor_transport="nixl")
+    def ray_nixl(self, n):
+        return torch.ones(n, dtype=torch.uint8)
+@ray.remote(enable_tensor_transport=True)
+class Receiver:
+    def take(self, x):
+        return x.nbytes if hasattr(x, "nbytes") else x.numel()
+sender, receiver = Sender.remote(), Receiver.remote()
+def median(make, n):
+    def once():
+        assert ray.get(receiver.take.remote(make.remote(n))) == n
+    for _ in range(max(warm, 1)):
+        once()
+    times = []
+    for _ in range(max(reps, 3)):
+        t = time.perf_counter(); once(); times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
+chosen = sys.argv[4].split(",")
+for n in sizes:
+    if "py ray" in chosen:
+        print(f"py ray|{n}|{median(sender.ours, n)!r}|{median(sender.store, n)!r}", flush=True)
+    if "py ray torch" in chosen and torch is not None:
+        try:  # Ray's own NIXL transport imports the `nixl` meta package, which NIXL's CUDA-12 wheel is not
+            theirs = median(sender.ray_nixl, n)
+        except ValueError as error:
+            print(f"ray-nixl: {str(error).splitlines()[0][:160]}", flush=True)
+            theirs = math.nan
+        print(f"py ray torch|{n}|{median(sender.ours_torch, n)!r}|{theirs!r}", flush=True)
+ray.shutdown()
+)PY";
+
 const char* kNixlScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
 if not ab.nixl_available():
     print(f"missing: NIXL is not installed for {sys.executable} (pip install --no-deps nixl-cu12)"); sys.exit(0)
@@ -698,6 +762,35 @@ void run_python_nixl_cases(const Options& options, const Report& report) {
     ++rows;
   }
   if (rows == 0) note("Python NIXL cases not measured: " + not_measured_reason(output, error));
+}
+
+void run_python_ray_cases(const Options& options, const Report& report) {
+  const std::string chosen = chosen_cases(options, {"py ray", "py ray torch"});
+  if (chosen.empty() || !device_selected(options, {kDLCPU, 0})) return;
+  progress("arrays between Ray actors", 0);
+  std::string sizes;  // 4 KiB to 256 MiB
+  for (uint64_t size : options.sizes)
+    if (size >= (4ull << 10) && size <= (256ull << 20)) sizes += (sizes.empty() ? "" : ",") + std::to_string(size);
+  if (sizes.empty()) return;
+  std::string error;
+  const std::string output = run_sized_script(options, kRayScript, sizes, chosen, &error);
+  std::string ray_nixl_missing = "Ray's NIXL transport is not available";
+  for (const std::string& line : lines_of(output))
+    if (line.rfind("ray-nixl: ", 0) == 0) ray_nixl_missing = "Ray's NIXL transport: " + line.substr(10);
+  int rows = 0;
+  for (const std::string& line : lines_of(output)) {
+    char name[32] = {};
+    unsigned long long bytes = 0;
+    double ours = 0, store = 0;
+    if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf", name, &bytes, &ours, &store) != 4) continue;
+    Result r{name, "cpu", bytes};
+    r.seconds = ours;
+    r.baselines.push_back(baseline(std::string(name) == "py ray" ? "ray store" : "ray nixl",
+                                   std::isnan(store) ? 0 : store, ray_nixl_missing));
+    report(r);
+    ++rows;
+  }
+  if (rows == 0) note("Ray cases not measured: " + not_measured_reason(output, error));
 }
 
 }  // namespace bench

@@ -143,7 +143,10 @@ echo "== $(basename "$wheel") in $venv, tests from $run" >&2
 print("libarraybridge from", *sorted({l.split()[-1] for l in open("/proc/self/maps") if "libarraybridge" in l}))')
 set +e
 (cd "$run" && ARRAYBRIDGE_BUILD=$build ARRAYBRIDGE_WHEEL_SITE=$site \
-  "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -p wheel_guard "$root/tests/python")
+  "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -p wheel_guard "$root/tests/python" \
+    --ignore="$root/tests/python/test_ray.py" --ignore="$root/tests/python/test_ray_tensorflow.py")
+# (The Ray tests are pure Python over the same NIXL peers, already run against .venv's
+# build; starting Ray again costs CI two and a half minutes.)
 rc=$?
 rm -rf "$run"
 exit $rc

@@ -2,7 +2,7 @@
  * libarraybridge: move and share DLPack tensors between host memory, CUDA and
  * OpenCL devices through one stable C ABI.
  *
- * Conventions (see docs/ARCHITECTURE.md):
+ * Conventions (see docs/architecture/c-abi.md):
  * - every function returns abr_status (0 = ABR_OK, errors negative) or void;
  *   handles are opaque and written through out-parameters; destroy functions
  *   accept NULL;

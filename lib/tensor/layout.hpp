@@ -41,7 +41,7 @@ inline const char* first_element(const Layout& layout) {
   return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(layout.data) + layout.byte_offset);
 }
 
-// Validates `tensor` (docs/ARCHITECTURE.md, "DLPack import: what validation checks").
+// Validates `tensor` (docs/architecture/c-abi.md, "DLPack import: what validation checks").
 // `what` names it in messages.
 // A destination must not have zero strides on extents > 1.
 Layout validate_tensor(const DLTensor& tensor, Role role, const char* what);

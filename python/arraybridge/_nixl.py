@@ -42,8 +42,15 @@ class PeerLostError(ArrayBridgeError, ConnectionError):
 
 
 def _load_nixl():
-    """NIXL's Python API (the `nixl` meta package, or a wheel for one CUDA major)."""
+    """NIXL's Python API (the `nixl` meta package, or a wheel for one CUDA major). Refused
+    after TensorFlow: both bundle gRPC, and the second to register its flags aborts the
+    process ("Flag 'grpc_experiments' was defined more than once"); NIXL first is fine."""
     import importlib
+    import sys
+    if "tensorflow" in sys.modules and not any(name in sys.modules for name in _NIXL_MODULES):
+        raise ImportError("arraybridge.nixl: NIXL cannot be imported after TensorFlow: both bundle gRPC, and "
+                          "importing the second aborts the process. Import arraybridge.nixl (or make a Peer, or "
+                          "call arraybridge.ray.register) before TensorFlow")
     problems = []
     for name in _NIXL_MODULES:
         try:
@@ -170,19 +177,19 @@ class _Arena:
         view = torch.from_dlpack(block)
         return (block, view), view.data_ptr()
 
-    def view(self, slot, dtype, shape):
-        """The slot's bytes as a compact array of `dtype` and `shape` (NumPy on the host,
-        torch on a GPU), for the runtime to pack into or unpack from."""
-        raw = slot.block.keep[1][slot.offset:slot.offset + _nbytes(dtype, shape)]
+    def view(self, slot, dtype, shape, at=0):
+        """The slot's bytes from `at` on as a compact array of `dtype` and `shape` (NumPy
+        on the host, torch on a GPU), for the runtime to pack into or unpack from."""
+        start = slot.offset + at
+        raw = slot.block.keep[1][start:start + _nbytes(dtype, shape)]
         if self.mem == "VRAM":
             import torch
             return raw.view(getattr(torch, dtype)).view(shape)
         import numpy as np
-        try:
-            return raw.view(np.dtype(dtype)).reshape(shape)
-        except TypeError:
-            import torch  # NumPy has no bfloat16; torch views the same bytes
-            return torch.from_numpy(raw).view(getattr(torch, dtype)).view(shape)
+        if dtype == "bfloat16":  # NumPy has none (ml_dtypes' exports no DLPack): torch views the same bytes
+            import torch
+            return torch.from_numpy(raw).view(torch.bfloat16).view(shape)
+        return raw.view(np.dtype(dtype)).reshape(shape)
 
     def release(self):
         for block in self.blocks:
@@ -396,6 +403,7 @@ class NixlPeer:
         # is posted again for the next tensor of that size, since slots and the sender's
         # blocks come back to the same addresses; that skips making and preparing one.
         self._reads = {}
+        self._known_remote_blocks = set()  # (peer, block base) whose registration read() loaded
         self._closed = False
         self._server = socket.create_server(listen)
         self.address = self._server.getsockname()[:2]  # (host, port): where other peers connect
@@ -677,6 +685,139 @@ class NixlPeer:
             return True, result
         return NixlTransfer(self, step, timeout)
 
+    # --- published tensors: one-sided reads ---------------------------------------------
+
+    def publish(self, xs):
+        """Packs the arrays `xs` (any DLPack arrays: strided, of any framework, on the CPU, a
+        CUDA GPU or an OpenCL device) into one slot of this peer's registered memory, each
+        from a 256-byte boundary, in one batch. Returns (handle, description): any peer
+        given the description (plain JSON values) reads them with read(), as often as it
+        likes and with no message to this peer (a one-sided READ), until withdraw(handle)."""
+        if self._closed:
+            raise ValueError(f"arraybridge.nixl: peer {self.name!r} is closed")
+        tensors = [x if isinstance(x, Tensor) else _core.from_dlpack(x) for x in xs]
+        entries, end = [], 0
+        for tensor in tensors:
+            if tensor.dtype not in _SENDABLE:
+                raise ValueError(f"arraybridge.nixl: a {tensor.dtype} tensor cannot be published "
+                                 f"(dtypes: {', '.join(_SENDABLE)})")
+            entries.append({"shape": list(tensor.shape), "dtype": tensor.dtype, "at": end,
+                            "read_only": tensor.read_only})
+            end = _round_up(end + _nbytes(tensor.dtype, list(tensor.shape)), 256)
+        devices = {tensor.device for tensor in tensors}
+        arena = self._arena(devices.pop() if len(devices) == 1 else "cpu")
+        slot = arena.take(end)
+        try:
+            views = [arena.view(slot, e["dtype"], e["shape"], e["at"]) for e in entries]
+            if tensors:
+                _core.copy_many(tensors, views)  # one batch: strided packed, devices read, in one call
+            metadata = self._call(self._agent.get_partial_agent_metadata, slot.block.reg).hex()
+        except BaseException:
+            arena.give_back(slot)
+            raise
+        description = {"peer": self.name, "address": list(self.address), "slot": slot.address, "nbytes": end,
+                       "mem": arena.mem, "device": arena.device_id, "block": slot.block.base, "metadata": metadata,
+                       "tensors": entries}
+        return (arena, slot), description
+
+    def withdraw(self, handle):
+        """Gives back the slot publish() took: nobody may read that description any more."""
+        arena, slot = handle
+        arena.give_back(slot)
+
+    def read(self, description, *, device="cpu", timeout=None, abort=None, read_only=True):
+        """The Tensors a peer published (publish()'s description), READ from its memory and
+        unpacked on `device`; read-only where the source was (read_only=False: never, for a
+        framework without read-only arrays, to which they are private copies all the same).
+        Connects to that peer first where it is not connected yet. Its death raises
+        PeerLostError; `abort` (a threading.Event) set from another thread ends the wait
+        with ArrayBridgeError."""
+        name, address, entries, nbytes, remote = _checked_publication(description)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        link = self._links.get(name)
+        if link is None:
+            try:
+                connected = self.connect(address, timeout=max(deadline - time.monotonic(), 0.001))
+            except OSError as error:
+                raise PeerLostError(f"arraybridge.nixl: peer {name!r} at {address} cannot be reached "
+                                    f"({error})") from error
+            except ValueError:  # another thread connected it meanwhile
+                connected = name
+            if connected != name:
+                raise ArrayBridgeError(f"arraybridge.nixl: the peer at {address} is {connected!r}, not {name!r}",
+                                       None, "malformed_offer")
+            link = self._link(name)
+        key = (name, description["block"])
+        if key not in self._known_remote_blocks:  # registered after our handshake, maybe: its registration
+            try:
+                self._call(self._agent.add_remote_agent, bytes.fromhex(description["metadata"]))
+            except Exception as error:
+                if not _disconnected(error):
+                    raise
+                raise PeerLostError(f"arraybridge.nixl: peer {name!r} is gone ({_why_lost(link)})") from error
+            self._known_remote_blocks.add(key)
+        arena = self._arena(device)
+        slot = arena.take(nbytes)
+        handle, safe = None, True
+        try:
+            if nbytes:
+                local = self._call(self._agent.get_xfer_descs, [(slot.address, nbytes, arena.device_id)], arena.mem)
+                far = self._call(self._agent.get_xfer_descs, [remote[:3]], remote[3])
+                handle = self._call(self._agent.initialize_xfer, "READ", local, far, name)
+                safe = False  # posted: the slot may be written until the READ ends
+                if self._call(self._agent.transfer, handle) == "ERR":
+                    raise ArrayBridgeError(f"arraybridge.nixl: NIXL refused to read {nbytes} bytes from peer "
+                                           f"{name!r}", None, "transfer_failed")
+                self._wait_read(handle, link, nbytes, deadline, abort)
+                safe = True
+            results = []
+            for e in entries:
+                tensor = _core.to_device(arena.view(slot, e["dtype"], tuple(e["shape"]), e["at"]), device, copy=True)
+                # A legacy capsule imports read-only: the copy's one view that says so.
+                marked = read_only and e["read_only"]
+                results.append(_core.from_dlpack(_core.export(tensor, False, False)) if marked else tensor)
+            with self._agent_lock:
+                self._counts["receives"] += len(entries)
+                self._counts["bytes_received"] += nbytes
+            return results
+        finally:
+            if handle is not None:
+                try:
+                    self._call(self._agent.release_xfer_handle, handle)
+                except Exception:  # a READ still under way on a lost peer: the slot is kept out of use
+                    safe = False
+            if safe:
+                arena.give_back(slot)
+
+    def _wait_read(self, handle, link, nbytes, deadline, abort):
+        """Until the READ of `handle` completes: PeerLostError when its peer goes,
+        TimeoutError past the deadline, ArrayBridgeError when `abort` is set."""
+        polls = 0
+        while True:
+            failure = None
+            try:
+                state = self._call(self._agent.check_xfer_state, handle)
+            except Exception as error:  # NIXL raises some failures (a remote that disconnected)
+                state, failure = "ERR", error
+            if state == "DONE":
+                return
+            link.pump(1.0 if state == "ERR" else 0)  # a failed READ: is the peer gone? its socket says
+            if link.lost is not None or (state == "ERR" and _disconnected(failure)):
+                raise PeerLostError(f"arraybridge.nixl: peer {link.name!r} is gone ({_why_lost(link)}) while "
+                                    f"reading {nbytes} bytes from it")
+            if state == "ERR":
+                raise ArrayBridgeError(f"arraybridge.nixl: NIXL failed reading {nbytes} bytes from peer "
+                                       f"{link.name!r}", None, "transfer_failed")
+            if abort is not None and abort.is_set():
+                raise ArrayBridgeError(f"arraybridge.nixl: reading {nbytes} bytes from peer {link.name!r} was "
+                                       "aborted", None, "aborted")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"arraybridge.nixl: reading {nbytes} bytes from peer {link.name!r} did not "
+                                   "complete in time")
+            polls += 1
+            if polls > 100:  # a long transfer: stop spinning, the progress threads need the cores
+                link.pump(0.0005)
+
     def _finish_read(self, handle, arena, slot, safe, key):
         """Releases a READ's slot, and its request unless `key` keeps it for reuse (a READ
         that completed). A READ that may still be writing (safe=False) keeps its slot out of
@@ -754,6 +895,26 @@ def _tell(link, message):
 def _dtype_name(dtype):
     from ._dtype import dtype_name, parse_dtype
     return dtype_name(*parse_dtype(dtype))
+
+
+def _checked_publication(description):
+    """(peer, address, entries, nbytes, (address, nbytes, device, mem)) of a publication, each
+    field checked: it came through another process."""
+    try:
+        name, address, entries = description["peer"], tuple(description["address"]), description["tensors"]
+        nbytes, slot, mem, device = description["nbytes"], description["slot"], description["mem"], description["device"]
+        int(description["block"]), bytes.fromhex(description["metadata"])
+        ends = [e["at"] + _nbytes(e["dtype"], e["shape"]) for e in entries]
+        valid = (isinstance(name, str) and len(address) == 2 and isinstance(nbytes, int) and isinstance(slot, int)
+                 and isinstance(device, int) and mem in ("DRAM", "VRAM")
+                 and all(e["dtype"] in _SENDABLE and all(isinstance(n, int) and n >= 0 for n in e["shape"])
+                         and isinstance(e["at"], int) and e["at"] >= 0 for e in entries)
+                 and all(end <= nbytes for end in ends))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        valid = False
+    if not valid:
+        raise ArrayBridgeError(f"arraybridge.nixl: a malformed publication: {description!r}", None, "malformed_offer")
+    return name, address, entries, nbytes, (slot, nbytes, device, mem)
 
 
 def _checked_offer(offer, name):

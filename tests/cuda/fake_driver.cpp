@@ -677,7 +677,7 @@ struct ExitReport {
 }  // namespace
 
 // Every driver call by name, so a test can count what one transfer costs
-// (docs/ARCHITECTURE.md lists the counts per path).
+// (docs/architecture/backends.md, "Driver calls per transfer", lists the counts per path).
 namespace {
 std::mutex g_calls_mutex;
 // Never freed, as the other tables here: a runtime alive at exit still calls the driver.

@@ -1,5 +1,5 @@
 // What one small transfer costs in CUDA driver calls, path by path, counted by
-// the fake driver (docs/ARCHITECTURE.md gives the table this test prints). Each
+// the fake driver (docs/architecture/backends.md gives the table this test prints). Each
 // path runs warm: after one call that creates streams, contexts and cached blocks.
 // The counts include the reclaimer's thread (a deleted tensor's barrier).
 #include <map>

@@ -1,0 +1,302 @@
+"""arraybridge.ray: Ray Direct Transport (RDT) for any framework's arrays.
+
+Ray's own transports move torch tensors only. This registers one transport per
+framework (Ray takes one data type per transport): an actor method marked with it
+keeps the arrays it returns where they are, and the actor that receives the
+ObjectRef reads them straight from the sender's memory over NIXL (a one-sided READ
+from memory registered once, arraybridge.nixl), with no trip through Ray's object
+store. Two lines turn it on:
+
+    arraybridge.ray.register()                      # in the driver, before the actors
+    @ray.method(tensor_transport=arraybridge.ray.transport("jax"))
+
+Every guarantee of to_device holds: exact values and the source's dtype (strided
+views packed, never narrowed: JAX without x64 refuses 64-bit data), read-only
+sources read-only at the receiver (NumPy; JAX and TensorFlow arrays are immutable),
+a structure's arrays moved as one batch (one READ). The receiver chooses the
+device: by default the one its framework uses (torch's default device, JAX's first
+device, CuPy's current GPU, pyclesperanto's OpenCL device, else the CPU);
+receive_on() picks another. The sender's packed copy is freed when Ray collects the
+object; a sender that dies makes the read raise PeerLostError. Ray is imported on
+first use and is never a dependency of the package.
+"""
+import dataclasses
+import importlib
+import os
+import sys
+import threading
+import uuid
+
+__all__ = ["register", "transport", "receive_on", "setup_worker", "TRANSPORTS"]
+
+# Our transport of each framework: its name in Ray, the module of its array type.
+TRANSPORTS = {"numpy": "AB_NUMPY", "torch": "AB_TORCH", "jax": "AB_JAX", "cupy": "AB_CUPY",
+              "tensorflow": "AB_TENSORFLOW", "pyclesperanto": "AB_PYCLESPERANTO", "arraybridge": "AB_TENSOR"}
+# Registered by default: NumPy's and ours, and each other framework's where it is
+# imported already. Ray unpickles every registered transport's array type in every
+# actor it creates, so a framework registered is a framework imported there (torch
+# and JAX take seconds, TensorFlow 15 s on 2 cores, pyclesperanto opens OpenCL).
+_BY_DEFAULT = ("numpy", "arraybridge")
+
+_lock = threading.Lock()
+_state = {"peer": None, "devices": {}}  # this process's NIXL peer, the receiving device per framework
+_published = {}  # obj_id -> the publish() handle, until Ray collects the object
+_aborted = {}  # obj_id -> threading.Event of a read that abort_transport ends
+
+
+def transport(framework):
+    """The tensor_transport name for `framework`'s arrays ("numpy", "torch", "jax",
+    "cupy", "tensorflow", "pyclesperanto", or "arraybridge" for arraybridge Tensors)."""
+    try:
+        return TRANSPORTS[framework]
+    except KeyError:
+        raise ValueError(f"arraybridge.ray: no transport for {framework!r}; frameworks: "
+                         f"{', '.join(TRANSPORTS)}") from None
+
+
+def receive_on(device, framework=None):
+    """Arrays received in this process land on `device` ("cpu", "cuda:1", "opencl:0"),
+    for one framework or (framework=None) all; None goes back to the framework's own."""
+    from ._device import parse_device
+    if device is not None:
+        parse_device(device)  # a device arraybridge knows, or ValueError now rather than mid-transfer
+    for name in [framework] if framework else list(TRANSPORTS):
+        transport(name)
+        if device is None:
+            _state["devices"].pop(name, None)
+        else:
+            _state["devices"][name] = device
+
+
+def register(frameworks=None):
+    """Registers our transports with Ray, for `frameworks` (default: NumPy's and
+    arraybridge Tensors', and each other framework's that this process imported
+    already). Call it in the driver before creating the actors, and where the actors'
+    class is defined (ray.method checks its transport then): Ray registers the same
+    transports on each actor it creates, importing each framework there. Calling it
+    again registers what is missing only. Returns {framework: transport name}."""
+    from ray.experimental import register_tensor_transport
+    from ray.experimental.rdt import util
+    names = list(frameworks) if frameworks is not None else \
+        [f for f in TRANSPORTS if f in _BY_DEFAULT or f in sys.modules]
+    if "tensorflow" in names:  # NIXL before TensorFlow: imported the other way, their gRPCs abort the process
+        from ._nixl import _load_nixl
+        _load_nixl()
+    done = {}
+    with util.transport_managers_lock:
+        known = set(util.transport_manager_info)
+    for framework in names:
+        name = transport(framework)
+        if name not in known:
+            register_tensor_transport(name, ["cpu", "cuda"], _MANAGERS[framework], _array_type(framework))
+        done[framework] = name
+    return done
+
+
+def setup_worker():
+    """Ray's worker_process_setup_hook for TensorFlow's transport: loads NIXL as each
+    worker starts, before Ray's registration imports TensorFlow there (the two bundle
+    gRPC, and NIXL imported second aborts the process):
+    ray.init(runtime_env={"worker_process_setup_hook": "arraybridge.ray.setup_worker"})."""
+    from ._nixl import _load_nixl
+    _load_nixl()
+
+
+def _array_type(framework):
+    """The concrete class of `framework`'s arrays: Ray picks arrays out of a return value
+    by their exact type."""
+    if framework == "numpy":
+        return importlib.import_module("numpy").ndarray
+    if framework == "torch":
+        return importlib.import_module("torch").Tensor
+    if framework == "jax":
+        return type(importlib.import_module("jax.numpy").zeros(()))
+    if framework == "cupy":
+        return importlib.import_module("cupy").ndarray
+    if framework == "tensorflow":
+        return type(importlib.import_module("tensorflow").constant(0))
+    if framework == "pyclesperanto":
+        from ._seed import _pyclesperanto
+        return type(_pyclesperanto().create((1,)))
+    from ._tensor import Tensor
+    return Tensor
+
+
+def _peer():
+    """This process's NIXL peer: made on first use, listening on this node's address."""
+    with _lock:
+        if _state["peer"] is None:
+            from ._nixl import NixlPeer
+            host = "127.0.0.1"
+            try:
+                import ray
+                host = ray.util.get_node_ip_address()
+            except Exception:  # noqa: BLE001 - outside Ray (a test): this machine only
+                pass
+            _state["peer"] = NixlPeer(f"arraybridge-ray-{os.getpid()}-{uuid.uuid4().hex[:8]}", listen=(host, 0))
+        return _state["peer"]
+
+
+def _receiving_device(framework):
+    """Where received arrays of `framework` land: receive_on()'s choice, else the device its
+    framework uses by default."""
+    chosen = _state["devices"].get(framework)
+    if chosen is not None:
+        return chosen
+    try:
+        if framework == "torch":
+            torch = sys.modules.get("torch") or importlib.import_module("torch")
+            device = torch.get_default_device() if hasattr(torch, "get_default_device") else torch.device("cpu")
+            if device.type == "cuda":
+                return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
+        elif framework == "jax":
+            first = importlib.import_module("jax").devices()[0]
+            if first.platform == "gpu":
+                return f"cuda:{first.id}"
+        elif framework == "cupy":
+            return f"cuda:{importlib.import_module('cupy').cuda.Device().id}"
+    except Exception:  # noqa: BLE001 - a framework that cannot say: the CPU
+        pass
+    return "cpu"
+
+
+def _finish(framework, tensor):
+    """The received Tensor as `framework`'s array (no copy where it can hold it)."""
+    from . import _seed
+    if framework == "arraybridge":
+        return tensor
+    if framework == "pyclesperanto":  # a copy into pyclesperanto's own context
+        return _seed._into_pyclesperanto(tensor, _pyclesperanto_index(), False, None, None)
+    target = _seed.MemoryType(framework)  # a read Tensor is compact: JAX and TensorFlow take it as it is
+    if target is _seed.MemoryType.JAX:
+        _seed._check_target_holds(tensor.dtype, target)  # never narrowed: refused
+    return _seed._framework_array(tensor, target, None)
+
+
+def _pyclesperanto_index():
+    cle = importlib.import_module("pyclesperanto")
+    current = cle.get_device().name
+    names = cle.list_available_devices()
+    return names.index(current) if current in names else 0
+
+
+def _ray_transport():
+    """Ray's interface classes, imported on first use."""
+    from ray.experimental.rdt.tensor_transport_manager import (CommunicatorMetadata, TensorTransportManager,
+                                                               TensorTransportMetadata)
+    return CommunicatorMetadata, TensorTransportManager, TensorTransportMetadata
+
+
+def _metadata_class():
+    """The metadata Ray ships from the sender to the receivers: Ray's own (shapes and
+    dtypes) plus our publication (where the packed bytes are, and how to reach them)."""
+    _, _, base = _ray_transport()
+
+    @dataclasses.dataclass
+    class ArraybridgeTransportMetadata(base):
+        publication: dict = None
+
+    ArraybridgeTransportMetadata.__module__ = __name__
+    ArraybridgeTransportMetadata.__qualname__ = "ArraybridgeTransportMetadata"
+    return ArraybridgeTransportMetadata
+
+
+def __getattr__(name):
+    # Ray's classes exist only once Ray is imported: made then, and pickled by this name.
+    if name == "ArraybridgeTransportMetadata":
+        made = _metadata_class()
+        globals()[name] = made
+        return made
+    if name in _MANAGER_NAMES:
+        made = _manager_class(_MANAGER_NAMES[name])
+        globals()[name] = made
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _manager_class(framework):
+    """The TensorTransportManager of `framework`'s transport (Ray makes one per process)."""
+    communicator_metadata, manager_base, _ = _ray_transport()
+    metadata_type = sys.modules[__name__].ArraybridgeTransportMetadata
+
+    class Manager(manager_base):
+        def tensor_transport_backend(self):
+            return TRANSPORTS[framework]
+
+        @staticmethod
+        def is_one_sided():
+            return True  # the receiver READs; the sender only publishes
+
+        @staticmethod
+        def can_abort_transport():
+            return True
+
+        def actor_has_tensor_transport(self, actor):
+            import ray
+            return ray.get(actor.__ray_call__.options(concurrency_group="_ray_system").remote(_has_transport))
+
+        def extract_tensor_transport_metadata(self, obj_id, rdt_object):
+            handle, publication = _peer().publish(rdt_object)
+            with _lock:
+                _published[obj_id] = handle
+            shapes = [(tuple(entry["shape"]), entry["dtype"]) for entry in publication["tensors"]]
+            return metadata_type(tensor_meta=shapes, tensor_device="cpu", publication=publication)
+
+        def get_communicator_metadata(self, src_actor, dst_actor, backend=None):
+            return communicator_metadata()
+
+        def recv_multiple_tensors(self, obj_id, tensor_transport_metadata, communicator_metadata,
+                                  target_buffers=None):
+            abort = threading.Event()
+            with _lock:
+                _aborted[obj_id] = abort
+            try:
+                device = _receiving_device(framework)
+                tensors = _peer().read(tensor_transport_metadata.publication, device=device, abort=abort,
+                                       read_only=framework not in ("torch", "cupy"))
+                return [_finish(framework, tensor) for tensor in tensors]
+            finally:
+                with _lock:
+                    _aborted.pop(obj_id, None)
+
+        def send_multiple_tensors(self, tensors, tensor_transport_metadata, communicator_metadata):
+            raise NotImplementedError("arraybridge's transports are one-sided: the receiver reads")
+
+        def garbage_collect(self, obj_id, tensor_transport_meta, tensors):
+            with _lock:
+                handle = _published.pop(obj_id, None)
+            if handle is not None:
+                _peer().withdraw(handle)
+
+        def abort_transport(self, obj_id, communicator_metadata):
+            with _lock:
+                abort = _aborted.get(obj_id)
+            if abort is not None:
+                abort.set()
+
+    name = f"Arraybridge{framework.capitalize()}Transport"
+    Manager.__name__, Manager.__qualname__, Manager.__module__ = name, name, __name__
+    return Manager
+
+
+_MANAGER_NAMES = {f"Arraybridge{framework.capitalize()}Transport": framework for framework in TRANSPORTS}
+
+
+class _Managers(dict):
+    def __missing__(self, framework):
+        transport(framework)
+        return getattr(sys.modules[__name__], f"Arraybridge{framework.capitalize()}Transport")
+
+
+_MANAGERS = _Managers()
+
+
+def _has_transport(actor_self=None):
+    """Run in an actor: whether arraybridge's transport can work there (NIXL importable)."""
+    from ._nixl import nixl_available
+    return nixl_available()
+
+
+def _stats():
+    """This process's NIXL peer's counters (for tests: slots and registrations flat)."""
+    return None if _state["peer"] is None else _state["peer"].stats()

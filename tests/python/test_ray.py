@@ -1,0 +1,149 @@
+"""arraybridge.ray: Ray Direct Transport between two actors for each framework here
+(NumPy, torch and JAX on the CPU, arraybridge Tensors on PoCL, pyclesperanto), every
+kind of array exact (strided, 0-d, empty, bool, bfloat16, complex, read-only), a dict
+of 100 arrays in one READ, one ObjectRef read by two receivers, the receiver's choice
+of device, and failures: a sender killed before the read is an error, never a hang;
+a receiver killed does not keep the sender's memory. One local Ray (num_cpus=2) for
+the module: starting it costs about 10 s here, each actor a few more."""
+import importlib.util
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray", reason="ray is installed by `make test` (dev/requirements-test.txt); run it through make")
+if importlib.util.find_spec("nixl_cu12") is None and importlib.util.find_spec("nixl") is None:
+    pytest.skip("NIXL is not installed (dev/setup_python.sh test installs nixl-cu12)", allow_module_level=True)
+
+import ray  # noqa: E402
+
+pytestmark = pytest.mark.slow  # one local Ray and five actors: about 90 s here
+
+import arraybridge.ray as abray  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def actors():
+    sys.path.insert(0, HERE)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                                       "UCX_MODULES": "^ib"}})
+    import ray_actors  # registers the transports, as the workers do when they import it
+    registered = abray.register(ray_actors.FRAMEWORKS)
+    sender, receiver = ray_actors.Sender.remote(), ray_actors.Receiver.remote()
+    yield registered, ray_actors, sender, receiver
+    ray.shutdown()
+
+
+def kinds_of(framework):
+    kinds = list(__import__("ray_actors").KINDS)
+    if framework == "numpy":
+        kinds.remove("bf16")  # NumPy has no bfloat16
+    if framework == "jax":
+        kinds.remove("int64")  # JAX without x64 keeps no int64 (refused: test_jax_without_x64_refuses_64_bits)
+    if framework == "pyclesperanto":  # 1 to 3 dims, no empty arrays, no 64-bit, bool or complex
+        kinds = ["read-only", "bf16"]
+    return kinds
+
+
+def test_register_names_a_transport_per_framework_and_again_changes_nothing(actors):
+    registered, ray_actors, *_ = actors
+    assert registered == {f: abray.transport(f) for f in ray_actors.FRAMEWORKS}
+    assert abray.register(ray_actors.FRAMEWORKS) == registered  # in the driver again, or in an actor: no error
+    with pytest.raises(ValueError, match="no transport"):
+        abray.transport("matlab")
+
+
+@pytest.mark.parametrize("framework", ["numpy", "arraybridge", "torch", "jax", "pyclesperanto"])
+def test_every_kind_of_array_arrives_exact(actors, framework):
+    if framework not in actors[1].FRAMEWORKS:
+        pytest.skip(f"{framework} is installed by `make test`")
+    _, ray_actors, sender, receiver = actors
+    ref = getattr(sender, framework).remote(kinds_of(framework))
+    assert ray.get(receiver.check.remote(framework, ref), timeout=TIMEOUT) == []
+
+
+def test_one_object_read_by_two_receivers_and_a_receiver_choosing_its_device(actors):
+    _, ray_actors, sender, receiver = actors
+    on_opencl = ray_actors.Receiver.remote("opencl:0", "arraybridge")
+    ref = sender.arraybridge.remote(["strided", "complex"])
+    assert ray.get(receiver.check.remote("arraybridge", ref), timeout=TIMEOUT) == []
+    assert ray.get(on_opencl.check.remote("arraybridge", ref), timeout=TIMEOUT) == []
+    assert ray.get(receiver.devices.remote(ref), timeout=TIMEOUT) == {"strided": "cpu", "complex": "cpu"}
+    assert ray.get(on_opencl.devices.remote(ref), timeout=TIMEOUT) == {"strided": "opencl:0", "complex": "opencl:0"}
+    ray.kill(on_opencl)
+
+
+def test_a_dict_of_100_arrays_moves_as_one_batch(actors):
+    _, _, sender, receiver = actors
+    ref = sender.many.remote(100, 256)
+    got = ray.get(receiver.many.remote(ref), timeout=TIMEOUT)
+    assert got == sorted((f"w{i}", float(i), 256) for i in range(100))
+    stats = ray.get(receiver.stats.remote())
+    assert stats["receives"] >= 100
+
+
+def wait_until(check, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return check()
+
+
+def test_the_senders_memory_goes_when_ray_collects_the_object(actors):
+    _, _, sender, receiver = actors
+    ref = sender.big.remote(1 << 20)
+    object_id = ref.hex()
+    assert ray.get(receiver.size.remote(ref), timeout=TIMEOUT) == 1 << 20
+    time.sleep(1.0)
+    assert ray.get(sender.holds.remote(object_id))  # kept while the ObjectRef lives: read again, the same
+    assert ray.get(receiver.size.remote(ref), timeout=TIMEOUT) == 1 << 20
+    del ref
+    assert wait_until(lambda: not ray.get(sender.holds.remote(object_id)))
+
+
+def test_a_receiver_killed_mid_read_costs_the_sender_nothing_it_keeps(actors):
+    _, ray_actors, sender, receiver = actors
+    before = ray.get(sender.stats.remote())
+    doomed = ray_actors.Receiver.remote()
+    ref = sender.big.remote(256 << 20)
+    pending = doomed.size.remote(ref)
+    time.sleep(1.0)  # the read under way, or about to be
+    ray.kill(doomed)
+    with pytest.raises(Exception):
+        ray.get(pending, timeout=TIMEOUT)
+    assert ray.get(receiver.size.remote(ref), timeout=TIMEOUT) == 256 << 20  # a second read succeeds
+    object_id = ref.hex()
+    del ref, pending
+    assert wait_until(lambda: not ray.get(sender.holds.remote(object_id)))
+    assert wait_until(lambda: ray.get(sender.stats.remote())["slots_in_use"] <= before["slots_in_use"])
+    after = ray.get(sender.stats.remote())
+    assert after["registrations"] <= before["registrations"] + 5  # the arena grew for 256 MiB once, no more
+
+
+def test_a_sender_killed_before_the_read_is_an_error_not_a_hang(actors):
+    _, ray_actors, _, receiver = actors
+    doomed = ray_actors.Sender.remote()
+    ref = doomed.numpy.remote(["strided"])
+    ray.wait([ref], timeout=TIMEOUT)
+    ray.kill(doomed)
+    time.sleep(0.5)
+    start = time.monotonic()
+    with pytest.raises(Exception) as raised:
+        ray.get(receiver.check.remote("numpy", ref), timeout=TIMEOUT)
+    assert time.monotonic() - start < TIMEOUT
+    text = str(raised.value)
+    assert "PeerLostError" in text or "died" in text.lower() or "lost" in text.lower(), text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is installed by `make test`")
+def test_jax_without_x64_refuses_64_bits_rather_than_narrow(actors):
+    _, _, sender, receiver = actors
+    ref = sender.numpy.remote(["int64"])
+    # A NumPy int64 goes to NumPy exactly; only a JAX receiver would have to narrow it.
+    assert ray.get(receiver.check.remote("numpy", ref), timeout=TIMEOUT) == []

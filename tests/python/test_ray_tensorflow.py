@@ -1,0 +1,30 @@
+"""arraybridge.ray with TensorFlow's tensors between two actors, exact (dtype and values
+kept, int64 and float64 included). Slow: TensorFlow is imported in each actor."""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow  # TensorFlow imported in the driver and both actors: about a minute here
+for needed in ("ray", "tensorflow"):
+    if importlib.util.find_spec(needed) is None:
+        pytest.skip(f"{needed} is installed by `make test`; run it through make", allow_module_level=True)
+if importlib.util.find_spec("nixl_cu12") is None and importlib.util.find_spec("nixl") is None:
+    pytest.skip("NIXL is not installed (dev/setup_python.sh test installs nixl-cu12)", allow_module_level=True)
+
+
+def test_tensorflow_tensors_between_two_actors_arrive_exact():
+    import ray
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                                       "UCX_MODULES": "^ib", "TF_CPP_MIN_LOG_LEVEL": "3"},
+                          "worker_process_setup_hook": "arraybridge.ray.setup_worker"})  # NIXL before TensorFlow
+    try:
+        import ray_tf_actors
+        sender, receiver = ray_tf_actors.Sender.remote(), ray_tf_actors.Receiver.remote()
+        assert ray.get(receiver.check.remote(sender.make.remote()), timeout=300) == []
+    finally:
+        ray.shutdown()
