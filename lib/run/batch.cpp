@@ -58,7 +58,7 @@ struct Runtime::BatchItem : BatchEntry {
   Layout src;
   // In place, not each on the heap: a batch of 1000 small tensors made 4000 allocations
   // that glibc's per-thread cache (7 per size) could not hold, a quarter of its cost.
-  std::optional<SourceTensor> source;    // relinquished, not released, unless the batch commits
+  std::optional<SourceTensor> source;    // given back, its deleter not called, unless the batch commits
   std::optional<PendingExport> pending;  // the result's header, allocated before any work
   std::unique_ptr<Storage> memory;       // a copy's own memory, or a wrap's
   std::shared_ptr<Storage> shared;       // the same when a stream holds it too, or the coalesced block
@@ -216,7 +216,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     ~KeepSources() {
       if (committed) return;
       for (BatchItem& item : items)
-        if (item.source) item.source->relinquish();
+        if (item.source) item.source->give_back();
     }
   } keep{items};
   for (std::size_t i = 0; i < count; ++i) {
@@ -472,7 +472,7 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       if (held)
         held->sources.push_back(std::move(*item.source));  // until the work that reads it is done
       else
-        item.source->release();
+        item.source->call_deleter();
     }
   }
   if (held) {

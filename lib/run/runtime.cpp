@@ -213,7 +213,7 @@ DLManagedTensorVersioned* Runtime::take_and_transfer(Managed* src, DLDevice dst,
   try {
     return transfer(source, dst, options, stream);
   } catch (...) {
-    source.relinquish();  // on any error the caller keeps the source
+    source.give_back();  // on any error the caller keeps the source
     throw;
   }
 }
@@ -283,7 +283,7 @@ DLManagedTensorVersioned* Runtime::export_view(SourceTensor& source, const Layou
     pending.set_data(memory.handle);
     return pending.finish(std::move(memory.storage));
   } catch (...) {
-    if (owner) held->relinquish();  // not handed on: still the caller's
+    if (owner) held->give_back();  // not handed on: still the caller's
     throw;
   }
 }
@@ -313,12 +313,12 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
       stream->retain(std::move(held_source));
       stream->retain(std::move(stream_memory));
     } else {
-      source.release();  // the copy is complete: the source is no longer needed
+      source.call_deleter();  // the copy is complete: the source is no longer needed
     }
     return pending.finish(std::move(memory));
   } catch (...) {
-    if (held_source) held_source->relinquish();  // on any error the caller keeps the source
-    source.relinquish();
+    if (held_source) held_source->give_back();  // on any error the caller keeps the source
+    source.give_back();
     throw;
   }
 }

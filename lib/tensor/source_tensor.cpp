@@ -2,10 +2,10 @@
 
 namespace abr {
 
-void SourceTensor::release() noexcept {
+void SourceTensor::call_deleter() noexcept {
   if (versioned_ && versioned_->deleter) versioned_->deleter(versioned_);
   if (legacy_ && legacy_->deleter) legacy_->deleter(legacy_);
-  relinquish();
+  give_back();
 }
 
 }  // namespace abr

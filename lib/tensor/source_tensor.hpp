@@ -9,18 +9,19 @@
 namespace abr {
 
 // A managed tensor handed to the runtime, versioned or legacy. Its deleter runs
-// exactly once: when release() is called or when the holder is destroyed, and
-// never if the holder was given back with relinquish().
+// exactly once: when call_deleter() is called or when the holder is destroyed, and
+// never once the tensor was given back to its caller with give_back(). (Not
+// std::unique_ptr's words: its release() gives up without deleting.)
 class SourceTensor final : public Storage {
  public:
   explicit SourceTensor(DLManagedTensorVersioned* tensor) : versioned_(tensor) {}
   explicit SourceTensor(DLManagedTensor* tensor) : legacy_(tensor) {}
-  ~SourceTensor() override { release(); }
+  ~SourceTensor() override { call_deleter(); }
   SourceTensor(const SourceTensor&) = delete;
   SourceTensor& operator=(const SourceTensor&) = delete;
   // Moving hands the obligation to call the deleter over; the moved-from is left empty.
   SourceTensor(SourceTensor&& other) noexcept : versioned_(other.versioned_), legacy_(other.legacy_) {
-    other.relinquish();
+    other.give_back();
   }
   SourceTensor& operator=(SourceTensor&&) = delete;
 
@@ -30,11 +31,13 @@ class SourceTensor final : public Storage {
   // The versioned tensor, handed over: its deleter is now the taker's to call.
   DLManagedTensorVersioned* take_versioned() noexcept {
     DLManagedTensorVersioned* taken = versioned_;
-    relinquish();
+    give_back();
     return taken;
   }
-  void release() noexcept;
-  void relinquish() noexcept { versioned_ = nullptr, legacy_ = nullptr; }
+  // Runs the deleter now (once), and holds nothing after.
+  void call_deleter() noexcept;
+  // Lets go without calling the deleter: the tensor is its caller's again.
+  void give_back() noexcept { versioned_ = nullptr, legacy_ = nullptr; }
 
  private:
   DLManagedTensorVersioned* versioned_ = nullptr;
