@@ -741,7 +741,9 @@ class NixlPeer:
             except OSError as error:
                 raise PeerLostError(f"arraybridge.nixl: peer {name!r} at {address} cannot be reached "
                                     f"({error})") from error
-            except ValueError:  # another thread connected it meanwhile
+            except ValueError:
+                if name not in self._links:  # not another thread that connected it meanwhile: refused
+                    raise
                 connected = name
             if connected != name:
                 raise ArrayBridgeError(f"arraybridge.nixl: the peer at {address} is {connected!r}, not {name!r}",
@@ -764,10 +766,10 @@ class NixlPeer:
                 local = self._call(self._agent.get_xfer_descs, [(slot.address, nbytes, arena.device_id)], arena.mem)
                 far = self._call(self._agent.get_xfer_descs, [remote[:3]], remote[3])
                 handle = self._call(self._agent.initialize_xfer, "READ", local, far, name)
-                safe = False  # posted: the slot may be written until the READ ends
-                if self._call(self._agent.transfer, handle) == "ERR":
+                if self._call(self._agent.transfer, handle) == "ERR":  # refused: nothing was posted
                     raise ArrayBridgeError(f"arraybridge.nixl: NIXL refused to read {nbytes} bytes from peer "
                                            f"{name!r}", None, "transfer_failed")
+                safe = False  # posted: the slot may be written until the READ ends
                 self._wait_read(handle, link, nbytes, deadline, abort)
                 safe = True
             results = []
@@ -908,7 +910,8 @@ def _checked_publication(description):
         valid = (isinstance(name, str) and len(address) == 2 and isinstance(nbytes, int) and isinstance(slot, int)
                  and isinstance(device, int) and mem in ("DRAM", "VRAM")
                  and all(e["dtype"] in _SENDABLE and all(isinstance(n, int) and n >= 0 for n in e["shape"])
-                         and isinstance(e["at"], int) and e["at"] >= 0 for e in entries)
+                         and isinstance(e["at"], int) and e["at"] >= 0 and isinstance(e["read_only"], bool)
+                         for e in entries)
                  and all(end <= nbytes for end in ends))
     except (KeyError, TypeError, ValueError, AttributeError):
         valid = False

@@ -372,7 +372,11 @@ def _route(data, source_type, target_type, gpu_id):
     device = f"{_DEVICE_NAMES[kind]}:{index}" if kind in (DLDeviceType.CUDA, DLDeviceType.OPENCL) else "cpu"
     if target is MemoryType.PYCLESPERANTO:
         return source, target, device, True, None
-    return source, target, device, _LAYOUT_NEEDED.get(target.value, False), _finisher(target)
+    try:
+        finish = _finisher(target)  # imports the target framework
+    except ImportError as error:
+        raise MemoryConversionError(source.value, target.value, str(error)) from error
+    return source, target, device, _LAYOUT_NEEDED.get(target.value, False), finish
 
 
 def _finisher(target):

@@ -86,10 +86,14 @@ def _same_mapping(x, pairs):
             return made
         except Exception:  # noqa: BLE001 - a subclass that cannot be copied or set comes back a dict
             return dict(pairs)
-    try:
-        return cls(pairs)  # a Mapping built from its pairs (a frozen or custom mapping)
-    except Exception:  # noqa: BLE001
-        return dict(pairs)
+    for made_from in (dict(pairs), pairs):  # a Mapping made from a dict, else from its pairs
+        try:
+            made = cls(made_from)
+            if list(made.items()) == pairs:  # not a mapping that stored its argument as it was
+                return made
+        except Exception:  # noqa: BLE001 - a custom mapping that takes neither comes back a dict
+            continue
+    return dict(pairs)
 
 
 def _same_sequence(x, items):

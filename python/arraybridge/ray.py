@@ -41,7 +41,7 @@ _BY_DEFAULT = ("numpy", "arraybridge")
 _lock = threading.Lock()
 _state = {"peer": None, "devices": {}}  # this process's NIXL peer, the receiving device per framework
 _published = {}  # obj_id -> the publish() handle, until Ray collects the object
-_aborted = {}  # obj_id -> threading.Event of a read that abort_transport ends
+_aborted = {}  # obj_id -> the threading.Events of its reads under way, which abort_transport sets
 
 
 def transport(framework):
@@ -201,17 +201,18 @@ def _metadata_class():
     return ArraybridgeTransportMetadata
 
 
+_made_lock = threading.RLock()  # one class per name, whichever thread asks first (pickles name that one)
+
+
 def __getattr__(name):
     # Ray's classes exist only once Ray is imported: made then, and pickled by this name.
-    if name == "ArraybridgeTransportMetadata":
-        made = _metadata_class()
-        globals()[name] = made
-        return made
-    if name in _MANAGER_NAMES:
-        made = _manager_class(_MANAGER_NAMES[name])
-        globals()[name] = made
-        return made
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name != "ArraybridgeTransportMetadata" and name not in _MANAGER_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _made_lock:
+        if name not in globals():
+            globals()[name] = _metadata_class() if name == "ArraybridgeTransportMetadata" else \
+                _manager_class(_MANAGER_NAMES[name])
+        return globals()[name]
 
 
 def _manager_class(framework):
@@ -249,7 +250,7 @@ def _manager_class(framework):
                                   target_buffers=None):
             abort = threading.Event()
             with _lock:
-                _aborted[obj_id] = abort
+                _aborted.setdefault(obj_id, set()).add(abort)  # a threaded actor may read one object twice
             try:
                 device = _receiving_device(framework)
                 tensors = _peer().read(tensor_transport_metadata.publication, device=device, abort=abort,
@@ -257,7 +258,10 @@ def _manager_class(framework):
                 return [_finish(framework, tensor) for tensor in tensors]
             finally:
                 with _lock:
-                    _aborted.pop(obj_id, None)
+                    reads = _aborted.get(obj_id, set())
+                    reads.discard(abort)
+                    if not reads:
+                        _aborted.pop(obj_id, None)
 
         def send_multiple_tensors(self, tensors, tensor_transport_metadata, communicator_metadata):
             raise NotImplementedError("arraybridge's transports are one-sided: the receiver reads")
@@ -270,8 +274,8 @@ def _manager_class(framework):
 
         def abort_transport(self, obj_id, communicator_metadata):
             with _lock:
-                abort = _aborted.get(obj_id)
-            if abort is not None:
+                reads = list(_aborted.get(obj_id, ()))
+            for abort in reads:
                 abort.set()
 
     name = f"Arraybridge{framework.capitalize()}Transport"

@@ -169,6 +169,11 @@ if "{reader}" == "is_ready":  # asked until it ends: the failure, never True
     else:
         raise AssertionError("the failed work never ended")
 every_reader_raises(t)
+import gc, weakref
+gone = weakref.ref(t)
+del t
+gc.collect()
+assert gone() is None, "the Tensor of failed work outlived its last reference (a cycle through its failure)"
 print("ok")
 """, delay_us=20000, warnings_ok=True)
     assert out.strip() == "ok"

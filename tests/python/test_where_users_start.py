@@ -94,6 +94,34 @@ def test_subclasses_of_mapping_list_and_tuple_are_structures_rebuilt_as_themselv
     assert type(nested["a"]) is Batch and type(nested["a"].labels) is list
 
 
+class _KeepsItsArgument(collections.abc.Mapping):
+    """A mapping made from a dict, which it keeps as it is (made from pairs it breaks)."""
+
+    def __init__(self, data):
+        self._data = data
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+
+def test_a_mapping_made_from_a_dict_comes_back_as_itself_whole():
+    moved = ab.to_device(_KeepsItsArgument({"a": np.arange(3), "b": np.ones(2)}), "cpu")
+    assert type(moved) is _KeepsItsArgument and sorted(moved) == ["a", "b"]
+    np.testing.assert_array_equal(np.from_dlpack(moved["b"]), np.ones(2))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")
+def test_a_target_framework_that_is_not_installed_is_a_conversion_error():
+    with pytest.raises(ab.MemoryConversionError, match="cupy"):
+        ab.convert_memory(np.ones(3), "numpy", "cupy", 0)
+
+
 class _FrozenMap(collections.abc.Mapping):
     def __init__(self, *args, **kwargs):
         self._data = dict(*args, **kwargs)

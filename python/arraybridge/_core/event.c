@@ -9,7 +9,11 @@ typedef struct {
   PyObject_HEAD abr_event* event; /* owned */
   int done;                       /* waited for, or seen complete: never asked again */
   PyObject* keep;                 /* what the queued work reads or writes and nothing else keeps alive, or NULL */
-  PyObject* failure;              /* the exception the work failed with, raised again on every later ask, or NULL */
+  /* How to raise the work's failure again on every later ask: (class, args, attributes)
+   * of the exception first raised, never that exception itself (the traceback it gets
+   * as it goes up holds the caller's frame, whose locals hold the Tensor that holds
+   * this Event: a cycle through objects the collector does not track). Or NULL. */
+  PyObject* failure;
 } EventObject;
 
 static void event_dealloc(EventObject* self) {
@@ -33,23 +37,44 @@ PyObject* event_new(abr_event* event, PyObject* keep) {
   return (PyObject*)self;
 }
 
-/* Raises the work's failure again: a new traceback each time, the same exception. */
+/* Raises the work's failure again: a new exception of the first one's class, args and
+ * attributes (an ArrayBridgeError's status), with a traceback of its own. */
 static int raise_failure(EventObject* self) {
-  PyException_SetTraceback(self->failure, Py_None);
-  PyErr_SetObject((PyObject*)Py_TYPE(self->failure), self->failure);
-  return -1;
+  PyObject* cls = PyTuple_GET_ITEM(self->failure, 0);
+  PyObject* made = PyObject_Call(cls, PyTuple_GET_ITEM(self->failure, 1), NULL);
+  PyObject* attributes = made ? PyDict_Copy(PyTuple_GET_ITEM(self->failure, 2)) : NULL;
+  if (attributes && PyObject_SetAttrString(made, "__dict__", attributes) == 0) PyErr_SetObject(cls, made);
+  Py_XDECREF(attributes);
+  Py_XDECREF(made);
+  return -1; /* with the failure, or with what making it raised */
+}
+
+/* The recipe raise_failure makes `value` again from; NULL (nothing set) when it has none. */
+static PyObject* failure_recipe(PyObject* value) {
+  PyObject* args = PyObject_GetAttrString(value, "args");
+  PyObject* attributes = args ? PyObject_GetAttrString(value, "__dict__") : NULL;
+  PyObject* copied = attributes ? PyDict_Copy(attributes) : NULL;
+  PyObject* recipe = copied ? PyTuple_Pack(3, (PyObject*)Py_TYPE(value), args, copied) : NULL;
+  Py_XDECREF(copied);
+  Py_XDECREF(attributes);
+  Py_XDECREF(args);
+  if (!recipe) PyErr_Clear();
+  return recipe;
 }
 
 /* The work is over: `status` ABR_OK, or its failure, kept and raised (-1). */
 static int finish(EventObject* self, abr_status status) {
+  if (status != ABR_OK && self->failure) return raise_failure(self); /* another thread kept it first */
   if (status != ABR_OK) {
     raise_status(status, "queued work failed", NULL);
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
     PyErr_NormalizeException(&type, &value, &traceback);
-    if (!PyErr_GivenExceptionMatches(value, PyExc_MemoryError)) /* the hook's own memory ran out: ask again later */
-      self->failure = value ? (Py_INCREF(value), value) : NULL;
+    /* A plain MemoryError is the hook's own memory running out, not the work's failure
+     * (an OutOfMemoryError is): nothing is kept and the next ask asks the runtime again. */
+    if (value && Py_TYPE(value) != (PyTypeObject*)PyExc_MemoryError) self->failure = failure_recipe(value);
     PyErr_Restore(type, value, traceback);
+    if (!self->failure) return -1;
   }
   self->done = 1; /* failed or not, nothing of the work runs any more */
   Py_CLEAR(self->keep);

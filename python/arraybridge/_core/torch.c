@@ -86,7 +86,7 @@ static int written(PyObject* x) {
     if (!graph) return -1;
     increment_version = PyObject_GetAttrString(graph, "increment_version");
     Py_DECREF(graph);
-    if (!increment_version) return -1;
+    if (!increment_version) return -1; /* torch < 2.1 has none: the write is refused, not hidden from autograd */
   }
   PyObject* done = PyObject_CallOneArg(increment_version, x);
   Py_XDECREF(done);

@@ -617,7 +617,7 @@ static PyObject* run(PyObject* x, Request* request) {
   }
   if (resolved && result->report.path == ABR_PATH_ZERO_COPY) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
-  if (recorder)
+  if (recorder && start) /* on when the call began: else its start was never read */
     record_transfer(request->context, src_device, out->dl_tensor.device, result->report.path,
                     result->report.bytes_moved, result->report.detail, 1, start);
   return (PyObject*)result;
@@ -803,7 +803,8 @@ static int failed_at(const char* place) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);
-  if (!value || PyErr_GivenExceptionMatches(value, PyExc_MemoryError)) {
+  if (!value || !PyErr_GivenExceptionMatches(value, PyExc_Exception) ||
+      PyErr_GivenExceptionMatches(value, PyExc_MemoryError)) { /* a SystemExit or KeyboardInterrupt goes as it is */
     PyErr_Restore(type, value, traceback);
     return -1;
   }
@@ -988,7 +989,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     ((TensorObject*)PyList_GET_ITEM(results, i))->ready = ready;
   }
   Py_XDECREF(ready);
-  if (recorder && n > 0)
+  if (recorder && start && n > 0)
     record_transfer("to_device_many", imported_from, request.dst, ABR_PATH_NONE, report.bytes_moved, report.detail, n,
                     start);
   answer = results;
@@ -1145,7 +1146,7 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   const int held = hold_completion(done, both, "copy", &event);
   Py_XDECREF(both);
   if (held < 0) return NULL;
-  if (recorder)
+  if (recorder && start)
     record_transfer("copy", src_device, dst_device, report.path, report.bytes_moved, report.detail, 1, start);
   if (event) return event;
   Py_RETURN_NONE;
@@ -1299,7 +1300,7 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   const int held = hold_completion(copied, kept, "copy", &event);
   Py_XDECREF(kept);
   if (held < 0) goto done;
-  if (recorder && n > 0)
+  if (recorder && start && n > 0)
     record_transfer("copy_many", one_device(tensors, n), one_device(tensors + n, n), ABR_PATH_NONE, report.bytes_moved,
                     report.detail, n, start);
   answer = event ? event : Py_None;
