@@ -122,18 +122,11 @@ def test_a_target_framework_that_is_not_installed_is_a_conversion_error():
         ab.convert_memory(np.ones(3), "numpy", "cupy", 0)
 
 
-class _FrozenMap(collections.abc.Mapping):
+class _FrozenMap(_KeepsItsArgument):
+    """A mapping made as dict() is, from pairs or keywords."""
+
     def __init__(self, *args, **kwargs):
-        self._data = dict(*args, **kwargs)
-
-    def __getitem__(self, key):
-        return self._data[key]
-
-    def __iter__(self):
-        return iter(self._data)
-
-    def __len__(self):
-        return len(self._data)
+        super().__init__(dict(*args, **kwargs))
 
 
 # ------------------------------------------------------------------ a batch names the place that failed
