@@ -181,6 +181,10 @@ uint64_t largest_size(const Options& options);
 inline bool selected(const Options& options, const std::string& name) {
   return options.case_filter.empty() || name.find(options.case_filter) != std::string::npos;
 }
+// For the cases that run only when --case names them (starting a Ray cluster takes a minute).
+inline bool named(const Options& options, const std::string& name) {
+  return !options.case_filter.empty() && name.find(options.case_filter) != std::string::npos;
+}
 
 // "cpu", "opencl:0", ... as the table shows devices.
 std::string device_name(DLDevice device);

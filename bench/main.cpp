@@ -178,18 +178,27 @@ void print_row(const bench::Result& r) {
   std::printf("\n");
 }
 
-// "  text", cut at spaces into lines of at most the table's width, continued 4 columns in.
-void print_wrapped(const std::string& text) {
+// lead + text, cut at spaces into lines of at most the table's width, each further line
+// indented as deep as `more` (4 columns by default, or under the text after a label).
+void print_wrapped(const std::string& text, std::string lead = "  ", std::size_t more = 4) {
   const std::size_t width = table_width();
-  std::string indent = "  ", rest = text;
-  while (indent.size() + rest.size() > width) {
-    std::size_t cut = rest.rfind(' ', width - indent.size());
-    if (cut == std::string::npos || cut == 0) cut = width - indent.size();
-    std::printf("%s%s\n", indent.c_str(), rest.substr(0, cut).c_str());
+  std::string rest = text;
+  while (lead.size() + rest.size() > width) {
+    std::size_t cut = rest.rfind(' ', width - lead.size());
+    if (cut == std::string::npos || cut == 0) cut = width - lead.size();
+    std::printf("%s%s\n", lead.c_str(), rest.substr(0, cut).c_str());
     rest = rest.substr(rest[cut] == ' ' ? cut + 1 : cut);
-    indent = "    ";
+    lead.assign(more, ' ');
   }
-  std::printf("%s%s\n", indent.c_str(), rest.c_str());
+  std::printf("%s%s\n", lead.c_str(), rest.c_str());
+}
+
+// "  label      text" under a column of labels `column` wide, wrapped under the text.
+void print_labelled(const std::string& label, std::size_t column, const std::string& text) {
+  std::string lead = "  " + label;
+  lead.resize(std::max(lead.size(), column + 2), ' ');
+  lead += ' ';
+  print_wrapped(text, lead, column + 3);
 }
 
 // Under the table: what each baseline is, each case's target, and the notes.
@@ -206,15 +215,14 @@ void print_legend(const std::vector<bench::Result>& results) {
         "ratio = baseline time / arraybridge time (above 1: arraybridge is faster); H2D = host to "
         "device, D2H = device to host; each time is the median of the repetitions.");
     std::printf("baselines:\n");
-    for (const std::string& label : labels)
-      std::printf("  %-10s %s\n", label.c_str(), bench::baseline_info(label).name);
+    for (const std::string& label : labels) print_labelled(label, 10, bench::baseline_info(label).name);
     bool any_target = false;
     for (const std::string& name : cases) {
       const char* target = bench::find_case(name)->target;
       if (!*target) continue;
       if (!any_target) std::printf("targets:\n");
       any_target = true;
-      std::printf("  %-20s %s\n", name.c_str(), target);
+      print_labelled(name, 20, target);
     }
   }
   if (!bench::notes().empty()) {

@@ -765,7 +765,9 @@ void run_python_nixl_cases(const Options& options, const Report& report) {
 }
 
 void run_python_ray_cases(const Options& options, const Report& report) {
-  const std::string chosen = chosen_cases(options, {"py ray", "py ray torch"});
+  std::string chosen;  // only when --case names them: they start a local Ray cluster (a minute here)
+  for (const char* name : {"py ray", "py ray torch"})
+    if (named(options, name)) chosen += (chosen.empty() ? "" : ",") + std::string(name);
   if (chosen.empty() || !device_selected(options, {kDLCPU, 0})) return;
   progress("arrays between Ray actors", 0);
   std::string sizes;  // 4 KiB to 256 MiB

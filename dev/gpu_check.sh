@@ -17,7 +17,8 @@
 #                 the same with ARRAYBRIDGE_OPENCL_NAMESPACE=private (a link-map
 #                 namespace of its own) and CUDA left out (none is taken beside the
 #                 CUDA driver, nor the driver loaded beside one)
-#   python        the Python suite (torch, CuPy and JAX where installed)
+#   python        the Python suite (torch, CuPy and JAX where installed); needs a GPU
+#                 (without one, make test's python suites are the same tests)
 #   bench-cuda    arraybridge-bench --device cuda, JSON with device, driver, CUDA, CPU,
 #                 cores and commit; on the fake only a smoke run (its timings mean nothing)
 #   soak          make soak's 10^6 transfers on 8 threads with CUDA on the real driver,
@@ -104,7 +105,13 @@ step unit-tests env ARRAYBRIDGE_CUDA_LIBRARY="$cuda_library" "$build/bin/unit-te
 # Python package does), and a driver that is not there is never loaded.
 step unit-tests-private-namespace env ARRAYBRIDGE_OPENCL_NAMESPACE=private \
   ARRAYBRIDGE_CUDA_LIBRARY=/nonexistent/libcuda.so.1 "$build/bin/unit-tests"
-step python "$python" -m pytest -q -rs -p no:cacheprovider tests/python
+if [ $real_gpu = 1 ]; then
+  step python "$python" -m pytest -q -rs -p no:cacheprovider tests/python
+else
+  # The same tests as make test's python and python-slow suites, which CI runs anyway
+  # (running them twice cost CI 12 minutes of its budget).
+  skip python "no GPU: make test's python and python-slow suites run these tests"
+fi
 
 if [ $real_gpu = 1 ]; then
   step bench-cuda "$build/bin/arraybridge-bench" --device cuda --json "$out/bench-cuda.json"

@@ -16,11 +16,12 @@ run() {
   local name=$1
   shift
   echo "== $name: $*"
-  local output rc p f
+  local output rc p f start=$SECONDS
   output=$("$@" 2>&1)
   rc=$?
   last_output=$output
   printf '%s\n' "$output"
+  echo "-- $name: $((SECONDS - start)) s"  # CI has a budget (DEVELOPERS.md): where it goes
   p=$(printf '%s\n' "$output" | sed -n 's/.*test cases: *[0-9]* | *\([0-9]*\) passed | *\([0-9]*\) failed.*/\1/p' | tail -1)
   f=$(printf '%s\n' "$output" | sed -n 's/.*test cases: *[0-9]* | *\([0-9]*\) passed | *\([0-9]*\) failed.*/\2/p' | tail -1)
   if [ -z "$p" ]; then
