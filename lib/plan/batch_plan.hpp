@@ -58,6 +58,13 @@ struct BatchPlan {
   std::vector<std::vector<std::size_t>> streamed;
 };
 
+// Whether a source of `bytes` in host memory (counted at the larger of its itemsize and
+// the target's) goes into the batch's coalesced block on `to` whatever that memory is:
+// then nothing need ask the driver whether it is page-locked.
+inline bool packed_anyway(uint64_t bytes, const Endpoint& to) {
+  return to.backend && !to.kind->host_memory && bytes <= kCoalesceMax;
+}
+
 // Places every entry of a batch of new results on one destination (`into_plain_host`:
 // the CPU's memory), marking each and returning the blocks' sizes. `reads_in_place`:
 // the gathered results' block will be page-locked and read into directly, with no

@@ -1,12 +1,13 @@
 // Many tensors in one call: abr_to_device_many and abr_copy_many.
 //
-// abr_to_device_many has three phases, so
-// that a failure anywhere leaves every source the caller's and hands nothing out:
-//  1. plan: each source validated and planned against one destination endpoint;
-//  2. prepare, then move: the batch placed (plan_batch: coalesced, gathered or
-//     streamed), every result's memory and header allocated, then the work (after
-//     a failure the stream is waited for before the sources go back);
-//  3. commit (cannot fail): headers finished, sources handed to their results,
+// abr_to_device_many runs in phases on one Batch, so that a failure anywhere leaves
+// every source the caller's and hands nothing out:
+//  1. plan_items: each source validated and planned against one destination endpoint;
+//  2. place_items, prepare_results, move_items: the batch placed (plan_batch:
+//     coalesced, gathered or streamed), every result's memory and header allocated,
+//     then the work (after a failure the stream is waited for before the sources go
+//     back); describe_batch puts it into the report's words;
+//  3. commit_batch (cannot fail): headers finished, sources handed to their results,
 //     released, or kept by the stream until its work is done.
 #include <algorithm>
 #include <cstring>
@@ -157,42 +158,50 @@ struct Runtime::OrderedMove {
   bool joins;            // in place, in one copy with the read before it (plan_batch placed it so)
 };
 
-void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
-                             const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
-                             abr_batch_report& report) {
-  releases_->collect();
+namespace {
+
+// Refuses a batch the phases cannot take: too many, a NULL source, or one source twice
+// (it would be consumed, and deleted, twice).
+void check_sources(DLManagedTensorVersioned* const* srcs, std::size_t count) {
   if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} tensors per call", count, kMaxBatch);
   for (std::size_t i = 0; i < count; ++i)
     if (!srcs[i]) fail(ABR_ERR_INVALID_ARGUMENT, "srcs[{}] is NULL", i);
-  {  // each source is consumed once: the same tensor twice would be deleted twice
-    // Addresses alone sort in half the time of (address, index) pairs; a repeat found, its indices are looked up.
-    // Headers made one after another are often in address order already: no sort then.
-    std::vector<const void*> seen(srcs, srcs + count);
-    if (!std::is_sorted(seen.begin(), seen.end())) std::sort(seen.begin(), seen.end());
-    const auto repeat = std::adjacent_find(seen.begin(), seen.end());
-    if (repeat != seen.end()) {
-      const std::size_t first = static_cast<std::size_t>(std::find(srcs, srcs + count, *repeat) - srcs);
-      const std::size_t second = static_cast<std::size_t>(std::find(srcs + first + 1, srcs + count, *repeat) - srcs);
-      fail(ABR_ERR_INVALID_ARGUMENT, "srcs[{}] and srcs[{}] are the same tensor; each source is consumed once", first,
-           second);
-    }
-  }
+  // Addresses alone sort in half the time of (address, index) pairs; a repeat found, its indices are looked up.
+  // Headers made one after another are often in address order already: no sort then.
+  std::vector<const void*> seen(srcs, srcs + count);
+  if (!std::is_sorted(seen.begin(), seen.end())) std::sort(seen.begin(), seen.end());
+  const auto repeat = std::adjacent_find(seen.begin(), seen.end());
+  if (repeat == seen.end()) return;
+  const std::size_t first = static_cast<std::size_t>(std::find(srcs, srcs + count, *repeat) - srcs);
+  const std::size_t second = static_cast<std::size_t>(std::find(srcs + first + 1, srcs + count, *repeat) - srcs);
+  fail(ABR_ERR_INVALID_ARGUMENT, "srcs[{}] and srcs[{}] are the same tensor; each source is consumed once", first,
+       second);
+}
 
-  // 1. Plan. The destination is resolved once; each source names its index when it fails.
-  TransferOptions opts = resolve_options(options);
-  opts.report = nullptr;
-  opts.describe = false;  // each item's plan: the batch's report has words of its own
-  opts.staging = staging_choice();
-  const Endpoint to = endpoint_for(dst);
-  const DLDataType target_dtype = opts.dtype;  // all zero (itemsize 0): each source's own
-  std::vector<BatchItem> items(count);
-  std::vector<void*> data(count, nullptr);  // a copy's own memory
-  CheckedAllocations checked;
+// An error of the batch's item `i`, naming it.
+Error of_item(std::size_t i, const Error& e) {
+  return Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
+}
+
+}  // namespace
+
+// One abr_to_device_many call in flight: its items and what its phases hand on.
+struct Runtime::Batch {
+  Batch(DLManagedTensorVersioned* const* sources, std::size_t n, DLDevice device, Stream* on)
+      : srcs(sources), count(n), dst(device), stream(on), items(n), data(n, nullptr), reads_in_place(on != nullptr) {}
+  DLManagedTensorVersioned* const* srcs;
+  std::size_t count;
+  DLDevice dst;
+  Stream* stream;
+  Endpoint to;
+  TransferOptions opts;
+  std::vector<BatchItem> items;
+  std::vector<void*> data;            // a copy's own memory
   uint64_t locked_room = UINT64_MAX;  // page-locked memory left for results: asked of the pool once, when needed
   // Small reads from a device land straight in page-locked results (no pinned landing,
   // copy out or host wait), where every one is on the caller's stream of one context
   // whose backend makes page-locked host memory (of type locked_type).
-  bool reads_in_place = stream != nullptr;
+  bool reads_in_place;
   DLDeviceType locked_type = static_cast<DLDeviceType>(0);
   const void* read_context = nullptr;
   // Whether a source's results may be page-locked depends, within one batch (one
@@ -204,11 +213,23 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     const void* context = nullptr;
     bool locks = false, known = false;
   } last_locks;
-  const auto locks_for = [&](const Endpoint& from) {
-    if (!last_locks.known || last_locks.context != from.context || !same_device(last_locks.device, from.device))
-      last_locks = {from.device, from.context, locks_results(from, dst, stream), true};
-    return last_locks.locks;
-  };
+  BatchPlan placed;                // plan_batch's places
+  std::shared_ptr<Storage> block;  // the coalesced block
+  void* block_handle = nullptr;
+  std::shared_ptr<Storage> results_block;  // the gathered reads' results
+  char* results_data = nullptr;
+  bool in_place = false;               // those reads land straight in the results block (page-locked)
+  std::unique_ptr<HeldByStream> held;  // with a stream: its room made before any work, so that the commit cannot fail
+  std::size_t one_by_one = 0;          // streamed items moved alone, the pinned pool refusing their pipeline
+  uint32_t joined = 0;                 // gathered reads moved in another's copy
+};
+
+void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
+                             const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
+                             abr_batch_report& report) {
+  releases_->collect();
+  check_sources(srcs, count);
+  Batch batch(srcs, count, dst, stream);
   // Until the commit, every source stays the caller's, whatever fails.
   struct KeepSources {
     std::vector<BatchItem>& items;
@@ -218,166 +239,190 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
       for (BatchItem& item : items)
         if (item.source) item.source->give_back();
     }
-  } keep{items};
-  for (std::size_t i = 0; i < count; ++i) {
-    BatchItem& item = items[i];
+  } keep{batch.items};
+  plan_items(batch, options);
+  place_items(batch);
+  prepare_results(batch);
+  move_items(batch);
+  describe_batch(batch, report);
+  keep.committed = true;
+  commit_batch(batch, out);
+}
+
+// 1. Plan. The destination is resolved once; each source names its index when it fails.
+void Runtime::plan_items(Batch& batch, const abr_transfer_options* options) {
+  TransferOptions& opts = batch.opts;
+  opts = resolve_options(options);
+  opts.report = nullptr;
+  opts.describe = false;  // each item's plan: the batch's report has words of its own
+  opts.staging = staging_choice();
+  batch.to = endpoint_for(batch.dst);
+  const Endpoint& to = batch.to;
+  const DLDataType target_dtype = opts.dtype;  // all zero (itemsize 0): each source's own
+  CheckedAllocations checked;
+  const auto locks_for = [&](const Endpoint& from) {
+    auto& last = batch.last_locks;
+    if (!last.known || last.context != from.context || !same_device(last.device, from.device))
+      last = {from.device, from.context, locks_results(from, batch.dst, batch.stream), true};
+    return last.locks;
+  };
+  for (std::size_t i = 0; i < batch.count; ++i) {
+    BatchItem& item = batch.items[i];
+    DLManagedTensorVersioned* src = batch.srcs[i];
     try {
-      item.source.emplace(srcs[i]);
-      validate_header(*srcs[i], "source");
-      opts.source_reads_as_view = reads_as_a_view(*srcs[i]);
-      item.src = validate_tensor(srcs[i]->dl_tensor, Role::Source, "source");
-      // A host source small enough to be packed into the batch's pinned block goes
-      // there whether or not its own memory is page-locked: nothing asks the driver.
+      item.source.emplace(src);
+      validate_header(*src, "source");
+      opts.source_reads_as_view = reads_as_a_view(*src);
+      item.src = validate_tensor(src->dl_tensor, Role::Source, "source");
       const uint64_t largest_item = std::max<uint64_t>(item.src.itemsize, itemsize(target_dtype));
-      const bool packed_anyway = to.backend && !to.kind->host_memory && item.src.numel * largest_item <= kCoalesceMax;
+      const bool ask_pinned = !packed_anyway(item.src.numel * largest_item, to);
       const Endpoint* known = checked.covering(item.src);
-      const Endpoint from = known ? *known : endpoint_of(item.src, dst, "source", /*ask_pinned=*/!packed_anyway);
+      const Endpoint from = known ? *known : endpoint_of(item.src, batch.dst, "source", ask_pinned);
       if (!known) checked.add(from);
       opts.locked_result_budget = 0;
       const bool locks = locks_for(from);
       if (locks) {
-        if (locked_room == UINT64_MAX) locked_room = locked_result_room();
-        opts.locked_result_budget = locked_room;
+        if (batch.locked_room == UINT64_MAX) batch.locked_room = locked_result_room();
+        opts.locked_result_budget = batch.locked_room;
       }
       item.plan = plan_transfer(item.src, from, to, opts);
       if (item.plan.path == ABR_PATH_DEVICE_TO_HOST && item.plan.pageable_bytes) {  // gathered, if small
-        reads_in_place = reads_in_place && locks && (!read_context || read_context == from.context);
-        read_context = from.context;
-        locked_type = from.can.locked_host;
+        batch.reads_in_place =
+            batch.reads_in_place && locks && (!batch.read_context || batch.read_context == from.context);
+        batch.read_context = from.context;
+        batch.locked_type = from.can.locked_host;
       }
-      check_stream(stream, item.src.device, dst);
+      check_stream(batch.stream, item.src.device, batch.dst);
       if (item.plan.locked_result) {
-        DeviceMemory locked = locked_result_or_replan(item.plan, item.src, from, to, opts, stream);
+        DeviceMemory locked = locked_result_or_replan(item.plan, item.src, from, to, opts, batch.stream);
         if (locked.storage) {
-          locked_room -= item.src.numel * itemsize(item.plan.dtype);
-          data[i] = locked.handle;
+          batch.locked_room -= item.src.numel * itemsize(item.plan.dtype);
+          batch.data[i] = locked.handle;
           item.memory = std::move(locked.storage);
         } else {
-          locked_room = 0;  // refused: the rest are not asked for, nor use the pool's blocks (opts.pinned_blocks)
+          batch.locked_room = 0;  // refused: the rest are not asked for, nor use the pool's blocks (opts.pinned_blocks)
         }
       }
       if (item.plan.move != Move::View) item.bytes = item.src.numel * itemsize(item.plan.dtype);
       item.allocation = from.allocation.begin;
       item.source_at = reinterpret_cast<uintptr_t>(first_element(item.src));
     } catch (const Error& e) {
-      throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
+      throw of_item(i, e);
     }
   }
+}
 
-  // 2. Prepare and move.
-  std::vector<BatchEntry*> entries(count);
-  for (std::size_t i = 0; i < count; ++i) entries[i] = &items[i];
-  BatchPlan batch = plan_batch(entries, /*into_plain_host=*/!to.backend, opts.staging, reads_in_place);
-  const std::size_t coalesced = batch.coalesced;
-  const uint64_t block_bytes = batch.block_bytes;
-  std::vector<std::vector<std::size_t>>& streamed = batch.streamed;  // emptied where the pool refuses a pipeline
-  std::size_t one_by_one = 0;
-  const bool direct = is_direct_address(dst.device_type);
-  DeviceBackend* backend = backend_of(dst.device_type);  // null for the CPU
-  std::shared_ptr<Storage> block;
-  void* block_handle = nullptr;
-  if (coalesced && backend) {
-    DeviceMemory memory = backend->allocate(dst, block_bytes, stream);
-    block_handle = memory.handle;
-    block = std::move(memory.storage);
-  } else if (coalesced) {  // new host memory
-    auto buffer = std::make_shared<HostBuffer>(static_cast<std::size_t>(block_bytes));
-    block_handle = buffer->data();
-    block = std::move(buffer);
+// 2. Place: the batch planner's places, the coalesced block, and the gathered reads'
+// results: one block, page-locked where they are read in place and the pool allows it
+// (results take at most half of it), else plain memory.
+void Runtime::place_items(Batch& batch) {
+  std::vector<BatchEntry*> entries(batch.count);
+  for (std::size_t i = 0; i < batch.count; ++i) entries[i] = &batch.items[i];
+  batch.placed = plan_batch(entries, /*into_plain_host=*/!batch.to.backend, batch.opts.staging, batch.reads_in_place);
+  const BatchPlan& placed = batch.placed;
+  if (placed.coalesced) {
+    if (DeviceBackend* backend = backend_of(batch.dst.device_type)) {
+      DeviceMemory memory = backend->allocate(batch.dst, placed.block_bytes, batch.stream);
+      batch.block_handle = memory.handle;
+      batch.block = std::move(memory.storage);
+    } else {  // new host memory
+      auto buffer = std::make_shared<HostBuffer>(static_cast<std::size_t>(placed.block_bytes));
+      batch.block_handle = buffer->data();
+      batch.block = std::move(buffer);
+    }
   }
-
-  // The gathered reads' results: one block, page-locked where they are read in place
-  // and the pool allows it (results take at most half of it), else plain memory.
-  std::shared_ptr<Storage> results_block;
-  char* results_data = nullptr;
-  bool in_place = false;
-  if (batch.results_bytes && reads_in_place) {
-    if (locked_room == UINT64_MAX) locked_room = locked_result_room();
-    if (batch.results_bytes <= locked_room) {
+  if (placed.results_bytes && batch.reads_in_place) {
+    if (batch.locked_room == UINT64_MAX) batch.locked_room = locked_result_room();
+    if (placed.results_bytes <= batch.locked_room) {
       try {
-        DeviceMemory locked = backend_of(locked_type)->allocate({locked_type, 0}, batch.results_bytes, stream);
-        results_data = static_cast<char*>(locked.handle);
-        results_block = std::move(locked.storage);
-        in_place = true;
+        DeviceMemory locked =
+            backend_of(batch.locked_type)->allocate({batch.locked_type, 0}, placed.results_bytes, batch.stream);
+        batch.results_data = static_cast<char*>(locked.handle);
+        batch.results_block = std::move(locked.storage);
+        batch.in_place = true;
       } catch (const Error& e) {
         if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
-        log::debug("a batch's {} bytes of small results in pageable memory: {}", batch.results_bytes, e.what());
+        log::debug("a batch's {} bytes of small results in pageable memory: {}", placed.results_bytes, e.what());
       }
     }
   }
-  if (batch.results_bytes && !in_place) {
-    auto buffer = std::make_shared<HostBuffer>(static_cast<std::size_t>(batch.results_bytes));
-    results_data = buffer->data();
-    results_block = std::move(buffer);
+  if (placed.results_bytes && !batch.in_place) {
+    auto buffer = std::make_shared<HostBuffer>(static_cast<std::size_t>(placed.results_bytes));
+    batch.results_data = buffer->data();
+    batch.results_block = std::move(buffer);
   }
+}
 
-  // 2a. Every result's memory and header, before any work.
-  for (std::size_t i = 0; i < count; ++i) {
-    BatchItem& item = items[i];
+// 2a. Every result's memory and header, before any work.
+void Runtime::prepare_results(Batch& batch) {
+  const DLDevice dst = batch.dst;
+  const bool direct = is_direct_address(dst.device_type);
+  for (std::size_t i = 0; i < batch.count; ++i) {
+    BatchItem& item = batch.items[i];
     const Layout& src = item.src;
     const Plan& plan = item.plan;
+    const uint64_t read_only = batch.srcs[i]->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
     try {
       if (item.coalesced) {
-        char* slot = static_cast<char*>(block_handle) + item.offset;
-        item.pending.emplace(ExportSpec{direct ? slot : block_handle, dst, plan.dtype, src.shape,
+        char* slot = static_cast<char*>(batch.block_handle) + item.offset;
+        item.pending.emplace(ExportSpec{direct ? slot : batch.block_handle, dst, plan.dtype, src.shape,
                                         compact_strides(src.shape), direct ? 0 : item.offset,
                                         DLPACK_FLAG_BITMASK_IS_COPIED});
-        item.shared = block;
+        item.shared = batch.block;
       } else if (item.in_results_block) {
-        data[i] = results_data + item.offset;
-        item.pending.emplace(ExportSpec{data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
+        batch.data[i] = batch.results_data + item.offset;
+        item.pending.emplace(ExportSpec{batch.data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
                                         DLPACK_FLAG_BITMASK_IS_COPIED});
-        item.shared = results_block;
+        item.shared = batch.results_block;
       } else if (plan.move != Move::View) {  // a copy of its own, as abr_to_device makes it
         if (!item.memory) {                  // page-locked memory is made with the plan
-          DeviceMemory memory = new_result_memory(dst, item.bytes, stream);
-          data[i] = memory.handle;
+          DeviceMemory memory = new_result_memory(dst, item.bytes, batch.stream);
+          batch.data[i] = memory.handle;
           item.memory = std::move(memory.storage);
         }
-        item.pending.emplace(ExportSpec{data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
+        item.pending.emplace(ExportSpec{batch.data[i], dst, plan.dtype, src.shape, compact_strides(src.shape), 0,
                                         DLPACK_FLAG_BITMASK_IS_COPIED});
-        if (stream) item.shared = std::move(item.memory);  // the stream holds it too
-      } else if (plan.path == ABR_PATH_HOST_WRAP) {        // host memory the device uses in place
-        const uint64_t read_only = srcs[i]->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
+        if (batch.stream) item.shared = std::move(item.memory);  // the stream holds it too
+      } else if (plan.path == ABR_PATH_HOST_WRAP) {              // host memory the device uses in place
         item.pending.emplace(ExportSpec{nullptr, dst, src.dtype, src.shape, src.strides,
                                         static_cast<uint64_t>(-src.min_byte), read_only});
         auto owner = std::make_unique<DeferredSource>();
         item.wrap_owner = owner.get();
         std::unique_ptr<Storage> owning = std::move(owner);
         char* base = const_cast<char*>(first_element(src)) + src.min_byte;
-        DeviceMemory memory = backend->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte),
-                                                 read_only != 0, owning);
+        DeviceMemory memory =
+            backend_of(dst.device_type)
+                ->wrap_host(dst, base, static_cast<uint64_t>(src.max_byte_end - src.min_byte), read_only != 0, owning);
         item.pending->set_data(memory.handle);
         item.memory = std::move(memory.storage);
       } else if (!plan.hand_back) {  // a new header over the source's memory
         item.pending.emplace(ExportSpec{direct ? const_cast<char*>(first_element(src)) : src.data, dst, src.dtype,
-                                        src.shape, src.strides, direct ? 0 : src.byte_offset,
-                                        srcs[i]->flags & DLPACK_FLAG_BITMASK_READ_ONLY});
+                                        src.shape, src.strides, direct ? 0 : src.byte_offset, read_only});
       }
     } catch (const Error& e) {
-      throw Error(e.status(), fmt::format("srcs[{}]: {}", i, e.what()), e.backend_code());
+      throw of_item(i, e);
     }
   }
-
-  std::unique_ptr<HeldByStream> held;
-  if (stream) {  // its room made before any work: the commit cannot fail
-    held = std::make_unique<HeldByStream>();
-    held->sources.reserve(count);
-    held->memory.reserve(count + 2);  // each copy's memory, the block and the results block
+  if (batch.stream) {
+    batch.held = std::make_unique<HeldByStream>();
+    batch.held->sources.reserve(batch.count);
+    batch.held->memory.reserve(batch.count + 2);  // each copy's memory, the block and the results block
   }
+}
 
-  // 2b. The moves. After a failure here, work queued on the stream may still read
-  // the sources: it is waited for before they go back to the caller.
+// 2b. The moves. After a failure here, work queued on the stream may still read the
+// sources: it is waited for before they go back to the caller.
+void Runtime::move_items(Batch& batch) {
   std::vector<Layout> results;  // the destinations of the moves below
   std::vector<OrderedMove> moves;
-  std::vector<std::vector<OrderedMove>> pipelines(streamed.size());
+  std::vector<std::vector<OrderedMove>> pipelines(batch.placed.streamed.size());
   std::vector<std::size_t> item_of;  // each move's item
-  results.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const BatchItem& item = items[i];
+  results.reserve(batch.count);
+  for (std::size_t i = 0; i < batch.count; ++i) {
+    const BatchItem& item = batch.items[i];
     if (item.coalesced || item.plan.move == Move::View) continue;
-    results.push_back(compact_layout(dst, item.plan.dtype, item.src.shape, data[i]));
-    const bool read_in_place = in_place && item.in_results_block;
+    results.push_back(compact_layout(batch.dst, item.plan.dtype, item.src.shape, batch.data[i]));
+    const bool read_in_place = batch.in_place && item.in_results_block;
     const OrderedMove move{&item.plan,
                            &item.src,
                            &results.back(),
@@ -392,8 +437,8 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     moves.push_back(move);
     item_of.push_back(i);
   }
-  std::size_t at = count;  // the item moving; count while the coalesced block or the streamed ones do
-  uint32_t joined = 0;     // gathered reads moved in another's copy
+  Stream* stream = batch.stream;
+  std::size_t at = batch.count;  // the item moving; count while the coalesced block or the streamed ones do
   const auto settle = [stream] {
     if (!stream) return;
     try {
@@ -402,62 +447,72 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     }
   };
   try {
-    if (coalesced) move_coalesced(items, dst, to, block_handle, block_bytes, batch.pack_threads, stream);
-    one_by_one = move_pipelines(pipelines, streamed, "srcs[{}]", opts.staging, stream);
+    if (batch.placed.coalesced)
+      move_coalesced(batch.items, batch.dst, batch.to, batch.block_handle, batch.placed.block_bytes,
+                     batch.placed.pack_threads, stream);
+    batch.one_by_one = move_pipelines(pipelines, batch.placed.streamed, "srcs[{}]", batch.opts.staging, stream);
     std::size_t move = 0;
     try {
-      move_in_order(moves, stream, move, joined, batch.copy_out_threads);
+      move_in_order(moves, stream, move, batch.joined, batch.placed.copy_out_threads);
     } catch (const Error&) {
       if (move < moves.size()) at = item_of[move];
       throw;
     }
   } catch (const Error& e) {
     settle();
-    if (at == count) throw;  // the coalesced move: it names no one source
-    throw Error(e.status(), fmt::format("srcs[{}]: {}", at, e.what()), e.backend_code());
+    if (at == batch.count) throw;  // the coalesced move: it names no one source
+    throw of_item(at, e);
   } catch (...) {  // out of memory in a container, say: what was queued may still read the sources
     settle();
     throw;
   }
+}
 
-  // The report, before the commit (formatting can fail, the commit cannot).
+// The report, before the commit (formatting can fail, the commit cannot).
+void Runtime::describe_batch(const Batch& batch, abr_batch_report& report) {
+  const std::size_t coalesced = batch.placed.coalesced;
   uint32_t views = 0, copies = coalesced ? 1 : 0;
   uint64_t moved = 0;
-  for (const BatchItem& item : items) {
+  for (const BatchItem& item : batch.items) {
     moved += item.bytes;
     if (item.plan.move == Move::View)
       ++views;
     else if (!item.coalesced)
       ++copies;
   }
-  copies -= joined;
-  report.tensors = static_cast<uint32_t>(count);
+  copies -= batch.joined;
+  report.tensors = static_cast<uint32_t>(batch.count);
   report.coalesced = static_cast<uint32_t>(coalesced);
   report.views = views;
   report.copies = copies;
   report.bytes_moved = moved;
   try {  // the work is done or queued: a failure to put it into words must not undo it
+    const BatchPlan& placed = batch.placed;
     std::string detail = coalesced
         ? fmt::format("{} of {} tensors packed into one {} byte block{}{}; {} view(s), {} other copy(ies)", coalesced,
-                      count, block_bytes,
-                      batch.pack_threads > 1 ? fmt::format(" on {} threads", batch.pack_threads) : "",
-                      backend ? " and moved with one copy" : "", views, copies - 1)
-        : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", count, views, copies);
-    detail += streamed_words(streamed, one_by_one);
-    if (joined) detail += fmt::format("; {} small read(s) joined a neighbour's copy in one allocation", joined);
-    if (in_place)
+                      batch.count, placed.block_bytes,
+                      placed.pack_threads > 1 ? fmt::format(" on {} threads", placed.pack_threads) : "",
+                      backend_of(batch.dst.device_type) ? " and moved with one copy" : "", views, copies - 1)
+        : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", batch.count, views, copies);
+    detail += streamed_words(placed.streamed, batch.one_by_one);
+    if (batch.joined)
+      detail += fmt::format("; {} small read(s) joined a neighbour's copy in one allocation", batch.joined);
+    if (batch.in_place)
       detail += "; small reads straight into page-locked results";
-    else if (batch.copy_out_threads > 1)
-      detail += fmt::format("; small reads copied out of pinned memory on {} threads", batch.copy_out_threads);
+    else if (placed.copy_out_threads > 1)
+      detail += fmt::format("; small reads copied out of pinned memory on {} threads", placed.copy_out_threads);
     fit_text(report.detail, sizeof report.detail, detail);
   } catch (const std::exception&) {
     fit_text(report.detail, sizeof report.detail, "a batch (its detail could not be formatted)");
   }
+}
 
-  // 3. Commit: nothing below throws.
-  keep.committed = true;
-  for (std::size_t i = 0; i < count; ++i) {
-    BatchItem& item = items[i];
+// 3. Commit: nothing here throws. Headers finished, sources handed to their results,
+// released, or kept by the stream until its work is done.
+void Runtime::commit_batch(Batch& batch, DLManagedTensorVersioned** out) {
+  std::unique_ptr<HeldByStream> held = std::move(batch.held);
+  for (std::size_t i = 0; i < batch.count; ++i) {
+    BatchItem& item = batch.items[i];
     if (item.plan.hand_back) {
       out[i] = item.source->take_versioned();
     } else if (item.wrap_owner) {
@@ -476,9 +531,9 @@ void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t 
     }
   }
   if (held) {
-    if (block) held->memory.push_back(std::move(block));
-    if (in_place) held->memory.push_back(std::move(results_block));  // read into by the stream's DMAs
-    stream->retain(std::move(held));
+    if (batch.block) held->memory.push_back(std::move(batch.block));
+    if (batch.in_place) held->memory.push_back(std::move(batch.results_block));  // read into by the stream's DMAs
+    batch.stream->retain(std::move(held));
   }
 }
 

@@ -110,6 +110,14 @@ class Runtime {
   // The memory of a new result of `bytes` on `dst`: the backend's, or plain host memory.
   DeviceMemory new_result_memory(DLDevice dst, uint64_t bytes, Stream* stream);
   struct BatchItem;
+  // abr_to_device_many's phases, in this order, on one Batch (lib/run/batch.cpp).
+  struct Batch;
+  void plan_items(Batch& batch, const abr_transfer_options* options);
+  void place_items(Batch& batch);
+  void prepare_results(Batch& batch);
+  void move_items(Batch& batch);
+  void describe_batch(const Batch& batch, abr_batch_report& report);
+  void commit_batch(Batch& batch, DLManagedTensorVersioned** out);
   // The coalesced items of a batch packed into `block` (`bytes` on `dst`) on `threads`
   // host threads, and moved with one copy.
   void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,
