@@ -181,9 +181,12 @@ uint64_t largest_size(const Options& options);
 inline bool selected(const Options& options, const std::string& name) {
   return options.case_filter.empty() || name.find(options.case_filter) != std::string::npos;
 }
-// For the cases that run only when --case names them (starting a Ray cluster takes a minute).
+// For the cases that run only when --case names them (starting a Ray cluster takes a
+// minute): by their whole name, or by a case's whole name that begins theirs ("py ray"
+// names "py ray torch" too); never by a part of a word, as --case o selects.
 inline bool named(const Options& options, const std::string& name) {
-  return !options.case_filter.empty() && name.find(options.case_filter) != std::string::npos;
+  const std::string& asked = options.case_filter;
+  return asked == name || (name.rfind(asked + " ", 0) == 0 && find_case(asked) != nullptr);
 }
 
 // "cpu", "opencl:0", ... as the table shows devices.

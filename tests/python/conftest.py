@@ -1,6 +1,7 @@
 import contextlib
 import ctypes
 import importlib
+import os
 
 import numpy as np
 import pytest
@@ -10,6 +11,27 @@ import arraybridge as ab
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: over a few seconds each (TensorFlow started afresh, NIXL's largest "
                             "payloads): tests/suites.txt runs them in the full tier (python-slow), not in make check")
+
+
+def pytest_collection_modifyitems(config, items):
+    """ARRAYBRIDGE_TEST_SHARD=k/N (tests/python/shards.py) keeps shard k of N: every N-th
+    test, but a module that sets ONE_SHARD = True (one Ray cluster for the module) goes
+    whole to one shard, such modules spread over the shards from the last."""
+    shard = os.environ.get("ARRAYBRIDGE_TEST_SHARD")
+    if not shard:
+        return
+    k, n = (int(part) for part in shard.split("/"))
+    whole, index, kept, dropped = {}, 0, [], []
+    for item in items:
+        module = getattr(item, "module", None)
+        if getattr(module, "ONE_SHARD", False):
+            at = whole.setdefault(module.__name__, n - 1 - len(whole) % n)
+        else:
+            at, index = index % n, index + 1
+        (kept if at == k else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

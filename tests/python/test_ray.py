@@ -20,6 +20,7 @@ if importlib.util.find_spec("nixl_cu12") is None and importlib.util.find_spec("n
 import ray  # noqa: E402
 
 pytestmark = pytest.mark.slow  # one local Ray and five actors: about 90 s here
+ONE_SHARD = True  # one Ray cluster for the module (tests/python/shards.py)
 
 import arraybridge.ray as abray  # noqa: E402
 

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 pytestmark = pytest.mark.slow  # TensorFlow imported in the driver and both actors: about a minute here
+ONE_SHARD = True  # one Ray cluster for the module (tests/python/shards.py)
 for needed in ("ray", "tensorflow"):
     if importlib.util.find_spec(needed) is None:
         pytest.skip(f"{needed} is installed by `make test`; run it through make", allow_module_level=True)

@@ -4,6 +4,7 @@ it, and a copy into a tensor autograd saved. Each gets exact values or a clear e
 naming what was wrong and where, never a wrong value."""
 import collections
 import importlib.util
+import pathlib
 
 import numpy as np
 import pytest
@@ -284,9 +285,9 @@ def test_a_copy_into_a_tensor_nothing_saved_still_leaves_autograd_working():
 def test_a_batch_of_small_reads_on_a_stream_comes_back_256_byte_aligned():
     """As to_device of each would (the GUIDE's promise), whatever the sources' offsets:
     here views 4, 236, 212 ... bytes past 256-byte boundaries of one allocation."""
-    out = run_with_fake_cuda("""
+    out = run_with_fake_cuda(f"""
         import sys, numpy as np, arraybridge as ab
-        sys.path.insert(0, "tests/python")
+        sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})  # the wheel's run is outside the tree
         from handmade_dlpack import Handmade, CUDA
         base = ab.to_device(np.arange(64 * 1024, dtype=np.int32), "cuda:0")
         views = [Handmade(data=base.data_ptr, device=(CUDA, 0), dtype=(0, 32, 1), shape=(100,), byte_offset=offset)

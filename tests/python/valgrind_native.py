@@ -3,13 +3,20 @@ whose stack passes through arraybridge's native code (libarraybridge, _core,
 _native). CPython, NumPy and the loader have findings of their own under
 valgrind; those are counted, not judged.
 
-    python tests/python/valgrind_native.py [pytest arguments]
+    python tests/python/valgrind_native.py [--shards N] [pytest arguments]
+
+With --shards N, N memcheck processes run at once, each its shard of the tests
+(tests/python/shards.py): memcheck runs one thread at a time, so on CI's two cores
+two shards take about half the time.
 """
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
+
+import shards
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # A frame in our code: a source file of the repository's native layers (memcheck
@@ -47,26 +54,39 @@ def is_ours(record):
     return any(OURS.search(f) for f in frames)
 
 
-def main(pytest_args):
+def main(argv):
+    count = 1
+    if argv[:1] == ["--shards"]:
+        count, argv = int(argv[1]), argv[2:]
+    start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        log_path = os.path.join(tmp, "memcheck.log")
+        logs = [os.path.join(tmp, f"memcheck-{k}.log") for k in range(count)]
         env = dict(os.environ, PYTHONMALLOC="malloc")  # every object through malloc, so memcheck sees it
-        command = ["valgrind", "--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite,indirect",
-                   "--num-callers=40", "--fullpath-after=", f"--log-file={log_path}", sys.executable, "-m", "pytest", "-q",
-                   "-p", "no:cacheprovider", *pytest_args]
-        tests = subprocess.run(command, env=env)
-        with open(log_path) as log_file:
-            log = log_file.read()
-    found = list(records(log))
+        commands = [["valgrind", "--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+                     "--num-callers=40", "--fullpath-after=", f"--log-file={log}", sys.executable, "-m", "pytest",
+                     "-q", "-p", "no:cacheprovider", *argv] for log in logs]
+        envs = [shards.shard_env(k, count, env) if count > 1 else env for k in range(count)]
+        results = shards.run(commands, envs)
+        texts = []
+        for log in logs:
+            with open(log) as log_file:
+                texts.append(log_file.read())
+    for k, (_, output) in enumerate(results):
+        if count > 1:
+            print(f"-- shard {k + 1} of {count}")
+        print(output, end="" if output.endswith("\n") else "\n")
+    if count > 1:
+        print(shards.summed([output for _, output in results], time.monotonic() - start))
+    found = [record for text in texts for record in records(text)]
     ours = [r for r in found if is_ours(r)]
     for record in ours:
         print("\n".join(record), file=sys.stderr)
     print(f"valgrind: {len(ours)} finding(s) in arraybridge's native code; {len(found) - len(ours)} elsewhere "
           "(CPython, NumPy, the loader), not judged")
-    if "ERROR SUMMARY" not in log:
+    if not all("ERROR SUMMARY" in text for text in texts):
         print("valgrind: memcheck did not finish", file=sys.stderr)
         return 1
-    return 1 if ours or tests.returncode else 0
+    return 1 if ours or any(returncode for returncode, _ in results) else 0
 
 
 if __name__ == "__main__":
