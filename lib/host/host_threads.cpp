@@ -105,7 +105,17 @@ void HostThreads::parallel_for(std::size_t n, unsigned threads, const std::funct
   const auto queued = std::find(jobs_.begin(), jobs_.end(), job);
   if (queued != jobs_.end()) jobs_.erase(queued);
   finished_.wait(lock, [&] { return job->done.load() == job->count; });
-  if (job->failure) std::rethrow_exception(job->failure);
+  lock.unlock();
+  // The exception becomes the caller's alone: left in the job, a worker dropping the
+  // job last would free it while the caller still reads it (ThreadSanitizer saw that
+  // once: the exception's own count is in libstdc++, where TSan sees no order).
+  std::exception_ptr failure;
+  {
+    std::lock_guard<std::mutex> failure_lock(job->failure_mutex);
+    failure = std::move(job->failure);
+    job->failure = nullptr;
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 void HostThreads::copy(void* dst, const void* src, std::size_t bytes, unsigned threads) {
