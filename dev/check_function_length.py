@@ -11,6 +11,8 @@ import pathlib
 import re
 import sys
 
+from check_report import report
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LIMIT = 100
 # Still longer, each at most this long: (file, the line its name ends on, stripped).
@@ -66,11 +68,8 @@ def main():
                 if length > LONGER.get((name, signature), LIMIT):
                     too_long.append(f"{name}:{first}: {length} lines, more than "
                                     f"{LONGER.get((name, signature), LIMIT)}")
-    for line in too_long:
-        print(f"check_function_length: {line}", file=sys.stderr)
-    print(f"check_function_length: {'too long: ' + str(len(too_long)) if too_long else f'no function over {LIMIT} lines but the {len(LONGER)} listed'}")
-    return 1 if too_long else 0
-
+    return report("check_function_length", too_long, "too long",
+                  f"no function over {LIMIT} lines but the {len(LONGER)} listed")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,6 +10,8 @@ import pathlib
 import re
 import sys
 
+from check_report import report
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ORDER = ["base", "platform", "tensor", "devices", "memory", "host", "plan", "run"]
 BACKEND_MAY = {"base", "platform", "tensor", "devices", "memory", "host"}
@@ -35,10 +37,7 @@ def main():
             elif reached not in allowed and (name, reached) not in CLIMBS:
                 breaches.append(f"{name}: includes from lib/{reached}, above what "
                                 f"{'lib/' + wing if top == 'lib' else top + '/'} may include")
-    for line in breaches:
-        print(f"check_walls: {line}", file=sys.stderr)
-    print(f"check_walls: {'breaches: ' + str(len(breaches)) if breaches else 'every include within its walls'}")
-    return 1 if breaches else 0
+    return report("check_walls", breaches, "breaches", "every include within its walls")
 
 
 if __name__ == "__main__":

@@ -112,8 +112,7 @@ void HostThreads::parallel_for(std::size_t n, unsigned threads, const std::funct
   std::exception_ptr failure;
   {
     std::lock_guard<std::mutex> failure_lock(job->failure_mutex);
-    failure = std::move(job->failure);
-    job->failure = nullptr;
+    failure.swap(job->failure);
   }
   if (failure) std::rethrow_exception(failure);
 }

@@ -42,6 +42,17 @@ def summed(outputs, seconds):
     return f"{', '.join(words)} in {seconds:.1f}s (over {len(outputs)} shards)"
 
 
+def show(results, seconds):
+    """Each shard's output whole, one after another, then (for more than one) the line
+    over all of them."""
+    for k, (_, output) in enumerate(results):
+        if len(results) > 1:
+            print(f"-- shard {k + 1} of {len(results)}")
+        print(output, end="" if output.endswith("\n") else "\n")
+    if len(results) > 1:
+        print(summed([output for _, output in results], seconds))
+
+
 def main(argv):
     if not argv or not argv[0].isdigit() or int(argv[0]) < 1:
         print("usage: shards.py N [pytest arguments]", file=sys.stderr)
@@ -50,10 +61,7 @@ def main(argv):
     start = time.monotonic()
     command = [sys.executable, "-m", "pytest", *args]
     results = run([command] * n, [shard_env(k, n) for k in range(n)])
-    for k, (_, output) in enumerate(results):
-        print(f"-- shard {k + 1} of {n}")
-        print(output, end="" if output.endswith("\n") else "\n")
-    print(summed([output for _, output in results], time.monotonic() - start))
+    show(results, time.monotonic() - start)
     return max(returncode for returncode, _ in results)
 
 

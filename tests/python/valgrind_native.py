@@ -71,12 +71,7 @@ def main(argv):
         for log in logs:
             with open(log) as log_file:
                 texts.append(log_file.read())
-    for k, (_, output) in enumerate(results):
-        if count > 1:
-            print(f"-- shard {k + 1} of {count}")
-        print(output, end="" if output.endswith("\n") else "\n")
-    if count > 1:
-        print(shards.summed([output for _, output in results], time.monotonic() - start))
+    shards.show(results, time.monotonic() - start)
     found = [record for text in texts for record in records(text)]
     ours = [r for r in found if is_ours(r)]
     for record in ours:
