@@ -399,7 +399,8 @@ test-rust: lib
 # the project's .venv (no build isolation: the venv already has cffi and setuptools).
 PY_STAMP := $(BUILD)/python.stamp
 python: $(PY_STAMP)
-$(PY_STAMP): $(wildcard python/*.py python/*.toml python/arraybridge/* python/arraybridge/_core/*) $(SHLIB) $(BUILD)/lib/libarraybridge.so
+$(PY_STAMP): $(wildcard python/*.py python/*.toml python/arraybridge/* python/arraybridge/_core/* \
+              python/arraybridge/nixl/*) $(SHLIB) $(BUILD)/lib/libarraybridge.so
 	@bash dev/setup_python.sh demo
 	@echo "  PIP   python/ (the arraybridge package, into .venv)"
 	$(Q)ARRAYBRIDGE_BUILD=$(abspath $(BUILD)) .venv/bin/python -m pip install -q --disable-pip-version-check \

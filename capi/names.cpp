@@ -69,7 +69,9 @@ abr_status abr_device_kind_get(int32_t index, abr_device_kind* kind) {
     out.type = row.type;
     out.backend = row.backend;
     out.flags = (row.numbered ? ABR_KIND_NUMBERED : 0u) | (row.host_memory ? ABR_KIND_HOST_MEMORY : 0u) |
-        (row.new_tensors ? ABR_KIND_NEW_TENSORS : 0u);
+        (row.new_tensors ? ABR_KIND_NEW_TENSORS : 0u) | (row.address ? ABR_KIND_ADDRESSES : 0u) |
+        (row.queued ? ABR_KIND_QUEUED : 0u) | (row.dlpack_streams ? ABR_KIND_DLPACK_STREAMS : 0u);
+    out.default_stream = row.default_stream;
     out.disable_flag = backend ? backend->disable_flag : 0;
     abr::copy_text(out.name, row.name);
     abr::copy_text(out.backend_name, backend ? backend->key : "host");

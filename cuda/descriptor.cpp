@@ -16,9 +16,9 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const abr_runtime_options& opti
 namespace {
 
 //                                   type             name            backend           numbered host  address locked
-//                                   new
+//                                   new   queued dlpack_streams default_stream
 constexpr DeviceKind kCudaKinds[] = {
-    {kDLCUDA, "cuda", ABR_BACKEND_CUDA, true, false, true, false, true},
+    {kDLCUDA, "cuda", ABR_BACKEND_CUDA, true, false, true, false, true, true, true, 1},
     {kDLCUDAHost, "cuda_host", ABR_BACKEND_CUDA, false, true, true, true, true},
     {kDLCUDAManaged, "cuda_managed", ABR_BACKEND_CUDA, false, true, true, false, false}};
 

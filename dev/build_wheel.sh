@@ -134,11 +134,16 @@ def pytest_configure(config):
     files, libs = _where()
     wrong = [f"{name} from {path}" for name, path in files.items() if not path.startswith(SITE)]
     wrong += [f"libarraybridge from {lib}" for lib in libs if not lib.startswith(SITE + "arraybridge.libs/")]
-    # Every module of the package is in the wheel (the slow tier, which would import
-    # the rest, does not run here).
+    # Every module, stub and py.typed of the package and its subpackages is in the wheel
+    # (the slow tier, which would import the rest, does not run here).
     source = os.environ["ARRAYBRIDGE_WHEEL_SOURCE"]
-    wrong += [f"python/arraybridge/{name} is not in the wheel" for name in sorted(os.listdir(source))
-              if name.endswith(".py") and not os.path.exists(os.path.join(SITE, "arraybridge", name))]
+    for folder, dirs, names in os.walk(source):
+        dirs[:] = [d for d in dirs if d not in ("_core", "__pycache__")]  # _core's C is compiled into the wheel
+        for name in sorted(names):
+            inside = os.path.relpath(os.path.join(folder, name), source)
+            if (name.endswith((".py", ".pyi")) or name == "py.typed") and \
+                    not os.path.exists(os.path.join(SITE, "arraybridge", inside)):
+                wrong.append(f"python/arraybridge/{inside} is not in the wheel")
     if wrong or not libs:
         raise pytest.UsageError("not the wheel's arraybridge (expected everything under " + SITE + "): "
                                 + ("; ".join(wrong) or "no libarraybridge loaded"))

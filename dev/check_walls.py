@@ -2,7 +2,10 @@
 """Checks the walls between lib/'s wings (lib/README.md): a file of a wing includes
 only from its own wing and the wings below it; the backends (cuda/, opencl/) only
 from base to memory and host, never the planner or the runtime; but for the climbs
-listed below, each with its reason. Prints each breach; exits 1 if any.
+listed below, each with its reason. And a backend lives in its folder: no code of
+lib/, capi/ or the Python package names a backend's device types, its abr_backend
+value or its disable flag (they ask the kind table), but for the files listed
+below. Prints each breach; exits 1 if any.
 
 usage: check_walls.py   (from anywhere)
 """
@@ -19,6 +22,27 @@ BACKEND_MAY = {"base", "platform", "tensor", "devices", "memory", "host"}
 CLIMBS = {("lib/devices/backend.cpp", "plan"): "the default peer copy reads a Plan",
           ("cuda/peer_copy.hpp", "plan"): "the CUDA peer copy composes pack, peer and scatter from a Plan"}
 INCLUDE = re.compile(r'#include "lib/([a-z_]+)/')
+BACKEND_NAME = re.compile(r"\b(kDL(CUDA|CUDAHost|CUDAManaged|OpenCL|ROCM|ROCMHost|Vulkan|Metal|OneAPI)|"
+                          r"ABR_BACKEND_(CUDA|OPENCL)|ABR_RUNTIME_DISABLE_\w+|DLDeviceType\.(?!CPU\b)[A-Z_]+)\b")
+# Where naming them is the file's job, each with its reason.
+NAMES_ALLOWED = {"lib/tensor/layout.cpp": "DLPack's own list of the device types it defines",
+                 "python/native_build.py": "cffi's declaration of the C header"}
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|#[^\n]*|\"\"\".*?\"\"\"", re.S)
+
+
+def backend_names():
+    """Code (comments and docstrings aside) outside the backends that names a backend."""
+    files = [p for pattern in ("lib/*/*.[ch]pp", "capi/*.[ch]pp", "python/*.py", "python/arraybridge/**/*.py",
+                               "python/arraybridge/_core/*.[ch]") for p in ROOT.glob(pattern)]
+    found = []
+    for path in sorted(files):
+        name = str(path.relative_to(ROOT))
+        text = path.read_text()
+        # C's #include and Python's comments both start with '#': neither names a backend here.
+        for match in BACKEND_NAME.finditer(COMMENT.sub("", text)):
+            if name not in NAMES_ALLOWED:
+                found.append(f"{name}: names {match.group(0)}; ask the kind table (abr_device_kind_get) instead")
+    return found
 
 
 def main():
@@ -37,7 +61,9 @@ def main():
             elif reached not in allowed and (name, reached) not in CLIMBS:
                 breaches.append(f"{name}: includes from lib/{reached}, above what "
                                 f"{'lib/' + wing if top == 'lib' else top + '/'} may include")
-    return report("check_walls", breaches, "breaches", "every include within its walls")
+    breaches += backend_names()
+    return report("check_walls", breaches, "breaches",
+                  "every include within its walls, and no backend named outside its folder")
 
 
 if __name__ == "__main__":

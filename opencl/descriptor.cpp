@@ -12,7 +12,8 @@ std::unique_ptr<DeviceBackend> make_opencl_backend(const abr_runtime_options& op
 namespace {
 
 //                                     type       name      backend             numbered host   address locked new
-constexpr DeviceKind kOpenclKinds[] = {{kDLOpenCL, "opencl", ABR_BACKEND_OPENCL, true, false, false, false, true}};
+constexpr DeviceKind kOpenclKinds[] = {
+    {kDLOpenCL, "opencl", ABR_BACKEND_OPENCL, true, false, false, false, true, /*queued=*/true}};
 
 }  // namespace
 

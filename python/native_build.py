@@ -58,7 +58,7 @@ def locate():
 
 CDEF = r"""
 typedef struct { uint32_t major; uint32_t minor; } DLPackVersion;
-typedef enum { kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLCUDAManaged, ... } DLDeviceType;
+typedef int... DLDeviceType; /* the library's kind table names the types (abr_device_kind_get) */
 typedef struct { DLDeviceType device_type; int32_t device_id; } DLDevice;
 typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
 typedef struct {
@@ -108,8 +108,11 @@ abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size);
 #define ABR_KIND_NUMBERED ...
 #define ABR_KIND_HOST_MEMORY ...
 #define ABR_KIND_NEW_TENSORS ...
+#define ABR_KIND_ADDRESSES ...
+#define ABR_KIND_QUEUED ...
+#define ABR_KIND_DLPACK_STREAMS ...
 typedef struct abr_device_kind {
-  uint32_t version; DLDeviceType type; int backend; uint32_t flags; uint32_t disable_flag; uint32_t reserved_;
+  uint32_t version; DLDeviceType type; int backend; uint32_t flags; uint32_t disable_flag; uint32_t default_stream;
   char name[32]; char backend_name[32]; char disable_env[64];
 } abr_device_kind;
 abr_status abr_device_kind_init(abr_device_kind* kind, unsigned int version);

@@ -295,6 +295,14 @@ ABR_API abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size);
 #define ABR_KIND_NUMBERED (1u << 0)    /* devices are told apart by id: "cuda:1"; else the id is 0 */
 #define ABR_KIND_HOST_MEMORY (1u << 1) /* the host reads and writes its memory in place */
 #define ABR_KIND_NEW_TENSORS (1u << 2) /* abr_to_device can put a new tensor there */
+#define ABR_KIND_ADDRESSES (1u << 3)   /* DLTensor.data is an address; else a handle (a cl_mem) */
+/* Which queue orders its work, for a binding that picks one (non_blocking, stream=):
+ * QUEUED: abr_stream_create makes a queue there; without it, work there is synchronous.
+ * DLPACK_STREAMS: DLPack's stream= values are its native streams (abr_stream_wrap takes
+ * them), default_stream the value of its default one. A transfer's work goes on the
+ * side with DLPack streams, else the queued side, the destination when both are alike. */
+#define ABR_KIND_QUEUED (1u << 4)
+#define ABR_KIND_DLPACK_STREAMS (1u << 5)
 
 typedef struct abr_device_kind {
   uint32_t version;       /* set by the caller: ABR_DEVICE_KIND_VERSION */
@@ -302,7 +310,7 @@ typedef struct abr_device_kind {
   abr_backend backend;    /* who serves it; ABR_BACKEND_HOST for the CPU */
   uint32_t flags;         /* ABR_KIND_* */
   uint32_t disable_flag;  /* the abr_runtime_options.flags bit that leaves its backend out; 0: none */
-  uint32_t reserved_;
+  uint32_t default_stream; /* with ABR_KIND_DLPACK_STREAMS: its default stream's DLPack value (CUDA: 1) */
   char name[32];          /* "cuda": devices are "cuda:N" when NUMBERED */
   char backend_name[32];  /* "cuda"; "host" for the CPU */
   char disable_env[64];   /* "ARRAYBRIDGE_DISABLE_CUDA": the variable the Python package reads; "" for none */

@@ -24,6 +24,10 @@ struct DeviceKind {
   bool address;           // DLTensor::data is an address, not a backend handle (cl_mem)
   bool page_locked;       // page-locked by definition (cuda_host)
   bool new_tensors;       // abr_to_device can put a new tensor there
+  // Which queue orders work on its devices, for a binding that must pick one:
+  bool queued = false;          // abr_stream_create makes a queue there (else its work is synchronous)
+  bool dlpack_streams = false;  // DLPack's stream= values are its native streams (a consumer names one)
+  uint32_t default_stream = 0;  // with dlpack_streams: the value of its default stream (CUDA's legacy: 1)
 };
 
 //                                     type    name   backend           numbered host  address locked new

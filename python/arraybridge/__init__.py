@@ -6,29 +6,58 @@
     back = np.from_dlpack(ab.to_device(t, "cpu"))
 
 Every transfer goes through libarraybridge's planner; nothing falls back silently.
+The top level is the transfer API. The rest are submodules, imported on first use:
+`arraybridge.convert` (the seed API: convert_memory, detect_memory_type, MemoryType),
+`arraybridge.mpi` (tensors as MPI buffers), `arraybridge.nixl` (tensors between
+processes over NIXL) and `arraybridge.ray` (Ray Direct Transport).
 """
+import importlib as _importlib
+
+from . import _deprecated
 from ._device import Device, BackendInfo, DLDeviceType, backends, devices
 from ._errors import (ArrayBridgeError, CopyRequiredError, DeviceError, DLPackError, InvalidArgumentError,
-                      MemoryConversionError, OutOfMemoryError, StreamError)
+                      MemoryConversionError, OutOfMemoryError, PeerLostError, StreamError)
 from ._ipc import IpcHandle, from_ipc, ipc_handle
 from ._lib import ffi as _ffi, lib as _lib
-from ._mpi import mpi_buffer, mpi_cuda_aware
-from ._nixl import NixlPeer, NixlTransfer, PeerLostError, nixl_available
 from ._pool import device_cache_stats, pool_stats, pool_trim, set_device_cache_limit, set_staging
 from ._recording import Recording, TransferRecord, recording
-from ._seed import (CPU_MEMORY_TYPES, GPU_MEMORY_TYPES, SUPPORTED_MEMORY_TYPES, MemoryType, convert_memory,
-                    detect_memory_type)
 from ._tensor import Tensor, TransferReport
 from ._transfer import Event, copy, copy_many, from_dlpack, to_device, to_device_many
 
 __version__ = _ffi.string(_lib.abr_version_string()).decode()
 
 __all__ = [
-    "ArrayBridgeError", "BackendInfo", "Event", "CPU_MEMORY_TYPES", "CopyRequiredError", "DLDeviceType", "DLPackError",
-    "Device", "DeviceError", "GPU_MEMORY_TYPES", "InvalidArgumentError", "IpcHandle", "MemoryConversionError",
-    "MemoryType", "OutOfMemoryError", "SUPPORTED_MEMORY_TYPES", "StreamError", "Tensor", "TransferReport", "backends",
-    "convert_memory", "copy", "copy_many", "detect_memory_type", "devices", "from_dlpack", "from_ipc", "ipc_handle",
-    "mpi_buffer", "mpi_cuda_aware", "pool_stats", "pool_trim", "set_staging", "to_device", "to_device_many",
-    "device_cache_stats", "set_device_cache_limit", "NixlPeer", "NixlTransfer", "PeerLostError", "nixl_available",
-    "Recording", "TransferRecord", "recording",
+    "ArrayBridgeError", "BackendInfo", "CopyRequiredError", "DLDeviceType", "DLPackError", "Device", "DeviceError",
+    "Event", "InvalidArgumentError", "IpcHandle", "MemoryConversionError", "OutOfMemoryError", "PeerLostError",
+    "Recording", "StreamError", "Tensor", "TransferRecord", "TransferReport", "backends", "copy", "copy_many",
+    "device_cache_stats", "devices", "from_dlpack", "from_ipc", "ipc_handle", "pool_stats", "pool_trim", "recording",
+    "set_device_cache_limit", "set_staging", "to_device", "to_device_many",
 ]
+
+_SUBMODULES = ("convert", "mpi", "nixl", "ray")
+
+# The names the top level held before the submodules: old name -> (submodule, name there).
+_MOVED = {
+    "convert_memory": ("convert", "convert_memory"), "detect_memory_type": ("convert", "detect_memory_type"),
+    "MemoryType": ("convert", "MemoryType"), "CPU_MEMORY_TYPES": ("convert", "CPU_MEMORY_TYPES"),
+    "GPU_MEMORY_TYPES": ("convert", "GPU_MEMORY_TYPES"),
+    "SUPPORTED_MEMORY_TYPES": ("convert", "SUPPORTED_MEMORY_TYPES"),
+    "mpi_buffer": ("mpi", "buffer"), "mpi_cuda_aware": ("mpi", "cuda_aware"),
+    "NixlPeer": ("nixl", "Peer"), "NixlTransfer": ("nixl", "Transfer"), "nixl_available": ("nixl", "nixl_available"),
+}
+
+
+def __getattr__(name):
+    # PEP 562: a submodule is imported when first named; an old name warns and answers.
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"{__name__}.{name}")
+    moved = _MOVED.get(name)
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, new = moved
+    _deprecated.warn_moved(f"arraybridge.{name}", f"arraybridge.{module}.{new}")
+    return getattr(_importlib.import_module(f"{__name__}.{module}"), new)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULES))

@@ -45,6 +45,15 @@ class StreamError(ArrayBridgeError, RuntimeError):
     argument."""
 
 
+class PeerLostError(ArrayBridgeError, ConnectionError):
+    """The remote peer of a transfer between processes (arraybridge.nixl, arraybridge.ray)
+    closed its connection or died: the transfer did not complete, and nothing more will
+    come from that peer."""
+
+    def __init__(self, message):
+        super().__init__(message, None, "peer_lost")
+
+
 class MemoryConversionError(ArrayBridgeError, ValueError):
     """`convert_memory` failed. Carries `source_type`, `target_type`, `method` and `reason`."""
 

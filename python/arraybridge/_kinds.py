@@ -5,7 +5,7 @@ from collections import namedtuple
 
 from ._lib import ffi, lib
 
-Kind = namedtuple("Kind", "name type backend backend_name numbered disable_flag disable_env")
+Kind = namedtuple("Kind", "name type backend backend_name numbered disable_flag disable_env addresses dlpack_streams")
 
 
 def _read_kinds():
@@ -20,7 +20,8 @@ def _read_kinds():
             raise RuntimeError(f"arraybridge: abr_device_kind_get({index}) failed")
         kinds.append(Kind(ffi.string(kind.name).decode(), int(kind.type), int(kind.backend),
                           ffi.string(kind.backend_name).decode(), bool(kind.flags & lib.ABR_KIND_NUMBERED),
-                          int(kind.disable_flag), ffi.string(kind.disable_env).decode()))
+                          int(kind.disable_flag), ffi.string(kind.disable_env).decode(),
+                          bool(kind.flags & lib.ABR_KIND_ADDRESSES), bool(kind.flags & lib.ABR_KIND_DLPACK_STREAMS)))
     return kinds
 
 
@@ -29,3 +30,7 @@ KINDS = _read_kinds()
 BACKENDS = {kind.backend: kind.backend_name for kind in KINDS}
 # The variable that disables a backend -> its abr_runtime_options flag.
 DISABLING = {kind.disable_env: kind.disable_flag for kind in KINDS if kind.disable_env}
+# Device types whose queues DLPack's stream= values name (a consumer's stream orders work there).
+DLPACK_STREAMS = frozenset(kind.type for kind in KINDS if kind.dlpack_streams)
+# Device types whose DLTensor.data is a handle (a cl_mem), not an address.
+HANDLES = frozenset(kind.type for kind in KINDS if not kind.addresses)

@@ -1,17 +1,18 @@
-"""Tensors as MPI buffers (mpi4py). mpi4py takes any DLPack object as a buffer,
-arraybridge.Tensor included, so a compact tensor in host memory (`cpu`,
-`cuda_host`) goes to Send/Recv/Bcast/Allreduce as it is, with no copy. What MPI
-cannot take as it is, `mpi_buffer` turns into what it can, with one planned copy
-the report names: a strided tensor is packed, and a CUDA tensor goes through
-pinned host memory unless the MPI library is CUDA-aware (given such a pointer,
-an MPI library that is not crashes: never pass one straight to mpi4py then), and
-an OpenCL tensor, whose data is a cl_mem no MPI can read, through host memory
-(passed straight, mpi4py's request for it is refused).
+"""Tensors as MPI buffers (mpi4py); public as arraybridge.mpi. mpi4py takes any
+DLPack object as a buffer, arraybridge.Tensor included, so a compact tensor in host
+memory (`cpu`, `cuda_host`) goes to Send/Recv/Bcast/Allreduce as it is, with no copy.
+What MPI cannot take as it is, `mpi_buffer` (arraybridge.mpi.buffer) turns into what it
+can, with one planned copy the report names: a strided tensor is packed, and a CUDA
+tensor goes through pinned host memory unless the MPI library is CUDA-aware (given
+such a pointer, an MPI library that is not crashes: never pass one straight to mpi4py
+then), and an OpenCL tensor, whose data is a cl_mem no MPI can read, through host
+memory (passed straight, mpi4py's request for it is refused).
 mpi4py itself is not imported here: the caller's MPI is the caller's."""
 import contextlib
 import logging
 import os
 
+from . import _deprecated
 from ._errors import CopyRequiredError
 from ._lib import _core
 from ._tensor import Tensor
@@ -49,11 +50,11 @@ def _compact(tensor):
 
 
 @contextlib.contextmanager
-def mpi_buffer(x, mode="rw", *, cuda_aware=None, strict=False):
+def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None):
     """A buffer for mpi4py holding `x`'s elements (any DLPack array), for the
     duration of the `with` block:
 
-        with ab.mpi_buffer(t, "w") as buffer:
+        with arraybridge.mpi.buffer(t, "w") as buffer:
             comm.Recv(buffer, source=0)      # t holds what arrived
 
     `x` itself (taken zero-copy) when MPI can use its memory as it is: compact,
@@ -63,11 +64,13 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, strict=False):
     only; "w" and "rw" (MPI writes: Recv, Bcast, Allreduce's result) also copy the
     buffer back into `x` when the block ends without an error. Keep the block open
     until a non-blocking request (Isend, Irecv) has completed. The buffer's
-    `.report` says which: "zero_copy", or the copy made. strict=True refuses a copy
-    through host memory (CopyRequiredError) instead. cuda_aware: None asks
-    `mpi_cuda_aware()`."""
+    `.report` says which: "zero_copy", or the copy made. host_staging=False refuses a
+    copy through host memory (CopyRequiredError) instead (strict=True, its old
+    spelling, is deprecated). cuda_aware: None asks `cuda_aware()`."""
+    host_staging = _deprecated.host_staging("arraybridge.mpi.buffer", host_staging, strict,
+                                            stacklevel=5)  # under contextlib's __enter__
     if mode not in _MODES:
-        raise ValueError(f"mpi_buffer mode must be one of {_MODES}, not {mode!r}")
+        raise ValueError(f"arraybridge.mpi.buffer: mode must be one of {_MODES}, not {mode!r}")
     tensor = x if isinstance(x, Tensor) else _core.from_dlpack(x)
     kind = tensor.device.split(":")[0]
     reachable = kind in _HOST_MEMORY or (  # memory the MPI library reads and writes itself
@@ -75,10 +78,10 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, strict=False):
     if reachable and _compact(tensor):
         yield tensor
         return
-    if not reachable and strict:
-        raise CopyRequiredError(f"arraybridge: mpi_buffer of a {tensor.device} tensor: the MPI library is not "
+    if not reachable and not host_staging:
+        raise CopyRequiredError(f"arraybridge: mpi.buffer of a {tensor.device} tensor: the MPI library is not "
                                 f"CUDA-aware (or {kind} memory is beyond MPI), so the data would go through host "
-                                "memory, which strict=True refuses")
+                                "memory, which host_staging=False refuses")
     target = tensor.device if reachable else "cuda_host" if kind == "cuda" else "cpu"
     buffer = _core.to_device(tensor, target, copy=True)
     log.debug("mpi_buffer %s %s: %s (%s)", tensor.device, "packed" if reachable else "staged",

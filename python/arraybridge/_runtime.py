@@ -23,7 +23,7 @@ def runtime_flags():
 
 # The C options' names, as a Python caller spells what it asked for.
 _OPTION_WORDS = {"ABR_COPY_NEVER": "copy=False", "ABR_COPY_ALWAYS": "copy=True",
-                 "ABR_TRANSFER_NO_HOST_STAGING": "strict=True", "ABR_TRANSFER_REQUIRE_CONTIGUOUS": "contiguous=True",
+                 "ABR_TRANSFER_NO_HOST_STAGING": "host_staging=False", "ABR_TRANSFER_REQUIRE_CONTIGUOUS": "contiguous=True",
                  "ABR_TRANSFER_NO_NEGATIVE_STRIDES": 'contiguous="nonnegative"'}
 
 

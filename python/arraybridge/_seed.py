@@ -12,10 +12,9 @@ import operator
 import os
 import sys
 
-from ._device import DLDeviceType
 from ._errors import ArrayBridgeError, CopyRequiredError, MemoryConversionError
 from ._lib import _core, lib
-from . import _structure
+from . import _deprecated, _structure
 from ._transfer import copy as copy_into, from_dlpack, to_device
 
 log = logging.getLogger("arraybridge")
@@ -108,21 +107,22 @@ def _gpu_index(gpu_id):
 
 
 def _target_device(target, gpu_id):
-    """The device `target` arrays live on for this gpu_id (None = CPU)."""
+    """The device `target` arrays live on for this gpu_id (None = CPU), as the seed's
+    API means it: pyclesperanto's GPUs are OpenCL devices, the other frameworks' CUDA ones."""
     gpu_id = _gpu_index(gpu_id)
     if target is MemoryType.NUMPY:
         if gpu_id not in (None, 0):  # 0 is the default: NumPy memory is host memory
             raise ValueError(f"numpy arrays live on the CPU; gpu_id={gpu_id} names a GPU (pass gpu_id=None)")
-        return (DLDeviceType.CPU, 0)
+        return "cpu"
     if target is MemoryType.PYCLESPERANTO:
         if gpu_id is None:
             raise ValueError("pyclesperanto arrays live on an OpenCL device; gpu_id=None asks for the CPU")
-        return (DLDeviceType.OPENCL, gpu_id)
+        return f"opencl:{gpu_id}"
     if gpu_id is None:
         if target is MemoryType.CUPY:
             raise ValueError("CuPy arrays live on a GPU; gpu_id=None asks for the CPU")
-        return (DLDeviceType.CPU, 0)
-    return (DLDeviceType.CUDA, gpu_id)
+        return "cpu"
+    return f"cuda:{gpu_id}"
 
 
 # With jax_enable_x64 off (JAX's default) JAX keeps these 32-bit: jnp.from_dlpack,
@@ -289,7 +289,7 @@ def _pyclesperanto():
     return importlib.import_module("pyclesperanto")
 
 
-def _into_pyclesperanto(data, gpu_id, strict, dtype, copy):
+def _into_pyclesperanto(data, gpu_id, host_staging, dtype, copy):
     """A new pyclesperanto array on its OpenCL device gpu_id holding `data`: one
     planned copy into memory pyclesperanto allocated, because a buffer of another
     OpenCL context (ours) is unusable in its context (CL_INVALID_CONTEXT)."""
@@ -319,19 +319,19 @@ def _into_pyclesperanto(data, gpu_id, strict, dtype, copy):
         cle.select_device(previous.name)  # creating an array must not change the caller's current device
     if np.dtype(target.dtype) != np.dtype(source.dtype):  # another version may narrow other dtypes
         raise ValueError(f"pyclesperanto made a {target.dtype} array for {source.dtype} data")
-    copy_into(source, target, strict=strict)  # the planner refuses a path through host memory when strict
+    copy_into(source, target, host_staging=host_staging)  # False: the planner refuses a path through host memory
     return target
 
 
-def _convert_structure(data, source_type, target_type, gpu_id, strict, dtype, copy):
+def _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy):
     """Each array of a structure converted, the same structure back; a failure names
     the array's place ("data['fc.weight']")."""
     leaves = _structure.leaves(data, [])
     converted = []
     for index, leaf in enumerate(leaves):  # a loop, not a comprehension: see _structure.leaves
         try:
-            converted.append(convert_memory(leaf, source_type, target_type, gpu_id, strict=strict, dtype=dtype,
-                                            copy=copy))
+            converted.append(convert_memory(leaf, source_type, target_type, gpu_id, host_staging=host_staging,
+                                            dtype=dtype, copy=copy))
         except MemoryConversionError as error:
             place = _structure.places(data, "data", [])[index]
             raise MemoryConversionError(error.source_type, error.target_type, f"{place}: {error.reason}",
@@ -366,10 +366,9 @@ def _route(data, source_type, target_type, gpu_id):
         raise MemoryConversionError(source.value, target.value,
                                     f"the data is a {actual.value} array, not {source.value}")
     try:
-        kind, index = _target_device(target, gpu_id)
+        device = _target_device(target, gpu_id)
     except ValueError as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
-    device = f"{_DEVICE_NAMES[kind]}:{index}" if kind in (DLDeviceType.CUDA, DLDeviceType.OPENCL) else "cpu"
     if target is MemoryType.PYCLESPERANTO:
         return source, target, device, True, None
     try:
@@ -402,16 +401,14 @@ def _finisher(target):
     return lambda tensor, copy: _framework_array(tensor, target, copy)
 
 
-_DEVICE_NAMES = {DLDeviceType.CUDA: "cuda", DLDeviceType.OPENCL: "opencl"}
-
-
-def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dtype=None, copy=None):
+def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=True, dtype=None, copy=None, strict=None):
     """Convert `data` from one framework to another, on GPU `gpu_id` (None = CPU).
     `data` may be a structure of such arrays: a mapping (a dict, a torch state dict),
     list or tuple, nested; the same structure comes back, each array converted.
 
     The data must really be a `source_type` array. The move is one runtime transfer
-    (see to_device); strict=True refuses any path that stages through host memory.
+    (see to_device); host_staging=False refuses any path that stages through host
+    memory (strict=True, its old spelling, is deprecated).
     The result has the source's values and dtype: a target that cannot hold that
     dtype (JAX with jax_enable_x64 off: no 64-bit types) is refused, never narrowed;
     dtype= asks for a cast on the way (the runtime's exact casts, as to_device's).
@@ -424,6 +421,8 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     Any failure raises MemoryConversionError with the source, target and reason, but
     Python's memory running out, which stays a MemoryError.
     """
+    if strict is not None or host_staging is not True:
+        host_staging = _deprecated.host_staging("convert_memory", host_staging, strict)
     key = (type(data), source_type, target_type, gpu_id, type(gpu_id))  # True == 1, but is no gpu_id
     try:
         route = _ROUTES[key]
@@ -434,17 +433,17 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, strict=False, dt
     except TypeError:  # an unhashable argument: checked each time (and refused there, or a structure)
         route = _route(data, source_type, target_type, gpu_id)
     if route is _STRUCTURE:
-        return _convert_structure(data, source_type, target_type, gpu_id, strict, dtype, copy)
+        return _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy)
     source, target, device, contiguous, finish = route
     try:
         if finish is None:  # pyclesperanto
-            result = _into_pyclesperanto(data, int(device[len("opencl:"):]), strict, dtype, copy)
+            result = _into_pyclesperanto(data, int(device[len("opencl:"):]), host_staging, dtype, copy)
             log.debug("convert_memory %s -> pyclesperanto: one copy into its context", source.value)
             return result
-        if copy is None and not strict and dtype is None:
+        if copy is None and host_staging and dtype is None:
             tensor = to_device(data, device, contiguous=contiguous)
         else:
-            tensor = to_device(data, device, copy=copy, strict=strict, contiguous=contiguous, dtype=dtype)
+            tensor = to_device(data, device, copy=copy, host_staging=host_staging, contiguous=contiguous, dtype=dtype)
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error

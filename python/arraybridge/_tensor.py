@@ -1,9 +1,11 @@
 """arraybridge.Tensor: a tensor the runtime produced, and a DLPack producer."""
 from collections import namedtuple
 
+from . import _deprecated
 from ._device import DLDeviceType
 from ._errors import CopyRequiredError, DeviceError, DLPackError, StreamError
 from ._ipc import IpcHandle
+from ._kinds import DLPACK_STREAMS, HANDLES
 from ._lib import _core, lib
 from ._stream import stream_handle
 
@@ -13,7 +15,6 @@ TransferReport.__doc__ = """What the planner did: `path` ("zero_copy", "host_cop
 the bytes written to the destination, whether a strided source was packed or the
 dtype cast, and the runtime's one-line explanation."""
 
-_STREAMLESS = (DLDeviceType.CPU, DLDeviceType.OPENCL, DLDeviceType.CUDA_HOST)
 # A device __dlpack__(dl_device=) names that is not here: BufferError, as the standard says.
 _NOT_THERE = (lib.ABR_ERR_NO_DEVICE, lib.ABR_ERR_BACKEND_UNAVAILABLE, lib.ABR_ERR_UNSUPPORTED)
 _PACKED, _CAST = lib.ABR_REPORT_PACKED, lib.ABR_REPORT_CAST
@@ -74,6 +75,9 @@ class Tensor(_core.TensorBase):
 
     def to(self, device, **kwargs):
         """Same as arraybridge.to_device(self, device, **kwargs)."""
+        if "strict" in kwargs:  # its old spelling, said where the caller wrote it
+            kwargs["host_staging"] = _deprecated.host_staging("Tensor.to", kwargs.get("host_staging", True),
+                                                              kwargs.pop("strict"))
         return _core.to_device(self, device, **kwargs)
 
     def ipc_handle(self):
@@ -92,15 +96,15 @@ class Tensor(_core.TensorBase):
     # for a stream, another device, a copy or a request it must refuse.
     def _dlpack_slow(self, stream, max_version, dl_device, copy):
         source, copied = self, False
-        if stream == -1 and self._device[0] == DLDeviceType.OPENCL:
+        if stream == -1 and self._device[0] in HANDLES:
             # mpi4py asks so of any device but the CPU, then reads data as an address.
             raise DLPackError(f"arraybridge: a {self.device} tensor was asked for with stream=-1, as a consumer of "
-                              "device pointers asks (mpi4py does), but its data is a cl_mem, not an address; stage "
-                              "it through host memory: arraybridge.mpi_buffer(t) for MPI, or t.to('cpu')")
+                              "device pointers asks (mpi4py does), but its data is a handle (a cl_mem), not an "
+                              "address; stage it through host memory: arraybridge.mpi.buffer(t) for MPI, or t.to('cpu')")
         if stream is not None and stream != -1 or dl_device is not None or copy:
             own = self.__dlpack_device__()
             target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
-            if stream is not None and stream != -1 and own[0] in _STREAMLESS:
+            if stream is not None and stream != -1 and own[0] not in DLPACK_STREAMS:
                 raise StreamError(f"arraybridge: stream={stream!r} given for a {self.device} tensor; "
                                   "DLPack devices without streams take stream=None")
             if stream is not None:
@@ -120,7 +124,7 @@ class Tensor(_core.TensorBase):
                     raise DLPackError(str(error), error.status, error.status_name) from error
                 copied = source.report.path != "zero_copy"
         if source is self and not self.is_ready():  # to_device(..., non_blocking=True) still filling it
-            if stream is not None and stream != -1 and self._device[0] == DLDeviceType.CUDA:
+            if stream is not None and stream != -1 and self._device[0] in DLPACK_STREAMS:
                 self._order_before(stream)  # the consumer's stream waits on the device; the host goes on
             else:
                 self.wait()  # no stream to order on: the consumer reads once this returns

@@ -5,7 +5,7 @@ import logging
 import re
 import sys
 
-from . import _runtime, _structure
+from . import _deprecated, _runtime, _structure
 from ._device import device_string, parse_device
 from ._dtype import parse_dtype
 from ._lib import _core, lib
@@ -60,26 +60,29 @@ def _log_transfer(tensor, context):
         log.debug("%s to %s: %s, %d bytes: %s", context, tensor.device, r.path, r.bytes_moved, r.detail)
 
 
-def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=False, contiguous=False,
-                         non_blocking=False):
+def _to_device_structure(x, device, copy=None, stream=None, dtype=None, host_staging=True, contiguous=False,
+                         non_blocking=False, strict=None):
     """to_device of a structure (a mapping, list or tuple of arrays, nested: see
     _structure): one batch for all of them (_core.to_device_many), the same structure
     back. With a stream each array goes on its own, in order, on that stream. A
     failure names the array's place in the structure."""
+    if strict is not None:
+        host_staging = _deprecated.host_staging("to_device", host_staging, strict)
     if stream is None and _core.is_flat(x):  # a list of arrays, no structure in it
-        return _core.to_device_many(x, device, copy=copy, dtype=dtype, strict=strict, contiguous=contiguous,
-                                    non_blocking=non_blocking)
+        return _core.to_device_many(x, device, copy=copy, dtype=dtype, host_staging=host_staging,
+                                    contiguous=contiguous, non_blocking=non_blocking)
     leaves = _structure.leaves(x, [])
     try:
         if stream is None:
-            moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, strict=strict,
+            moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, host_staging=host_staging,
                                          contiguous=contiguous, non_blocking=non_blocking)
         else:
             moved = []
             for index, leaf in enumerate(leaves):
                 try:
-                    moved.append(to_device(leaf, device, copy=copy, stream=stream, dtype=dtype, strict=strict,
-                                           contiguous=contiguous, non_blocking=non_blocking))
+                    moved.append(to_device(leaf, device, copy=copy, stream=stream, dtype=dtype,
+                                           host_staging=host_staging, contiguous=contiguous,
+                                           non_blocking=non_blocking))
                 except Exception as error:  # noqa: BLE001 - restated with its flat place, named below
                     raise _structure.at_leaf(error, index, "x")
     except Exception as error:  # noqa: BLE001 - restated naming the place, in its own class
@@ -88,15 +91,17 @@ def _to_device_structure(x, device, copy=None, stream=None, dtype=None, strict=F
     return _structure.rebuild(x, iter(moved))
 
 
-def _copy_structure(src, dst, strict=False, non_blocking=False):
+def _copy_structure(src, dst, host_staging=True, non_blocking=False, strict=None):
     """copy of a structure into a structure of the same shape: every pair in one
     batch (_core.copy_many); with non_blocking, its Event (or None when done)."""
+    if strict is not None:
+        host_staging = _deprecated.host_staging("copy", host_staging, strict)
     if type(src) is list and type(dst) is list and len(src) == len(dst) and _core.is_flat(src) and _core.is_flat(dst):
         # Two lists of arrays, no structure in them: no walk in Python (a third of a small pair's cost).
-        return _core.copy_many(src, dst, strict=strict, non_blocking=non_blocking)
+        return _core.copy_many(src, dst, host_staging=host_staging, non_blocking=non_blocking)
     _structure.same_shape(src, dst)
     try:
-        return _core.copy_many(_structure.leaves(src, []), _structure.leaves(dst, []), strict=strict,
+        return _core.copy_many(_structure.leaves(src, []), _structure.leaves(dst, []), host_staging=host_staging,
                                non_blocking=non_blocking)
     except Exception as error:  # noqa: BLE001 - restated naming the place, in its own class
         _structure.raise_placed(error, {"src": src, "dst": dst, "srcs": src, "dsts": dst},

@@ -80,8 +80,8 @@ def register(frameworks=None):
     names = list(frameworks) if frameworks is not None else \
         [f for f in TRANSPORTS if f in _BY_DEFAULT or f in sys.modules]
     if "tensorflow" in names:  # NIXL before TensorFlow: imported the other way, their gRPCs abort the process
-        from ._nixl import _load_nixl
-        _load_nixl()
+        from .nixl._load import load_nixl
+        load_nixl()
     done = {}
     with util.transport_managers_lock:
         known = set(util.transport_manager_info)
@@ -98,8 +98,8 @@ def setup_worker():
     worker starts, before Ray's registration imports TensorFlow there (the two bundle
     gRPC, and NIXL imported second aborts the process):
     ray.init(runtime_env={"worker_process_setup_hook": "arraybridge.ray.setup_worker"})."""
-    from ._nixl import _load_nixl
-    _load_nixl()
+    from .nixl._load import load_nixl
+    load_nixl()
 
 
 def _array_type(framework):
@@ -126,14 +126,14 @@ def _peer():
     """This process's NIXL peer: made on first use, listening on this node's address."""
     with _lock:
         if _state["peer"] is None:
-            from ._nixl import NixlPeer
+            from .nixl import Peer
             host = "127.0.0.1"
             try:
                 import ray
                 host = ray.util.get_node_ip_address()
             except Exception:  # noqa: BLE001 - outside Ray (a test): this machine only
                 pass
-            _state["peer"] = NixlPeer(f"arraybridge-ray-{os.getpid()}-{uuid.uuid4().hex[:8]}", listen=(host, 0))
+            _state["peer"] = Peer(f"arraybridge-ray-{os.getpid()}-{uuid.uuid4().hex[:8]}", listen=(host, 0))
         return _state["peer"]
 
 
@@ -166,7 +166,7 @@ def _finish(framework, tensor):
     if framework == "arraybridge":
         return tensor
     if framework == "pyclesperanto":  # a copy into pyclesperanto's own context
-        return _seed._into_pyclesperanto(tensor, _pyclesperanto_index(), False, None, None)
+        return _seed._into_pyclesperanto(tensor, _pyclesperanto_index(), True, None, None)
     target = _seed.MemoryType(framework)  # a read Tensor is compact: JAX and TensorFlow take it as it is
     if target is _seed.MemoryType.JAX:
         _seed._check_target_holds(tensor.dtype, target)  # never narrowed: refused
@@ -297,7 +297,7 @@ _MANAGERS = _Managers()
 
 def _has_transport(actor_self=None):
     """Run in an actor: whether arraybridge's transport can work there (NIXL importable)."""
-    from ._nixl import nixl_available
+    from .nixl import nixl_available
     return nixl_available()
 
 

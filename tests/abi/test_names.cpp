@@ -155,18 +155,22 @@ TEST_CASE("names: the device kinds, the CPU first, then each built-in backend's,
     const char* backend_name;
     uint32_t disable_flag;
     const char* disable_env;
+    uint32_t default_stream;
   };
-  const uint32_t numbered = ABR_KIND_NUMBERED, host = ABR_KIND_HOST_MEMORY, fresh = ABR_KIND_NEW_TENSORS;
+  const uint32_t numbered = ABR_KIND_NUMBERED, host = ABR_KIND_HOST_MEMORY, fresh = ABR_KIND_NEW_TENSORS,
+                 address = ABR_KIND_ADDRESSES, queued = ABR_KIND_QUEUED, streams = ABR_KIND_DLPACK_STREAMS;
   const Expected expected[] = {
-      {"cpu", kDLCPU, ABR_BACKEND_HOST, host | fresh, "host", 0, ""},
-      {"cuda", kDLCUDA, ABR_BACKEND_CUDA, numbered | fresh, "cuda", ABR_RUNTIME_DISABLE_CUDA,
-       "ARRAYBRIDGE_DISABLE_CUDA"},
-      {"cuda_host", kDLCUDAHost, ABR_BACKEND_CUDA, host | fresh, "cuda", ABR_RUNTIME_DISABLE_CUDA,
-       "ARRAYBRIDGE_DISABLE_CUDA"},
-      {"cuda_managed", kDLCUDAManaged, ABR_BACKEND_CUDA, host, "cuda", ABR_RUNTIME_DISABLE_CUDA,
-       "ARRAYBRIDGE_DISABLE_CUDA"},
-      {"opencl", kDLOpenCL, ABR_BACKEND_OPENCL, numbered | fresh, "opencl", ABR_RUNTIME_DISABLE_OPENCL,
-       "ARRAYBRIDGE_DISABLE_OPENCL"},
+      {"cpu", kDLCPU, ABR_BACKEND_HOST, host | fresh | address, "host", 0, "", 0},
+      // CUDA's work is ordered by DLPack's stream values, its default the legacy stream (1).
+      {"cuda", kDLCUDA, ABR_BACKEND_CUDA, numbered | fresh | address | queued | streams, "cuda",
+       ABR_RUNTIME_DISABLE_CUDA, "ARRAYBRIDGE_DISABLE_CUDA", 1},
+      {"cuda_host", kDLCUDAHost, ABR_BACKEND_CUDA, host | fresh | address, "cuda", ABR_RUNTIME_DISABLE_CUDA,
+       "ARRAYBRIDGE_DISABLE_CUDA", 0},
+      {"cuda_managed", kDLCUDAManaged, ABR_BACKEND_CUDA, host | address, "cuda", ABR_RUNTIME_DISABLE_CUDA,
+       "ARRAYBRIDGE_DISABLE_CUDA", 0},
+      // OpenCL's data is a cl_mem, and its work goes on queues the runtime makes.
+      {"opencl", kDLOpenCL, ABR_BACKEND_OPENCL, numbered | fresh | queued, "opencl", ABR_RUNTIME_DISABLE_OPENCL,
+       "ARRAYBRIDGE_DISABLE_OPENCL", 0},
   };
   for (int32_t i = 0; i < 5; ++i) {
     const Expected& want = expected[i];
@@ -180,6 +184,7 @@ TEST_CASE("names: the device kinds, the CPU first, then each built-in backend's,
     CHECK(std::string(kind.backend_name) == want.backend_name);
     CHECK(kind.disable_flag == want.disable_flag);
     CHECK(std::string(kind.disable_env) == want.disable_env);
+    CHECK(kind.default_stream == want.default_stream);
   }
   abr_device_kind kind = ABR_DEVICE_KIND_INIT;
   CHECK(abr_device_kind_get(count, &kind) == ABR_ERR_INVALID_ARGUMENT);

@@ -218,8 +218,8 @@ std::unique_ptr<abr::DeviceBackend> make_fake(const abr_runtime_options&, std::s
   return std::make_unique<FakeBackend>();
 }
 
-//                                    type       name       backend  numbered host   address locked new
-constexpr abr::DeviceKind kFakeKinds[] = {{kDLExtDev, "ext_dev", kFakeId, true, false, false, false, true}};
+//                                    type       name       backend  numbered host   address locked new   queued
+constexpr abr::DeviceKind kFakeKinds[] = {{kDLExtDev, "ext_dev", kFakeId, true, false, false, false, true, true}};
 const abr::BackendDescriptor kFakeBackend{kFakeId, "Fake",    "fake",  kFakeKinds,   1, 0, nullptr,
                                           nullptr, make_fake, nullptr, /*ipc=*/false};
 
@@ -279,7 +279,7 @@ TEST_CASE("plug-in backend: its devices are listed, named and parsed from its de
   REQUIRE(abr_device_kind_get(kinds - 1, &last) == ABR_OK);
   CHECK(std::string(last.name) == "ext_dev");
   CHECK(std::string(last.backend_name) == "fake");
-  CHECK(last.flags == (ABR_KIND_NUMBERED | ABR_KIND_NEW_TENSORS));
+  CHECK(last.flags == (ABR_KIND_NUMBERED | ABR_KIND_NEW_TENSORS | ABR_KIND_QUEUED));
 
   // The runtime has no CUDA or OpenCL: they are not in its list.
   Managed src(nullptr, f32, {0});

@@ -1,7 +1,11 @@
 import contextlib
 import ctypes
+import functools
 import importlib
 import os
+import pathlib
+import re
+import sys
 
 import numpy as np
 import pytest
@@ -13,25 +17,70 @@ def pytest_configure(config):
                             "payloads): tests/suites.txt runs them in the full tier (python-slow), not in make check")
 
 
-def pytest_collection_modifyitems(config, items):
-    """ARRAYBRIDGE_TEST_SHARD=k/N (tests/python/shards.py) keeps shard k of N: every N-th
-    test, but a module that sets ONE_SHARD = True (one Ray cluster for the module) goes
-    whole to one shard, such modules spread over the shards from the last."""
+SLOW_MODULE = re.compile(r"^pytestmark = .*pytest\.mark\.slow|^ +pytest\.mark\.slow\]", re.M)
+ONE_SHARD_MODULE = re.compile(r"^ONE_SHARD = True", re.M)
+JAX_MODULE = re.compile(r"^(import jax|from jax|\w+ = pytest\.importorskip\(\"jax\"|pytest\.importorskip\(\"jax\")", re.M)
+HERE = pathlib.Path(__file__).parent
+
+
+def current_shard():
+    """(k, N) from ARRAYBRIDGE_TEST_SHARD=k/N (tests/python/shards.py), or None."""
     shard = os.environ.get("ARRAYBRIDGE_TEST_SHARD")
+    return tuple(int(part) for part in shard.split("/")) if shard else None
+
+
+@functools.cache
+def whole_modules(n):
+    """Module path -> the one shard of N that collects it. Each module that sets
+    ONE_SHARD = True (one Ray cluster for the module) goes whole to a shard of its own,
+    and the modules that import JAX at their top all go to one: importing JAX costs
+    minutes under memcheck, so only one shard pays it. They spread from the last shard."""
+    texts = {path: path.read_text() for path in sorted(HERE.glob("test_*.py"))}
+    groups = [[path] for path, text in texts.items() if ONE_SHARD_MODULE.search(text)]
+    groups.append([path for path, text in texts.items() if JAX_MODULE.search(text)])
+    return {path: n - 1 - i % n for i, group in enumerate(groups) for path in group}
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A module is not even imported where none of its tests would run: with -m "not
+    slow", a module whose every test is slow (its pytestmark says so), since importing
+    Ray only to deselect its tests cost memcheck minutes; in a shard, a whole module
+    another shard collects."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    if config.getoption("markexpr") == "not slow" and SLOW_MODULE.search(collection_path.read_text()):
+        return True
+    shard = current_shard()
+    if shard and whole_modules(shard[1]).get(collection_path.resolve(), shard[0]) != shard[0]:
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """In shard k of N, every N-th test of the modules all shards collect (the whole
+    modules of whole_modules are this shard's already)."""
+    shard = current_shard()
     if not shard:
         return
-    k, n = (int(part) for part in shard.split("/"))
-    whole, index, kept, dropped = {}, 0, [], []
+    k, n = shard
+    whole = whole_modules(n)
+    index, kept, dropped = 0, [], []
     for item in items:
-        module = getattr(item, "module", None)
-        if getattr(module, "ONE_SHARD", False):
-            at = whole.setdefault(module.__name__, n - 1 - len(whole) % n)
+        if item.path.resolve() in whole:
+            at = k
         else:
             at, index = index % n, index + 1
         (kept if at == k else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter):
+    """A shard names the frameworks it imported: each costs minutes under memcheck."""
+    if current_shard():
+        loaded = [name for name in ("torch", "jax", "tensorflow", "ray", "pyclesperanto") if name in sys.modules]
+        terminalreporter.write_line(f"frameworks imported in this shard: {', '.join(loaded) or 'none'}")
 
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -59,7 +59,7 @@ def layouts(draw, target):
 def check_layout(target, array):
     """`array` converted into `target` has exactly its values, shape and dtype: a
     layout the target cannot hold is copied, never refused."""
-    result = ab.convert_memory(array, "numpy", target, gpu_id=0 if target == "pyclesperanto" else None)
+    result = ab.convert.convert_memory(array, "numpy", target, gpu_id=0 if target == "pyclesperanto" else None)
     got = values_of(target, result)
     assert got.dtype == array.dtype and got.shape == array.shape, (got.dtype, got.shape, array.strides)
     np.testing.assert_array_equal(got, array, strict=True)
@@ -123,7 +123,7 @@ def check(source_type, target_type, array):
     assume(source is not None)
     expected = values_of(source_type, source)
     try:
-        result = ab.convert_memory(source, type_name(source_type), target_type,
+        result = ab.convert.convert_memory(source, type_name(source_type), target_type,
                                    gpu_id=0 if target_type == "pyclesperanto" else None)
     except ab.MemoryConversionError:
         outcome = "refused"

@@ -58,7 +58,7 @@ def open_in_framework(handle, framework, results):
     try:
         module = importlib.import_module(framework)
         tensor = ab.from_ipc(handle)
-        x = ab.convert_memory(module.from_dlpack(tensor), framework, framework, gpu_id=0)
+        x = ab.convert.convert_memory(module.from_dlpack(tensor), framework, framework, gpu_id=0)
         seen = x.cpu().numpy().copy() if framework == "torch" else module.asnumpy(x)
         x += 1
         (module.cuda.synchronize() if framework == "torch" else module.cuda.runtime.deviceSynchronize())

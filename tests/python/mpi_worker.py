@@ -21,7 +21,7 @@ def host_tensors():
     for dtype in DTYPES:
         mine = np.arange(12, dtype=dtype).reshape(3, 4) + rank
         tensor = ab.to_device(mine, "cpu")
-        with ab.mpi_buffer(tensor) as buffer:
+        with ab.mpi.buffer(tensor) as buffer:
             assert buffer is tensor and buffer.report.path == "zero_copy", buffer.report
         if rank == 0:
             for peer in range(1, size):
@@ -55,7 +55,7 @@ def strided_tensors():
         raise AssertionError("mpi4py took a strided tensor")
     except BufferError:
         pass
-    with ab.mpi_buffer(view, "w") as buffer:
+    with ab.mpi.buffer(view, "w") as buffer:
         assert buffer.report.path == "host_copy", buffer.report
         comm.Bcast(buffer, root=0) if rank else comm.Bcast(ab.to_device(np.arange(12.0).reshape(4, 3), "cpu"), root=0)
     if rank:
@@ -65,25 +65,25 @@ def strided_tensors():
 
 def cuda_tensors():
     """Under the fake CUDA driver (an MPI that is not CUDA-aware): cuda:0 tensors go
-    through pinned host memory, cuda_host tensors as they are, strict refuses."""
+    through pinned host memory, cuda_host tensors as they are, host_staging=False refuses."""
     values = np.arange(64, dtype=np.float32) * (rank + 1)
     on_device = ab.to_device(values, "cuda:0")
-    with ab.mpi_buffer(on_device, "r") as buffer:
+    with ab.mpi.buffer(on_device, "r") as buffer:
         assert buffer.device == "cuda_host" and buffer.report.path == "device_to_host", buffer.report
         total = ab.to_device(np.zeros(64, np.float32), "cuda:0")
-        with ab.mpi_buffer(total, "w") as landing:
+        with ab.mpi.buffer(total, "w") as landing:
             comm.Allreduce(buffer, landing, op=MPI.SUM)
     expected = np.arange(64, dtype=np.float32) * sum(range(1, size + 1))
     np.testing.assert_array_equal(np.from_dlpack(total.to("cpu")), expected)
     pinned = ab.to_device(values, "cuda_host")
-    with ab.mpi_buffer(pinned) as buffer:
+    with ab.mpi.buffer(pinned) as buffer:
         assert buffer is pinned
     try:
-        with ab.mpi_buffer(on_device, strict=True):
-            raise AssertionError("strict let a CUDA tensor through host memory")
+        with ab.mpi.buffer(on_device, host_staging=False):
+            raise AssertionError("host_staging=False let a CUDA tensor through host memory")
     except ab.CopyRequiredError as error:
         assert "not CUDA-aware" in str(error), error
-    with ab.mpi_buffer(on_device, cuda_aware=True) as buffer:  # as a CUDA-aware MPI would take it
+    with ab.mpi.buffer(on_device, cuda_aware=True) as buffer:  # as a CUDA-aware MPI would take it
         assert buffer is on_device
 
 
@@ -97,15 +97,15 @@ def opencl_tensors():
         comm.Sendrecv(tensor, dest=rank, recvbuf=np.zeros(8, np.float32), source=rank)
         raise AssertionError("mpi4py took an OpenCL tensor's cl_mem as an address")
     except BufferError as error:
-        assert "its data is a cl_mem, not an address" in str(error) and "mpi_buffer" in str(error), error
-    with ab.mpi_buffer(tensor, "r") as buffer:
+        assert "its data is a handle (a cl_mem), not an address" in str(error) and "mpi_buffer" in str(error), error
+    with ab.mpi.buffer(tensor, "r") as buffer:
         assert buffer.device == "cpu" and buffer.report.path == "device_to_host", buffer.report
         if rank == 0:
             for peer in range(1, size):
                 comm.Send(buffer, dest=peer, tag=4)
     landing = ab.to_device(np.zeros(8, np.float32), "opencl:0")
     if rank:
-        with ab.mpi_buffer(landing, "w") as buffer:
+        with ab.mpi.buffer(landing, "w") as buffer:
             comm.Recv(buffer, source=0, tag=4)
         np.testing.assert_array_equal(np.from_dlpack(landing.to("cpu")), np.arange(8, dtype=np.float32))
 

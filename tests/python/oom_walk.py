@@ -116,9 +116,9 @@ def scenarios(with_torch=True):
         "ipc handle and open": (lambda: (cuda_tensor(x),), lambda a: ab.from_ipc(ab.ipc_handle(a))),
         "devices": (lambda: (x,), lambda a: ab.devices()),
         "export to numpy": (lambda: (ab.to_device(x, "cpu", copy=True),), lambda a: np.from_dlpack(a)),
-        "convert_memory numpy to numpy": (lambda: (x,), lambda a: ab.convert_memory(a, "numpy", "numpy", None)),
+        "convert_memory numpy to numpy": (lambda: (x,), lambda a: ab.convert.convert_memory(a, "numpy", "numpy", None)),
         "convert_memory of a dict": (lambda: ({"w": x, "b": [xs[0]]},),
-                                     lambda a: ab.convert_memory(a, "numpy", "numpy", None)),
+                                     lambda a: ab.convert.convert_memory(a, "numpy", "numpy", None)),
     }
     if not with_torch:
         return table

@@ -111,6 +111,6 @@ def test_copy_refuses_structures_that_differ_and_moves_nothing():
 
 def test_convert_memory_of_a_structure():
     data = {"x": np.arange(3.0), "y": [np.ones(2, np.float32)]}
-    out = ab.convert_memory(data, "numpy", "numpy", gpu_id=None)
+    out = ab.convert.convert_memory(data, "numpy", "numpy", gpu_id=None)
     assert type(out) is dict and type(out["y"]) is list
     np.testing.assert_array_equal(out["x"], data["x"])

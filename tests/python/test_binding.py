@@ -30,7 +30,7 @@ def test_arguments_are_checked_like_a_python_signature():
     with pytest.raises(ValueError, match="copy must be None, True or False, not 1"):
         ab.to_device(source, "cpu", copy=1)
     # Everything by keyword, in any order, as the signature allows.
-    moved = ab.to_device(contiguous=False, strict=True, device="cpu", x=source, copy=None, dtype=None, stream=None)
+    moved = ab.to_device(contiguous=False, host_staging=False, device="cpu", x=source, copy=None, dtype=None, stream=None)
     assert moved.report.path == "zero_copy"
     assert ab.to_device.__text_signature__.startswith("(x, device, *, copy=None")
     assert "Move any DLPack array" in ab.to_device.__doc__

@@ -48,7 +48,7 @@ def test_jax_round_trip_through_a_tensor(shape, dtype, x64):
     back = jnp.from_dlpack(ours)  # JAX asks for a legacy capsule: a copy of its own, since ours is read-only
     assert back.dtype == x.dtype and back.shape == shape
     np.testing.assert_array_equal(np.asarray(back), expected)
-    np.testing.assert_array_equal(np.asarray(ab.convert_memory(x, "jax", "jax", gpu_id=None)), expected)
+    np.testing.assert_array_equal(np.asarray(ab.convert.convert_memory(x, "jax", "jax", gpu_id=None)), expected)
 
 
 def test_a_capsule_is_consumed_at_most_once():
@@ -61,7 +61,7 @@ def test_a_capsule_is_consumed_at_most_once():
 @pytest.mark.parametrize("dtype", ["int64", "uint64", "float64", "complex128"])
 def test_without_x64_jax_gets_no_wide_dtype_from_us(dtype):
     with jax_x64(False), pytest.raises(ab.MemoryConversionError, match=f"JAX keeps no {dtype} while jax_enable_x64"):
-        ab.convert_memory(values((3,), dtype), "numpy", "jax", gpu_id=None)
+        ab.convert.convert_memory(values((3,), dtype), "numpy", "jax", gpu_id=None)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bool", "complex64", "int8", "uint32", "bfloat16"])

@@ -8,7 +8,7 @@ each side of every exchange:
   torch 2.15's torch.from_dlpack itself never looks at a producer's
   __dlpack_c_exchange_api__ (torch/utils/dlpack.py calls __dlpack__), so the table
   path is driven here through ctypes, as a C consumer such as tvm-ffi drives it;
-- ours consumes torch's: ab.to_device, ab.from_dlpack and ab.convert_memory (which
+- ours consumes torch's: ab.to_device, ab.from_dlpack and ab.convert.convert_memory (which
   take a torch tensor through torch's table), and the __dlpack__-only wrapper.
 
 Torch's expectations (values, dtypes, shapes, strides, exception types) are kept
@@ -234,16 +234,16 @@ def test_dlpack_protocol_conversion(dtype, monkeypatch):
             assert_same(z, x)
             assert z.data_ptr() == x.data_ptr(), (way, how)
     if dtype in NUMPY_HAS:
-        np.testing.assert_array_equal(ab.convert_memory(x, "torch", "numpy", gpu_id=None), x.numpy())
+        np.testing.assert_array_equal(ab.convert.convert_memory(x, "torch", "numpy", gpu_id=None), x.numpy())
     else:  # NumPy has no such dtype: refused in our family, never narrowed
         with pytest.raises(ab.MemoryConversionError):
-            ab.convert_memory(x, "torch", "numpy", gpu_id=None)
-    assert_same(ab.convert_memory(x, "torch", "torch", gpu_id=None), x)
+            ab.convert.convert_memory(x, "torch", "numpy", gpu_id=None)
+    assert_same(ab.convert.convert_memory(x, "torch", "torch", gpu_id=None), x)
     # The ways above that name torch's tensor itself go through torch's table, not its __dlpack__.
     monkeypatch.setattr(torch.Tensor, "__dlpack__", lambda *a, **k: pytest.fail("torch's __dlpack__ was called"))
     for ours in (ab.to_device(x, "cpu"), ab.from_dlpack(x)):
         assert shares(ours, x)
-    assert ab.convert_memory(x, "torch", "torch", gpu_id=None).data_ptr() == x.data_ptr()
+    assert ab.convert.convert_memory(x, "torch", "torch", gpu_id=None).data_ptr() == x.data_ptr()
 
 
 def test_dlpack_shared_storage():
@@ -259,7 +259,7 @@ def test_dlpack_shared_storage():
             assert x[0].item() == before + 20.0 and torch.equal(z, x), (way, how)
     x = fresh()
     before = x[0].item()
-    alias = ab.convert_memory(x, "torch", "numpy", gpu_id=None)
+    alias = ab.convert.convert_memory(x, "torch", "numpy", gpu_id=None)
     alias[0] += 20.0
     assert x[0].item() == before + 20.0
 
@@ -284,7 +284,7 @@ def test_from_dlpack_noncontinguous(dtype):
                 assert_same(y, view)
                 assert y.stride() == view.stride() and y.data_ptr() == view.data_ptr(), (way, how)
         if dtype in NUMPY_HAS:
-            a = ab.convert_memory(view, "torch", "numpy", gpu_id=None)
+            a = ab.convert.convert_memory(view, "torch", "numpy", gpu_id=None)
             np.testing.assert_array_equal(a, view.numpy())
             assert a.strides == tuple(s * view.element_size() for s in view.stride())
 
@@ -351,8 +351,8 @@ def test_dlpack_export_requires_grad():
         mine = ours.to(ours.device, copy=True)  # what the guide says to hand torch instead
         assert not mine.read_only and not shares(mine, w)
         assert torch.from_dlpack(mine).data_ptr() != w.data_ptr()
-    assert not ab.convert_memory(w, "torch", "numpy", gpu_id=None).flags.writeable
-    copied = ab.convert_memory(w, "torch", "torch", gpu_id=None)  # torch has no read-only tensors: a copy
+    assert not ab.convert.convert_memory(w, "torch", "numpy", gpu_id=None).flags.writeable
+    copied = ab.convert.convert_memory(w, "torch", "torch", gpu_id=None)  # torch has no read-only tensors: a copy
     assert copied.data_ptr() != w.data_ptr() and not copied.requires_grad
     with pytest.raises(ab.DLPackError, match="dst requires grad"):
         ab.copy(np.ones(10, np.float32), w)
@@ -389,7 +389,7 @@ def test_dlpack_export_is_conj(view):
         for how, z in torch_takes(ours).items():
             assert not z.is_conj() and not z.is_neg(), how
             np.testing.assert_array_equal(z.numpy(), shown)
-    np.testing.assert_array_equal(ab.convert_memory(y, "torch", "numpy", gpu_id=None), shown)
+    np.testing.assert_array_equal(ab.convert.convert_memory(y, "torch", "numpy", gpu_id=None), shown)
     # Where no copy may be made, or as a destination, it is refused in one line.
     for refused in (lambda: ab.to_device(y, "cpu", copy=False), lambda: ab.from_dlpack(y, copy=False),
                     lambda: ab.copy(np.zeros(3, shown.dtype), y)):
@@ -429,7 +429,7 @@ def test_dlpack_export_non_strided(build, ours_say, torch_raises, torch_says):
         assert ours_say in str(error.value) and "\n" not in str(error.value), str(error.value)
     # convert_memory says every failure as its MemoryConversionError (a ValueError).
     with pytest.raises(ab.MemoryConversionError, match=re.escape(ours_say)):
-        ab.convert_memory(y, "torch", "numpy", gpu_id=None)
+        ab.convert.convert_memory(y, "torch", "numpy", gpu_id=None)
     with pytest.raises(torch_raises, match=torch_says):
         ab.from_dlpack(DLPackOnly(y))
 
@@ -486,13 +486,13 @@ def test_numpy_dlpack_protocol_conversion(dtype):
         arr = np.from_dlpack(ours)
         np.testing.assert_array_equal(arr, t.numpy())
         assert arr.ctypes.data == t.data_ptr(), way
-    arr = ab.convert_memory(t, "torch", "numpy", gpu_id=None)
+    arr = ab.convert.convert_memory(t, "torch", "numpy", gpu_id=None)
     np.testing.assert_array_equal(arr, t.numpy())
     assert arr.ctypes.data == t.data_ptr() and arr.flags.writeable
     # Upstream must go back through t.numpy(), since NumPy's DLPack imports used to be
     # read-only; a DLPack 1.x capsule says writable, so NumPy's import goes back as it is.
     for source in (arr, t.numpy()):
-        res = ab.convert_memory(source, "numpy", "torch", gpu_id=None)
+        res = ab.convert.convert_memory(source, "numpy", "torch", gpu_id=None)
         assert_same(res, t)
         assert res.data_ptr() == t.data_ptr()
         res = torch.from_dlpack(ab.from_dlpack(source))

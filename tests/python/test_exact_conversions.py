@@ -30,7 +30,7 @@ WIDE = {"int64": [2**40, -1], "uint64": [2**63 + 5, 1], "float64": [1e300, 0.1],
 def test_jax_without_x64_refuses_what_it_would_narrow(dtype, x64_off):
     source = np.array(WIDE[dtype], dtype=dtype)
     with pytest.raises(ab.MemoryConversionError) as error:
-        ab.convert_memory(source, "numpy", "jax", gpu_id=None)
+        ab.convert.convert_memory(source, "numpy", "jax", gpu_id=None)
     message = str(error.value)
     assert f"JAX keeps no {dtype} while jax_enable_x64 is off" in message
     assert "jax.config.update('jax_enable_x64', True)" in message and "dtype=" in message
@@ -40,20 +40,20 @@ def test_jax_without_x64_refuses_what_it_would_narrow(dtype, x64_off):
 
 def test_a_cast_asked_for_is_made_exactly(x64_off):
     source = np.array([2**20, -7, 0], dtype=np.int64)
-    result = ab.convert_memory(source, "numpy", "jax", gpu_id=None, dtype="int32")
+    result = ab.convert.convert_memory(source, "numpy", "jax", gpu_id=None, dtype="int32")
     assert result.dtype == np.int32
     np.testing.assert_array_equal(np.asarray(result), source)
     # Asking JAX for a dtype it cannot hold is refused the same way.
     with pytest.raises(ab.MemoryConversionError, match="JAX keeps no float64"):
-        ab.convert_memory(source, "numpy", "jax", gpu_id=None, dtype="float64")
+        ab.convert.convert_memory(source, "numpy", "jax", gpu_id=None, dtype="float64")
     # The narrow dtypes pass untouched, and other targets keep 64-bit data as it is.
     for dtype in ["int32", "float32", "complex64", "uint8", "bool"]:
         narrow = np.arange(5).astype(dtype)
-        result = ab.convert_memory(narrow, "numpy", "jax", gpu_id=None)
+        result = ab.convert.convert_memory(narrow, "numpy", "jax", gpu_id=None)
         assert result.dtype == narrow.dtype
         np.testing.assert_array_equal(np.asarray(result), narrow)
     wide = np.array(WIDE["int64"], dtype=np.int64)
-    np.testing.assert_array_equal(ab.convert_memory(wide, "numpy", "numpy", gpu_id=None), wide)
+    np.testing.assert_array_equal(ab.convert.convert_memory(wide, "numpy", "numpy", gpu_id=None), wide)
 
 
 def test_jax_with_x64_on_gets_every_value():
@@ -63,7 +63,7 @@ def test_jax_with_x64_on_gets_every_value():
         import numpy as np, arraybridge as ab
         for dtype, values in %r.items():
             source = np.array(values, dtype=dtype)
-            result = ab.convert_memory(source, "numpy", "jax", gpu_id=None)
+            result = ab.convert.convert_memory(source, "numpy", "jax", gpu_id=None)
             assert result.dtype == source.dtype, (result.dtype, dtype)
             np.testing.assert_array_equal(np.asarray(result), source)
         print("ok")
@@ -78,8 +78,8 @@ def test_pyclesperanto_takes_a_cast_asked_for():
     cle = importlib.import_module("pyclesperanto")
     source = np.array([[1.5, -2.25], [1e6, 0.0]], dtype=np.float64)
     with pytest.raises(ab.MemoryConversionError, match="no float64 arrays .* ask for a cast with dtype="):
-        ab.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0)
-    array = ab.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0, dtype="float32")
+        ab.convert.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0)
+    array = ab.convert.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0, dtype="float32")
     np.testing.assert_array_equal(cle.pull(array), source.astype(np.float32))
 
 
@@ -95,7 +95,7 @@ def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_t
                              (tf.ragged.constant([[1], [2, 3]]), "tf.RaggedTensor has no one dense buffer"),
                              (tf.sparse.from_dense(tf.eye(2)), "tf.SparseTensor has no one dense buffer")]:
             try:
-                ab.convert_memory(data, "tensorflow", "numpy", gpu_id=None)
+                ab.convert.convert_memory(data, "tensorflow", "numpy", gpu_id=None)
             except ab.MemoryConversionError as error:
                 assert reason in str(error), str(error)
                 refused.append(reason)
@@ -107,11 +107,11 @@ def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_t
             assert isinstance(error, BufferError) and "string tensors hold no numbers" in str(error), str(error)
         np.testing.assert_array_equal(np.from_dlpack(ab.to_device(tf.Variable([3, 4]), "cpu")), [3, 4])
         v = tf.Variable([1.0, 2.5])
-        n = ab.convert_memory(v, "tensorflow", "numpy", gpu_id=None)
+        n = ab.convert.convert_memory(v, "tensorflow", "numpy", gpu_id=None)
         np.testing.assert_array_equal(n, [1.0, 2.5])
         # What TensorFlow holds stays read-only here, and read-only NumPy data goes into it.
         t = tf.constant([1.0, 2.0])
-        n = ab.convert_memory(t, "tensorflow", "numpy", gpu_id=None)
+        n = ab.convert.convert_memory(t, "tensorflow", "numpy", gpu_id=None)
         assert not n.flags.writeable
         try:
             ab.copy(np.ones(2, np.float32), t)
@@ -121,7 +121,7 @@ def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_t
         np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
         ro = np.arange(6.0).reshape(2, 3)[:, ::-1]
         ro.flags.writeable = False
-        y = ab.convert_memory(ro, "numpy", "tensorflow", gpu_id=None)
+        y = ab.convert.convert_memory(ro, "numpy", "tensorflow", gpu_id=None)
         np.testing.assert_array_equal(y.numpy(), ro)
         print("ok")
     """)
@@ -135,7 +135,7 @@ def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_t
 def test_what_jax_holds_stays_read_only_here():
     jax = pytest.importorskip("jax")
     x = jax.device_put(np.arange(4.0), jax.devices("cpu")[0])  # JAX's own host memory, even beside a GPU
-    n = ab.convert_memory(x, "jax", "numpy", gpu_id=None)
+    n = ab.convert.convert_memory(x, "jax", "numpy", gpu_id=None)
     assert not n.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         n[0] = 99
@@ -165,8 +165,18 @@ def test_a_legacy_capsule_cannot_say_it_may_be_written_so_it_is_read_only():
 def test_a_read_only_source_goes_into_jax_without_asking_for_a_version():
     ro = np.arange(4.0, dtype=np.float32)
     ro.flags.writeable = False
-    result = ab.convert_memory(ro, "numpy", "jax", gpu_id=None)
+    result = ab.convert.convert_memory(ro, "numpy", "jax", gpu_id=None)
     np.testing.assert_array_equal(np.asarray(result), ro)
     strided = np.arange(8, dtype=np.int32)[::2]
     strided.flags.writeable = False
-    np.testing.assert_array_equal(np.asarray(ab.convert_memory(strided, "numpy", "jax", gpu_id=None)), strided)
+    np.testing.assert_array_equal(np.asarray(ab.convert.convert_memory(strided, "numpy", "jax", gpu_id=None)), strided)
+
+
+def test_a_dtype_torch_does_not_take_is_one_line():
+    jnp = pytest.importorskip("jax.numpy")
+    pytest.importorskip("torch")
+    with pytest.raises(ab.MemoryConversionError) as error:
+        ab.convert.convert_memory(jnp.zeros(4, jnp.float8_e3m4), "jax", "torch", gpu_id=None)
+    message = str(error.value)
+    assert "torch has no float8_e3m4 tensors" in message, message
+    assert "\n" not in message and error.value.__cause__ is None and error.value.__suppress_context__

@@ -234,7 +234,7 @@ def test_our_tensors_become_torch_tensors_through_torchs_table(monkeypatch):
     made = _core.hand_over(tensor, torch.Tensor)
     assert isinstance(made, torch.Tensor) and made.data_ptr() == tensor.data_ptr
     monkeypatch.setattr(torch, "from_dlpack", refuse_dlpack)  # convert_memory's fallback
-    converted = ab.convert_memory(values, "numpy", "torch", gpu_id=None)
+    converted = ab.convert.convert_memory(values, "numpy", "torch", gpu_id=None)
     monkeypatch.undo()
     assert isinstance(converted, torch.Tensor) and converted.data_ptr() == values.ctypes.data
     del tensor  # torch's tensor keeps ours alive

@@ -51,22 +51,22 @@ def test_detect_memory_type():
     class Sub(np.ndarray):  # a subclass defined outside numpy still counts
         pass
 
-    assert ab.detect_memory_type(np.zeros(2)) is ab.MemoryType.NUMPY
-    assert ab.detect_memory_type(np.zeros(2).view(Sub)) is ab.MemoryType.NUMPY
-    assert ab.detect_memory_type(jnp.zeros(2)) is ab.MemoryType.JAX
+    assert ab.convert.detect_memory_type(np.zeros(2)) is ab.convert.MemoryType.NUMPY
+    assert ab.convert.detect_memory_type(np.zeros(2).view(Sub)) is ab.convert.MemoryType.NUMPY
+    assert ab.convert.detect_memory_type(jnp.zeros(2)) is ab.convert.MemoryType.JAX
     with pytest.raises(ValueError, match="list"):
-        ab.detect_memory_type([1, 2])
-    assert ab.MemoryType("jax") is ab.MemoryType.JAX
-    assert ab.CPU_MEMORY_TYPES | ab.GPU_MEMORY_TYPES == ab.SUPPORTED_MEMORY_TYPES
+        ab.convert.detect_memory_type([1, 2])
+    assert ab.convert.MemoryType("jax") is ab.convert.MemoryType.JAX
+    assert ab.convert.CPU_MEMORY_TYPES | ab.convert.GPU_MEMORY_TYPES == ab.convert.SUPPORTED_MEMORY_TYPES
 
 
 @pytest.mark.parametrize("dtype", ["bool", "uint8", "int64", "float32", "float64", "complex128"])
 def test_convert_memory_numpy_and_jax_both_ways(dtype):
     expected = sample(dtype, (4, 3))
-    as_jax = ab.convert_memory(expected.T, "numpy", "jax", gpu_id=None)
-    assert ab.detect_memory_type(as_jax) is ab.MemoryType.JAX
+    as_jax = ab.convert.convert_memory(expected.T, "numpy", "jax", gpu_id=None)
+    assert ab.convert.detect_memory_type(as_jax) is ab.convert.MemoryType.JAX
     np.testing.assert_array_equal(np.asarray(as_jax), expected.T)
-    as_numpy = ab.convert_memory(as_jax, ab.MemoryType.JAX, ab.MemoryType.NUMPY)
+    as_numpy = ab.convert.convert_memory(as_jax, ab.convert.MemoryType.JAX, ab.convert.MemoryType.NUMPY)
     assert isinstance(as_numpy, np.ndarray)
     np.testing.assert_array_equal(as_numpy, expected.T)
     assert data_pointer(as_numpy) == jax_pointer(as_jax)  # one exchange, no copy
@@ -74,27 +74,27 @@ def test_convert_memory_numpy_and_jax_both_ways(dtype):
 
 def test_convert_memory_numpy_to_numpy_is_the_same_memory():
     source = sample("int32")
-    assert data_pointer(ab.convert_memory(source, "numpy", "numpy")) == data_pointer(source)
-    assert data_pointer(ab.convert_memory(source, "numpy", "numpy", strict=True)) == data_pointer(source)
+    assert data_pointer(ab.convert.convert_memory(source, "numpy", "numpy")) == data_pointer(source)
+    assert data_pointer(ab.convert.convert_memory(source, "numpy", "numpy", host_staging=False)) == data_pointer(source)
 
 
 def test_convert_memory_errors_name_source_target_and_reason():
     with pytest.raises(ab.MemoryConversionError) as caught:
-        ab.convert_memory(np.ones(3), "jax", "numpy")
+        ab.convert.convert_memory(np.ones(3), "jax", "numpy")
     assert (caught.value.source_type, caught.value.target_type) == ("jax", "numpy")
     assert "numpy array, not jax" in caught.value.reason
     if ab.backends()[1].available is False:  # gpu_id=0 asks for CUDA, which is absent here
         with pytest.raises(ab.MemoryConversionError, match="CUDA unavailable") as caught:
-            ab.convert_memory(np.ones(3), "numpy", "jax")
+            ab.convert.convert_memory(np.ones(3), "numpy", "jax")
         assert isinstance(caught.value.__cause__, ab.DeviceError)
     with pytest.raises(ab.MemoryConversionError, match="gpu_id"):
-        ab.convert_memory(np.ones(3), "numpy", "jax", gpu_id=-1)
+        ab.convert.convert_memory(np.ones(3), "numpy", "jax", gpu_id=-1)
     with pytest.raises(ab.MemoryConversionError, match="CuPy arrays live on a GPU"):
-        ab.convert_memory(np.ones(3), "numpy", "cupy", gpu_id=None)
+        ab.convert.convert_memory(np.ones(3), "numpy", "cupy", gpu_id=None)
     with pytest.raises(ValueError, match="mxnet"):
-        ab.convert_memory(np.ones(3), "numpy", "mxnet")
+        ab.convert.convert_memory(np.ones(3), "numpy", "mxnet")
     with pytest.raises(ab.MemoryConversionError, match="not an array"):
-        ab.convert_memory("text", "numpy", "jax", gpu_id=None)
+        ab.convert.convert_memory("text", "numpy", "jax", gpu_id=None)
 
 
 # ------------------------------------------------------------------ CUDA peers
@@ -118,5 +118,5 @@ def test_cuda_framework_tensors_are_taken_and_given_back_zero_copy(framework):
     assert tensor.report.path == "zero_copy" and tensor.data_ptr + tensor.byte_offset == pointer
     np.testing.assert_array_equal(np.from_dlpack(ab.to_device(tensor, "cpu")), expected)
     target = {"torch": "torch", "cupy": "cupy", "jax": "jax"}[framework]
-    again = ab.convert_memory(x, target, target, gpu_id=0)
+    again = ab.convert.convert_memory(x, target, target, gpu_id=0)
     np.testing.assert_array_equal(np.from_dlpack(ab.to_device(again, "cpu")), expected)

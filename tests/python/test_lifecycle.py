@@ -196,7 +196,7 @@ def test_interpreter_shutdown_with_live_tensors_capsules_and_threads(attempt):
 def test_frameworks_are_imported_only_when_used():
     result = run_python("""
         import sys, numpy as np, arraybridge as ab
-        out = ab.convert_memory(np.ones(3), "numpy", "numpy")
+        out = ab.convert.convert_memory(np.ones(3), "numpy", "numpy")
         loaded = [m for m in ("jax", "torch", "cupy", "tensorflow", "pyclesperanto") if m in sys.modules]
         print(loaded)
     """)

@@ -28,8 +28,8 @@ ROWS = [
      "copy: dst (a str) is neither a DLPack capsule nor an object with __dlpack__: pass an array (NumPy, CuPy, "
      "torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule"),
     ("a stream for a CPU transfer", lambda: ab.to_device(SIX, "cpu", stream=5), ValueError,
-     "to_device: stream= orders CUDA work, and neither side of this to_device is on CUDA (CPU and OpenCL transfers "
-     "here are synchronous: pass stream=None)"),
+     "to_device: stream= names a DLPack stream, and neither side of this to_device has DLPack streams (its work "
+     "is synchronous, or on the runtime's own queue with non_blocking=True: pass stream=None)"),
     ("shapes that differ", lambda: ab.copy(SIX, np.zeros(5, np.float32)), ab.InvalidArgumentError,
      "copy: source shape [6] differs from destination shape [5]"),
     ("a read-only destination", lambda: ab.copy(SIX, READ_ONLY), ab.DLPackError,

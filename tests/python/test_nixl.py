@@ -59,7 +59,7 @@ def assert_both_ok(scenario, **kwargs):
 
 def test_nixl_is_importable_here():
     # In a process of its own, as every test here: UCX's memory hooks stay out of the test runner.
-    check = "import arraybridge as ab; assert ab.nixl_available(); print('ok')"
+    check = "from arraybridge import nixl; assert nixl.nixl_available(); print('ok')"
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1"))
     assert done.stdout.strip() == "ok", done.stdout + done.stderr
@@ -108,7 +108,8 @@ def test_vram_to_vram_between_two_processes():
 
 
 BAD_ARGUMENTS = """
-import arraybridge as ab
+from arraybridge import nixl
+nixl.skip_infiniband()
 def refused(call, words):
     try:
         call()
@@ -116,8 +117,8 @@ def refused(call, words):
         assert words in str(error), error
     else:
         raise AssertionError(f"not refused: {words}")
-refused(lambda: ab.NixlPeer(""), "non-empty string")
-with ab.NixlPeer("lonely") as peer:
+refused(lambda: nixl.Peer(""), "non-empty string")
+with nixl.Peer("lonely") as peer:
     refused(lambda: peer.send([1, 2], to="nobody"), "no peer named 'nobody'")
     refused(lambda: peer.recv(), "name the peer")
     assert peer.stats()["registrations"] == 0, peer.stats()
@@ -136,6 +137,7 @@ def test_bad_arguments_are_named():
 TIMEOUT_THEN_DONE = """
 import numpy as np
 from arraybridge import nixl
+nixl.skip_infiniband()
 with nixl.Peer("a") as a, nixl.Peer("b") as b:
     a.connect(b.address)
     b.peers(wait_for=1)
@@ -163,3 +165,31 @@ def test_a_timed_out_wait_can_be_waited_for_again():
     done = subprocess.run([sys.executable, "-c", TIMEOUT_THEN_DONE], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
     assert done.returncode == 0 and "retried ok" in done.stdout, done.stdout + done.stderr
+
+
+UNASKED = """
+import os, warnings
+from arraybridge import nixl
+before = dict(os.environ)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    nixl.Peer("unasked").close()
+    nixl.Peer("again").close()
+assert dict(os.environ) == before, set(os.environ.items()) ^ set(before.items())
+print("warned", [str(w.message) for w in caught if w.category is RuntimeWarning])
+print("asked", nixl.skip_infiniband(), os.environ["UCX_MODULES"], nixl.skip_infiniband(), flush=True)
+"""
+
+
+@pytest.mark.skipif(os.path.isdir("/sys/class/infiniband") and bool(os.listdir("/sys/class/infiniband")),
+                    reason="this machine has InfiniBand devices: UCX's module has one to drive")
+def test_the_environment_is_the_callers_to_change():
+    # A Peer leaves os.environ alone and says, once, what the caller may set; skip_infiniband sets it when asked.
+    env = {k: v for k, v in os.environ.items() if k != "UCX_MODULES"}
+    done = subprocess.run([sys.executable, "-c", UNASKED], capture_output=True, text=True, timeout=60,
+                          env=dict(env, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
+    lines = {line.split(" ", 1)[0]: line for line in done.stdout.splitlines()}
+    said = done.stdout + done.stderr
+    assert "Call arraybridge.nixl.skip_infiniband() before the first Peer" in lines.get("warned", ""), said
+    assert lines["warned"].count("skip_infiniband") == 1, lines["warned"]  # once per process
+    assert lines.get("asked") == "asked True ^ib False", said

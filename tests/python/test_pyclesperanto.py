@@ -20,17 +20,17 @@ def test_numpy_into_pyclesperanto_and_back(dtype, layout):
     source = views(sample(dtype, (4, 6)))[layout]
     if source.ndim > 3:  # pyclesperanto takes up to 3 dimensions: (1, 4, 1, 6) -> (4, 1, 6)
         source = source[0]
-    array = ab.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0)
-    assert ab.detect_memory_type(array) is ab.MemoryType.PYCLESPERANTO
+    array = ab.convert.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0)
+    assert ab.convert.detect_memory_type(array) is ab.convert.MemoryType.PYCLESPERANTO
     assert tuple(array.shape) == source.shape and np.dtype(array.dtype) == source.dtype
     np.testing.assert_array_equal(cle.pull(array), source)  # pyclesperanto can read its buffer
-    back = ab.convert_memory(array, "pyclesperanto", "numpy", gpu_id=None)
+    back = ab.convert.convert_memory(array, "pyclesperanto", "numpy", gpu_id=None)
     np.testing.assert_array_equal(back, source)
 
 
 def test_pyclesperanto_computes_on_what_we_delivered():
     source = np.arange(12, dtype=np.float32).reshape(3, 4)
-    array = ab.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0)
+    array = ab.convert.convert_memory(source, "numpy", "pyclesperanto", gpu_id=0)
     np.testing.assert_array_equal(cle.pull(cle.add_image_and_scalar(array, scalar=1)), source + 1)
 
 
@@ -68,17 +68,35 @@ def test_what_pyclesperanto_cannot_hold_is_refused_clearly():
                                                                    r"\(0, 3\) into \(1, 3\)\)"),
                                  (sample("float32"), None, "gpu_id=None")]:
         with pytest.raises(ab.MemoryConversionError, match=reason) as error:
-            ab.convert_memory(data, "numpy", "pyclesperanto", gpu_id=gpu_id)
+            ab.convert.convert_memory(data, "numpy", "pyclesperanto", gpu_id=gpu_id)
         assert error.value.target_type == "pyclesperanto"
     assert cle.get_device().name == cle.list_available_devices()[0]  # the current device is left alone
-    # strict is the planner's: within pyclesperanto's context one device copy is allowed...
-    same = ab.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0, strict=True)
+    # host staging is the planner's to refuse: within pyclesperanto's context one device copy is allowed...
+    same = ab.convert.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0,
+                                     host_staging=False)
     np.testing.assert_array_equal(cle.pull(same), sample("float32"))
     # ...and a buffer of another context (ours) reaches it only through host memory: refused.
     ours = ab.to_device(sample("float32"), "opencl:0")
     with pytest.raises(ab.ArrayBridgeError, match="only host staging can bridge"):
-        ab.copy(ours, same, strict=True)
+        ab.copy(ours, same, host_staging=False)
+    # strict=True, its old spelling, refuses the same, warning where the caller wrote it (this file).
+    with pytest.warns(DeprecationWarning, match=r"^copy\(strict=True\) is copy\(host_staging=False\) now$") as caught:
+        with pytest.raises(ab.ArrayBridgeError, match="only host staging can bridge"):
+            ab.copy(ours, same, strict=True)
+    assert caught[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match=r"^copy_many\(strict=True\) is copy_many\(host_staging=False\)"):
+        with pytest.raises(ab.ArrayBridgeError, match="only host staging can bridge"):
+            ab.copy_many([ours], [same], strict=True)
+    with pytest.raises(TypeError, match=r"give host_staging= only \(strict= is its old spelling\)"):
+        ab.copy(ours, same, strict=True, host_staging=False)
+    # to_device parses it as copy does (in C), and so does a structure's (in Python) and Tensor.to.
+    for move in (lambda: ab.to_device(ours, "cpu", strict=True), lambda: ab.to_device({"a": ours}, "cpu", strict=True),
+                 lambda: ours.to("cpu", strict=True)):
+        with pytest.warns(DeprecationWarning, match=r"(to_device|Tensor.to)\(strict=True\) is \S+\(host_staging=Fal") as said:
+            moved = move()
+        assert said[0].filename == __file__
+        np.testing.assert_array_equal(np.from_dlpack(moved["a"] if isinstance(moved, dict) else moved), sample("float32"))
     ab.copy(ours, same)
     np.testing.assert_array_equal(cle.pull(same), sample("float32"))
-    copied = ab.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0)
+    copied = ab.convert.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0)
     np.testing.assert_array_equal(cle.pull(copied), sample("float32"))

@@ -14,7 +14,7 @@ import arraybridge as ab
 ])
 def test_unknown_type_names_are_conversion_errors(source_type, target_type, reason):
     with pytest.raises(ab.MemoryConversionError) as caught:
-        ab.convert_memory(np.ones(2), source_type, target_type, gpu_id=None)
+        ab.convert.convert_memory(np.ones(2), source_type, target_type, gpu_id=None)
     assert reason in caught.value.reason
     assert isinstance(caught.value, ab.ArrayBridgeError) and isinstance(caught.value, ValueError)
     assert (caught.value.source_type, caught.value.target_type) == (str(source_type), str(target_type))
@@ -29,25 +29,25 @@ def test_unknown_type_names_are_conversion_errors(source_type, target_type, reas
 ])
 def test_bad_gpu_ids_are_named(gpu_id, reason):
     with pytest.raises(ab.MemoryConversionError, match="gpu_id") as caught:
-        ab.convert_memory(np.ones(2), "numpy", "jax", gpu_id=gpu_id)
+        ab.convert.convert_memory(np.ones(2), "numpy", "jax", gpu_id=gpu_id)
     assert reason in caught.value.reason
 
 
 def test_numpy_integers_are_gpu_ids_and_a_gpu_for_a_cpu_target_is_refused():
     source = np.arange(3, dtype=np.int32)
-    out = ab.convert_memory(source, "numpy", "numpy", gpu_id=np.int64(0))
+    out = ab.convert.convert_memory(source, "numpy", "numpy", gpu_id=np.int64(0))
     np.testing.assert_array_equal(out, source)
     with pytest.raises(ab.MemoryConversionError, match=r"numpy arrays live on the CPU; gpu_id=2 names a GPU"):
-        ab.convert_memory(source, "numpy", "numpy", gpu_id=np.uint8(2))
-    np.testing.assert_array_equal(ab.convert_memory(source, "numpy", "numpy", gpu_id=None), source)
+        ab.convert.convert_memory(source, "numpy", "numpy", gpu_id=np.uint8(2))
+    np.testing.assert_array_equal(ab.convert.convert_memory(source, "numpy", "numpy", gpu_id=None), source)
 
 
 def test_other_objects_of_a_framework_are_not_arrays():
     for thing in [np.dtype("f4"), np.float32, "text", [1, 2]]:
         with pytest.raises(ValueError, match="is not an array of numpy, cupy"):
-            ab.detect_memory_type(thing)
+            ab.convert.detect_memory_type(thing)
     with pytest.raises(ab.MemoryConversionError, match="not an array"):
-        ab.convert_memory(np.dtype("f4"), "numpy", "numpy", gpu_id=None)
+        ab.convert.convert_memory(np.dtype("f4"), "numpy", "numpy", gpu_id=None)
 
 
 def test_non_arrays_name_the_argument():
@@ -65,7 +65,7 @@ def test_what_numpy_accepts_as_a_dtype_is_accepted(spelling):
     out = np.from_dlpack(ab.to_device(source, "cpu", dtype=spelling))
     assert out.dtype == np.float64
     np.testing.assert_array_equal(out, source)
-    moved = ab.convert_memory(source, "numpy", "numpy", gpu_id=None, dtype=spelling)
+    moved = ab.convert.convert_memory(source, "numpy", "numpy", gpu_id=None, dtype=spelling)
     assert moved.dtype == np.float64
 
 

@@ -30,18 +30,18 @@ CONVERSIONS = textwrap.dedent("""
     t = ab.to_device(x, "cpu")
     assert t.report.path == "zero_copy", t.report
     np.testing.assert_array_equal(np.from_dlpack(t), np.arange(12, dtype=np.float32).reshape(3, 4))
-    back = ab.convert_memory(x, "tensorflow", "numpy", gpu_id=None)
+    back = ab.convert.convert_memory(x, "tensorflow", "numpy", gpu_id=None)
     np.testing.assert_array_equal(back, x.numpy())
     # us -> TensorFlow: a strided NumPy view arrives compact (TensorFlow takes nothing else), every dtype.
     for dtype in ["bool", "int8", "int32", "int64", "uint8", "uint16", "float16", "float32", "float64",
                   "complex64", "complex128"]:
         source = (np.arange(24).reshape(4, 6) % 3).astype(dtype)[::2, ::-1].T
-        y = ab.convert_memory(source, "numpy", "tensorflow", gpu_id=None)
+        y = ab.convert.convert_memory(source, "numpy", "tensorflow", gpu_id=None)
         assert isinstance(y, tf.Tensor) and y.dtype.name == source.dtype.name, (y.dtype, dtype)
         np.testing.assert_array_equal(y.numpy(), source)
-    j = ab.convert_memory(x, "tensorflow", "jax", gpu_id=None)
+    j = ab.convert.convert_memory(x, "tensorflow", "jax", gpu_id=None)
     np.testing.assert_array_equal(np.asarray(j), x.numpy())
-    assert ab.detect_memory_type(x) is ab.MemoryType.TENSORFLOW
+    assert ab.convert.detect_memory_type(x) is ab.convert.MemoryType.TENSORFLOW
 """)
 
 
@@ -138,13 +138,13 @@ PYCLESPERANTO = textwrap.dedent("""
     np.testing.assert_array_equal(np.from_dlpack(view.to("cpu")), src)
     cast = ab.to_device(view, "opencl:0", dtype="float32", copy=True)  # our kernel, built in its context
     np.testing.assert_array_equal(np.from_dlpack(cast.to("cpu")), src.astype(np.float32))
-    given = ab.convert_memory(src.T.astype(np.float32), "numpy", "pyclesperanto", gpu_id=0)
+    given = ab.convert.convert_memory(src.T.astype(np.float32), "numpy", "pyclesperanto", gpu_id=0)
     np.testing.assert_array_equal(cle.pull(cle.add_image_and_scalar(given, scalar=1)), src.T + 1)
     target = cle.create((5, 7), dtype=np.float32)
     ab.copy(ab.to_device(src, "opencl:0"), target)  # from our context into its own
     np.testing.assert_array_equal(cle.pull(target), src.astype(np.float32))
     x = tf.constant(src)
-    np.testing.assert_array_equal(cle.pull(ab.convert_memory(x, "tensorflow", "pyclesperanto", gpu_id=0)), src)
+    np.testing.assert_array_equal(cle.pull(ab.convert.convert_memory(x, "tensorflow", "pyclesperanto", gpu_id=0)), src)
     print("ok")
 """)
 
@@ -200,7 +200,7 @@ def test_tensorflow_into_pyclesperanto_in_either_import_order_never_crashes(firs
         import numpy as np, tensorflow as tf, arraybridge as ab
         x = tf.reshape(tf.range(6, dtype=tf.int32), (2, 3))
         try:
-            y = ab.convert_memory(x, "tensorflow", "pyclesperanto", 0)
+            y = ab.convert.convert_memory(x, "tensorflow", "pyclesperanto", 0)
         except ab.MemoryConversionError as refused:
             assert "{first}" == "tensorflow", refused
             assert "would crash" in str(refused) and "before importing TensorFlow" in str(refused), refused

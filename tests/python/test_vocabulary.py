@@ -1,5 +1,8 @@
 """One vocabulary from C to Python: device and dtype names, status values and
 their classes all come from the library, and only _core holds its pointers."""
+import pathlib
+import re
+
 import numpy as np
 import pytest
 
@@ -26,10 +29,18 @@ def test_device_names_are_the_librarys():
         _device.parse_device("cuda_host:1")
 
 
+DLPACK_H = pathlib.Path(__file__).resolve().parents[2] / "include" / "arraybridge" / "dlpack.h"
+
+
 def test_device_types_are_dlpack_h_values_from_the_librarys_kind_table():
+    # The package names no device type itself: dlpack.h's values come through the kind table.
+    value = {name: int(number) for name, number in re.findall(r"^\s+(kDL\w+) = (\d+),", DLPACK_H.read_text(), re.M)}
     assert [(t.name, int(t)) for t in ab.DLDeviceType] == [
-        ("CPU", lib.kDLCPU), ("CUDA", lib.kDLCUDA), ("CUDA_HOST", lib.kDLCUDAHost),
-        ("CUDA_MANAGED", lib.kDLCUDAManaged), ("OPENCL", lib.kDLOpenCL)]
+        ("CPU", value["kDLCPU"]), ("CUDA", value["kDLCUDA"]), ("CUDA_HOST", value["kDLCUDAHost"]),
+        ("CUDA_MANAGED", value["kDLCUDAManaged"]), ("OPENCL", value["kDLOpenCL"])]
+    # Which queue orders each kind's work, and whose data is a handle, come from it too.
+    assert _kinds.DLPACK_STREAMS == {ab.DLDeviceType.CUDA}
+    assert _kinds.HANDLES == {ab.DLDeviceType.OPENCL}
     count = ffi.new("int32_t*")
     assert lib.abr_device_kind_count(count) == lib.ABR_OK and count[0] == len(ab.DLDeviceType)
     # The backends and the variables that disable them come from the same table.

@@ -60,7 +60,7 @@ def test_copy_of_a_state_dict_into_another_writes_every_tensor():
 @needs_torch
 def test_convert_memory_of_a_state_dict_keeps_its_type_and_values():
     sd = state_dict()
-    converted = ab.convert_memory(sd, "torch", "numpy", None)
+    converted = ab.convert.convert_memory(sd, "torch", "numpy", None)
     assert type(converted) is collections.OrderedDict and list(converted) == list(sd)
     for key, value in sd.items():
         assert isinstance(converted[key], np.ndarray)
@@ -91,7 +91,7 @@ def test_subclasses_of_mapping_list_and_tuple_are_structures_rebuilt_as_themselv
     proxy = ab.to_device(_FrozenMap(w=np.arange(4)), "cpu")
     assert type(proxy) is _FrozenMap
     np.testing.assert_array_equal(np.from_dlpack(proxy["w"]), np.arange(4))
-    nested = ab.convert_memory({"a": Batch(np.ones(2), [np.zeros(1)])}, "numpy", "numpy", None)
+    nested = ab.convert.convert_memory({"a": Batch(np.ones(2), [np.zeros(1)])}, "numpy", "numpy", None)
     assert type(nested["a"]) is Batch and type(nested["a"].labels) is list
 
 
@@ -120,7 +120,7 @@ def test_a_mapping_made_from_a_dict_comes_back_as_itself_whole():
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")
 def test_a_target_framework_that_is_not_installed_is_a_conversion_error():
     with pytest.raises(ab.MemoryConversionError, match="cupy"):
-        ab.convert_memory(np.ones(3), "numpy", "cupy", 0)
+        ab.convert.convert_memory(np.ones(3), "numpy", "cupy", 0)
 
 
 class _FrozenMap(_KeepsItsArgument):
@@ -186,7 +186,7 @@ def test_a_named_failure_keeps_its_class_and_status():
         ab.to_device({"a": xs[0], "b": ab.to_device(xs[1], "opencl:0")}, "cpu", copy=False)
     assert raised.value.status_name == "ABR_ERR_COPY_REQUIRED"
     with pytest.raises(ab.MemoryConversionError, match=r"data\['b'\]\[0\]"):
-        ab.convert_memory({"a": np.ones(2, dtype=np.float32), "b": [np.array(["text"])]}, "numpy", "jax", None)
+        ab.convert.convert_memory({"a": np.ones(2, dtype=np.float32), "b": [np.array(["text"])]}, "numpy", "jax", None)
 
 
 # ------------------------------------------------------------------ flipped images into torch
@@ -199,18 +199,18 @@ def test_a_flipped_image_into_torch_is_one_compact_copy_with_exact_values(flip, 
     view = {"rows": img[::-1], "channels": img[..., ::-1], "both": img[::-1, :, ::-1],
             "transposed": img[::-1].transpose(2, 0, 1)}[flip]
     with caplog.at_level("DEBUG", logger="arraybridge"):
-        got = ab.convert_memory(view, "numpy", "torch", None)
+        got = ab.convert.convert_memory(view, "numpy", "torch", None)
     assert isinstance(got, torch.Tensor) and got.dtype == torch.uint8
     np.testing.assert_array_equal(got.numpy(), view, strict=True)
     assert not np.shares_memory(got.numpy(), img)  # a copy, the only one needed
     assert any("negative strides" in record.getMessage() for record in caplog.records), caplog.text
     with pytest.raises(ab.MemoryConversionError, match="negative strides"):
-        ab.convert_memory(view, "numpy", "torch", None, copy=False)
+        ab.convert.convert_memory(view, "numpy", "torch", None, copy=False)
     # what torch can hold stays a view: a transpose or a step, and broadcasting
-    plain = ab.convert_memory(img.transpose(2, 0, 1)[:, ::2], "numpy", "torch", None, copy=False)
+    plain = ab.convert.convert_memory(img.transpose(2, 0, 1)[:, ::2], "numpy", "torch", None, copy=False)
     assert np.shares_memory(plain.numpy(), img)
     # the same in a structure, and on to_device with contiguous="nonnegative"
-    both = ab.convert_memory({"image": view, "same": img}, "numpy", "torch", None)
+    both = ab.convert.convert_memory({"image": view, "same": img}, "numpy", "torch", None)
     np.testing.assert_array_equal(both["image"].numpy(), view)
     t = ab.to_device(view, "cpu", contiguous="nonnegative")
     assert t.report.path == "host_copy" and "negative strides" in t.report.detail, t.report
@@ -233,10 +233,10 @@ def test_copy_false_refuses_what_a_target_must_copy_naming_why():
     frozen.flags.writeable = False
     if HAVE_TORCH:
         with pytest.raises(ab.MemoryConversionError, match="read-only.*copy=False"):
-            ab.convert_memory(frozen, "numpy", "torch", None, copy=False)
+            ab.convert.convert_memory(frozen, "numpy", "torch", None, copy=False)
     with pytest.raises(ab.MemoryConversionError, match="copy=False"):
-        ab.convert_memory(np.arange(4.0)[::2], "numpy", "jax", None, copy=False)
-    got = ab.convert_memory(np.arange(4.0), "numpy", "numpy", None, copy=True)
+        ab.convert.convert_memory(np.arange(4.0)[::2], "numpy", "jax", None, copy=False)
+    got = ab.convert.convert_memory(np.arange(4.0), "numpy", "numpy", None, copy=True)
     assert got.flags.writeable and not np.shares_memory(got, frozen)
 
 

@@ -1,5 +1,11 @@
-/* The fast-call argument parser and the interned names the entry points share. */
+/* The fast-call argument parser, the interned names the entry points share, the
+ * parsers of their arguments (device, copy, dtype, stream, flags), and the
+ * restatement of an argument's error as the caller's call. */
+#include <string.h>
+
 #include "core.h"
+
+_Static_assert(sizeof(long) >= 8, "device strings are cached as (type << 32 | id) in a long");
 
 Names names;
 
@@ -60,4 +66,177 @@ int parse_arguments(const char* function, PyObject* const* args, Py_ssize_t narg
       return -1;
     }
   return 0;
+}
+
+int unpack_pair(PyObject* pair, DLDevice* out) {
+  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+    PyErr_SetString(PyExc_TypeError, "arraybridge: parse_device must return a (type, id) pair");
+    return -1;
+  }
+  long type = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
+  long id = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+  if (PyErr_Occurred()) return -1;
+  out->device_type = (DLDeviceType)type;
+  out->device_id = (int32_t)id;
+  return 0;
+}
+
+/* Device strings are parsed once by the Python hook, then found here. */
+int parse_device(PyObject* device, DLDevice* out) {
+  static PyObject* cache; /* str -> (type << 32 | id); type < 2^31, so it fits a 64-bit long */
+  if (!cache && !(cache = PyDict_New())) return -1;
+  static PyObject* last; /* the last string parsed, and its device: most callers repeat one literal */
+  static DLDevice last_device;
+  if (device == last) {
+    *out = last_device;
+    return 0;
+  }
+  const int is_text = PyUnicode_CheckExact(device);
+  if (is_text) {
+    PyObject* packed = PyDict_GetItemWithError(cache, device);
+    if (packed) {
+      long value = PyLong_AsLong(packed); /* 64 bits here; cheaper than the unsigned conversions */
+      out->device_type = (DLDeviceType)(value >> 32);
+      out->device_id = (int32_t)(uint32_t)value;
+      Py_INCREF(device);
+      Py_XSETREF(last, device);
+      last_device = *out;
+      return 0;
+    }
+    if (PyErr_Occurred()) return -1;
+  }
+  PyObject* pair = PyObject_CallOneArg(hooks.parse_device, device);
+  if (!pair) return -1;
+  int status = unpack_pair(pair, out);
+  Py_DECREF(pair);
+  if (status < 0 || !is_text || PyDict_GET_SIZE(cache) >= 256) return status;
+  PyObject* packed = PyLong_FromLong((long)(((uint64_t)(uint32_t)out->device_type << 32) | (uint32_t)out->device_id));
+  if (!packed || PyDict_SetItem(cache, device, packed) < 0) status = -1;
+  Py_XDECREF(packed);
+  return status;
+}
+
+int parse_copy(PyObject* copy, abr_copy_mode* out) {
+  if (!copy || copy == Py_None)
+    *out = ABR_COPY_IF_NEEDED;
+  else if (copy == Py_True)
+    *out = ABR_COPY_ALWAYS;
+  else if (copy == Py_False)
+    *out = ABR_COPY_NEVER;
+  else {
+    PyErr_Format(PyExc_ValueError, "arraybridge: copy must be None, True or False, not %R", copy);
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_flag(PyObject* value, uint32_t flag, uint32_t* flags) {
+  if (!value) return 0;
+  int truth = PyObject_IsTrue(value);
+  if (truth < 0) return -1;
+  if (truth) *flags |= flag;
+  return 0;
+}
+
+/* contiguous=: False, True (compact row-major) or "nonnegative" (no negative stride). */
+int parse_contiguous(PyObject* value, uint32_t* flags) {
+  if (value && PyUnicode_Check(value)) {
+    if (PyUnicode_CompareWithASCIIString(value, "nonnegative") != 0) {
+      PyErr_Format(PyExc_ValueError,
+                   "arraybridge: contiguous must be True, False or \"nonnegative\" (no negative strides, as "
+                   "PyTorch needs), not %R",
+                   value);
+      return -1;
+    }
+    *flags |= ABR_TRANSFER_NO_NEGATIVE_STRIDES;
+    return 0;
+  }
+  return parse_flag(value, ABR_TRANSFER_REQUIRE_CONTIGUOUS, flags);
+}
+
+int parse_host_staging(PyObject* host_staging, PyObject* strict, const char* call, uint32_t* flags) {
+  if (strict) {
+    if (host_staging) {
+      PyErr_Format(PyExc_TypeError, "arraybridge: give host_staging= only (strict= is its old spelling)");
+      return -1;
+    }
+    const int refuse = PyObject_IsTrue(strict);
+    if (refuse < 0 ||
+        PyErr_WarnFormat(PyExc_DeprecationWarning, 1, "%s(strict=%R) is %s(host_staging=%s) now", call, strict, call,
+                         refuse ? "False" : "True") < 0)
+      return -1;
+    if (refuse) *flags |= ABR_TRANSFER_NO_HOST_STAGING;
+    return 0;
+  }
+  const int allowed = host_staging ? PyObject_IsTrue(host_staging) : 1;
+  if (allowed < 0) return -1;
+  if (!allowed) *flags |= ABR_TRANSFER_NO_HOST_STAGING;
+  return 0;
+}
+
+int parse_truth(PyObject* value, int* out) {
+  *out = value ? PyObject_IsTrue(value) : 0;
+  return *out < 0 ? -1 : 0;
+}
+
+int parse_dtype(PyObject* dtype, DLDataType* out) {
+  if (!dtype || dtype == Py_None) return 0;
+  PyObject* triple = PyObject_CallOneArg(hooks.parse_dtype, dtype);
+  if (!triple) return -1;
+  long code = -1, bits = -1, lanes = -1;
+  if (PyTuple_Check(triple) && PyTuple_GET_SIZE(triple) == 3) {
+    code = PyLong_AsLong(PyTuple_GET_ITEM(triple, 0));
+    bits = PyLong_AsLong(PyTuple_GET_ITEM(triple, 1));
+    lanes = PyLong_AsLong(PyTuple_GET_ITEM(triple, 2));
+  }
+  Py_DECREF(triple);
+  if (PyErr_Occurred()) return -1;
+  if (code < 0 || code > 255 || bits < 0 || bits > 255 || lanes < 0 || lanes > 65535) {
+    PyErr_Format(PyExc_ValueError, "arraybridge: dtype %R is not a DLPack (code, bits, lanes) triple", dtype);
+    return -1;
+  }
+  out->code = (uint8_t)code;
+  out->bits = (uint8_t)bits;
+  out->lanes = (uint16_t)lanes;
+  return 0;
+}
+
+int parse_stream(PyObject* stream, uintptr_t* out) {
+  if (!stream || stream == Py_None) return 0;
+  PyObject* handle = PyObject_CallOneArg(hooks.stream_handle, stream);
+  if (!handle) return -1;
+  *out = (uintptr_t)PyLong_AsUnsignedLongLong(handle);
+  Py_DECREF(handle);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+/* A plain ValueError or TypeError the package raised as "arraybridge: <problem>"
+ * while serving `call` is restated as "<call>: <problem>": the caller reads the
+ * call it made, not the package's name. Exceptions of our own classes already
+ * name the call; anything else passes unchanged. Always returns NULL. */
+PyObject* restated(const char* call) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  if (!type) return NULL;
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if ((type == PyExc_ValueError || type == PyExc_TypeError) && value) {
+    PyObject* text = PyObject_Str(value);
+    const char* words = text ? PyUnicode_AsUTF8(text) : NULL;
+    static const char kPrefix[] = "arraybridge: ";
+    if (words && strncmp(words, kPrefix, sizeof kPrefix - 1) == 0) {
+      PyErr_Format(type, "%s: %s", call, words + sizeof kPrefix - 1);
+      Py_DECREF(text);
+      Py_DECREF(type);
+      Py_DECREF(value);
+      PyObject *new_type, *new_value, *unused;
+      PyErr_Fetch(&new_type, &new_value, &unused);
+      Py_XDECREF(unused);
+      PyErr_Restore(new_type, new_value, traceback); /* where it was raised, still */
+      return NULL;
+    }
+    Py_XDECREF(text);
+    PyErr_Clear(); /* str() itself failed: the original goes on */
+  }
+  PyErr_Restore(type, value, traceback);
+  return NULL;
 }

@@ -188,18 +188,104 @@ int exchange_import(PyObject* x, Imported* out);
 PyObject* core_hand_over(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
 PyObject* core_handover_ns(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
 
-/* ---------------------------------------------------------- transfer.c */
+/* ---------------------------------------------------------- args.c (parsers) */
 
-/* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
- * capsule, what its type's exchange API exports, or what __dlpack__ returns. */
+/* Each parses one argument into the request (a NULL value: its default); 0, or -1
+ * with an exception. Device strings are parsed by the Python hook once, then cached. */
+int unpack_pair(PyObject* pair, DLDevice* out);
+int parse_device(PyObject* device, DLDevice* out);
+int parse_copy(PyObject* copy, abr_copy_mode* out);
+int parse_contiguous(PyObject* value, uint32_t* flags);
+int parse_truth(PyObject* value, int* out);
+int parse_dtype(PyObject* dtype, DLDataType* out);
+/* host_staging=False (or strict=True, its old spelling, which warns; not both)
+ * refuses any path through host memory: ABR_TRANSFER_NO_HOST_STAGING. */
+int parse_host_staging(PyObject* host_staging, PyObject* strict, const char* call, uint32_t* flags);
+/* A stream argument (None, a DLPack stream value or a framework's stream object)
+ * as a native stream handle, 0 for none; -1 with an exception. */
+int parse_stream(PyObject* stream, uintptr_t* out);
+/* A plain ValueError or TypeError the package raised as "arraybridge: <problem>"
+ * restated as "<call>: <problem>". Always returns NULL. */
+PyObject* restated(const char* call);
+
+/* ---------------------------------------------------------- import.c */
+
 /* What an import is for: a transfer that may copy, one that must not, a write into
  * it, or its memory shared as it is with another process (IPC). */
 typedef enum { IMPORT_MAY_COPY, IMPORT_NO_COPY, IMPORT_DESTINATION, IMPORT_SHARED } ImportPurpose;
-/* role: the argument's name, for errors. */
+/* The producer's tensor, owned by the caller: a view of a Tensor, a consumed
+ * capsule, what its type's exchange API exports, or what __dlpack__ returns.
+ * role: the argument's name, for errors. */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out);
+/* Whether `t->shape` may be read for its `ndim` extents. */
+int has_readable_shape(const DLTensor* t);
+
+/* ---------------------------------------------------------- queue.c */
+
 /* Reads the library's device kinds once, at import: which memory the host reads in
- * place. 0, or -1 with an exception. */
-int host_kinds_init(void);
+ * place, and which queue orders each kind's work. 0, or -1 with an exception. */
+int kinds_init(void);
+/* The kind table's ABR_KIND_* flags of a device type; 0 for one it does not know. */
+uint32_t kind_flags(DLDeviceType type);
+/* With ABR_KIND_DLPACK_STREAMS: the DLPack value of the type's default stream. */
+uint32_t kind_default_stream(DLDeviceType type);
+/* Whether DLPack's stream values name the device's queues (a stream= applies). */
+static inline int has_dlpack_streams(DLDevice device) {
+  return (kind_flags(device.device_type) & ABR_KIND_DLPACK_STREAMS) != 0;
+}
+int on_device(DLDevice a, DLDevice b);
+/* The device whose queue orders a transfer between `src` and `dst` (a side with
+ * DLPack streams, else a queued side, the destination when both are alike): 1 with
+ * *out set, 0 when neither side queues work. */
+int queue_side(DLDevice src, DLDevice dst, DLDevice* out);
+/* Where non_blocking work goes when the caller names no stream: the default DLPack
+ * stream of the queue side (*stream), or the runtime's own queue there (*own);
+ * nothing for host memory. 0, or -1 with an exception. */
+int default_queue(abr_runtime* runtime, DLDevice src, DLDevice dst, uintptr_t* stream, abr_stream** own);
+/* Waits for the queued work still filling a source (a non_blocking Tensor). */
+abr_status wait_until_filled(abr_event* after, DLDevice where, abr_stream* stream);
+/* An event after the work queued so far on a producer's stream, for a view of its memory. */
+abr_status after_producer(abr_runtime* runtime, DLDevice device, uintptr_t stream, abr_event** done);
+/* Waits for each distinct producer stream of `imports`; the GIL must be released. */
+abr_status wait_for_producers(abr_runtime* runtime, const Imported* imports, DLManagedTensorVersioned** tensors,
+                              Py_ssize_t n);
+/* After queued work: an Event the Tensor or the caller holds (*out), or nothing when
+ * it is complete already. 0, or -1 with an exception: the work's failure. */
+int hold_completion(abr_event* done, PyObject* keep, const char* context, PyObject** out);
+
+/* ---------------------------------------------------------- transfer.c, transfer_many.c */
+
+/* A parsed request. Everything that can fail is parsed before the source is
+ * consumed, so a bad argument leaves the caller's object untouched. */
+typedef struct {
+  int has_dst; /* 0: keep the source's device */
+  DLDevice dst;
+  abr_transfer_options options;
+  uintptr_t stream; /* a native stream of the queue side (DLPack's value), 0 for none */
+  int non_blocking; /* return once the work is queued: the Tensor holds its Event */
+  const char* context;
+} Request;
+void init_request(Request* request, const char* context);
+void raise_error(abr_status status, const Request* request);
+/* Host copies this small keep the GIL: releasing and retaking it (and deferring the
+ * producer's deleter to a pending call) costs more than such a copy, which is over
+ * well within a switch interval. */
+#define HOLD_GIL_HOST_BYTES (1u << 20)
+int is_small_host_copy(const DLTensor* src, DLDevice dst, uintptr_t stream);
+/* 1 for a structure of arrays: a list, tuple or mapping, subclasses included. */
+int is_structure(PyObject* x);
+PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_is_flat(PyObject* module, PyObject* list);
+PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+extern const char core_to_device_doc[];
+extern const char core_to_device_many_doc[];
+extern const char core_copy_many_doc[];
+extern const char core_from_dlpack_doc[];
+extern const char core_copy_doc[];
 
 /* ---------------------------------------------------------- ndarray.c */
 
@@ -225,25 +311,6 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
 /* Replaces the pending exception of a failed PyTorch export with the package's one
  * line naming what was wrong (a MemoryError or a non-Exception is left alone). */
 void torch_refusal(PyObject* x, const char* role);
-/* A stream argument (None, a DLPack stream value or a framework's stream object)
- * as a CUDA stream handle, 0 for none; -1 with an exception. */
-int parse_stream(PyObject* stream, uintptr_t* out);
-
-/* 1 for a structure of arrays: a list, tuple or mapping, subclasses included. */
-int is_structure(PyObject* x);
-PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-PyObject* core_is_flat(PyObject* module, PyObject* list);
-PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
-PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-extern const char core_to_device_doc[];
-extern const char core_to_device_many_doc[];
-extern const char core_copy_many_doc[];
-extern const char core_from_dlpack_doc[];
-extern const char core_copy_doc[];
-
 /* ---------------------------------------------------------- ipc.c */
 
 PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t nargs);

@@ -235,7 +235,7 @@ int exchange_import(PyObject* x, Imported* out) {
   out->any_thread = 0; /* a producer's deleter: it may need the GIL */
   out->work_stream = 0;
   const DLDevice device = tensor->dl_tensor.device;
-  if (device.device_type == kDLCUDA) {
+  if (has_dlpack_streams(device)) {
     void* stream = NULL;
     if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
       if (!PyErr_Occurred())
@@ -244,7 +244,8 @@ int exchange_import(PyObject* x, Imported* out) {
       imported_delete(out);
       return -1;
     }
-    out->work_stream = stream ? (uintptr_t)stream : 1; /* NULL is the legacy default stream: DLPack's 1 */
+    /* NULL is the default stream, which DLPack names by a value (CUDA's legacy stream: 1) */
+    out->work_stream = stream ? (uintptr_t)stream : kind_default_stream(device.device_type);
   }
   return 1;
 }

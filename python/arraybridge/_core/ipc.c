@@ -34,7 +34,7 @@ PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t na
   abr_status status = ABR_OK;
   Py_BEGIN_ALLOW_THREADS
   abr_stream* wrapped = NULL;
-  if (stream && device.device_type == kDLCUDA) status = abr_stream_wrap(runtime, device, (void*)stream, &wrapped);
+  if (stream && has_dlpack_streams(device)) status = abr_stream_wrap(runtime, device, (void*)stream, &wrapped);
   if (status == ABR_OK) status = abr_ipc_export(runtime, tensor, wrapped, &handle);
   abr_stream_destroy(wrapped);
   Py_END_ALLOW_THREADS

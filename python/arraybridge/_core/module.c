@@ -66,7 +66,7 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "arraybridge._cor
 
 PyMODINIT_FUNC PyInit__core(void) {
   if (PyType_Ready(&TensorBaseType) < 0 || PyType_Ready(&EventType) < 0) return NULL;
-  if (names_init() < 0 || host_kinds_init() < 0 || exchange_publish(&TensorBaseType) < 0) return NULL;
+  if (names_init() < 0 || kinds_init() < 0 || exchange_publish(&TensorBaseType) < 0) return NULL;
   PyObject* module = PyModule_Create(&module_def);
   if (!module) return NULL;
   Py_INCREF(&TensorBaseType);

@@ -241,10 +241,10 @@ static int compact_bytes(const DLTensor* t, const Py_ssize_t* strides, Py_ssize_
  * consumers that fall back to DLPack (mpi4py with a CUDA-aware MPI) still can. */
 static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
   const DLTensor* t = &self->tensor->dl_tensor;
-  if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost) {
+  if (!(kind_flags(t->device.device_type) & ABR_KIND_HOST_MEMORY)) {
     PyErr_SetString(PyExc_BufferError,
-                    "arraybridge: only a tensor in host memory (cpu, cuda_host) has the buffer "
-                    "protocol; take this one through DLPack");
+                    "arraybridge: only a tensor in host memory (which the host reads in place: cpu, cuda_host) "
+                    "has the buffer protocol; take this one through DLPack");
     return -1;
   }
   if ((flags & PyBUF_WRITABLE) && (self->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
@@ -283,7 +283,7 @@ static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
     PyMem_Free(dims);
     PyErr_SetString(PyExc_BufferError,
                     "arraybridge: the tensor is strided, and the consumer asked for contiguous "
-                    "memory (arraybridge.mpi_buffer packs it for MPI)");
+                    "memory (arraybridge.mpi.buffer packs it for MPI)");
     return -1;
   }
   view->buf = (char*)t->data + t->byte_offset;
@@ -331,7 +331,7 @@ static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
   uintptr_t handle = 0;
   if (parse_stream(stream, &handle) < 0) return NULL;
   const DLDevice device = self->tensor->dl_tensor.device;
-  abr_runtime* runtime = handle && device.device_type == kDLCUDA ? core_runtime() : NULL;
+  abr_runtime* runtime = handle && has_dlpack_streams(device) ? core_runtime() : NULL;
   if (!runtime) return tensor_wait(self, NULL);
   abr_status status;
   Py_BEGIN_ALLOW_THREADS

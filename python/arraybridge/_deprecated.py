@@ -1,0 +1,19 @@
+"""Old spellings that keep working: each use warns (DeprecationWarning) naming the new one."""
+import warnings
+
+
+def warn_moved(old, new, stacklevel=3):
+    """`old` is spelled `new` now (said where the caller used it)."""
+    warnings.warn(f"{old} is {new} now", DeprecationWarning, stacklevel=stacklevel)
+
+
+def host_staging(call, host_staging, strict, stacklevel=4):
+    """host_staging= of a call that also takes strict=, its old spelling (strict=True
+    refused the same paths host_staging=False refuses). `stacklevel`: the caller's frame
+    as warnings counts it from warn_moved."""
+    if strict is None:
+        return bool(host_staging)
+    if host_staging is not True:
+        raise TypeError(f"{call}: give host_staging= only (strict= is its old spelling)")
+    warn_moved(f"{call}(strict={strict!r})", f"{call}(host_staging={not strict!r})", stacklevel)
+    return not strict
