@@ -306,7 +306,7 @@ $(ASAN_DIR)/bin/%: tests/abi/%.c $(ASAN_CORE_OBJS)
 TSAN_DIR := $(BUILD)/tsan
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_TESTS := tests/support/main.cpp tests/core/test_concurrency.cpp tests/core/test_pinned_pool.cpp tests/core/test_host_threads.cpp \
-              tests/core/test_pipeline.cpp
+              tests/core/test_pipeline.cpp tests/core/test_plugin_backend.cpp
 $(TSAN_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$@)

@@ -21,12 +21,12 @@ unsigned core_threads() {
   return cores;
 }
 
+}  // namespace
+
 unsigned default_threads() {
   if (const unsigned long n = settings::staging_threads()) return static_cast<unsigned>(std::min(n, 256ul));
   return core_threads();
 }
-
-}  // namespace
 
 struct HostThreads::Job {
   const std::function<void(std::size_t)>* task = nullptr;
@@ -168,29 +168,6 @@ void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataTyp
     box.shape[longest] = end - begin;
     host_copy_layout(box, src_first + src_step * begin, dst_dtype, dst_first + dst_step * begin, dst_strides);
   });
-}
-
-StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice, bool walk) {
-  StagingShape shape;
-  const std::size_t piece = walk ? kWalkPiece : kParallelPiece;
-  // Below two pieces no path runs anything in parallel, and no chunk the environment
-  // may set (1 MiB and up) makes two: one thread, one chunk, and the environment
-  // left unread (two getenv calls were a tenth of a 4 KiB copy).
-  if (bytes < 2 * piece && !choice.chunk_bytes) {
-    shape.chunk = static_cast<std::size_t>(bytes);
-    return shape;
-  }
-  const unsigned wanted = choice.threads ? choice.threads : default_threads();
-  // A thread for every piece: the plan names the threads that run.
-  shape.threads = static_cast<unsigned>(std::clamp<uint64_t>(bytes / piece, 1, wanted));
-  // 2 MiB per thread, but at least 8 chunks where the bytes allow (two chunks of a
-  // 64 MiB copy barely overlap: 0.45x pinned on an H100), within 8 to 64 MiB.
-  std::size_t chunk = std::min<uint64_t>((std::size_t{2} << 20) * shape.threads, bytes / 8);
-  chunk = std::clamp<std::size_t>(chunk, std::size_t{8} << 20, std::size_t{64} << 20);
-  if (const unsigned long mib = settings::staging_chunk_mib()) chunk = std::min(mib, 1024ul) << 20;
-  if (choice.chunk_bytes) chunk = static_cast<std::size_t>(choice.chunk_bytes);
-  shape.chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, chunk));
-  return shape;
 }
 
 }  // namespace abr

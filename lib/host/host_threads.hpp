@@ -79,19 +79,8 @@ void copy_in_parallel(void* dst, const void* src, std::size_t bytes, unsigned th
 void copy_layout_in_parallel(const Layout& src, const char* src_first, DLDataType dst_dtype, char* dst_first,
                              const int64_t* dst_strides, unsigned threads);
 
-// How a transfer of `bytes` is cut: host threads (never more than pieces of
-// kWalkPiece when the host engine walks a view, `walk`, else of kParallelPiece: one,
-// never touching the pool, below two pieces) and, when staged, the chunk size. Defaults grow with the threads (2 MiB
-// per thread, at least 8 chunks where the bytes allow, 8 to 64 MiB). A runtime's choice (abr_runtime_set_staging) wins;
-// else the environment's: ARRAYBRIDGE_STAGING_CHUNK_MIB and ARRAYBRIDGE_STAGING_THREADS.
-struct StagingShape {
-  std::size_t chunk = 0;
-  unsigned threads = 1;
-};
-struct StagingChoice {  // 0: not chosen
-  uint32_t threads = 0;
-  uint64_t chunk_bytes = 0;
-};
-StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice = {}, bool walk = false);
+// The threads a large copy may use unless a runtime chooses: ARRAYBRIDGE_STAGING_THREADS,
+// else the cores (at most 16). lib/plan/staging_shape decides how many a transfer uses.
+unsigned default_threads();
 
 }  // namespace abr

@@ -28,8 +28,8 @@ bool gathers(const BatchEntry& entry) {
 // GB/s at 1 GiB). Only where the sum makes two chunks (a pipeline of one overlaps
 // nothing) and at least two entries join. `movable`: which entries may move out of
 // the caller's order (null: all, as a batch's new results may).
-std::vector<std::vector<std::size_t>> streamed(const std::vector<BatchEntry*>& entries, const StagingChoice& choice,
-                                               const std::vector<bool>* movable = nullptr) {
+std::vector<StreamedPipeline> streamed(const std::vector<BatchEntry*>& entries, const StagingChoice& choice,
+                                       const std::vector<bool>* movable = nullptr) {
   struct Way {
     const void *src_context, *dst_context;  // one of them null: host memory
     std::vector<std::size_t> chosen;
@@ -47,17 +47,19 @@ std::vector<std::vector<std::size_t>> streamed(const std::vector<BatchEntry*>& e
     way->chosen.push_back(i);
     way->total += entry.bytes;
   }
-  std::vector<std::vector<std::size_t>> pipelines;
-  for (Way& way : ways)
-    if (way.chosen.size() >= 2 && way.total >= 2 * uint64_t{staging_shape(way.total, choice).chunk})
-      pipelines.push_back(std::move(way.chosen));
+  std::vector<StreamedPipeline> pipelines;
+  for (Way& way : ways) {
+    const StagingShape shape = staging_shape(way.total, choice);
+    if (way.chosen.size() >= 2 && way.total >= 2 * uint64_t{shape.chunk})
+      pipelines.push_back({std::move(way.chosen), shape});
+  }
   return pipelines;
 }
 
 // Marks the entries of each pipeline.
-void mark(const std::vector<BatchEntry*>& entries, const std::vector<std::vector<std::size_t>>& pipelines) {
+void mark(const std::vector<BatchEntry*>& entries, const std::vector<StreamedPipeline>& pipelines) {
   for (std::size_t p = 0; p < pipelines.size(); ++p)
-    for (std::size_t i : pipelines[p]) {
+    for (std::size_t i : pipelines[p].items) {
       entries[i]->streamed = true;
       entries[i]->pipeline = static_cast<uint32_t>(p);
     }
@@ -122,9 +124,8 @@ std::vector<bool> untouched(const std::vector<CopySpans>& spans) {
 
 }  // namespace
 
-std::vector<std::vector<std::size_t>> plan_copy_batch(const std::vector<BatchEntry*>& entries,
-                                                      const std::vector<CopySpans>& spans,
-                                                      const StagingChoice& choice) {
+std::vector<StreamedPipeline> plan_copy_batch(const std::vector<BatchEntry*>& entries,
+                                              const std::vector<CopySpans>& spans, const StagingChoice& choice) {
   for (BatchEntry* entry : entries) {
     entry->streamed = false;
     entry->pipeline = 0;
@@ -133,7 +134,7 @@ std::vector<std::vector<std::size_t>> plan_copy_batch(const std::vector<BatchEnt
   // The overlap check costs about 600 instructions a pair: only where a pipeline could run.
   if (streamed(entries, choice).empty()) return {};
   const std::vector<bool> movable = untouched(spans);
-  std::vector<std::vector<std::size_t>> pipelines = streamed(entries, choice, &movable);
+  std::vector<StreamedPipeline> pipelines = streamed(entries, choice, &movable);
   mark(entries, pipelines);
   return pipelines;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/host/host_threads.hpp"
+#include "lib/plan/staging_shape.hpp"
 #include "lib/plan/planner.hpp"
 
 namespace abr {
@@ -45,6 +46,13 @@ struct BatchEntry {
   uintptr_t source_at = 0;        // in: a compact source's first byte (gathered reads in place join by it)
 };
 
+// One pipeline of a batch: its entries, in order (two at least), and how their sum is
+// cut (the threads that pack and the chunk), as if one tensor of those bytes.
+struct StreamedPipeline {
+  std::vector<std::size_t> items;
+  StagingShape shape;
+};
+
 struct BatchPlan {
   std::size_t coalesced = 0;   // entries in the coalesced block
   uint64_t block_bytes = 0;    // that block's size
@@ -53,9 +61,8 @@ struct BatchPlan {
   // Host threads that copy the gathered reads out of their pinned landing (where
   // they are not read in place): as many as a memcpy of all their bytes is cut for.
   unsigned copy_out_threads = 1;
-  // The streamed entries, one list per pipeline (a device context and a way, up or
-  // down), each in order and of at least two.
-  std::vector<std::vector<std::size_t>> streamed;
+  // The streamed entries, one pipeline per device context and way (up or down).
+  std::vector<StreamedPipeline> streamed;
 };
 
 // Whether a source of `bytes` in host memory (counted at the larger of its itemsize and
@@ -90,8 +97,8 @@ struct CopySpans {
 // memory the order cannot matter to: no other pair reads or writes their destination,
 // nor writes their source (`spans`, one per entry; empty where the pairs' memory is
 // not all known by address, and then none streams).
-std::vector<std::vector<std::size_t>> plan_copy_batch(const std::vector<BatchEntry*>& entries,
-                                                      const std::vector<CopySpans>& spans, const StagingChoice& choice);
+std::vector<StreamedPipeline> plan_copy_batch(const std::vector<BatchEntry*>& entries,
+                                              const std::vector<CopySpans>& spans, const StagingChoice& choice);
 
 // A result's room in one of a batch's blocks: the next result starts 256 bytes aligned, as DLPack recommends.
 constexpr uint64_t batch_slot(uint64_t bytes) { return (bytes + 255) / 256 * 256; }

@@ -16,6 +16,7 @@
 #include "lib/devices/devices.hpp"
 #include "lib/devices/endpoint.hpp"
 #include "lib/host/host_threads.hpp"
+#include "lib/plan/staging_shape.hpp"
 #include "lib/tensor/layout.hpp"
 #include "lib/base/text.hpp"
 

@@ -132,11 +132,11 @@ class CheckedAllocations {
 
 // The report's words for a batch's pipelines ("" for none): those that ran, and
 // the tensors moved one by one because the pinned pool refused theirs.
-std::string streamed_words(const std::vector<std::vector<std::size_t>>& pipelines, std::size_t one_by_one) {
+std::string streamed_words(const std::vector<StreamedPipeline>& pipelines, std::size_t one_by_one) {
   std::size_t streamed = 0, ran = 0;
-  for (const auto& pipeline : pipelines) {
-    streamed += pipeline.size();
-    ran += pipeline.empty() ? 0 : 1;
+  for (const StreamedPipeline& pipeline : pipelines) {
+    streamed += pipeline.items.size();
+    ran += pipeline.items.empty() ? 0 : 1;
   }
   std::string words;
   if (ran == 1) words = fmt::format("; {} streamed through one pipeline", streamed);
@@ -450,7 +450,7 @@ void Runtime::move_items(Batch& batch) {
     if (batch.placed.coalesced)
       move_coalesced(batch.items, batch.dst, batch.to, batch.block_handle, batch.placed.block_bytes,
                      batch.placed.pack_threads, stream);
-    batch.one_by_one = move_pipelines(pipelines, batch.placed.streamed, "srcs[{}]", batch.opts.staging, stream);
+    batch.one_by_one = move_pipelines(pipelines, batch.placed.streamed, "srcs[{}]", stream);
     std::size_t move = 0;
     try {
       move_in_order(moves, stream, move, batch.joined, batch.placed.copy_out_threads);
@@ -538,24 +538,25 @@ void Runtime::commit_batch(Batch& batch, DLManagedTensorVersioned** out) {
 }
 
 std::size_t Runtime::move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
-                                    std::vector<std::vector<std::size_t>>& entries, const char* entry_name,
-                                    const StagingChoice& choice, Stream* stream) {
-  const auto named = [&](std::size_t p, std::size_t i) { return fmt::format(fmt::runtime(entry_name), entries[p][i]); };
+                                    std::vector<StreamedPipeline>& entries, const char* entry_name, Stream* stream) {
+  const auto named = [&](std::size_t p, std::size_t i) {
+    return fmt::format(fmt::runtime(entry_name), entries[p].items[i]);
+  };
   std::size_t one_by_one = 0;
   for (std::size_t p = 0; p < pipelines.size(); ++p) {
     try {
-      move_streamed(pipelines[p], choice, stream);
+      move_streamed(pipelines[p], entries[p].shape, stream);
       continue;
     } catch (const Error& e) {
       if (e.status() != ABR_ERR_OUT_OF_MEMORY)  // an asynchronous DMA error cannot be pinned on one piece
         throw Error(e.status(),
                     fmt::format("{} and {} other(s) streamed through one pipeline: {}", named(p, 0),
-                                entries[p].size() - 1, e.what()),
+                                entries[p].items.size() - 1, e.what()),
                     e.backend_code());
       // The pinned pool has no room for the pipeline's blocks: each moves as planned
       // alone (under two chunks, one driver copy without the pool), rewriting what
       // the pipeline wrote. No other entry touches their memory, so none sees it.
-      log::debug("a batch's pipeline of {} tensors was refused ({}): each moves on its own", entries[p].size(),
+      log::debug("a batch's pipeline of {} tensors was refused ({}): each moves on its own", entries[p].items.size(),
                  e.what());
     }
     std::size_t at = 0;
@@ -566,13 +567,13 @@ std::size_t Runtime::move_pipelines(const std::vector<std::vector<OrderedMove>>&
       if (at == pipelines[p].size()) throw;  // the last wait: no one entry
       throw Error(e.status(), fmt::format("{}: {}", named(p, at), e.what()), e.backend_code());
     }
-    one_by_one += entries[p].size();
-    entries[p].clear();
+    one_by_one += entries[p].items.size();
+    entries[p].items.clear();
   }
   return one_by_one;
 }
 
-void Runtime::move_streamed(const std::vector<OrderedMove>& moves, const StagingChoice& choice, Stream* stream) {
+void Runtime::move_streamed(const std::vector<OrderedMove>& moves, const StagingShape& shape, Stream* stream) {
   const Plan& first = *moves.front().plan;
   const bool from_host = first.src_context == nullptr;
   std::vector<char*> host;
@@ -585,7 +586,6 @@ void Runtime::move_streamed(const std::vector<OrderedMove>& moves, const Staging
   }
   const DLDevice device_id = device.front().device;
   void* context = from_host ? first.dst_context : first.src_context;
-  const StagingShape shape = staging_shape(map.total(), choice);
   std::unique_ptr<ChunkSide> device_side = device_segments_side(
       std::move(device), map, submit_routed(*backend_of(device_id.device_type), device_id, context, stream));
   auto host_side = std::make_unique<HostSegmentsSide>(std::move(host), map, shape.threads);
@@ -810,7 +810,7 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     entries[i] = &pairs[i];
     if (by_address) spans.push_back({bytes_of(pairs[i].src), bytes_of(pairs[i].dst)});
   }
-  std::vector<std::vector<std::size_t>> streamed = plan_copy_batch(entries, spans, opts.staging);
+  std::vector<StreamedPipeline> streamed = plan_copy_batch(entries, spans, opts.staging);
 
   std::vector<OrderedMove> moves;
   std::vector<std::vector<OrderedMove>> pipelines(streamed.size());
@@ -830,7 +830,7 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     moves.push_back(move);
     pair_of.push_back(i);
   }
-  const std::size_t one_by_one = move_pipelines(pipelines, streamed, "pair {}", opts.staging, stream);
+  const std::size_t one_by_one = move_pipelines(pipelines, streamed, "pair {}", stream);
   std::size_t at = 0;
   uint32_t submissions = 0, joined = 0;  // no pair is gathered, so none joins another's read
   try {

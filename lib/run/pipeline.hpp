@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "lib/host/host_threads.hpp"
+#include "lib/plan/staging_shape.hpp"
 #include "lib/tensor/layout.hpp"
 #include "lib/memory/pinned_pool.hpp"
 #include "lib/devices/stream.hpp"

@@ -18,6 +18,7 @@
 #include "lib/tensor/layout.hpp"
 #include "lib/memory/pending_releases.hpp"
 #include "lib/run/pipeline.hpp"
+#include "lib/plan/batch_plan.hpp"
 #include "lib/plan/planner.hpp"
 #include "lib/devices/stream.hpp"
 
@@ -129,9 +130,9 @@ class Runtime {
   // refuses moves its entries one by one, as planned alone, and its list is emptied;
   // returns how many moved so.
   std::size_t move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
-                             std::vector<std::vector<std::size_t>>& entries, const char* entry_name,
-                             const StagingChoice& choice, Stream* stream);
-  void move_streamed(const std::vector<OrderedMove>& moves, const StagingChoice& choice, Stream* stream);
+                             std::vector<StreamedPipeline>& entries, const char* entry_name, Stream* stream);
+  // One pipeline's moves, cut as the batch planner decided (`shape`).
+  void move_streamed(const std::vector<OrderedMove>& moves, const StagingShape& shape, Stream* stream);
   // A batch's moves in order, consecutive device moves on one context in one submission
   // (lib/run/batch.cpp); `joined` counts the gathered reads that joined another's copy.
   // Reads that land in pinned memory are copied out on `copy_out_threads` host threads.

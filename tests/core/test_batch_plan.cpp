@@ -13,6 +13,13 @@ namespace {
 using abr::BatchEntry;
 using Pipelines = std::vector<std::vector<std::size_t>>;
 
+// The entries of each pipeline, in order.
+Pipelines items(const std::vector<abr::StreamedPipeline>& pipelines) {
+  Pipelines out;
+  for (const abr::StreamedPipeline& pipeline : pipelines) out.push_back(pipeline.items);
+  return out;
+}
+
 const abr::StagingChoice kMiBChunks{1, uint64_t{1} << 20};  // 1 MiB chunks: two make a stream
 
 struct Batch {
@@ -196,7 +203,11 @@ TEST_CASE("plan_batch: larger pageable copies to one device stream together, fro
   BatchEntry& b = batch.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, &kDevice);
   BatchEntry& locked = batch.add(ABR_PATH_HOST_TO_DEVICE, mib, false, nullptr, &kDevice);  // page-locked: one DMA
   const abr::BatchPlan plan = abr::plan_batch(batch.pointers, false, kMiBChunks);
-  CHECK(plan.streamed == Pipelines{{0, 3}});
+  CHECK(items(plan.streamed) == Pipelines{{0, 3}});
+  // Cut as one transfer of their sum: the planner's shape, which the runtime carries out.
+  const abr::StagingShape shape = abr::staging_shape(3 * mib / 2 + mib, kMiBChunks);
+  CHECK(plan.streamed[0].shape.chunk == shape.chunk);
+  CHECK(plan.streamed[0].shape.threads == shape.threads);
   CHECK(a.streamed);
   CHECK(b.streamed);
   CHECK_FALSE(other.streamed);  // another device, alone in its way: one copy of its own
@@ -236,7 +247,7 @@ TEST_CASE("plan_copy_batch: pairs stream only where no other pair reads or write
     const bool down = extra_path == ABR_PATH_DEVICE_TO_HOST;
     batch.add(extra_path, 4096, false, down ? &kDevice : nullptr, down ? nullptr : &kDevice);
     memory.push_back(extra);
-    Pipelines chosen = abr::plan_copy_batch(batch.pointers, memory, kMiBChunks);
+    Pipelines chosen = items(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks));
     return std::make_pair(chosen,
                           std::vector<bool>{batch.entries[0].streamed, batch.entries[1].streamed,
                                             batch.entries[2].streamed, batch.entries[3].streamed});
@@ -267,7 +278,7 @@ TEST_CASE("plan_copy_batch: pairs stream only where no other pair reads or write
       batch.add(ABR_PATH_HOST_TO_DEVICE, size * mib, true, nullptr, &kDevice);
       memory.push_back(spans(host + at * mib, device + at * mib, size * mib));
     }
-    CHECK(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks) == Pipelines{{3, 4}});
+    CHECK(items(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks)) == Pipelines{{3, 4}});
     CHECK_FALSE(batch.entries[2].streamed);
   }
   // Memory not known by address (no spans): nothing streams.
@@ -309,7 +320,7 @@ TEST_CASE("plan_copy_batch: the pairs that stream are those its definition allow
       if (alone) expected.push_back(i);
     }
     if (expected.size() < 2) expected.clear();  // a pipeline of one is not streamed
-    const Pipelines chosen = abr::plan_copy_batch(batch.pointers, memory, kMiBChunks);
+    const Pipelines chosen = items(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks));
     CAPTURE(trial);
     CHECK(chosen == (expected.empty() ? Pipelines{} : Pipelines{expected}));
     streamed_somewhere += expected.size();
@@ -332,7 +343,7 @@ TEST_CASE("plan_copy_batch: one pipeline per device context and way") {
     memory.push_back(up ? spans(host + 2 * i * mib, device + 2 * i * mib, mib)
                         : spans(device + 2 * i * mib, host + 2 * i * mib, mib));
   }
-  CHECK(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks) == Pipelines{{0, 2, 4}, {1, 3}});
+  CHECK(items(abr::plan_copy_batch(batch.pointers, memory, kMiBChunks)) == Pipelines{{0, 2, 4}, {1, 3}});
   CHECK(batch.entries[3].pipeline == 1);
 
   // Two devices: a pipeline each, and one more pair to a third moves alone.
@@ -344,6 +355,6 @@ TEST_CASE("plan_copy_batch: one pipeline per device context and way") {
     devices.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, device_of[i]);
     apart.push_back(spans(host + 2 * i * mib, device + 2 * i * mib, mib));
   }
-  CHECK(abr::plan_copy_batch(devices.pointers, apart, kMiBChunks) == Pipelines{{0, 2}, {1, 3}});
+  CHECK(items(abr::plan_copy_batch(devices.pointers, apart, kMiBChunks)) == Pipelines{{0, 2}, {1, 3}});
   CHECK_FALSE(devices.entries[4].streamed);
 }

@@ -12,6 +12,7 @@
 
 #include "lib/host/host_copy.hpp"
 #include "lib/host/host_threads.hpp"
+#include "lib/plan/staging_shape.hpp"
 #include "lib/tensor/layout.hpp"
 
 TEST_CASE("HostThreads runs every task exactly once, on up to the threads asked for") {

@@ -1,15 +1,23 @@
 // A third backend that lives only here: a descriptor and the primitives
 // (lib/devices/submission.hpp), nothing in lib/ names it. Its devices ("ext_dev:0", "ext_dev:1", DLPack's kDLExtDev)
 // keep their memory in host blocks behind opaque handles, as OpenCL keeps cl_mem: the runtime must route every transfer
-// through the backend, never dereference a handle. The core transfers run through the C API on a runtime opened with
-// this backend alone: new tensors each way, strided, converted, views, copies into existing tensors, staged between its
-// two contexts, and the errors that name it. Registering it makes "ext_dev" a known kind for the rest of the process.
+// through the backend, never dereference a handle. Its work is queued, as a GPU's is: each stream (and each device's
+// own queue) runs its copies in order on a thread of its own, and an event is a point in that order, so a transfer
+// that forgot to wait would read what is not written yet. The core transfers run through the C API on a runtime opened
+// with this backend alone: new tensors each way, strided, converted, views, copies into existing tensors, staged
+// between its two contexts, batches, work on its streams with events, and the errors that name it. Registering it makes
+// "ext_dev" a known kind for the rest of the process.
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "capi/handles.hpp"
@@ -107,64 +115,180 @@ char* first_of(const abr::Layout& tensor) {
   return static_cast<char*>(tensor.data) + tensor.byte_offset;
 }
 
-// The primitives: everything runs on the calling thread and is done on return.
+// A device's engine: jobs run in order on a thread of its own. A ticket is a job's
+// place in that order; the work up to it is done once done_ reaches it.
+class Queue {
+ public:
+  Queue() : thread_([this] { run(); }) {}
+  ~Queue() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    more_.notify_all();
+    thread_.join();  // after the jobs still queued
+  }
+  uint64_t push(std::function<void()> job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(job));
+    more_.notify_all();
+    return ++pushed_;
+  }
+  uint64_t last() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pushed_;
+  }
+  bool done(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_ >= ticket;
+  }
+  void wait(uint64_t ticket) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] { return done_ >= ticket; });
+  }
+  void drain() { wait(last()); }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      more_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      job = nullptr;  // what it held goes before the work counts as done
+      lock.lock();
+      ++done_;
+      finished_.notify_all();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable more_, finished_;
+  std::deque<std::function<void()>> jobs_;
+  uint64_t pushed_ = 0, done_ = 0;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the rest is made
+};
+
+class Event final : public abr::Event {
+ public:
+  Event(std::shared_ptr<Queue> queue, uint64_t ticket) : queue_(std::move(queue)), ticket_(ticket) {}
+  bool complete() noexcept override { return queue_->done(ticket_); }
+  void wait() override { queue_->wait(ticket_); }
+
+ private:
+  std::shared_ptr<Queue> queue_;
+  uint64_t ticket_;
+};
+
+// Host memory of one transfer (pinned, temporaries), kept until its work is done.
+class HostBytes final : public abr::Storage {
+ public:
+  explicit HostBytes(std::size_t size) : bytes(size) {}
+  std::vector<char> bytes;
+};
+
+// Frees `storage` once the work queued before it is done.
+void release_after(Queue& queue, std::unique_ptr<abr::Storage> storage) {
+  queue.push([held = std::shared_ptr<abr::Storage>(std::move(storage))]() mutable { held.reset(); });
+}
+
+class Stream final : public abr::Stream {
+ public:
+  explicit Stream(DLDevice device) : device_(device), queue_(std::make_shared<Queue>()) {}
+  ~Stream() override { queue_->drain(); }
+  DLDevice device() const override { return device_; }
+  void synchronize() override { queue_->drain(); }
+  void retain(std::unique_ptr<abr::Storage> storage) noexcept override { release_after(*queue_, std::move(storage)); }
+  void wait_for(abr::Stream& other) override {
+    auto* ours = dynamic_cast<Stream*>(&other);
+    if (!ours) return other.synchronize();
+    queue_->push([queue = ours->queue_, ticket = ours->queue_->last()] { queue->wait(ticket); });
+  }
+  std::unique_ptr<abr::Event> record() override { return std::make_unique<Event>(queue_, queue_->last()); }
+  const std::shared_ptr<Queue>& queue() const { return queue_; }
+
+ private:
+  DLDevice device_;
+  std::shared_ptr<Queue> queue_;
+};
+
+// The primitives. Handles are resolved (and refused) when the work is submitted; the
+// bytes move later, on the queue: the caller's stream, else the device's own queue,
+// waited for at finish().
 class Work final : public abr::Submission {
  public:
-  explicit Work(Blocks& blocks) : blocks_(blocks) {}
+  Work(Blocks& blocks, std::shared_ptr<Queue> queue, bool on_callers_stream)
+      : blocks_(blocks), queue_(std::move(queue)), on_callers_stream_(on_callers_stream) {}
+  ~Work() override {
+    if (!finished_) settle();  // an error stopped the transfer: nothing of it may still run
+  }
   void write(const abr::Layout& device, uint64_t offset, const char* host, std::size_t n) override {
-    std::memcpy(first_of(device) + offset, host, n);
+    queue_->push([to = first_of(device) + offset, host, n] { std::memcpy(to, host, n); });
   }
   void read(const abr::Layout& device, uint64_t offset, char* host, std::size_t n) override {
-    std::memcpy(host, first_of(device) + offset, n);
+    queue_->push([from = first_of(device) + offset, host, n] { std::memcpy(host, from, n); });
   }
   std::unique_ptr<abr::Event> write_chunk(const abr::Layout& device, uint64_t offset, const char* host,
                                           std::size_t n) override {
     write(device, offset, host, n);
-    return nullptr;  // done
+    return std::make_unique<Event>(queue_, queue_->last());
   }
   std::unique_ptr<abr::Event> read_chunk(const abr::Layout& device, uint64_t offset, char* host,
                                          std::size_t n) override {
     read(device, offset, host, n);
-    return nullptr;
+    return std::make_unique<Event>(queue_, queue_->last());
   }
   void copy(const abr::Layout& from, const abr::Layout& to, std::size_t n) override {
-    std::memmove(first_of(to), first_of(from), n);
+    queue_->push([src = first_of(from), dst = first_of(to), n] { std::memmove(dst, src, n); });
   }
   void walk(const abr::Layout& src, const abr::Layout& dst) override {
-    abr::host_copy_layout(src, first_of(src), dst.dtype, first_of(dst), dst.strides.data());
+    queue_->push([src, dst, from = first_of(src), to = first_of(dst)] {
+      abr::host_copy_layout(src, from, dst.dtype, to, dst.strides.data());
+    });
   }
   abr::Layout temporary(const abr::Layout& like, DLDataType dtype) override {
     Buffer* buffer = buffers.add(like.device.device_id, static_cast<uint64_t>(like.numel) * abr::itemsize(dtype));
-    temps_.push_back(std::make_unique<BufferStorage>(buffer));
+    kept_.push_back(std::make_unique<BufferStorage>(buffer));
     return abr::compact_layout(like.device, dtype, like.shape, buffer);
   }
-  char* pinned(std::size_t bytes) override { return pinned_.emplace_back(bytes).data(); }
-  char* map(const abr::Layout& device, bool) override { return first_of(device); }
-  void wait() override {}
-  void finish() override {}
-  void settle() noexcept override {}
+  char* pinned(std::size_t bytes) override {
+    auto block = std::make_unique<HostBytes>(bytes);
+    char* data = block->bytes.data();
+    kept_.push_back(std::move(block));
+    return data;
+  }
+  char* map(const abr::Layout& device, bool) override {
+    queue_->drain();  // as a blocking map does: the queued work on it first
+    return first_of(device);
+  }
+  void wait() override { queue_->drain(); }
+  void finish() override {
+    finished_ = true;
+    if (!on_callers_stream_) queue_->drain();
+    for (auto& storage : kept_) release_after(*queue_, std::move(storage));
+    kept_.clear();
+  }
+  bool synchronous() const override { return !on_callers_stream_; }
+  void settle() noexcept override {
+    queue_->drain();
+    kept_.clear();
+  }
   abr::StagingProvider& staging() override { return blocks_; }
 
  private:
   Blocks& blocks_;
-  std::vector<std::unique_ptr<BufferStorage>> temps_;
-  std::deque<std::vector<char>> pinned_;
+  std::shared_ptr<Queue> queue_;
+  bool on_callers_stream_, finished_ = false;
+  std::vector<std::unique_ptr<abr::Storage>> kept_;
 };
 
-class Stream final : public abr::Stream {
- public:
-  explicit Stream(DLDevice device) : device_(device) {}
-  DLDevice device() const override { return device_; }
-  void synchronize() override {}
-  void retain(std::unique_ptr<abr::Storage>) noexcept override {}  // the work is complete on return
-  void wait_for(abr::Stream& other) override { other.synchronize(); }
-  std::unique_ptr<abr::Event> record() override { return nullptr; }
+// Whether a runtime opened from now on maps the backend's memory (a test of DMA-only sets it false).
+bool g_maps_to_host = true;
 
- private:
-  DLDevice device_;
-};
-
-// Everything runs on the calling thread and is complete on return.
+// Its work is queued: on a caller's stream of its own, else on the device's own queue.
 class FakeBackend final : public abr::DeviceBackend {
  public:
   FakeBackend() {
@@ -180,7 +304,9 @@ class FakeBackend final : public abr::DeviceBackend {
       abr::copy_text(info.platform, "tests/core");
       report_.devices.push_back(info);
     }
-    can_.maps_to_host = true;  // the host engine walks its memory once a handle is resolved
+    // The host engine walks its memory once a handle is resolved (as OpenCL's mapping);
+    // without it, only DMA and its own kernels reach it (as CUDA).
+    can_.maps_to_host = g_maps_to_host;
   }
   const abr::BackendReport& report() const override { return report_; }
   const abr::Capabilities& capabilities() const override { return can_; }
@@ -199,8 +325,9 @@ class FakeBackend final : public abr::DeviceBackend {
   bool runs_on(const abr::Stream& stream, DLDevice device, void*) override {
     return dynamic_cast<const Stream*>(&stream) && abr::same_device(stream.device(), device);
   }
-  std::unique_ptr<abr::Submission> submit(DLDevice, void*, abr::Stream*) override {
-    return std::make_unique<Work>(blocks_);
+  std::unique_ptr<abr::Submission> submit(DLDevice device, void*, abr::Stream* stream) override {
+    if (auto* ours = dynamic_cast<Stream*>(stream)) return std::make_unique<Work>(blocks_, ours->queue(), true);
+    return std::make_unique<Work>(blocks_, queues_[device.device_id], false);
   }
   std::unique_ptr<abr::Stream> create_stream(DLDevice device) override { return std::make_unique<Stream>(device); }
   std::unique_ptr<abr::Stream> wrap_stream(DLDevice, void*) override {
@@ -212,6 +339,7 @@ class FakeBackend final : public abr::DeviceBackend {
   abr::Capabilities can_;
   char contexts_[kFakeDevices] = {};  // one context per device: their addresses are the contexts
   Blocks blocks_;
+  std::shared_ptr<Queue> queues_[kFakeDevices] = {std::make_shared<Queue>(), std::make_shared<Queue>()};
 };
 
 std::unique_ptr<abr::DeviceBackend> make_fake(const abr_runtime_options&, std::shared_ptr<abr::PinnedPool>) {
@@ -374,4 +502,116 @@ TEST_CASE("plug-in backend: a bad handle or a view outside its buffer is refused
   CHECK(abr_to_device(rt, &past_end.managed, cpu, &options, nullptr, &out) == ABR_ERR_DLPACK_DATA);
   CHECK(error_mentions("lies outside its 16 byte buffer"));
   CHECK(past_end.deleted == 0);
+}
+
+// A closed gate in a stream's order: the work queued after it waits until it opens.
+// It opens by itself after two seconds, so a runtime that waits for that work
+// inside its call fails the test instead of hanging it.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool open = false, timed_out = false;
+  explicit Gate(abr_stream* stream) {
+    static_cast<Stream*>(stream->impl.get())->queue()->push([this] {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!changed.wait_for(lock, std::chrono::seconds(2), [&] { return open; })) timed_out = open = true;
+    });
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      open = true;
+    }
+    changed.notify_all();
+  }
+  bool closed() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return !open;
+  }
+};
+
+// The bytes of an ext_dev tensor as they are now, queued work or not.
+std::vector<float> bytes_now(const DLTensor& tensor) {
+  const auto& bytes = static_cast<Buffer*>(tensor.data)->bytes;
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+TEST_CASE("plug-in backend: work queued on its streams, one tensor or a batch, is done when its event says") {
+  // DMA only, as CUDA: a mapping waits for the queue (as OpenCL's blocking map does), DMA does not.
+  g_maps_to_host = false;
+  FakeRuntime rt;
+  g_maps_to_host = true;
+  const std::size_t before = buffers.live();
+  abr_stream* stream = nullptr;
+  REQUIRE_MESSAGE(abr_stream_create(rt, fake0, &stream) == ABR_OK, abr_last_error());
+  std::vector<float> host(64 * 64);
+  std::iota(host.begin(), host.end(), 1.0f);
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  {
+    // One tensor: the call returns with the copy queued behind the gate, the device memory not yet written.
+    Gate gate(stream);
+    Managed src(host.data(), f32, {64, 64});
+    DLManagedTensorVersioned* raw = nullptr;
+    REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, fake0, &options, stream, &raw) == ABR_OK, abr_last_error());
+    Owned on0(raw);
+    CHECK(gate.closed());
+    CHECK(bytes_now(*on0) == std::vector<float>(host.size(), 0.0f));
+    abr_event* done = nullptr;
+    REQUIRE(abr_event_record(stream, &done) == ABR_OK);
+    CHECK(abr_event_query(done) == ABR_NOT_READY);
+    gate.release();
+    CHECK(abr_event_synchronize(done) == ABR_OK);
+    CHECK(abr_event_query(done) == ABR_OK);
+    abr_event_destroy(done);
+    CHECK_FALSE(gate.timed_out);
+    CHECK(bytes_now(*on0) == host);
+
+    // And back, strided, on the stream: the host tensor is filled once the event is done.
+    Managed transposed(on0->data, f32, {64, 64}, {1, 64}, 0, fake0);
+    REQUIRE_MESSAGE(abr_to_device(rt, &transposed.managed, cpu, &options, stream, &raw) == ABR_OK, abr_last_error());
+    Owned back(raw);
+    REQUIRE(abr_event_record(stream, &done) == ABR_OK);
+    CHECK(abr_event_synchronize(done) == ABR_OK);
+    abr_event_destroy(done);
+    const auto* values = static_cast<const float*>(back->data);
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < 64; ++c) CHECK(values[r * 64 + c] == host[static_cast<std::size_t>(c * 64 + r)]);
+  }
+  {
+    // A batch of 100 small tensors, and one large, in one call on the stream: all queued behind the gate.
+    Gate gate(stream);
+    std::vector<std::unique_ptr<Managed>> sources;
+    std::vector<DLManagedTensorVersioned*> srcs;
+    for (int i = 0; i < 100; ++i) {
+      sources.push_back(std::make_unique<Managed>(host.data() + i, f32, std::vector<int64_t>{7}));
+      srcs.push_back(&sources.back()->managed);
+    }
+    sources.push_back(std::make_unique<Managed>(host.data(), f32, std::vector<int64_t>{64, 64}));
+    srcs.push_back(&sources.back()->managed);
+    std::vector<DLManagedTensorVersioned*> outs(srcs.size());
+    abr_batch_report report = ABR_BATCH_REPORT_INIT;
+    REQUIRE_MESSAGE(
+        abr_to_device_many(rt, srcs.data(), srcs.size(), fake0, &options, stream, outs.data(), &report) == ABR_OK,
+        abr_last_error());
+    std::vector<Owned> results(outs.begin(), outs.end());
+    CHECK(gate.closed());
+    CHECK(report.tensors == srcs.size());
+    CHECK(report.coalesced == srcs.size());  // through one block, in one copy (64 x 64 floats are small too)
+    abr_event* done = nullptr;
+    REQUIRE(abr_event_record(stream, &done) == ABR_OK);
+    CHECK(abr_event_query(done) == ABR_NOT_READY);
+    gate.release();
+    CHECK(abr_event_synchronize(done) == ABR_OK);
+    abr_event_destroy(done);
+    CHECK_FALSE(gate.timed_out);
+    for (std::size_t i = 0; i < 100; ++i)
+      CHECK(values_of<float>(rt, *results[i]) ==
+            std::vector<float>(host.begin() + static_cast<long>(i), host.begin() + static_cast<long>(i) + 7));
+    CHECK(values_of<float>(rt, *results[100]) == host);
+    for (const auto& source : sources) CHECK(source->deleted == 1);  // the batch took every source
+  }
+  abr_stream_destroy(stream);
+  CHECK(buffers.live() == before);  // every buffer freed with its tensor, temporaries after their work
 }

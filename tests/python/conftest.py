@@ -23,6 +23,10 @@ JAX_MODULE = re.compile(r"^(import jax|from jax|\w+ = pytest\.importorskip\(\"ja
 HERE = pathlib.Path(__file__).parent
 
 
+def quick_tier(config):
+    return config.getoption("markexpr") == "not slow"
+
+
 def current_shard():
     """(k, N) from ARRAYBRIDGE_TEST_SHARD=k/N (tests/python/shards.py), or None."""
     shard = os.environ.get("ARRAYBRIDGE_TEST_SHARD")
@@ -30,12 +34,14 @@ def current_shard():
 
 
 @functools.cache
-def whole_modules(n):
+def whole_modules(n, quick):
     """Module path -> the one shard of N that collects it. Each module that sets
     ONE_SHARD = True (one Ray cluster for the module) goes whole to a shard of its own,
     and the modules that import JAX at their top all go to one: importing JAX costs
     minutes under memcheck, so only one shard pays it. They spread from the last shard."""
     texts = {path: path.read_text() for path in sorted(HERE.glob("test_*.py"))}
+    if quick:  # -m "not slow": the slow modules are not collected at all
+        texts = {path: text for path, text in texts.items() if not SLOW_MODULE.search(text)}
     groups = [[path] for path, text in texts.items() if ONE_SHARD_MODULE.search(text)]
     groups.append([path for path, text in texts.items() if JAX_MODULE.search(text)])
     return {path: n - 1 - i % n for i, group in enumerate(groups) for path in group}
@@ -48,28 +54,33 @@ def pytest_ignore_collect(collection_path, config):
     another shard collects."""
     if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
         return None
-    if config.getoption("markexpr") == "not slow" and SLOW_MODULE.search(collection_path.read_text()):
+    if quick_tier(config) and SLOW_MODULE.search(collection_path.read_text()):
         return True
     shard = current_shard()
-    if shard and whole_modules(shard[1]).get(collection_path.resolve(), shard[0]) != shard[0]:
+    if shard and whole_modules(shard[1], quick_tier(config)).get(collection_path.resolve(), shard[0]) != shard[0]:
         return True
     return None
 
 
 def pytest_collection_modifyitems(config, items):
-    """In shard k of N, every N-th test of the modules all shards collect (the whole
-    modules of whole_modules are this shard's already)."""
+    """In shard k of N, its share of the tests of the modules all shards collect (the
+    whole modules of whole_modules are this shard's already): a shard that holds whole
+    modules takes one, then each shard that holds none seven, and so on (under memcheck
+    the shard that imports JAX spends minutes on that and on JAX's own tests, so the
+    shards take about as long); where every shard holds some, every N-th."""
     shard = current_shard()
     if not shard:
         return
     k, n = shard
-    whole = whole_modules(n)
+    whole = whole_modules(n, quick_tier(config))
+    held = set(whole.values())
+    takers = [s for s in range(n) for _ in range(1 if s in held or len(held) == n else 7)]
     index, kept, dropped = 0, [], []
     for item in items:
         if item.path.resolve() in whole:
             at = k
         else:
-            at, index = index % n, index + 1
+            at, index = takers[index % len(takers)], index + 1
         (kept if at == k else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
