@@ -18,7 +18,7 @@ namespace {
 // The caller's options as the library's current struct. A report of an older
 // version is filled in a whole one of ours and handed back in the caller's version
 // on success; one of the current version is filled in place, at the end of a
-// successful transfer (zeroing and copying 184 bytes was a tenth of a zero-copy one).
+// successful transfer (zeroing and copying the whole struct weighed on a zero-copy one).
 class CallerOptions {
  public:
   explicit CallerOptions(const abr_transfer_options* options) {

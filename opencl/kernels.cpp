@@ -132,7 +132,7 @@ std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
       if (s.kind == Kind::Bool) return fmt::format("*d = ({})(*s ? 1 : 0);", d.storage);
       if (integral(s.kind)) return fmt::format("*d = ({})*s;", d.storage);  // modular, as in C
       // Saturating, and NaN -> 0 spelled out: OpenCL C only says NaN "should" become 0,
-      // and NVIDIA's compiler gives the type's minimum (seen on an H100).
+      // and NVIDIA's compiler gives the type's minimum.
       return fmt::format("{{ const wide v = {1}; *d = isnan(v) ? ({0})0 : convert_{0}_sat(v); }}", d.storage, value);
     case Kind::Float:
       if (s.kind == Kind::Signed || s.kind == Kind::Unsigned) return fmt::format("*d = ({})*s;", d.storage);

@@ -9,8 +9,8 @@
 // namespace has a libc of its own, and glibc's pthread keys are numbered per libc
 // while their per-thread slots are one array in the thread: the drivers' keys
 // overwrite the values the process's libraries keep under keys of the same numbers.
-// On an H100 machine (2026-11-26) that crashed the CUDA driver, at exit and inside
-// calls, with PoCL alone in the namespace. So the shared namespace is the default,
+// That crashes the CUDA driver, at exit and inside calls, even with PoCL alone in
+// the namespace. So the shared namespace is the default,
 // a namespace of its own is taken only where the shared one is known to break PoCL
 // (another LLVM already loaded) or where asked for, and never beside the CUDA driver. Its other costs: other
 // libraries' OpenCL objects come from another copy of the driver (matched by

@@ -1,5 +1,5 @@
 // fmt's compiled part, built once here rather than in every file: header-only fmt
-// (FMT_HEADER_ONLY) cost each of the library's files about 3 s of compiling. The
+// (FMT_HEADER_ONLY) compiles all of fmt again in each of the library's files. The
 // library still links nothing but libc and libstdc++ (libfmt-dev's headers only).
 #include <fmt/format-inl.h>
 

@@ -15,7 +15,7 @@ namespace abr {
 namespace {
 
 // Counted once: hardware_concurrency() reads /sys/devices/system/cpu/online on every
-// call (glibc), three syscalls that made every 4 KiB host copy cost 5 us.
+// call (glibc), three syscalls that cost more than a small host copy itself.
 unsigned core_threads() {
   static const unsigned cores = std::min(std::max(1u, std::thread::hardware_concurrency()), 16u);
   return cores;

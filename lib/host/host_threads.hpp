@@ -1,5 +1,5 @@
-// The host side of staged transfers, in parallel: one thread copies 6-10 GB/s,
-// while a PCIe 5 link takes 55 and the host's memory 40 and more, so chunks are
+// The host side of staged transfers, in parallel: one thread copies far slower
+// than a PCIe 5 link or the host's memory can take, so chunks are
 // copied into and out of pinned blocks by several threads at once. One pool per
 // process (like KvikIO's), shared by every runtime and transfer.
 #pragma once
@@ -21,16 +21,13 @@ namespace abr {
 
 // The least bytes worth handing to another thread: below it the hand-off (a wake-up,
 // a cache line bounced between cores) costs more than the work it saves. A memcpy
-// runs at 30 GB/s and more, so its pieces are larger (two threads break even with
-// one at 2 MiB on 2 cores, bench/results/2026-11-25-small-transfers-cpu-pocl) than
-// those of the host engine's walks (pack, scatter, cast: a transpose of 1 MiB runs
-// at 2 GB/s on one thread, 4 on two).
+// does many times the bytes per second of the host engine's walks (pack, scatter,
+// cast), so a hand-off pays for itself only on larger pieces of it.
 constexpr std::size_t kParallelPiece = std::size_t{1} << 20;  // memcpy
 constexpr std::size_t kWalkPiece = std::size_t{512} << 10;    // a walk of a view
 // A memcpy worth splitting at all (two kParallelPiece) is split into pieces of at least
-// this: a staged transfer's 8 MiB chunk then keeps 16 threads busy, not 8 (64 MiB
-// pageable H2D on an H100: 27.3 GB/s with 512 KiB pieces on 2026-11-23, 19.8 with
-// 1 MiB pieces on 2026-11-26, on a machine whose driver copy was faster).
+// this: a staged transfer's 8 MiB chunk then keeps 16 threads busy, not 8, so a
+// large pageable copy to a device has more threads to keep up with the link.
 constexpr std::size_t kSplitPiece = std::size_t{512} << 10;
 
 class HostThreads {

@@ -17,8 +17,7 @@ constexpr std::size_t kSmallAlignment = 256;
 
 // Small buffers kept for the next one of their size: a 256-byte aligned buffer needs
 // malloc(bytes + 255), which from 1 KiB of data misses glibc's per-thread cache and
-// takes its slow path (callgrind, a 1 KiB to_device(copy=True) from Python: 392
-// instructions in malloc and 272 in free, a sixth of what the runtime spends on it).
+// takes its slow path in malloc and free, a real share of a small copy's cost.
 // Up to kKeptPerClass buffers per 256-byte class up to kKeptMax (at most about
 // 1 MiB in all). One flag guards it, and a thread that finds it taken goes to malloc
 // (or a trim frees nothing) instead of waiting: nothing blocks, and a fork child
@@ -96,15 +95,15 @@ KeptBuffers kept_buffers;
 HostBuffer::HostBuffer(std::size_t bytes) {
   // Large buffers are aligned to 2 MiB and asked to be backed by huge pages where the
   // kernel offers them (transparent huge pages): a new buffer's first touch then
-  // takes one fault per 2 MiB instead of per 4 KiB, which bounds copies into new
-  // host memory (8 GB/s into a new 1 GiB array on an H100 machine, 45 into an old one).
+  // takes one fault per 2 MiB instead of per 4 KiB: the faults, not the copy, bound
+  // copies into new host memory.
   const std::size_t alignment = bytes >= kHugePageThreshold ? kHugePage : kSmallAlignment;
   const std::size_t rounded = ((bytes ? bytes : 1) + alignment - 1) / alignment * alignment;  // never NULL
   fault::point(ABR_ERR_OUT_OF_MEMORY, "host allocation");
   if (rounded <= kKeptMax && keeping()) allocation_ = kept_buffers.take(rounded);
   // malloc and round up by hand: glibc's aligned_alloc gives a freed buffer's pages
-  // back and faults them in again on the next call (110 faults per new 4 MiB tensor,
-  // 2.3x malloc + memcpy), where malloc keeps them for the next buffer of its size.
+  // back and faults them in again on the next call (a fault per page of every new
+  // tensor, costing more than the copy), where malloc keeps them for the next buffer of its size.
   if (!allocation_ && (rounded > SIZE_MAX - alignment || !(allocation_ = std::malloc(rounded + alignment - 1))))
     fail(ABR_ERR_OUT_OF_MEMORY, "cannot allocate {} bytes of host memory", bytes);
   rounded_ = rounded;

@@ -1,9 +1,8 @@
 // Staging blocks that one backend allocates and a second backend's driver
-// page-locks too, for transfers between the two. On an H100, NVIDIA's OpenCL
-// moves only its own mapped memory at full speed and CUDA only memory it has
-// page-locked, so a block must be both: through either alone CUDA <-> OpenCL ran
-// at 7-11 GB/s, through an OpenCL mapped block registered with CUDA at 40-44 GB/s
-// (bench/results/2026-11-22-gpu-check-nvidia-h100-80gb-hbm3-e61c4c5).
+// page-locks too, for transfers between the two. NVIDIA's OpenCL moves only its
+// own mapped memory at full speed and CUDA only memory it has page-locked, so a
+// block must be both: through either alone CUDA <-> OpenCL runs at a fraction of
+// the speed of an OpenCL mapped block registered with CUDA.
 #pragma once
 
 #include <cstddef>

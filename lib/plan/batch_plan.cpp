@@ -23,9 +23,9 @@ bool gathers(const BatchEntry& entry) {
 // The entries whose bytes go as they lie between pageable host memory and a device
 // context, too large to coalesce, moved through one pipeline per context and way as
 // if one tensor: alone, each under two chunks is one driver copy from pageable memory
-// (13 GB/s on an H100 from 1 to 16 MiB) and each larger one fills and drains a
-// pipeline of its own; as one, they move at the pipeline's speed for their sum (50
-// GB/s at 1 GiB). Only where the sum makes two chunks (a pipeline of one overlaps
+// (slower than a pipeline) and each larger one fills and drains a pipeline of its
+// own; as one, they move at the pipeline's full speed for their sum, paying its fill
+// and drain once. Only where the sum makes two chunks (a pipeline of one overlaps
 // nothing) and at least two entries join. `movable`: which entries may move out of
 // the caller's order (null: all, as a batch's new results may).
 std::vector<StreamedPipeline> streamed(const std::vector<BatchEntry*>& entries, const StagingChoice& choice,
@@ -131,7 +131,7 @@ std::vector<StreamedPipeline> plan_copy_batch(const std::vector<BatchEntry*>& en
     entry->pipeline = 0;
   }
   if (spans.size() != entries.size()) return {};  // where the pairs' memory is not known by address
-  // The overlap check costs about 600 instructions a pair: only where a pipeline could run.
+  // The overlap check is paid for every pair: only where a pipeline could run.
   if (streamed(entries, choice).empty()) return {};
   const std::vector<bool> movable = untouched(spans);
   std::vector<StreamedPipeline> pipelines = streamed(entries, choice, &movable);
@@ -159,7 +159,7 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
       }
     } else if (gathers(*entry)) {
       // Their results get slots of one block too, as small copies from host memory
-      // do: 1000 results of 4 KiB were 1000 allocations and frees. Every result starts
+      // do, not an allocation and a free each. Every result starts
       // 256 bytes aligned, as abr_to_device's would: in place, a read joins the run
       // before it only where it lies a multiple of 256 bytes from that run's reads.
       entry->gather = true;

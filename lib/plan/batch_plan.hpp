@@ -18,13 +18,12 @@
 namespace abr {
 
 // A copy from host memory this small, to a device or into new CPU memory, moves
-// with the others into a block of at most kBlockMax: a buffer and a write of its
-// own cost about 14 us on PoCL whatever the size, so 256 x 4 KiB in one block ran
-// 28x the loop of one call each, 64 KiB tensors 6.5x; 256 KiB tensors in one 64 MiB
-// block ran 0.26x (the fresh block's mapping costs more than the calls it saves).
-// Into host memory a buffer of its own costs only a malloc, but 256 of them at once
-// miss glibc's per-thread cache: one block ran 0.82-1.05x the loop at 4 KiB, 0.63-0.86x
-// without (2 cores, bench `batch`, alternating runs).
+// with the others into a block of at most kBlockMax: a buffer and a write of their
+// own cost the same whatever the size, so many small ones in one block beat one
+// call each by far. The gain shrinks as tensors grow, and larger ones in one big
+// block lose (the fresh block's mapping costs more than the calls it saves).
+// Into host memory a buffer of its own costs only a malloc, but hundreds of them
+// at once miss glibc's per-thread cache, so one block and the loop come out close.
 inline constexpr uint64_t kCoalesceMax = uint64_t{64} << 10;
 inline constexpr uint64_t kBlockMax = uint64_t{16} << 20;
 // Gathered reads of sources this close after each other in one allocation are one

@@ -12,7 +12,7 @@ namespace abr {
 namespace {
 
 // A device's name, written only when the text it goes into is (StackText): the words
-// of the reasons below cost a batch's small tensor about 120 instructions each.
+// of the reasons below weigh on a batch's small tensors, whose texts no one reads.
 struct DeviceName {
   DLDevice device;
 };
@@ -89,7 +89,7 @@ ThreadsWords host_threads_words(unsigned threads) {
 }
 
 // Text of the plan's own on the stack (std::string allocates past 15 characters,
-// and every abr_copy has a reason: a sixth of a 4 KiB host copy's time went there).
+// and every abr_copy has a reason: that allocation weighed on a small host copy).
 // Unwanted (no one reads it), a text is only marked not empty.
 class StackText {
  public:
@@ -108,7 +108,7 @@ class StackText {
     for (std::string_view part : parts) append(part);
   }
   // before + the device's name + after, the name looked up only for a text that is
-  // read (a batch's tensor reads none: 120 instructions each).
+  // read (a batch's tensor reads none).
   void join_device(std::string_view before, DLDevice device, std::string_view after) {
     if (!wanted_) return assign({});
     join({before, device_text(device).view(), after});
@@ -129,7 +129,7 @@ class StackText {
 
 // "<what> (<reason>): step, step, step".
 void describe(Plan& plan, std::string_view what, std::string_view reason, const char* move_words) {
-  if (!plan.detail.wanted()) return;  // the steps' words cost a batch's small tensor 150 instructions each
+  if (!plan.detail.wanted()) return;  // no one reads the text: a batch's small tensors skip its words
   StackText how;
   for (const char* step : {pack_words(plan.pack), move_words, scatter_words(plan.scatter)})
     if (step) {
@@ -187,7 +187,7 @@ void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool ho
                     src_host ? "one DMA from page-locked memory" : "one DMA into page-locked memory");
   // Pageable memory. A device that works in host memory copies it best itself, and
   // so does every driver when the bytes make fewer than two chunks: a pipeline of
-  // one chunk overlaps nothing (0.6-0.9x the driver's own copy up to 4 MiB on an H100).
+  // one chunk overlaps nothing, so it is slower than the driver's own copy.
   plan.pageable_bytes = !mapped && !device.shares_host_memory && device_step == Step::None && pinned_blocks;
   if (device.shares_host_memory || r.bytes < 2 * uint64_t{chunk} || !pinned_blocks)
     return describe(plan, direction, reason,
@@ -233,8 +233,8 @@ void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, 
          one_backend ? fmt::format("{} contexts", backend_name(src_backend)) : std::string("backends"));
   // The destination's blocks, unless only the destination's driver can page-lock
   // the other's memory: then the source's, page-locked by both. Each driver reaches
-  // only memory it page-locked at full speed (H100, CUDA <-> NVIDIA's OpenCL:
-  // 7-11 GB/s through either side's blocks alone, 40-44 GB/s through both).
+  // only memory it page-locked at full speed (CUDA <-> NVIDIA's OpenCL: either side's
+  // blocks alone run at a fraction of the speed of blocks page-locked by both).
   plan_staged(plan, /*staging_at_source=*/!src_can.page_locks_foreign_host && dst_can.page_locks_foreign_host);
   const Capabilities& other = plan.staging_at_source ? dst_can : src_can;
   plan.staging_shared = !one_backend && other.page_locks_foreign_host;

@@ -94,7 +94,7 @@ class PlanDetail {
     fmt::format_to(std::back_inserter(buffer), format, std::forward<Args>(args)...);
     size_ = fit_text(text_, sizeof text_, {buffer.data(), buffer.size()});
   }
-  // Plain concatenation: a tenth of format()'s cost, for the zero-copy paths.
+  // Plain concatenation: a fraction of format()'s cost, for the zero-copy paths.
   void join(std::initializer_list<std::string_view> parts) {
     if (!wanted_) return;
     std::size_t total = 0;
@@ -136,8 +136,8 @@ struct Plan {
   void* dst_context = nullptr;
   DLDataType dtype{};  // the result's dtype
   // A view on the source's own device of a source that already reads as one: the
-  // result is the source itself, handed back as it is (no allocation: a third of a
-  // zero-copy to_device from Python).
+  // result is the source itself, handed back as it is (no allocation, which would be
+  // a large share of a zero-copy to_device from Python).
   bool hand_back = false;
   bool strided_source = false;  // the source is packed (the report's PACKED)
   bool cast = false;            // elements are converted

@@ -2,8 +2,8 @@
 // the CUDA driver, which must not share the process with one. glibc numbers pthread
 // keys per libc but keeps their values in one array per thread, so a namespace's own
 // libc hands out key numbers that the process's libraries already use, and its
-// libraries overwrite their thread-specific data: on an H100 machine PoCL in such a
-// namespace crashed libcuda (SIGSEGV at exit and inside calls, 2026-11-26). The
+// libraries overwrite their thread-specific data: PoCL in such a namespace crashes
+// libcuda (SIGSEGV at exit and inside calls). The
 // OpenCL loader asks cuda_driver_loaded() before it takes a namespace, and says so
 // with note_private_namespace(); the CUDA driver is not loaded after that.
 #pragma once

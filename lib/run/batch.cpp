@@ -54,11 +54,11 @@ class DeferredSource final : public Storage {
 // A batch's tensor: its plan and place (BatchEntry), its source and its result.
 struct Runtime::BatchItem : BatchEntry {
   // Provided, so that vector(count) does not zero each item before constructing it
-  // (about 700 bytes a tensor); every member has an initializer of its own.
+  // (the whole large item, for every tensor); every member has an initializer of its own.
   BatchItem() {}  // NOLINT(modernize-use-equals-default): "= default" would zero it
   Layout src;
-  // In place, not each on the heap: a batch of 1000 small tensors made 4000 allocations
-  // that glibc's per-thread cache (7 per size) could not hold, a quarter of its cost.
+  // In place, not each on the heap: a batch of many small tensors made several allocations
+  // each, more than glibc's per-thread cache (7 per size) holds, and they weighed on it.
   std::optional<SourceTensor> source;    // given back, its deleter not called, unless the batch commits
   std::optional<PendingExport> pending;  // the result's header, allocated before any work
   std::unique_ptr<Storage> memory;       // a copy's own memory, or a wrap's

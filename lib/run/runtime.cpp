@@ -65,7 +65,7 @@ void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) 
   report->path = plan.path;
   report->flags = (plan.strided_source ? ABR_REPORT_PACKED : 0u) | (plan.cast ? ABR_REPORT_CAST : 0u);
   report->bytes_moved = bytes;
-  // Only the text and its end are written: clearing all 160 bytes cost a tenth of a zero-copy transfer.
+  // Only the text and its end are written: clearing all 160 bytes weighs on a zero-copy transfer.
   const std::string_view detail = plan.detail.view();  // shorter than report->detail
   std::memcpy(report->detail, detail.data(), detail.size());
   report->detail[detail.size()] = '\0';

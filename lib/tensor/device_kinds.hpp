@@ -34,8 +34,8 @@ struct DeviceKind {
 inline constexpr DeviceKind kCpuKind{kDLCPU, "cpu", ABR_BACKEND_HOST, false, true, true, false, true};
 
 // The rows by device type (DLPack's types are small numbers). Every transfer asks
-// several times, so the answer is one load, inlined: a call per question was about
-// a tenth of a zero-copy transfer. Filled when the library loads (the CPU and the
+// several times, so the answer is one load, inlined: a call per question weighed on
+// a zero-copy transfer. Filled when the library loads (the CPU and the
 // built-in backends) and by register_backend; rows are never removed.
 inline constexpr std::size_t kKindSlots = 32;
 extern std::atomic<const DeviceKind*> g_kind_by_type[kKindSlots];
@@ -77,7 +77,7 @@ const char* backend_name(abr_backend backend);
 std::string device_string(DLDevice device);
 
 // The same text in a fixed buffer, for the zero-copy path's report line, where a
-// std::string's construction was a tenth of the transfer.
+// std::string's construction was a large share of the transfer.
 struct DeviceText {
   char text[40];
   std::size_t size = 0;
