@@ -150,7 +150,7 @@ for pair in {pairs!r}:
 for pair in pairs:
     s, d = pair.split("->")
     x, own = data[s], OWN[pair]
-    ours = median(lambda: ab.convert_memory(x, s, d, None), reps, warm)
+    ours = median(lambda: ab.convert.convert_memory(x, s, d, None), reps, warm)
     print(f"{row(pair)}|{ours!r}|{median(lambda: own(x), reps, warm)!r}|{seed.get(pair, math.nan)!r}", flush=True)
 )PY";
 
@@ -443,11 +443,12 @@ ray.shutdown()
 )PY";
 
 const char* kNixlScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
-if not ab.nixl_available():
-    print(f"missing: NIXL is not installed for {sys.executable} (pip install --no-deps nixl-cu12)"); sys.exit(0)
 from arraybridge import nixl
-from arraybridge._nixl import _load_nixl
-raw = _load_nixl()
+if not nixl.nixl_available():
+    print(f"missing: NIXL is not installed for {sys.executable} (pip install --no-deps nixl-cu12)"); sys.exit(0)
+from arraybridge.nixl._load import load_nixl
+nixl.skip_infiniband()  # UCX's InfiniBand module crashes the process at exit on a machine without one
+raw = load_nixl()
 reps, warm = int(sys.argv[1]), int(sys.argv[2])
 def median(fn, n):
     runs = max(3, reps // 4) if n >= (64 << 20) else reps
