@@ -89,7 +89,7 @@ def cuda_tensors():
 
 def opencl_tensors():
     """An OpenCL tensor's data is a cl_mem, not an address: handed straight to mpi4py
-    it is refused (mpi4py asks for it with stream=-1), and mpi_buffer stages it
+    it is refused (mpi4py asks for it with stream=-1), and mpi.buffer stages it
     through host memory both ways."""
     values = np.arange(8, dtype=np.float32) * (rank + 1)
     tensor = ab.to_device(values, "opencl:0")
@@ -97,7 +97,7 @@ def opencl_tensors():
         comm.Sendrecv(tensor, dest=rank, recvbuf=np.zeros(8, np.float32), source=rank)
         raise AssertionError("mpi4py took an OpenCL tensor's cl_mem as an address")
     except BufferError as error:
-        assert "its data is a handle (a cl_mem), not an address" in str(error) and "mpi_buffer" in str(error), error
+        assert "its data is a handle (a cl_mem), not an address" in str(error) and "mpi.buffer" in str(error), error
     with ab.mpi.buffer(tensor, "r") as buffer:
         assert buffer.device == "cpu" and buffer.report.path == "device_to_host", buffer.report
         if rank == 0:
