@@ -3,7 +3,7 @@
 # tier), shows their output, and ends with one line over all of them:
 # "summary: N passed, M failed" (doctest cases, C checks, and one each for script
 # checks). Exits non-zero if anything failed.
-#   tests/run_all.sh [build folder] [quick|full]
+#   [SUITES="name ..."] tests/run_all.sh [build folder] [quick|full]
 set -u
 build=${1:-build}
 tier=${2:-full}
@@ -11,6 +11,8 @@ case $tier in quick | full) ;; *) echo "run_all.sh: tier '$tier' is neither quic
 passed=0
 failed=0
 last_output=""  # the output of the last run, for figures worth repeating in the summary
+failed_suites=""  # CI shows only the tail of the log: the summary names what failed
+suite_seconds=""  # and where the time went, slowest first
 
 run() {
   local name=$1
@@ -44,18 +46,23 @@ run() {
   fi
   passed=$((passed + p))
   failed=$((failed + f))
+  [ "$f" -eq 0 ] || failed_suites="$failed_suites $name($f)"
+  suite_seconds="$suite_seconds$((SECONDS - start)) $name"$'\n'
 }
 
 figures="fuzz: not run"
 while read -r name suite_tier command; do
   case $name in '' | '#'*) continue ;; esac
   [ "$tier" = full ] || [ "$suite_tier" = quick ] || continue
+  [ -z "${SUITES:-}" ] || [[ " $SUITES " == *" $name "* ]] || continue  # SUITES="a b": only those
   eval "run $name $command"
   if [ "$name" = fuzz ]; then
-    figures=$(printf '%s\n' "$last_output" | grep -E '^fuzz: [0-9?]+ executions' || echo "fuzz: no figures (see its log above)")
+    figures=$(printf '%s\n' "$last_output" | grep -E '^fuzz(-ipc)?: [0-9?]+ executions' || echo "fuzz: no figures (see its log above)")
   fi
 done < tests/suites.txt
 
 echo "$figures"
+echo "slowest suites (s): $(printf '%s' "$suite_seconds" | sort -rn | head -8 | awk '{ if (NR > 1) printf ", "; printf "%s %s", $2, $1 }')"
+[ -z "$failed_suites" ] || echo "failed suites:$failed_suites"
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

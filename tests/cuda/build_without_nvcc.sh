@@ -13,7 +13,9 @@ check() {  # name, pattern, text
   else failed=$((failed + 1)); echo "FAILED: $1: no '$2' in:"; printf '%s\n' "$3" | tail -20; fi
 }
 path=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v cuda | paste -sd:)
-log=$(PATH=$path make --no-print-directory NVCC=/nonexistent/nvcc BUILD="$out" -j"${JOBS:-2}" all 2>&1)
+# Unoptimized and without debug information: what is checked is what gets built, and
+# that builds in half the time (CI has a budget).
+log=$(PATH=$path make --no-print-directory NVCC=/nonexistent/nvcc BUILD="$out" OPT=-O0 -j"${JOBS:-2}" all 2>&1)
 rc=$?
 check "make succeeds" "rc=0" "rc=$rc
 $log"

@@ -5,12 +5,23 @@
 #   ipc:      fuzz_ipc_import against the fake CUDA driver; seeds are handles this
 #             run exports (written to BUILD/fuzz/ipc-seeds at start), findings in
 #             regressions-ipc/.
-# Usage: run.sh transfer|ipc BUILD SECONDS. Prints the executions and coverage reached.
+#   both:     the two at once, each on a core of its own (CI has a budget).
+# Usage: run.sh transfer|ipc|both BUILD SECONDS. Prints the executions and coverage reached.
 set -uo pipefail
 target=${1:-}
 build=${2:-build}
 seconds=${3:-20}
 here=$(cd "$(dirname "$0")" && pwd)
+if [ "$target" = both ]; then
+  logs=$(mktemp -d)
+  bash "$0" transfer "$build" "$seconds" >"$logs/transfer" 2>&1 & transfer=$!
+  bash "$0" ipc "$build" "$seconds" >"$logs/ipc" 2>&1 & ipc=$!
+  wait $transfer; rc_transfer=$?
+  wait $ipc; rc_ipc=$?
+  cat "$logs/transfer" "$logs/ipc"
+  rm -rf "$logs"
+  exit $((rc_transfer | rc_ipc))
+fi
 case $target in
   transfer)
     name=fuzz binary=fuzz-transfer work=$build/fuzz/corpus regressions=$here/regressions prefix=$build/fuzz/
@@ -24,7 +35,7 @@ case $target in
     extra=(-max_len=1600)
     env=(FUZZ_IPC_SEEDS="$seeds" ARRAYBRIDGE_CUDA_LIBRARY="$(cd "$build" && pwd)/fake-cuda/libcuda.so.1")
     ;;
-  *) echo "run.sh: target '$target' is neither transfer nor ipc (usage: run.sh transfer|ipc BUILD SECONDS)" >&2; exit 2 ;;
+  *) echo "run.sh: target '$target' is neither transfer, ipc nor both (usage: run.sh transfer|ipc|both BUILD SECONDS)" >&2; exit 2 ;;
 esac
 mkdir -p "$work" "$seeds" "$regressions"
 log=$(mktemp)
