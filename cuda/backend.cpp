@@ -201,8 +201,8 @@ std::unique_ptr<Submission> Backend::submit(DLDevice dl, void*, Stream* stream) 
   return cuda::submit(device(dl), stream, *pool_, *pinned_);
 }
 
-void Backend::peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
-  cuda::peer_copy(plan, src, dst, stream, device(src.device), device(dst.device));
+void Backend::peer_copy(const Layout& src, const Layout& dst, Stream* stream, PeerSteps steps) {
+  cuda::peer_copy(src, dst, stream, steps, device(src.device), device(dst.device));
 }
 
 std::unique_ptr<Stream> Backend::create_stream(DLDevice dl) {

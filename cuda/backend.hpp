@@ -30,7 +30,7 @@ class Backend final : public DeviceBackend {
                          std::unique_ptr<Storage>& owner) override;
   bool runs_on(const Stream& stream, DLDevice device, void* context) override;
   std::unique_ptr<Submission> submit(DLDevice device, void* context, Stream* stream) override;
-  void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) override;
+  void peer_copy(const Layout& src, const Layout& dst, Stream* stream, PeerSteps steps) override;
   std::unique_ptr<Stream> create_stream(DLDevice device) override;
   std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) override;
   bool host_pinned(const void* begin, uint64_t bytes) override;

@@ -18,7 +18,7 @@ CUdeviceptr device_first(const Layout& layout) {
 // destination device when needed. The source side's temporary lives on the
 // source device's stream, so the copy on the destination's stream is ordered
 // after the pack, and the temporary's free after the copy, by events.
-void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream,
+void peer_copy(const Layout& src, const Layout& dst, Stream* stream, PeerSteps steps,
                const std::shared_ptr<Device>& src_device, const std::shared_ptr<Device>& dst_device) {
   if (stream) stream->synchronize();
   if (src.numel == 0) return;
@@ -27,7 +27,7 @@ void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* s
   Device& to = *dst_device;
   std::unique_ptr<DeviceTemp> packed;
   CUdeviceptr source = device_first(src);
-  if (plan.pack == Step::Device) {
+  if (steps.pack_on_source) {
     Scope scope(from);
     packed = std::make_unique<DeviceTemp>(src_device, from.own_stream(), src, dst.dtype);
     launch_walk(from, from.own_stream(), src, reinterpret_cast<CUdeviceptr>(src.data), packed->layout,
@@ -48,7 +48,7 @@ void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* s
   try {
     std::unique_ptr<DeviceTemp> landing;
     CUdeviceptr target = device_first(dst);
-    if (plan.scatter == Step::Device) {
+    if (steps.scatter_on_destination) {
       landing = std::make_unique<DeviceTemp>(dst_device, to.own_stream(), dst, dst.dtype);
       target = landing->buffer.get();
     }

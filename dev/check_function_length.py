@@ -16,8 +16,7 @@ from check_report import report
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LIMIT = 100
 # Still longer, each at most this long: (file, the line its name ends on, stripped).
-LONGER = {("lib/run/batch.cpp", "uint32_t& joined, unsigned copy_out_threads) {"): 113,
-          ("lib/plan/planner.cpp", "const TransferOptions& options) {"): 105}
+LONGER = {}
 KEYWORD_BLOCK = re.compile(r"\b(namespace|class|struct|enum|union|extern)\b")
 STATEMENT = re.compile(r"^(if|for|while|switch|catch|do|else|try)\b")
 SIGNATURE_END = re.compile(r"\)\s*(const|noexcept|override|final|\s)*(->[^{]*)?$")
@@ -69,7 +68,7 @@ def main():
                     too_long.append(f"{name}:{first}: {length} lines, more than "
                                     f"{LONGER.get((name, signature), LIMIT)}")
     return report("check_function_length", too_long, "too long",
-                  f"no function over {LIMIT} lines but the {len(LONGER)} listed")
+                  f"no function over {LIMIT} lines" + (f" but the {len(LONGER)} listed" if LONGER else ""))
 
 if __name__ == "__main__":
     sys.exit(main())

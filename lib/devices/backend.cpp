@@ -4,13 +4,12 @@
 #include "lib/tensor/device_kinds.hpp"
 #include "lib/base/error.hpp"
 #include "lib/tensor/layout.hpp"
-#include "lib/plan/planner.hpp"
 
 namespace abr {
 
-void DeviceBackend::peer_copy(const Plan& plan, const Layout&, const Layout&, Stream*) {
-  fail(ABR_ERR_INTERNAL, "{} has no peer copies, but a plan asked for one ({})", backend_name(report().info.backend),
-       plan.detail.view());
+void DeviceBackend::peer_copy(const Layout& src, const Layout& dst, Stream*, PeerSteps) {
+  fail(ABR_ERR_INTERNAL, "{} has no peer copies, but a plan asked for one ({} -> {})",
+       backend_name(report().info.backend), device_string(src.device), device_string(dst.device));
 }
 
 uint32_t DeviceBackend::ipc_export(const Layout& tensor, Stream*, unsigned char*, std::size_t) {

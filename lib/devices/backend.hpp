@@ -18,7 +18,12 @@
 namespace abr {
 
 struct Layout;
-struct Plan;
+// What a peer copy does on either side besides the copy (the plan's pack and scatter,
+// as the backend needs them: it never reads a Plan).
+struct PeerSteps {
+  bool pack_on_source = false;          // the source is strided or cast: a kernel packs it into a temporary
+  bool scatter_on_destination = false;  // the destination is strided: a kernel scatters the copied bytes
+};
 
 // What a backend can do, the same for all its devices. The planner branches on
 // these, never on a backend's name: a new backend states its own.
@@ -96,10 +101,10 @@ class DeviceBackend {
   // backend's own queue and waited for at finish() when it is null
   // (lib/devices/submission.hpp); lib/run/device_moves.cpp composes every move from them.
   virtual std::unique_ptr<Submission> submit(DLDevice device, void* context, Stream* stream) = 0;
-  // Move::Peer between two of this backend's devices in different contexts, with
-  // the plan's pack and scatter on either side; complete on return. Only a backend
-  // whose Capabilities name a peer domain overrides it.
-  virtual void peer_copy(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
+  // Move::Peer between two of this backend's devices in different contexts, with the
+  // pack and scatter the plan asks for on either side (`steps`); complete on return.
+  // Only a backend whose Capabilities name a peer domain overrides it.
+  virtual void peer_copy(const Layout& src, const Layout& dst, Stream* stream, PeerSteps steps);
 
   virtual std::unique_ptr<Stream> create_stream(DLDevice device) = 0;
   virtual std::unique_ptr<Stream> wrap_stream(DLDevice device, void* native) = 0;

@@ -249,6 +249,21 @@ bool ranges_overlap(const Layout& a, const Layout& b) {
   return a0 + a.min_byte < b0 + b.max_byte_end && b0 + b.min_byte < a0 + a.max_byte_end;
 }
 
+// abr_copy's arguments: an existing destination of the source's shape, and options
+// that ask nothing of a new tensor.
+void check_copy_into(const Layout& src, const Layout& dst, const TransferOptions& options) {
+  if (src.shape != dst.shape)
+    fail(ABR_ERR_SHAPE_MISMATCH, "source shape {} differs from destination shape {}", shape_string(src.shape),
+         shape_string(dst.shape));
+  if (options.copy != ABR_COPY_IF_NEEDED || !is_zero_dtype(options.dtype))
+    fail(ABR_ERR_INVALID_ARGUMENT,
+         "abr_copy takes no copy mode or dtype in its options: the destination is the copy, in its own dtype");
+  if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !dst.compact)
+    fail(ABR_ERR_INVALID_ARGUMENT,
+         "the destination is not compact row-major (strides {}), and ABR_TRANSFER_REQUIRE_CONTIGUOUS asks for one",
+         shape_string(dst.strides));
+}
+
 }  // namespace
 
 const char* path_name(abr_path path) noexcept {
@@ -264,6 +279,22 @@ const char* path_name(abr_path path) noexcept {
     case ABR_PATH_HOST_WRAP: return "host_wrap";
     default: return "unknown";
   }
+}
+
+bool results_may_be_locked(const Endpoint& from, DLDevice dst, Stream* stream) {
+  return stream && dst.device_type == kDLCPU && !from.host && from.backend && from.can.locked_host &&
+      from.backend->runs_on(*stream, from.device, from.context);
+}
+
+uint64_t locked_result_room(uint64_t limit, uint64_t in_use) {
+  const uint64_t half = limit / 2;
+  return in_use < half ? half - in_use : 0;
+}
+
+TransferOptions after_locked_result_refused(TransferOptions options) {
+  options.locked_result_budget = 0;
+  options.pinned_blocks = false;
+  return options;
 }
 
 TransferOptions resolve_options(const abr_transfer_options* options) {
@@ -288,18 +319,7 @@ TransferOptions resolve_options(const abr_transfer_options* options) {
 Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endpoint& to,
           const TransferOptions& options) {
   const bool into = dst != nullptr;  // abr_copy: into an existing tensor; abr_to_device: a new compact one
-  if (into) {
-    if (src.shape != dst->shape)
-      fail(ABR_ERR_SHAPE_MISMATCH, "source shape {} differs from destination shape {}", shape_string(src.shape),
-           shape_string(dst->shape));
-    if (options.copy != ABR_COPY_IF_NEEDED || !is_zero_dtype(options.dtype))
-      fail(ABR_ERR_INVALID_ARGUMENT,
-           "abr_copy takes no copy mode or dtype in its options: the destination is the copy, in its own dtype");
-    if ((options.flags & ABR_TRANSFER_REQUIRE_CONTIGUOUS) && !dst->compact)
-      fail(ABR_ERR_INVALID_ARGUMENT,
-           "the destination is not compact row-major (strides {}), and ABR_TRANSFER_REQUIRE_CONTIGUOUS asks for one",
-           shape_string(dst->strides));
-  }
+  if (into) check_copy_into(src, *dst, options);
   Plan plan;
   if (!options.describe) plan.detail.leave_out();
   plan.dtype = into ? dst->dtype : is_zero_dtype(options.dtype) ? src.dtype : options.dtype;

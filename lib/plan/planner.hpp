@@ -41,13 +41,28 @@ struct TransferOptions {
   // Whether pageable host <-> device moves may go through the pinned pool's blocks
   // (the pipeline, a batch's streamed or gathered moves). False once the pool has
   // refused a new result's page-locked memory: it would most likely refuse the
-  // blocks too, so the driver copies the bytes itself (Runtime::locked_result_or_replan).
+  // blocks too, so the driver copies the bytes itself (after_locked_result_refused).
   bool pinned_blocks = true;
 };
 
 // Throws ABR_ERR_INVALID_ARGUMENT for an unknown copy mode or flag. The struct is
 // the library's current version (the C boundary converts the caller's).
 TransferOptions resolve_options(const abr_transfer_options* options);
+
+// Whether a new host result copied from `from` on `stream` may be page-locked memory
+// of the source's backend: the stream orders the source's work (a DMA fills the result
+// there) and that backend has page-locked host memory.
+bool results_may_be_locked(const Endpoint& from, DLDevice dst, Stream* stream);
+// How much page-locked memory new results may still take of a pool of `limit` bytes
+// with `in_use` lent (TransferOptions::locked_result_budget): at most half of it, since
+// the other half stays for staging, which every transfer through pinned memory needs
+// while the results are held.
+uint64_t locked_result_room(uint64_t limit, uint64_t in_use);
+// The options to plan again with once the pool refused a new result the page-locked
+// memory the budget allowed (another thread took the room since, or the driver has
+// none): plain host memory, and no pool blocks either, which the pool would most likely
+// refuse too; the driver then copies the bytes itself.
+TransferOptions after_locked_result_refused(TransferOptions options);
 
 // Who reshapes the elements on one side of a move: packs or converts the source
 // into compact bytes of the result's dtype (the source side), or scatters compact

@@ -68,6 +68,35 @@ struct Runtime::BatchItem : BatchEntry {
 
 namespace {
 
+// The gathered reads of move_in_order not yet queued: device bytes [begin, end) of one
+// allocation, landing as they lie there. The gaps between its sources (at most
+// kJoinGap, an allocator's rounding) are read too and never copied out.
+struct GatheredRun {
+  const Layout* first = nullptr;  // its first source (none: no run open)
+  std::size_t first_at = 0;       // that source's move
+  uintptr_t allocation = 0, begin = 0, end = 0;
+  char* landing = nullptr;
+  std::size_t room = 0;   // landing space it may fill
+  bool in_place = false;  // landing in the results themselves, as plan_batch placed them
+
+  // Queues the run's one read on `open` (a failure names its first source: `at`),
+  // taking its slot of the landing space unless it lands in place; closes the run.
+  void queue(Submission& open, std::size_t& at, char*& free_landing, std::size_t& landing_left) {
+    if (!first) return;
+    const std::size_t span = static_cast<std::size_t>(end - begin);
+    const std::size_t current = at;
+    at = first_at;
+    open.read(*first, 0, landing, span);
+    at = current;
+    if (!in_place) {
+      const auto slot = static_cast<std::size_t>(batch_slot(span));
+      free_landing += slot;
+      landing_left -= slot;
+    }
+    first = nullptr;
+  }
+};
+
 // A gathered read landed in pinned memory (see move_in_order), and its result.
 struct Landed {
   const char* block;
@@ -263,7 +292,7 @@ void Runtime::plan_items(Batch& batch, const abr_transfer_options* options) {
   const auto locks_for = [&](const Endpoint& from) {
     auto& last = batch.last_locks;
     if (!last.known || last.context != from.context || !same_device(last.device, from.device))
-      last = {from.device, from.context, locks_results(from, batch.dst, batch.stream), true};
+      last = {from.device, from.context, results_may_be_locked(from, batch.dst, batch.stream), true};
     return last.locks;
   };
   for (std::size_t i = 0; i < batch.count; ++i) {
@@ -654,33 +683,8 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
   bool queued = false;               // device work queued on the caller's stream and not yet waited for
   bool read_queued = false;          // a read into host memory queued on `open`, not yet waited for
   uint32_t submissions = 0;
-  // The gathered reads not yet queued: device bytes [begin, end) of one allocation,
-  // landing as they lie there. The gaps between its sources (at most kJoinGap, an
-  // allocator's rounding) are read too and never copied out.
-  struct Run {
-    const Layout* first = nullptr;  // its first source (none: no run open)
-    std::size_t first_at = 0;       // that source's move
-    uintptr_t allocation = 0, begin = 0, end = 0;
-    char* landing = nullptr;
-    std::size_t room = 0;   // landing space it may fill
-    bool in_place = false;  // landing in the results themselves, as plan_batch placed them
-  } run;
-  const auto queue_run = [&] {
-    if (!run.first) return;
-    const std::size_t span = static_cast<std::size_t>(run.end - run.begin);
-    const std::size_t current = at;
-    at = run.first_at;  // a failure names the run's first source
-    open->read(*run.first, 0, run.landing, span);
-    at = current;
-    if (run.in_place) {
-      run.first = nullptr;
-      return;
-    }
-    const auto slot = static_cast<std::size_t>(batch_slot(span));
-    landing += slot;
-    landing_left -= slot;
-    run.first = nullptr;
-  };
+  GatheredRun run;
+  const auto queue_run = [&] { run.queue(*open, at, landing, landing_left); };
   const auto finish_open = [&] {
     read_queued = false;
     if (!open) return;

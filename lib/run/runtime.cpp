@@ -238,7 +238,7 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
   const Endpoint from = endpoint_of(src, dst, "source");
   const Endpoint to = endpoint_for(dst);
-  opts.locked_result_budget = locks_results(from, dst, stream) ? locked_result_room() : 0;
+  opts.locked_result_budget = results_may_be_locked(from, dst, stream) ? locked_result_room() : 0;
   Plan plan = plan_transfer(src, from, to, opts);
   check_stream(stream, src.device, dst);
   DeviceMemory made = locked_result_or_replan(plan, src, from, to, opts, stream);
@@ -323,17 +323,9 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
   }
 }
 
-bool Runtime::locks_results(const Endpoint& from, DLDevice dst, Stream* stream) {
-  return stream && dst.device_type == kDLCPU && !from.host && from.backend && from.can.locked_host &&
-      from.backend->runs_on(*stream, from.device, from.context);
-}
-
 uint64_t Runtime::locked_result_room() {
-  // Results take at most half the pool: the other half stays for staging, which
-  // every transfer through pinned memory needs while the results are held.
   const PoolStats stats = pool_->stats();
-  const uint64_t half = stats.limit_bytes / 2;
-  return stats.bytes_in_use < half ? half - stats.bytes_in_use : 0;
+  return abr::locked_result_room(stats.limit_bytes, stats.bytes_in_use);
 }
 
 DeviceMemory Runtime::locked_result_or_replan(Plan& plan, const Layout& src, const Endpoint& from, const Endpoint& to,
@@ -346,8 +338,7 @@ DeviceMemory Runtime::locked_result_or_replan(Plan& plan, const Layout& src, con
     if (e.status() != ABR_ERR_OUT_OF_MEMORY) throw;
     log::debug("a new host tensor of {} bytes in pageable memory: {}", bytes, e.what());
   }
-  opts.locked_result_budget = 0;
-  opts.pinned_blocks = false;
+  opts = after_locked_result_refused(opts);
   plan = plan_transfer(src, from, to, opts);
   return {};
 }
@@ -376,7 +367,8 @@ void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, St
 void Runtime::run_on_device(const Plan& plan, const Layout& src, const Layout& dst, DLDevice device, void* context,
                             Stream* stream) {
   DeviceBackend* backend = backend_of(device.device_type);
-  if (plan.move == Move::Peer) return backend->peer_copy(plan, src, dst, stream);
+  if (plan.move == Move::Peer)
+    return backend->peer_copy(src, dst, stream, {plan.pack == Step::Device, plan.scatter == Step::Device});
   std::unique_ptr<Submission> work = submit_routed(*backend, device, context, stream);
   run_device_move(plan, src, dst, *work);
 }

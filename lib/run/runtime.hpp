@@ -96,16 +96,12 @@ class Runtime {
   // `made`: the result's memory where the plan made it already (locked_result_or_replan).
   DLManagedTensorVersioned* export_copy(SourceTensor& source, const Layout& src, DLDevice dst, const Plan& plan,
                                         DeviceMemory made, Stream* stream);
-  // Whether a new host result copied from `from` on `stream` may be page-locked
-  // memory (the stream runs on the source's device, whose backend has it), and how
-  // much of the pool results may still take (TransferOptions::locked_result_budget).
-  bool locks_results(const Endpoint& from, DLDevice dst, Stream* stream);
+  // How much of the pool new results may still take, by the planner's rule.
   uint64_t locked_result_room();
   // The page-locked memory of a new host result, where `plan` wants it (Plan::locked_result).
-  // The pool may refuse what the budget allowed (another thread took the room since,
-  // or the driver has none): the transfer is then planned again for plain host memory
-  // and without the pool's blocks (opts.pinned_blocks, left false), so that its path
-  // and report say what runs, and nothing (empty) is returned.
+  // Where the pool refuses it, the transfer is planned again with the planner's
+  // after_locked_result_refused options (left in `opts`), so that its path and report
+  // say what runs, and nothing (empty) is returned.
   DeviceMemory locked_result_or_replan(Plan& plan, const Layout& src, const Endpoint& from, const Endpoint& to,
                                        TransferOptions& opts, Stream* stream);
   // The memory of a new result of `bytes` on `dst`: the backend's, or plain host memory.
