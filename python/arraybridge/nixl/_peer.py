@@ -336,31 +336,16 @@ class Peer:
             self._counts["bytes_received"] += nbytes
 
         def step(block, end):
-            polls, failure = 0, None
-            while True:
-                try:
-                    state = "DONE" if handle is None else self._call(self._agent.check_xfer_state, handle)
-                except Exception as error:  # NIXL raises some failures (a remote that disconnected)
-                    state, failure = "ERR", error
-                if state == "DONE":
-                    break
-                link.pump(1.0 if state == "ERR" else 0)  # a failed READ: is the peer gone? its socket says
-                if state == "ERR" or link.lost is not None:
-                    self._finish_read(handle, arena, slot, safe=False, key=None)
-                    if link.lost is not None or (state == "ERR" and _disconnected(failure)):
-                        raise PeerLostError(f"arraybridge.nixl: peer {link.name!r} is gone ({why_lost(link)}) "
-                                            f"while reading {nbytes} bytes from it")
-                    tell(link, {"type": "failed", "id": ident, "reason": "NIXL reported an error reading it"})
-                    raise ArrayBridgeError(f"arraybridge.nixl: NIXL failed reading {nbytes} bytes from peer "
-                                           f"{link.name!r}", None, "transfer_failed")
-                if not block:
+            try:
+                if handle is not None and not self._poll_read(handle, link, nbytes, block, end):
                     return False, None
-                if time.monotonic() > end:
-                    raise TimeoutError(f"arraybridge.nixl: reading {nbytes} bytes from peer {link.name!r} did not "
-                                       "complete in time")
-                polls += 1
-                if polls > 100:  # a long transfer: stop spinning, the progress threads need the cores
-                    link.pump(0.0005)
+            except TimeoutError:
+                raise  # not an end: the READ goes on, and its slot with it
+            except Exception as error:
+                self._finish_read(handle, arena, slot, safe=False, key=None)
+                if not isinstance(error, PeerLostError):
+                    tell(link, {"type": "failed", "id": ident, "reason": "NIXL reported an error reading it"})
+                raise
             receipt = {"type": "done", "id": ident}
             try:
                 view = arena.view(slot, kind, shape)
@@ -465,7 +450,7 @@ class Peer:
                     raise ArrayBridgeError(f"arraybridge.nixl: NIXL refused to read {nbytes} bytes from peer "
                                            f"{name!r}", None, "transfer_failed")
                 safe = False  # posted: the slot may be written until the READ ends
-                self._wait_read(handle, link, nbytes, deadline, abort)
+                self._poll_read(handle, link, nbytes, True, deadline, abort)
                 safe = True
             results = []
             for e in entries:
@@ -486,18 +471,18 @@ class Peer:
             if safe:
                 arena.give_back(slot)
 
-    def _wait_read(self, handle, link, nbytes, deadline, abort):
-        """Until the READ of `handle` completes: PeerLostError when its peer goes,
-        TimeoutError past the deadline, ArrayBridgeError when `abort` is set."""
-        polls = 0
+    def _poll_read(self, handle, link, nbytes, block, deadline, abort=None):
+        """Whether the READ of `handle` has completed; with `block`, waits until it has.
+        PeerLostError when its peer goes, ArrayBridgeError when NIXL fails it or `abort`
+        (a threading.Event) is set, TimeoutError past the deadline."""
+        polls, failure = 0, None
         while True:
-            failure = None
             try:
                 state = self._call(self._agent.check_xfer_state, handle)
             except Exception as error:  # NIXL raises some failures (a remote that disconnected)
                 state, failure = "ERR", error
             if state == "DONE":
-                return
+                return True
             link.pump(1.0 if state == "ERR" else 0)  # a failed READ: is the peer gone? its socket says
             if link.lost is not None or (state == "ERR" and _disconnected(failure)):
                 raise PeerLostError(f"arraybridge.nixl: peer {link.name!r} is gone ({why_lost(link)}) while "
@@ -508,6 +493,8 @@ class Peer:
             if abort is not None and abort.is_set():
                 raise ArrayBridgeError(f"arraybridge.nixl: reading {nbytes} bytes from peer {link.name!r} was "
                                        "aborted", None, "aborted")
+            if not block:
+                return False
             if time.monotonic() > deadline:
                 raise TimeoutError(f"arraybridge.nixl: reading {nbytes} bytes from peer {link.name!r} did not "
                                    "complete in time")
