@@ -343,7 +343,9 @@ def _convert_structure(data, source_type, target_type, gpu_id, host_staging, dty
 # once it checked them: the route to take, so that a loop of conversions pays for the
 # checks once (each was a microsecond or more). Only what succeeded is kept.
 # A route: (source MemoryType, target MemoryType, device text, contiguous=, finish),
-# finish(tensor, copy) making the target's array of the moved Tensor.
+# finish(tensor, copy) making the target's array of the moved Tensor (None until the
+# first move succeeded: the target framework is imported then, so that what is refused
+# before, a copy=False that needs a copy, never imports it).
 _ROUTES = {}
 _STRUCTURE = object()  # the route of a structure's type: each of its arrays goes its own way
 
@@ -370,12 +372,21 @@ def _route(data, source_type, target_type, gpu_id):
     except ValueError as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
     if target is MemoryType.PYCLESPERANTO:
-        return source, target, device, True, None
+        return source, target, device, True, _into_pyclesperanto
+    return source, target, device, _LAYOUT_NEEDED.get(target.value, False), None
+
+
+def _finished_route(key, route):
+    """The finish of a route whose first move succeeded: imports the target framework,
+    and keeps the whole route for the next conversion of its key."""
+    source, target = route[:2]
     try:
-        finish = _finisher(target)  # imports the target framework
+        finish = _finisher(target)
     except ImportError as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
-    return source, target, device, _LAYOUT_NEEDED.get(target.value, False), finish
+    if key is not None and len(_ROUTES) < 1024:  # a program converts between few kinds; past that, checked each time
+        _ROUTES[key] = route[:4] + (finish,)
+    return finish
 
 
 def _finisher(target):
@@ -428,15 +439,15 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
         route = _ROUTES[key]
     except KeyError:
         route = _route(data, source_type, target_type, gpu_id)
-        if len(_ROUTES) < 1024:  # a program converts between few kinds; past that, checked each time
-            _ROUTES[key] = route
+        if (route is _STRUCTURE or route[4] is not None) and len(_ROUTES) < 1024:
+            _ROUTES[key] = route  # complete already; a framework's is kept once its first move succeeded
     except TypeError:  # an unhashable argument: checked each time (and refused there, or a structure)
-        route = _route(data, source_type, target_type, gpu_id)
+        key, route = None, _route(data, source_type, target_type, gpu_id)
     if route is _STRUCTURE:
         return _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy)
     source, target, device, contiguous, finish = route
     try:
-        if finish is None:  # pyclesperanto
+        if finish is _into_pyclesperanto:
             result = _into_pyclesperanto(data, int(device[len("opencl:"):]), host_staging, dtype, copy)
             log.debug("convert_memory %s -> pyclesperanto: one copy into its context", source.value)
             return result
@@ -447,6 +458,8 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
+    if finish is None:
+        finish = _finished_route(key, route)
     try:
         result = finish(tensor, copy)
     except MemoryError:  # not the target's refusal: Python's memory ran out, as to_device's may
