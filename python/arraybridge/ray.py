@@ -5,7 +5,7 @@ framework (Ray takes one data type per transport): an actor method marked with i
 keeps the arrays it returns where they are, and the actor that receives the
 ObjectRef reads them straight from the sender's memory over NIXL (a one-sided READ
 from memory registered once, arraybridge.nixl), with no trip through Ray's object
-store. Two lines turn it on:
+store; CUDA arrays within a node go by IPC handles instead. Two lines turn it on:
 
     arraybridge.ray.register()                      # in the driver, before the actors
     @ray.method(tensor_transport=arraybridge.ray.transport("jax"))
@@ -27,6 +27,8 @@ import sys
 import threading
 import uuid
 
+import numpy as np
+
 __all__ = ["register", "transport", "receive_on", "setup_worker", "TRANSPORTS"]
 
 # Our transport of each framework: its name in Ray, the module of its array type.
@@ -39,7 +41,8 @@ TRANSPORTS = {"numpy": "AB_NUMPY", "torch": "AB_TORCH", "jax": "AB_JAX", "cupy":
 _BY_DEFAULT = ("numpy", "arraybridge")
 
 _lock = threading.Lock()
-_state = {"peer": None, "devices": {}}  # this process's NIXL peer, the receiving device per framework
+# This process's NIXL peer, the receiving device per framework, and the reads done by IPC.
+_state = {"peer": None, "devices": {}, "ipc_reads": 0}
 _published = {}  # obj_id -> the publish() handle, until Ray collects the object
 _aborted = {}  # obj_id -> the threading.Events of its reads under way, which abort_transport sets
 
@@ -135,6 +138,73 @@ def _peer():
                 pass
             _state["peer"] = Peer(f"arraybridge-ray-{os.getpid()}-{uuid.uuid4().hex[:8]}", listen=(host, 0))
         return _state["peer"]
+
+
+def _node():
+    """This process's node, as Ray names it (IPC handles open only on the node that made them)."""
+    try:
+        import ray
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - outside Ray (a test): this machine's boot
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return boot.read().strip()
+
+
+def _publish(arrays):
+    """((NIXL handle, IPC copies), publication) of an actor method's returned arrays: the
+    NIXL publication any receiver can READ, and for arrays on one CUDA GPU also IPC handles
+    of compact private copies, which a receiver on this node opens instead (no trip
+    through host memory or the network). The copies live until Ray collects the object."""
+    from ._errors import ArrayBridgeError
+    from ._lib import _core
+    from ._tensor import Tensor
+    tensors = [x if isinstance(x, Tensor) else _core.from_dlpack(x) for x in arrays]
+    handle, publication = _peer().publish(tensors)
+    devices = {tensor.device for tensor in tensors}
+    copies = []
+    if len(devices) == 1 and devices.pop().startswith("cuda:"):
+        try:
+            copies = _core.to_device_many(tensors, tensors[0].device, copy=True)
+            # An empty array has no memory to name: its receiver makes it from the shape.
+            handles = [None if 0 in copy.shape else _core.ipc_export(copy, None).hex() for copy in copies]
+        except ArrayBridgeError:  # memory IPC cannot name (stream-ordered pools): the READ serves every receiver
+            copies = []
+        except BaseException:
+            _peer().withdraw(handle)
+            raise
+        else:
+            publication = dict(publication, ipc={"node": _node(), "handles": handles})
+    return (handle, copies), publication
+
+
+def _read_by_ipc(publication, device, read_only):
+    """The published arrays copied from the sender's IPC copies onto `device`, or None where
+    there are none, the sender is on another node, or this process cannot open them (its
+    GPUs are others, or the sender has gone): then the NIXL READ, which says which."""
+    from ._errors import ArrayBridgeError
+    from ._lib import _core
+    ipc = publication.get("ipc")
+    if ipc is None or ipc["node"] != _node():
+        return None
+    entries = publication["tensors"]
+    try:
+        opened = [None if handle is None else _core.ipc_import(bytes.fromhex(handle)) for handle in ipc["handles"]]
+        moved = iter(_core.to_device_many([t for t in opened if t is not None], device, copy=True))
+        results = [next(moved) if tensor is not None else
+                   _core.to_device(np.empty(entry["shape"], np.uint8), device, dtype=entry["dtype"])
+                   for tensor, entry in zip(opened, entries)]
+    except ArrayBridgeError:
+        return None
+    del opened  # the mappings close once the copies are done (they are: the calls returned)
+    with _lock:
+        _state["ipc_reads"] += 1
+    return [_marked(tensor, read_only and entry["read_only"]) for tensor, entry in zip(results, entries)]
+
+
+def _marked(tensor, read_only):
+    """`tensor`, or (read_only) its one view that says it is read-only."""
+    from ._lib import _core
+    return _core.from_dlpack(_core.export(tensor, False, False)) if read_only else tensor
 
 
 def _receiving_device(framework):
@@ -237,7 +307,7 @@ def _manager_class(framework):
             return ray.get(actor.__ray_call__.options(concurrency_group="_ray_system").remote(_has_transport))
 
         def extract_tensor_transport_metadata(self, obj_id, rdt_object):
-            handle, publication = _peer().publish(rdt_object)
+            handle, publication = _publish(rdt_object)
             with _lock:
                 _published[obj_id] = handle
             shapes = [(tuple(entry["shape"]), entry["dtype"]) for entry in publication["tensors"]]
@@ -253,8 +323,11 @@ def _manager_class(framework):
                 _aborted.setdefault(obj_id, set()).add(abort)  # a threaded actor may read one object twice
             try:
                 device = _receiving_device(framework)
-                tensors = _peer().read(tensor_transport_metadata.publication, device=device, abort=abort,
-                                       read_only=framework not in ("torch", "cupy"))
+                read_only = framework not in ("torch", "cupy")
+                publication = tensor_transport_metadata.publication
+                tensors = _read_by_ipc(publication, device, read_only)
+                if tensors is None:
+                    tensors = _peer().read(publication, device=device, abort=abort, read_only=read_only)
                 return [_finish(framework, tensor) for tensor in tensors]
             finally:
                 with _lock:
@@ -270,7 +343,7 @@ def _manager_class(framework):
             with _lock:
                 handle = _published.pop(obj_id, None)
             if handle is not None:
-                _peer().withdraw(handle)
+                _peer().withdraw(handle[0])  # and the IPC copies go with handle[1]
 
         def abort_transport(self, obj_id, communicator_metadata):
             with _lock:
@@ -302,5 +375,6 @@ def _has_transport(actor_self=None):
 
 
 def _stats():
-    """This process's NIXL peer's counters (for tests: slots and registrations flat)."""
-    return None if _state["peer"] is None else _state["peer"].stats()
+    """This process's NIXL peer's counters (for tests: slots and registrations flat), and
+    `ipc_reads`, the objects read by IPC handles instead."""
+    return dict({} if _state["peer"] is None else _state["peer"].stats(), ipc_reads=_state["ipc_reads"])

@@ -61,9 +61,10 @@ def make(framework, kind):
         if kind == "bf16":
             return jax.device_put(jnp.asarray(array, dtype=jnp.bfloat16), cpu)
         return jax.device_put(np.array(array, order="C"), cpu)
-    if framework == "arraybridge":
+    if framework in ("arraybridge", "cuda"):  # arraybridge Tensors on OpenCL, or on CUDA (the fake driver here)
         import arraybridge as ab
-        return ab.to_device(array, "opencl:0", copy=True, dtype="bfloat16" if kind == "bf16" else None)
+        device = "cuda:0" if framework == "cuda" else "opencl:0"
+        return ab.to_device(array, device, copy=True, dtype="bfloat16" if kind == "bf16" else None)
     if framework == "pyclesperanto":
         import pyclesperanto as cle
         return cle.push(np.array(array, order="C"))
@@ -113,6 +114,10 @@ class Sender:
     @ray.method(tensor_transport="AB_TENSOR")
     def arraybridge(self, kinds):
         return {kind: make("arraybridge", kind) for kind in kinds}
+
+    @ray.method(tensor_transport="AB_TENSOR")
+    def cuda(self, kinds):
+        return {kind: make("cuda", kind) for kind in kinds}
 
     @ray.method(tensor_transport="AB_PYCLESPERANTO")
     def pyclesperanto(self, kinds):

@@ -28,12 +28,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 120
 
 
+FAKE_CUDA = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "fake-cuda", "libcuda.so.1")
+ENV_VARS = {"PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", ""), "UCX_MODULES": "^ib"}
+
+
 @pytest.fixture(scope="module")
 def actors():
     sys.path.insert(0, HERE)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                                       "UCX_MODULES": "^ib"}})
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": ENV_VARS})
     import ray_actors  # registers the transports, as the workers do when they import it
     registered = abray.register(ray_actors.FRAMEWORKS)
     sender, receiver = ray_actors.Sender.remote(), ray_actors.Receiver.remote()
@@ -148,3 +150,38 @@ def test_jax_without_x64_refuses_64_bits_rather_than_narrow(actors):
     ref = sender.numpy.remote(["int64"])
     # A NumPy int64 goes to NumPy exactly; only a JAX receiver would have to narrow it.
     assert ray.get(receiver.check.remote("numpy", ref), timeout=TIMEOUT) == []
+
+
+def with_fake_cuda(actor_class, *args):
+    """An actor in a worker of its own that has the fake CUDA driver (its memory is shared
+    memory behind IPC handles, so handles open across processes as on a GPU)."""
+    return actor_class.options(runtime_env={"env_vars": dict(ENV_VARS, ARRAYBRIDGE_CUDA_LIBRARY=FAKE_CUDA)}).remote(*args)
+
+
+@pytest.mark.skipif(not os.path.exists(FAKE_CUDA), reason="the fake CUDA driver is built by `make test`")
+def test_cuda_arrays_go_by_ipc_within_a_node_and_by_a_read_where_the_handles_cannot_open(actors):
+    _, ray_actors, _, without_cuda = actors
+    sender = with_fake_cuda(ray_actors.Sender)
+    on_gpu = with_fake_cuda(ray_actors.Receiver, "cuda:0", "arraybridge")
+    ref = sender.cuda.remote(list(ray_actors.KINDS))
+    assert ray.get(on_gpu.check.remote("arraybridge", ref), timeout=TIMEOUT) == []
+    assert set(ray.get(on_gpu.devices.remote(ref), timeout=TIMEOUT).values()) == {"cuda:0"}
+    stats = ray.get(on_gpu.stats.remote())
+    assert stats["ipc_reads"] == 2 and stats.get("receives", 0) == 0, stats  # both reads by IPC, none by NIXL
+    # A process without CUDA cannot open the handles: it READs the same object over NIXL.
+    before = ray.get(without_cuda.stats.remote())
+    assert ray.get(without_cuda.check.remote("arraybridge", ref), timeout=TIMEOUT) == []
+    after = ray.get(without_cuda.stats.remote())
+    assert after["receives"] == before["receives"] + len(ray_actors.KINDS) and after["ipc_reads"] == 0, after
+    object_id = ref.hex()
+    del ref
+    assert wait_until(lambda: not ray.get(sender.holds.remote(object_id)))  # the IPC copies went with it
+    # A sender that dies: its handles no longer open, and the READ says the peer is lost.
+    ref = sender.cuda.remote(["strided"])
+    ray.wait([ref], timeout=TIMEOUT)
+    ray.kill(sender)
+    time.sleep(0.5)
+    with pytest.raises(Exception) as raised:
+        ray.get(on_gpu.check.remote("arraybridge", ref), timeout=TIMEOUT)
+    assert "PeerLostError" in str(raised.value), raised.value
+    ray.kill(on_gpu)
