@@ -26,6 +26,32 @@ def run(*args, **kwargs):
     return subprocess.run(list(args), capture_output=True, text=True, cwd=ROOT, timeout=300, **kwargs)
 
 
+# The two whole bench runs that tests read, by name: about a minute each, mostly the
+# Python rows on one core, so they start together (CI has a budget).
+BENCH_RUNS = {"cpu table": ("--sizes", "4K,64K", "--reps", "1", "--device", "cpu"),
+              "every device": ("--sizes", "4K", "--reps", "1", "--case", "o")}
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    """bench_run(name) -> (the finished run of BENCH_RUNS[name], its --json file)."""
+    folder = tmp_path_factory.mktemp("bench")
+    started = {}
+    for name, args in BENCH_RUNS.items():
+        out = folder / f"{name.replace(' ', '-')}.json"
+        started[name] = (subprocess.Popen([BENCH, *args, "--json", str(out)], stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True, cwd=ROOT), out)
+
+    def finished(name):
+        process, out = started[name]
+        stdout, stderr = process.communicate(timeout=300)
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), out
+    yield finished
+    for process, _ in started.values():
+        process.kill()
+        process.communicate()
+
+
 @pytest.mark.parametrize("tool", [BENCH, INFO])
 def test_help_goes_to_stdout_with_rc_0(tool):
     for flag in ("--help", "-h"):
@@ -111,9 +137,8 @@ def test_sizes_beyond_memory_and_unwritable_json_fail_at_once():
     assert result.stdout == ""
 
 
-def test_the_table_fits_100_columns_with_a_legend_and_no_progress_in_a_pipe(tmp_path):
-    out = tmp_path / "r.json"
-    result = run(BENCH, "--sizes", "4K,64K", "--reps", "1", "--device", "cpu", "--json", str(out))
+def test_the_table_fits_100_columns_with_a_legend_and_no_progress_in_a_pipe(bench_run):
+    result, out = bench_run("cpu table")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split()[:5] == ["case", "device", "size", "shape", "arraybridge"]
@@ -177,10 +202,9 @@ def test_plot_says_in_one_line_what_is_wrong(tmp_path):
     assert "Traceback" not in incomplete.stderr and "is not arraybridge-bench --json output" in incomplete.stderr
 
 
-def test_plot_draws_per_call_cases_too(tmp_path):
+def test_plot_draws_per_call_cases_too(tmp_path, bench_run):
     pytest.importorskip("matplotlib")
-    out = tmp_path / "r.json"
-    result = run(BENCH, "--sizes", "4K", "--reps", "1", "--case", "o", "--json", str(out))
+    result, out = bench_run("every device")
     assert result.returncode == 0, result.stderr
     cases = {(r["case"], r["device"]) for r in json.loads(out.read_text())["results"]}
     per_call = {c for c in cases if c[0] in ("zero-copy round trip", "pool hit", "wrap host memory")}
