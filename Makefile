@@ -364,9 +364,15 @@ TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(OPENCL_COUNTER) $(BUILD)/bin/cu
 
 # Both run the suites of tests/suites.txt: `make test` all of them (what CI runs),
 # `make check` the quick tier (no sanitizers, fuzzing or valgrind).
+# `make test` installs the Python environment (minutes of downloads, mostly waiting on
+# the network) while the C++ builds on every core, and shows its log once both are done.
 test: bootstrap
-	@bash dev/setup_python.sh test
-	@$(MAKE) --no-print-directory -j$(JOBS) all $(TEST_PROGRAMS)
+	@mkdir -p $(BUILD)
+	@bash dev/setup_python.sh test > $(BUILD)/setup-python.log 2>&1 & setup=$$!; \
+	  $(MAKE) --no-print-directory -j$(JOBS) all $(TEST_PROGRAMS); built=$$?; \
+	  wait $$setup; installed=$$?; cat $(BUILD)/setup-python.log; \
+	  [ $$installed -eq 0 ] || echo "make test: dev/setup_python.sh test failed (its log is above)"; \
+	  [ $$built -eq 0 ] && [ $$installed -eq 0 ]
 	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD) full
 
