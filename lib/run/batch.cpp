@@ -1,12 +1,11 @@
-// Many tensors in one call: abr_to_device_many and abr_copy_many.
-//
-// abr_to_device_many runs in phases on one Batch, so that a failure anywhere leaves
-// every source the caller's and hands nothing out:
+// abr_to_device_many: many tensors to one device in one call. It runs in phases on
+// one Batch, so that a failure anywhere leaves every source the caller's and hands
+// nothing out:
 //  1. plan_items: each source validated and planned against one destination endpoint;
 //  2. place_items, prepare_results, move_items: the batch placed (plan_batch:
 //     coalesced, gathered or streamed), every result's memory and header allocated,
-//     then the work (after a failure the stream is waited for before the sources go
-//     back); describe_batch puts it into the report's words;
+//     then the work (batch_moves.cpp; after a failure the stream is waited for before
+//     the sources go back); describe_batch puts it into the report's words;
 //  3. commit_batch (cannot fail): headers finished, sources handed to their results,
 //     released, or kept by the stream until its work is done.
 #include <algorithm>
@@ -15,24 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "lib/plan/batch_plan.hpp"
+#include "lib/base/error.hpp"
+#include "lib/base/log.hpp"
+#include "lib/base/text.hpp"
+#include "lib/memory/host_buffer.hpp"
+#include "lib/run/batch_items.hpp"
 #include "lib/run/device_moves.hpp"
 #include "lib/tensor/dtype.hpp"
-#include "lib/base/error.hpp"
-#include "lib/memory/host_buffer.hpp"
-#include "lib/host/host_copy.hpp"
-#include "lib/run/host_sides.hpp"
-#include "lib/host/host_threads.hpp"
-#include "lib/base/log.hpp"
-#include "lib/run/runtime.hpp"
-#include "lib/base/text.hpp"
 
 namespace abr {
 namespace {
-
-// Gathered reads (see move_in_order) land in pinned blocks of at least this size.
-constexpr std::size_t kLandingBlock = std::size_t{1} << 20;
-constexpr std::size_t kMaxBatch = std::size_t{1} << 24;
 
 // What the caller's stream holds until the batch's work is done, in one piece:
 // the sources that work reads and its share of the results' memory.
@@ -42,149 +33,14 @@ class HeldByStream final : public Storage {
   std::vector<std::shared_ptr<Storage>> memory;
 };
 
+}  // namespace
+
 // The source a host wrap keeps alive, given to it only at commit: until then a
-// failure frees the wrap without running the source's deleter.
+// failure frees the wrap without running the source's deleter. (Outside the unnamed
+// namespace: a BatchItem, batch_items.hpp, points to one.)
 class DeferredSource final : public Storage {
  public:
   std::optional<SourceTensor> source;
-};
-
-}  // namespace
-
-// A batch's tensor: its plan and place (BatchEntry), its source and its result.
-struct Runtime::BatchItem : BatchEntry {
-  // Provided, so that vector(count) does not zero each item before constructing it
-  // (the whole large item, for every tensor); every member has an initializer of its own.
-  BatchItem() {}  // NOLINT(modernize-use-equals-default): "= default" would zero it
-  Layout src;
-  // In place, not each on the heap: a batch of many small tensors made several allocations
-  // each, more than glibc's per-thread cache (7 per size) holds, and they weighed on it.
-  std::optional<SourceTensor> source;    // given back, its deleter not called, unless the batch commits
-  std::optional<PendingExport> pending;  // the result's header, allocated before any work
-  std::unique_ptr<Storage> memory;       // a copy's own memory, or a wrap's
-  std::shared_ptr<Storage> shared;       // the same when a stream holds it too, or the coalesced block
-  DeferredSource* wrap_owner = nullptr;
-};
-
-namespace {
-
-// The gathered reads of move_in_order not yet queued: device bytes [begin, end) of one
-// allocation, landing as they lie there. The gaps between its sources (at most
-// kJoinGap, an allocator's rounding) are read too and never copied out.
-struct GatheredRun {
-  const Layout* first = nullptr;  // its first source (none: no run open)
-  std::size_t first_at = 0;       // that source's move
-  uintptr_t allocation = 0, begin = 0, end = 0;
-  char* landing = nullptr;
-  std::size_t room = 0;   // landing space it may fill
-  bool in_place = false;  // landing in the results themselves, as plan_batch placed them
-
-  // Queues the run's one read on `open` (a failure names its first source: `at`),
-  // taking its slot of the landing space unless it lands in place; closes the run.
-  void queue(Submission& open, std::size_t& at, char*& free_landing, std::size_t& landing_left) {
-    if (!first) return;
-    const std::size_t span = static_cast<std::size_t>(end - begin);
-    const std::size_t current = at;
-    at = first_at;
-    open.read(*first, 0, landing, span);
-    at = current;
-    if (!in_place) {
-      const auto slot = static_cast<std::size_t>(batch_slot(span));
-      free_landing += slot;
-      landing_left -= slot;
-    }
-    first = nullptr;
-  }
-};
-
-// A gathered read landed in pinned memory (see move_in_order), and its result.
-struct Landed {
-  const char* block;
-  char* to;
-  std::size_t n;
-};
-
-// The landed reads copied out to their results on `threads` host threads, each a run
-// of reads of about equal bytes, as the coalesced block is packed (move_coalesced).
-void copy_out(const std::vector<Landed>& landed, unsigned threads) {
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, landed.size()));
-  if (threads <= 1) {
-    for (const Landed& read : landed) std::memcpy(read.to, read.block, read.n);
-    return;
-  }
-  uint64_t total = 0;
-  for (const Landed& read : landed) total += read.n;
-  // Run p starts at the read where the bytes before it reach p / threads of the total.
-  std::vector<std::size_t> starts(threads + 1, landed.size());
-  uint64_t before = 0;
-  unsigned part = 0;
-  for (std::size_t i = 0; i < landed.size() && part < threads; ++i) {
-    while (part < threads && before >= total * part / threads) starts[part++] = i;
-    before += landed[i].n;
-  }
-  host_threads().parallel_for(threads, threads, [&](std::size_t p) {
-    for (std::size_t i = starts[p]; i < starts[p + 1]; ++i) std::memcpy(landed[i].to, landed[i].block, landed[i].n);
-  });
-}
-
-// The bytes a tensor in memory known by its address spans (none for no element;
-// min_byte <= 0 wraps back).
-ByteSpan bytes_of(const Layout& tensor) {
-  if (tensor.numel == 0) return {};
-  const auto first = reinterpret_cast<uintptr_t>(first_element(tensor));
-  return {first + static_cast<uintptr_t>(tensor.min_byte), first + static_cast<uintptr_t>(tensor.max_byte_end)};
-}
-
-// The device allocations a batch has checked: a later source inside one of them
-// is on that device and context, and needs no driver call of its own (torch's small
-// tensors are carved from a few segments; a batch's results share one block).
-class CheckedAllocations {
- public:
-  // The endpoint of a source inside an allocation seen before, or nullptr.
-  const Endpoint* covering(const Layout& tensor) const {
-    if (tensor.numel == 0 || !is_direct_address(tensor.device.device_type)) return nullptr;
-    const ByteSpan span = bytes_of(tensor);
-    for (auto seen = seen_.rbegin(); seen != seen_.rend(); ++seen)
-      if (same_device(seen->device, tensor.device) && seen->allocation.holds(span.begin, span.end)) return &*seen;
-    return nullptr;
-  }
-  void add(const Endpoint& endpoint) {
-    if (endpoint.allocation.begin == endpoint.allocation.end) return;
-    if (seen_.size() == kKept) seen_.erase(seen_.begin());
-    seen_.push_back(endpoint);
-  }
-
- private:
-  static constexpr std::size_t kKept = 8;  // the most recent: a batch's sources come in runs
-  std::vector<Endpoint> seen_;
-};
-
-// The report's words for a batch's pipelines ("" for none): those that ran, and
-// the tensors moved one by one because the pinned pool refused theirs.
-std::string streamed_words(const std::vector<StreamedPipeline>& pipelines, std::size_t one_by_one) {
-  std::size_t streamed = 0, ran = 0;
-  for (const StreamedPipeline& pipeline : pipelines) {
-    streamed += pipeline.items.size();
-    ran += pipeline.items.empty() ? 0 : 1;
-  }
-  std::string words;
-  if (ran == 1) words = fmt::format("; {} streamed through one pipeline", streamed);
-  if (ran > 1) words = fmt::format("; {} streamed through {} pipelines (one per device and way)", streamed, ran);
-  if (one_by_one) words += fmt::format("; {} moved one by one, the pinned pool refusing their pipeline", one_by_one);
-  return words;
-}
-
-}  // namespace
-
-// One move of a batch, in the caller's order.
-struct Runtime::OrderedMove {
-  const Plan* plan;
-  const Layout* src;
-  const Layout* dst;
-  bool gather;           // a small read into new host memory: landed in a pinned block, copied out after one wait
-  uintptr_t allocation;  // a gathered read's source allocation (0: unknown): reads next to each other in one merge
-  bool in_place;         // a gathered read straight into its page-locked result: no landing, copy out or wait
-  bool joins;            // in place, in one copy with the read before it (plan_batch placed it so)
 };
 
 namespace {
@@ -564,291 +420,6 @@ void Runtime::commit_batch(Batch& batch, DLManagedTensorVersioned** out) {
     if (batch.in_place) held->memory.push_back(std::move(batch.results_block));  // read into by the stream's DMAs
     batch.stream->retain(std::move(held));
   }
-}
-
-std::size_t Runtime::move_pipelines(const std::vector<std::vector<OrderedMove>>& pipelines,
-                                    std::vector<StreamedPipeline>& entries, const char* entry_name, Stream* stream) {
-  const auto named = [&](std::size_t p, std::size_t i) {
-    return fmt::format(fmt::runtime(entry_name), entries[p].items[i]);
-  };
-  std::size_t one_by_one = 0;
-  for (std::size_t p = 0; p < pipelines.size(); ++p) {
-    try {
-      move_streamed(pipelines[p], entries[p].shape, stream);
-      continue;
-    } catch (const Error& e) {
-      if (e.status() != ABR_ERR_OUT_OF_MEMORY)  // an asynchronous DMA error cannot be pinned on one piece
-        throw Error(e.status(),
-                    fmt::format("{} and {} other(s) streamed through one pipeline: {}", named(p, 0),
-                                entries[p].items.size() - 1, e.what()),
-                    e.backend_code());
-      // The pinned pool has no room for the pipeline's blocks: each moves as planned
-      // alone (under two chunks, one driver copy without the pool), rewriting what
-      // the pipeline wrote. No other entry touches their memory, so none sees it.
-      log::debug("a batch's pipeline of {} tensors was refused ({}): each moves on its own", entries[p].items.size(),
-                 e.what());
-    }
-    std::size_t at = 0;
-    uint32_t joined = 0;
-    try {
-      move_in_order(pipelines[p], stream, at, joined);
-    } catch (const Error& e) {
-      if (at == pipelines[p].size()) throw;  // the last wait: no one entry
-      throw Error(e.status(), fmt::format("{}: {}", named(p, at), e.what()), e.backend_code());
-    }
-    one_by_one += entries[p].items.size();
-    entries[p].items.clear();
-  }
-  return one_by_one;
-}
-
-void Runtime::move_streamed(const std::vector<OrderedMove>& moves, const StagingShape& shape, Stream* stream) {
-  const Plan& first = *moves.front().plan;
-  const bool from_host = first.src_context == nullptr;
-  std::vector<char*> host;
-  std::vector<Layout> device;
-  SegmentMap map;
-  for (const OrderedMove& move : moves) {
-    host.push_back(const_cast<char*>(first_element(from_host ? *move.src : *move.dst)));
-    device.push_back(from_host ? *move.dst : *move.src);
-    map.add(move.src->numel * move.dst->itemsize);
-  }
-  const DLDevice device_id = device.front().device;
-  void* context = from_host ? first.dst_context : first.src_context;
-  std::unique_ptr<ChunkSide> device_side = device_segments_side(
-      std::move(device), map, submit_routed(*backend_of(device_id.device_type), device_id, context, stream));
-  auto host_side = std::make_unique<HostSegmentsSide>(std::move(host), map, shape.threads);
-  StagingProvider* blocks = device_side->staging();  // the device side's, as for one tensor (plan_host_device)
-  ChunkSide& from = from_host ? static_cast<ChunkSide&>(*host_side) : *device_side;
-  ChunkSide& to = from_host ? *device_side : static_cast<ChunkSide&>(*host_side);
-  run_pipeline(from, to, map.total(), shape, *pool_, *blocks);
-  from.finish();
-  to.finish();
-}
-
-void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block,
-                             uint64_t bytes, unsigned threads, Stream* stream) {
-  // Each source whose slot starts in [begin, end) packed (and converted) by the host
-  // engine into its slot of `into`.
-  const auto pack = [&](char* into, uint64_t begin, uint64_t end, unsigned item_threads) {
-    for (BatchItem& item : items) {
-      if (!item.coalesced || item.offset < begin || item.offset >= end) continue;
-      const Layout& src = item.src;
-      if (src.compact && !item.plan.cast) {  // bytes for bytes
-        std::memcpy(into + item.offset, first_element(src), static_cast<std::size_t>(item.bytes));
-        continue;
-      }
-      const Layout slot = compact_layout(dst, item.plan.dtype, src.shape, into + item.offset);
-      copy_layout_in_parallel(src, first_element(src), item.plan.dtype, into + item.offset, slot.strides.data(),
-                              item_threads ? item_threads : item.plan.staging.threads);
-    }
-  };
-  // The slots in `threads` runs of about equal bytes, one a thread, each source on
-  // the thread of its run.
-  const auto pack_all = [&](char* into) {
-    if (threads <= 1) return pack(into, 0, bytes, 0);
-    host_threads().parallel_for(threads, threads, [&](std::size_t part) {
-      pack(into, bytes * part / threads, bytes * (part + 1) / threads, 1);
-    });
-  };
-  if (!to.backend) return pack_all(static_cast<char*>(block));  // new host memory: the host engine alone
-  const Layout whole = compact_layout(dst, DLDataType{kDLUInt, 8, 1}, Dims{static_cast<int64_t>(bytes)}, block);
-  std::unique_ptr<Submission> work = submit_routed(*to.backend, dst, to.context, stream);
-  if (to.can.maps_to_host) {
-    pack_all(work->map(whole, /*write=*/true));  // straight into the device's memory, mapped
-  } else {
-    char* staging = work->pinned(static_cast<std::size_t>(bytes));  // one pinned block, then one DMA
-    pack_all(staging);
-    work->write(whole, 0, staging, static_cast<std::size_t>(bytes));
-  }
-  work->finish();
-}
-
-// The moves of a batch, in order. Consecutive moves on one device context share
-// one submission, its waits deferred, finished when the next move is elsewhere
-// (another context, the host engine, the pipeline, a peer copy) and at the end;
-// before a host-side step the caller's stream is waited for too, so every move
-// sees the ones before it. Gathered reads land in pinned blocks of their
-// submission and are copied out after its one wait, or, in place, straight in their
-// page-locked results with no wait; reads of sources that follow each other in one
-// allocation are one copy (a run). `at` names the move running
-// (moves.size() for the last wait). Returns the device submissions opened.
-uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at,
-                                uint32_t& joined, unsigned copy_out_threads) {
-  std::vector<Landed> landed;  // gathered reads of the open submission
-  char* landing = nullptr;     // free space in its current pinned block
-  std::size_t landing_left = 0;
-  void* open_context = nullptr;
-  std::unique_ptr<Submission> open;  // the moves of consecutive pairs on one device context
-  bool queued = false;               // device work queued on the caller's stream and not yet waited for
-  bool read_queued = false;          // a read into host memory queued on `open`, not yet waited for
-  uint32_t submissions = 0;
-  GatheredRun run;
-  const auto queue_run = [&] { run.queue(*open, at, landing, landing_left); };
-  const auto finish_open = [&] {
-    read_queued = false;
-    if (!open) return;
-    queue_run();
-    if (!landed.empty()) {
-      open->wait();
-      copy_out(landed, copy_out_threads);
-      landed.clear();
-      landing_left = 0;
-    }
-    open->finish();
-    open.reset();
-  };
-  for (at = 0; at < moves.size(); ++at) {
-    const OrderedMove& move = moves[at];
-    const Plan& plan = *move.plan;
-    const bool on_device =
-        (plan.executor == Executor::Source || plan.executor == Executor::Destination) && plan.move != Move::Peer;
-    if (!on_device) {
-      finish_open();
-      if (stream && queued) stream->synchronize();  // the host's step reads what the stream wrote
-      queued = false;
-      execute(plan, *move.src, *move.dst, stream);
-      continue;
-    }
-    const bool at_source = plan.executor == Executor::Source;
-    const DLDevice device = at_source ? move.src->device : move.dst->device;
-    void* context = at_source ? plan.src_context : plan.dst_context;
-    if (!open || open_context != context) {
-      finish_open();
-      open = submit_routed(*backend_of(device.device_type), device, context, stream);
-      open->defer_waits();
-      open_context = context;
-      ++submissions;
-    }
-    if (move.gather && move.in_place) {
-      const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));
-      const bool extends = move.joins && run.first && run.in_place;  // else its own copy, into its own place
-      if (!extends) {
-        queue_run();
-        run = {move.src, at, move.allocation, begin, begin, const_cast<char*>(first_element(*move.dst)), 0, true};
-      }
-      run.end = begin + static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
-      joined += extends ? 1 : 0;
-    } else if (move.gather) {
-      const std::size_t n = static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
-      const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));  // compact: its first byte
-      const bool joins = run.first && move.allocation && move.allocation == run.allocation && begin >= run.end &&
-          begin - run.end <= kJoinGap && begin + n - run.begin <= run.room;
-      if (!joins) {
-        queue_run();
-        const auto slot = static_cast<std::size_t>(batch_slot(n));
-        if (slot > landing_left) {
-          landing_left = std::max(slot, kLandingBlock);
-          landing = open->pinned(landing_left);
-        }
-        run = {move.src, at, move.allocation, begin, begin, landing, move.allocation ? landing_left : slot, false};
-      }
-      landed.push_back({run.landing + (begin - run.begin), const_cast<char*>(first_element(*move.dst)), n});
-      run.end = begin + n;
-      joined += joins ? 1 : 0;
-    } else {
-      queue_run();  // before anything else the submission does: a later move may write what the run reads
-      // The host engine packs a source on the host now: an earlier move of this
-      // submission may still be writing that memory (a DMA-only device's queued read).
-      if (read_queued && plan.pack == Step::Host) {
-        open->wait();
-        read_queued = false;
-      }
-      submit_device_move(plan, *move.src, *move.dst, *open);
-      read_queued = read_queued || plan.path == ABR_PATH_DEVICE_TO_HOST;
-    }
-    queued = stream != nullptr;
-  }
-  finish_open();
-  return submissions;
-}
-
-// abr_copy_many: every pair validated and planned before anything moves. Pageable
-// pairs to or from one device context that no other pair's order matters to are
-// streamed through one pipeline first (plan_copy_batch); then the rest in order.
-// Consecutive moves on one device context share one submission, finished when the
-// next pair is elsewhere (another context, the host engine, the pipeline, a peer
-// copy) and at the end; before a host-side step the caller's stream is waited for
-// too, so every pair sees the ones before it.
-void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
-                        const abr_transfer_options* options, Stream* stream, abr_batch_report& report) {
-  releases_->collect();
-  if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} pairs per call", count, kMaxBatch);
-  TransferOptions opts = resolve_options(options);
-  opts.report = nullptr;
-  opts.describe = false;
-  opts.staging = staging_choice();
-  struct Pair : BatchEntry {
-    Layout src, dst;
-  };
-  std::vector<Pair> pairs(count);
-  CheckedAllocations checked;
-  bool by_address = true;  // every pair's memory known by its address: the order check can see overlaps
-  for (std::size_t i = 0; i < count; ++i) {
-    try {
-      if (!srcs[i] || !dsts[i])
-        fail(ABR_ERR_INVALID_ARGUMENT, "{} is NULL", srcs[i] ? "the destination" : "the source");
-      Pair& pair = pairs[i];
-      pair.src = validate_tensor(*srcs[i], Role::Source, "source");
-      pair.dst = validate_tensor(*dsts[i], Role::Destination, "destination");
-      const Endpoint* known_src = checked.covering(pair.src);
-      const Endpoint from = known_src ? *known_src : endpoint_of(pair.src, pair.dst.device, "source");
-      if (!known_src) checked.add(from);
-      const Endpoint* known_dst = checked.covering(pair.dst);
-      const Endpoint to = known_dst ? *known_dst : endpoint_of(pair.dst, pair.src.device, "destination");
-      if (!known_dst) checked.add(to);
-      pair.plan = plan_copy(pair.src, from, pair.dst, to, opts);
-      check_stream(stream, pair.src.device, pair.dst.device);
-      pair.bytes = pair.src.numel * pair.dst.itemsize;
-      by_address = by_address && is_direct_address(pair.src.device.device_type) &&
-          is_direct_address(pair.dst.device.device_type);
-    } catch (const Error& e) {
-      throw Error(e.status(), fmt::format("pair {}: {}", i, e.what()), e.backend_code());
-    }
-  }
-
-  std::vector<BatchEntry*> entries(count);
-  std::vector<CopySpans> spans;  // none: nothing streams
-  if (by_address) spans.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    entries[i] = &pairs[i];
-    if (by_address) spans.push_back({bytes_of(pairs[i].src), bytes_of(pairs[i].dst)});
-  }
-  std::vector<StreamedPipeline> streamed = plan_copy_batch(entries, spans, opts.staging);
-
-  std::vector<OrderedMove> moves;
-  std::vector<std::vector<OrderedMove>> pipelines(streamed.size());
-  std::vector<std::size_t> pair_of;  // each ordered move's pair
-  moves.reserve(count);
-  uint64_t moved = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const Pair& pair = pairs[i];
-    moved += pair.bytes;
-    // Never gathered: a later pair may read or write a destination, which must hold
-    // its bytes by then (a gathered read lands only at the submission's end).
-    const OrderedMove move{&pair.plan, &pair.src, &pair.dst, /*gather=*/false, /*allocation=*/0, false, false};
-    if (pair.streamed) {
-      pipelines[pair.pipeline].push_back(move);
-      continue;
-    }
-    moves.push_back(move);
-    pair_of.push_back(i);
-  }
-  const std::size_t one_by_one = move_pipelines(pipelines, streamed, "pair {}", stream);
-  std::size_t at = 0;
-  uint32_t submissions = 0, joined = 0;  // no pair is gathered, so none joins another's read
-  try {
-    submissions = move_in_order(moves, stream, at, joined);
-  } catch (const Error& e) {
-    if (at == moves.size()) throw;  // the last submission's wait: no one pair
-    throw Error(e.status(), fmt::format("pair {}: {}", pair_of[at], e.what()), e.backend_code());
-  }
-  report.tensors = static_cast<uint32_t>(count);
-  report.copies = static_cast<uint32_t>(count);
-  report.bytes_moved = moved;
-  fit_text(report.detail, sizeof report.detail,
-           fmt::format("{} copies; the device moves in {} submission(s){}", count, submissions,
-                       streamed_words(streamed, one_by_one)));
 }
 
 }  // namespace abr

@@ -63,7 +63,7 @@ class Runtime {
                       const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
                       abr_batch_report& report);
 
-  // abr_copy_many (lib/run/batch.cpp): abr_copy of each pair, in order; every pair is
+  // abr_copy_many (lib/run/copy_many.cpp): abr_copy of each pair, in order; every pair is
   // planned before anything moves, and device moves on one context wait once.
   void copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
                  const abr_transfer_options* options, Stream* stream, abr_batch_report& report);
@@ -130,7 +130,7 @@ class Runtime {
   // One pipeline's moves, cut as the batch planner decided (`shape`).
   void move_streamed(const std::vector<OrderedMove>& moves, const StagingShape& shape, Stream* stream);
   // A batch's moves in order, consecutive device moves on one context in one submission
-  // (lib/run/batch.cpp); `joined` counts the gathered reads that joined another's copy.
+  // (lib/run/batch_moves.cpp); `joined` counts the gathered reads that joined another's copy.
   // Reads that land in pinned memory are copied out on `copy_out_threads` host threads.
   uint32_t move_in_order(const std::vector<OrderedMove>& moves, Stream* stream, std::size_t& at, uint32_t& joined,
                          unsigned copy_out_threads = 1);
