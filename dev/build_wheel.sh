@@ -124,7 +124,7 @@ def _where():
     import arraybridge
     import arraybridge._core
     import arraybridge._native
-    files = {m.__name__: os.path.realpath(m.__file__) for m in (arraybridge, arraybridge._core, arraybridge._native)}
+    files = {m.__name__: os.path.realpath(m.__file__) for m in (arraybridge, arraybridge._native)}
     with open("/proc/self/maps") as maps:
         libs = sorted({line.split()[-1] for line in maps if "libarraybridge" in line})
     return files, libs
@@ -133,6 +133,9 @@ def _where():
 def pytest_configure(config):
     files, libs = _where()
     wrong = [f"{name} from {path}" for name, path in files.items() if not path.startswith(SITE)]
+    import arraybridge._core
+    if hasattr(arraybridge._core, "__file__"):  # _native, the one native module, makes it
+        wrong.append(f"arraybridge._core from a file of its own, {arraybridge._core.__file__}")
     wrong += [f"libarraybridge from {lib}" for lib in libs if not lib.startswith(SITE + "arraybridge.libs/")]
     # Every module, stub and py.typed of the package and its subpackages is in the wheel
     # (the slow tier, which would import the rest, does not run here).

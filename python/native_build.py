@@ -1,11 +1,13 @@
-"""Build-time description of arraybridge's native parts, used by setup.py.
+"""Build-time description of arraybridge's native part, used by setup.py.
 
-`arraybridge._native` is a cffi module in API mode: compiled against the public
-header, so cffi checks every declaration below against the real one, and linked to
-libarraybridge with an rpath, so no search happens at import time. The hot path
-(transfers, Tensor, capsules) is the C extension `arraybridge._core` (setup.py),
-linked the same way.
+`arraybridge._native` is the package's one native module: a cffi module in API mode,
+compiled against the public header (so cffi checks every declaration below against
+the real one) and linked to libarraybridge with an rpath, so no search happens at
+import time. It also compiles the hot path (transfers, Tensor, capsules: the C files
+of arraybridge/_core/), which makes the module `arraybridge._core` when the package
+first calls abr_python_core_install (arraybridge/_lib.py).
 """
+import glob
 import os
 import shlex
 import subprocess
@@ -157,6 +159,7 @@ abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats);
 abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes);
 abr_status abr_runtime_set_staging(abr_runtime* runtime, uint32_t threads, uint64_t chunk_bytes);
 
+int abr_python_core_install(char* error, size_t size); /* arraybridge/_core/module.c */
 """
 
 
@@ -164,8 +167,14 @@ def native_builder():
     inc, lib = locate()
     ffi = FFI()
     ffi.cdef(CDEF)
-    ffi.set_source("arraybridge._native", '#include "arraybridge/arraybridge.h"', include_dirs=[inc],
-                   library_dirs=[lib], libraries=["arraybridge"], extra_link_args=[f"-Wl,-rpath,{lib}"])
+    # Every C file of _core/: a new file needs no line here. Relative to setup.py's folder.
+    core = sorted(os.path.relpath(path, HERE) for path in glob.glob(os.path.join(HERE, "arraybridge", "_core", "*.c")))
+    ffi.set_source("arraybridge._native",
+                   '#include "arraybridge/arraybridge.h"\nint abr_python_core_install(char* error, size_t size);',
+                   sources=core, include_dirs=[inc], library_dirs=[lib], libraries=["arraybridge"],
+                   extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers", "-Werror"],
+                   extra_link_args=[f"-Wl,-rpath,{lib}"],
+                   py_limited_api=False)  # _core uses CPython's full API (vectorcall, fast tuple access)
     return ffi
 
 

@@ -1,4 +1,4 @@
-# The C extension's public names (the transfer API); arraybridge re-exports them.
+# The public names of arraybridge._core, the hot path (the transfer API); arraybridge re-exports them.
 from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar, overload

@@ -2,12 +2,12 @@
 test_out_of_memory.py (oom_walk.py walks the calls once the package is up):
 
   python oom_startup_walk.py init cold|warm START
-      The _core extension's initialisation (PyInit__core: its types, the interned
-      names, the exchange capsule, the module), again and again in one process, with
-      every allocation from the nth on failing (cold) or the nth alone (warm), for
-      n = START, START+1, ... until one succeeds: an extension is initialised until
-      its first success only, so a warm walk takes a process for each success
-      (test_out_of_memory.py runs them). Every failure must be MemoryError, and each
+      The hot path's installation (abr_python_core_install in the native module: its
+      types, the interned names, the exchange capsule, the module arraybridge._core),
+      again and again in one process, with every allocation from the nth on failing
+      (cold) or the nth alone (warm), for n = START, START+1, ... until one succeeds:
+      it is installed until its first success only, so a warm walk takes a process
+      for each success (test_out_of_memory.py runs them). Every failure must be MemoryError, and each
       attempt starts from what the failed ones left behind. Then the package imports
       on the module that succeeded and must move values exactly. Prints
       "init MODE START: F failures; succeeded at N", and " (past the last)" when
@@ -79,10 +79,21 @@ def moves_values(ab):
 
 def walk_init(mode, start):
     root = os.path.dirname(importlib.util.find_spec("arraybridge").origin)  # finds, imports nothing
-    spec = importlib.util.spec_from_file_location("arraybridge._core", glob.glob(os.path.join(root, "_core*.so"))[0])
+    # The package's native module, loaded as the package would, not walked: it makes
+    # arraybridge._core when asked (abr_python_core_install), and that is walked.
+    spec = importlib.util.spec_from_file_location("arraybridge._native", glob.glob(os.path.join(root, "_native*.so"))[0])
+    native = _imp.create_dynamic(spec)
+    message = native.ffi.new("char[]", 512)
+
+    def install():
+        status = native.lib.abr_python_core_install(message, 512)
+        if status:
+            raise (MemoryError if status == 1 else ImportError)(native.ffi.string(message).decode())
+        return sys.modules["arraybridge._core"]
+
     failures = 0
     for n in range(start, start + 100000):
-        module, error, reached = attempt(lambda: _imp.create_dynamic(spec), n, 0 if mode == "cold" else n + 1)
+        module, error, reached = attempt(install, n, 0 if mode == "cold" else n + 1)
         if error is None:
             break
         assert isinstance(error, MemoryError), f"init {mode}: allocation {n + 1} failing gave {error!r}"

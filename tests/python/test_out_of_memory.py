@@ -69,7 +69,8 @@ def test_the_extension_initialises_after_failures_at_every_allocation():
     for _ in range(500):  # a process for each allocation whose failure CPython absorbs, then one past the last
         out = walk("oom_startup_walk.py", "init", "warm", str(start))
         if out.rstrip().endswith("(past the last)"):
-            assert start > 10, f"the warm walk ended at allocation {start + 1}: {out}"
+            failures = int(out.split(": ")[1].split(" failures")[0])
+            assert start + failures > 10, f"the warm walk ended at allocation {start + failures + 1}: {out}"
             return
         start = int(out.split("succeeded at ")[1]) + 1
     raise AssertionError(f"the warm walk did not end: {out}")

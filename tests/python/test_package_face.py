@@ -30,6 +30,28 @@ def test_import_loads_no_submodule_until_one_is_named():
     assert done.stdout.split("\n")[:3] == ["[]", "[]", "['arraybridge.convert']"], done.stdout
 
 
+def test_import_loads_one_native_extension_which_holds_the_hot_path():
+    # A process of its own, reading the loader's own map: which of the package's files are
+    # shared objects it mapped (libarraybridge, which the wheel bundles, is the library).
+    code = ("import os, sys, arraybridge, arraybridge._core as core\n"
+            "root = os.path.dirname(arraybridge.__file__)\n"
+            "maps = {line.split()[-1] for line in open('/proc/self/maps') if line.rstrip().endswith('.so')}\n"
+            "print(sorted(os.path.basename(m) for m in maps if m.startswith(root + os.sep)))\n"
+            "print(sorted(n for n, m in sys.modules.items() if n.startswith('arraybridge') and\n"
+            "             (getattr(m, '__file__', None) or '').endswith('.so')))\n"
+            "print(hasattr(core, '__file__'), core is sys.modules['arraybridge._core'] is arraybridge._core)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    mapped, modules, made = done.stdout.splitlines()
+    assert len(eval(mapped)) == 1 and eval(mapped)[0].startswith("_native."), mapped
+    assert modules == "['arraybridge._native']", modules
+    assert made == "False True", made  # _core is made by _native, from no file of its own
+    # A second installation (the package's own, or another loader's) keeps the one module.
+    core = ab._core
+    sys.modules["arraybridge._lib"].install_core()  # the module (the package's _lib is cffi's library)
+    assert sys.modules["arraybridge._core"] is core and core.to_device is ab._core.to_device
+
+
 @pytest.mark.parametrize("name", ["convert", "mpi", "nixl", "ray"])
 def test_a_submodule_is_an_attribute_once_named(name):
     module = getattr(ab, name)

@@ -5,7 +5,9 @@
  * the runtime: this module alone holds the abr_runtime* and the tensors' pointers.
  * The rest of the package (errors, parsing rarely used arguments) stays in Python,
  * reached through the hooks below; it uses cffi only for the library's
- * vocabulary (names, constants), which needs no runtime.
+ * vocabulary (names, constants), which needs no runtime. These files are compiled
+ * into that cffi module (python/native_build.py), the package's one native module,
+ * which makes this one when asked (abr_python_core_install, module.c).
  *
  * Files depend only downwards: release, capsules, args <- tensor; hooks <-
  * runtime <- exchange <- transfer <- ipc <- module.

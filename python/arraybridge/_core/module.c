@@ -1,4 +1,4 @@
-/* The arraybridge._core module: its function table and its initialisation. The
+/* The arraybridge._core module: its function table and its installation. The
  * files under it depend on each other only downwards: args <- tensor, hooks <-
  * runtime <- exchange <- transfer <- module. */
 #include "core.h"
@@ -64,22 +64,53 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "arraybridge._cor
                                         "The hot path of arraybridge in C: transfers, Tensor, DLPack capsules", -1,
                                         methods};
 
-PyMODINIT_FUNC PyInit__core(void) {
+static PyObject* installed; /* the module, once made: installing again puts it back */
+
+/* module.name = type (PyModule_AddObjectRef is Python 3.10's; the package takes 3.9). */
+static int add_type(PyObject* module, const char* name, PyTypeObject* type) {
+  Py_INCREF(type);
+  if (PyModule_AddObject(module, name, (PyObject*)type) == 0) return 0;
+  Py_DECREF(type);
+  return -1;
+}
+
+/* The module made, with its types; NULL with an exception. Each step can be retried
+ * after a failure (the out-of-memory walk does): the types and names made stay made. */
+static PyObject* make_module(void) {
   if (PyType_Ready(&TensorBaseType) < 0 || PyType_Ready(&EventType) < 0) return NULL;
   if (names_init() < 0 || kinds_init() < 0 || exchange_publish(&TensorBaseType) < 0) return NULL;
   PyObject* module = PyModule_Create(&module_def);
   if (!module) return NULL;
-  Py_INCREF(&TensorBaseType);
-  if (PyModule_AddObject(module, "TensorBase", (PyObject*)&TensorBaseType) < 0) {
-    Py_DECREF(&TensorBaseType);
-    Py_DECREF(module);
-    return NULL;
-  }
-  Py_INCREF(&EventType);
-  if (PyModule_AddObject(module, "Event", (PyObject*)&EventType) < 0) {
-    Py_DECREF(&EventType);
+  if (add_type(module, "TensorBase", &TensorBaseType) < 0 || add_type(module, "Event", &EventType) < 0) {
     Py_DECREF(module);
     return NULL;
   }
   return module;
+}
+
+/* arraybridge._core lives in the package's one native module, arraybridge._native (a
+ * cffi module, which compiles these files too): arraybridge/_lib.py calls this once
+ * through cffi, which releases the GIL around the call. It makes the module and puts
+ * it in sys.modules as arraybridge._core. 0 on success; else the error's type and
+ * message in `error`, and 1 for a MemoryError, 2 for any other. */
+int abr_python_core_install(char* error, size_t size) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  if (!installed) installed = make_module();
+  int rc = installed && PyDict_SetItemString(PyImport_GetModuleDict(), "arraybridge._core", installed) == 0 ? 0 : 2;
+  if (rc) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    rc = PyErr_GivenExceptionMatches(type, PyExc_MemoryError) ? 1 : 2;
+    PyObject* text = value ? PyObject_Str(value) : NULL;
+    const char* message = text ? PyUnicode_AsUTF8(text) : NULL;
+    snprintf(error, size, "%s: %s", type ? ((PyTypeObject*)type)->tp_name : "unknown error",
+             message ? message : "(no message)");
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    PyErr_Clear(); /* what PyObject_Str may have raised, out of memory itself */
+  }
+  PyGILState_Release(gil);
+  return rc;
 }
