@@ -61,7 +61,9 @@ struct Logging {
   spdlog::logger logger{"arraybridge", sink};
   Logging() {
     logger.set_pattern("[arraybridge %l] %v");
-    logger.set_level(static_cast<spdlog::level::level_enum>(level_from_environment()));
+    const abr_log_level level = level_from_environment();
+    logger.set_level(static_cast<spdlog::level::level_enum>(level));
+    detail::threshold.store(level, std::memory_order_relaxed);
   }
 };
 
@@ -72,7 +74,9 @@ Logging& logging() {
 
 }  // namespace
 
-bool enabled(abr_log_level level) noexcept {
+std::atomic<int> detail::threshold{-1};
+
+bool detail::enabled_slow(abr_log_level level) noexcept {
   return logging().logger.should_log(static_cast<spdlog::level::level_enum>(level));
 }
 
@@ -89,6 +93,7 @@ void set_level(abr_log_level level) {
   if (value < ABR_LOG_TRACE || value > ABR_LOG_OFF || value == 5)  // 5 is spdlog's "critical": not ours
     fail(ABR_ERR_INVALID_ARGUMENT, "log level {} is not an abr_log_level", value);
   logging().logger.set_level(static_cast<spdlog::level::level_enum>(level));
+  detail::threshold.store(level, std::memory_order_relaxed);
 }
 
 abr_log_level level() noexcept { return static_cast<abr_log_level>(logging().logger.level()); }

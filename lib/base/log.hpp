@@ -2,6 +2,7 @@
 // Records go to stderr (never stdout) or to the embedder's callback.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <utility>
 
@@ -11,7 +12,17 @@
 
 namespace abr::log {
 
-bool enabled(abr_log_level level) noexcept;
+namespace detail {
+// The logger's level, mirrored here so that every transfer's check is one load and no
+// call (it runs on every path); -1 until the logger is made, which enabled_slow does.
+extern std::atomic<int> threshold;
+bool enabled_slow(abr_log_level level) noexcept;
+}  // namespace detail
+
+inline bool enabled(abr_log_level level) noexcept {
+  const int threshold = detail::threshold.load(std::memory_order_relaxed);
+  return threshold < 0 ? detail::enabled_slow(level) : static_cast<int>(level) >= threshold;
+}
 void write(abr_log_level level, const std::string& message) noexcept;
 void set_level(abr_log_level level);  // throws ABR_ERR_INVALID_ARGUMENT for an unknown level
 abr_log_level level() noexcept;

@@ -37,8 +37,7 @@ void PendingReleases::add(std::vector<Retained> retained) noexcept {
   collect();
 }
 
-void PendingReleases::collect() noexcept {
-  if (pending() == 0) return;
+void PendingReleases::collect_completed() noexcept {
   std::vector<Retained> done;
   {
     std::lock_guard<std::mutex> lock(mutex_);

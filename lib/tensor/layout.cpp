@@ -40,15 +40,18 @@ bool known_device_type(int32_t type) {
 }  // namespace
 
 Dims compact_strides(const Dims& shape) {
+  const std::size_t ndim = shape.size();
   Dims strides;
-  strides.resize(shape.size());  // each is written below
+  strides.resize(ndim);  // each is written below
+  const int64_t* extents = shape.data();
+  int64_t* out = strides.data();
   int64_t step = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    strides[i] = step;
+  for (std::size_t i = ndim; i-- > 0;) {
+    out[i] = step;
     // Callers have proven the product fits when no extent is 0. An empty tensor may
     // have huge other extents (the fuzzer found the overflow); nothing is ever
     // addressed through its strides, so stop growing them.
-    if (__builtin_mul_overflow(step, shape[i] > 0 ? shape[i] : 1, &step)) step = strides[i];
+    if (__builtin_mul_overflow(step, extents[i] > 0 ? extents[i] : 1, &step)) step = out[i];
   }
   return strides;
 }
@@ -152,12 +155,15 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
   out.dtype = t.dtype;
   out.itemsize = itemsize(t.dtype);
 
+  // The loops below read plain arrays (the producer's shape, the strides kept), not
+  // Dims: one place to read, and one a debugger steps through without leaving it.
   const int ndim = t.ndim;
-  out.shape.assign(t.shape, t.shape + ndim);
+  const int64_t* shape = t.shape;
+  out.shape.assign(shape, shape + ndim);
   uint64_t numel = 1;
   for (int i = 0; i < ndim; ++i) {
-    if (out.shape[i] < 0) fail(ABR_ERR_DLPACK_SHAPE, "{}: shape[{}] = {} is negative", what, i, out.shape[i]);
-    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(out.shape[i]), &numel) || numel > INT64_MAX)
+    if (shape[i] < 0) fail(ABR_ERR_DLPACK_SHAPE, "{}: shape[{}] = {} is negative", what, i, shape[i]);
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(shape[i]), &numel) || numel > INT64_MAX)
       fail(ABR_ERR_DLPACK_OVERFLOW, "{}: element count of shape {} overflows 64 bits", what, shape_string(out.shape));
   }
   out.numel = numel;
@@ -170,14 +176,15 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
     out.strides.assign(t.strides, t.strides + ndim);
   else
     out.strides = compact_strides(out.shape);
+  const int64_t* strides = out.strides.data();
 
   // Byte extent of the view, relative to its first element; checked for overflow.
   int64_t lo = 0, hi = 0;
   bool compact = true;
   int64_t expected = 1;
   for (int i = ndim - 1; i >= 0; --i) {
-    const int64_t extent = out.shape[i];
-    const int64_t stride = out.strides[i];
+    const int64_t extent = shape[i];
+    const int64_t stride = strides[i];
     if (extent > 1 && numel > 0) {  // an empty view addresses nothing, whatever its extents
       if (stride == 0) {
         out.has_zero_stride = true;

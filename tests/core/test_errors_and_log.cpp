@@ -99,6 +99,17 @@ TEST_CASE("log records reach the callback at or above the level") {
   out->deleter(out);
   CHECK(captured.records.empty());
   CHECK(abr_log_set_level(static_cast<abr_log_level>(42)) == ABR_ERR_INVALID_ARGUMENT);
+  // A refused level changes nothing, the check every transfer makes (inline) included.
+  CHECK(abr_log_get_level() == ABR_LOG_WARN);
+  Managed third(data, f32, {2});
+  REQUIRE(abr_to_device(rt, &third.managed, cpu, nullptr, nullptr, &out) == ABR_OK);
+  out->deleter(out);
+  CHECK(captured.records.empty());
+  REQUIRE(abr_log_set_level(ABR_LOG_DEBUG) == ABR_OK);  // and a later one is seen at once
+  Managed fourth(data, f32, {2});
+  REQUIRE(abr_to_device(rt, &fourth.managed, cpu, nullptr, nullptr, &out) == ABR_OK);
+  out->deleter(out);
+  CHECK(captured.records.size() == 1);
   REQUIRE(abr_log_set_callback(nullptr, nullptr) == ABR_OK);
   abr_log_set_level(before);
 }
