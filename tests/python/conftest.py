@@ -62,19 +62,27 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+def shard_weights(n):
+    """How many of each run of the shared tests each shard takes, from
+    ARRAYBRIDGE_SHARD_WEIGHTS="w0,w1,..." (tests/suites.txt sets it where the whole
+    modules weigh unevenly), else one each."""
+    text = os.environ.get("ARRAYBRIDGE_SHARD_WEIGHTS")
+    weights = [int(w) for w in text.split(",")] if text else [1] * n
+    if len(weights) != n or min(weights) < 0 or not any(weights):
+        raise pytest.UsageError(f"ARRAYBRIDGE_SHARD_WEIGHTS={text!r}: give {n} weights, none negative, not all 0")
+    return weights
+
+
 def pytest_collection_modifyitems(config, items):
     """In shard k of N, its share of the tests of the modules all shards collect (the
-    whole modules of whole_modules are this shard's already): a shard that holds whole
-    modules takes one, then each shard that holds none seven, and so on (under memcheck
-    the shard that imports JAX spends minutes on that and on JAX's own tests, so the
-    shards take about as long); where every shard holds some, every N-th."""
+    whole modules of whole_modules are this shard's already), by shard_weights: of each
+    run of shared tests, shard 0 takes the first w0, shard 1 the next w1, and so on."""
     shard = current_shard()
     if not shard:
         return
     k, n = shard
     whole = whole_modules(n, quick_tier(config))
-    held = set(whole.values())
-    takers = [s for s in range(n) for _ in range(1 if s in held or len(held) == n else 7)]
+    takers = [s for s, weight in enumerate(shard_weights(n)) for _ in range(weight)]
     index, kept, dropped = 0, [], []
     for item in items:
         if item.path.resolve() in whole:
