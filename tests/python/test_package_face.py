@@ -18,32 +18,36 @@ MOVED = {"convert_memory": "convert.convert_memory", "detect_memory_type": "conv
          "NixlTransfer": "nixl.Transfer", "nixl_available": "nixl.nixl_available"}
 
 
-def test_import_loads_no_submodule_until_one_is_named():
-    # A process of its own: this one imported the submodules already.
-    code = ("import sys, arraybridge as ab\n"
-            "print(sorted(m for m in sys.modules if m.startswith('arraybridge.') and '._' not in m))\n"
-            "print(sorted(m for m in ('arraybridge._seed', 'arraybridge._mpi') if m in sys.modules))\n"
-            "ab.convert\n"
-            "print(sorted(m for m in sys.modules if m.startswith('arraybridge.') and '._' not in m))\n")
+def printed_by_a_fresh_process(code):
+    """The lines `code` prints in a Python process of its own (this one imported the
+    package's parts already)."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == ["[]", "[]", "['arraybridge.convert']"], done.stdout
+    return done.stdout.splitlines()
+
+
+def test_import_loads_no_submodule_until_one_is_named():
+    lines = printed_by_a_fresh_process(
+        "import sys, arraybridge as ab\n"
+        "print(sorted(m for m in sys.modules if m.startswith('arraybridge.') and '._' not in m))\n"
+        "print(sorted(m for m in ('arraybridge._seed', 'arraybridge._mpi') if m in sys.modules))\n"
+        "ab.convert\n"
+        "print(sorted(m for m in sys.modules if m.startswith('arraybridge.') and '._' not in m))\n")
+    assert lines[:3] == ["[]", "[]", "['arraybridge.convert']"], lines
 
 
 def test_import_loads_one_native_extension_which_holds_the_hot_path():
-    # A process of its own, reading the loader's own map: which of the package's files are
-    # shared objects it mapped (libarraybridge, which the wheel bundles, is the library).
-    code = ("import os, sys, arraybridge, arraybridge._core as core\n"
-            "root = os.path.dirname(arraybridge.__file__)\n"
-            "maps = {line.split()[-1] for line in open('/proc/self/maps') if line.rstrip().endswith('.so')}\n"
-            "print(sorted(os.path.basename(m) for m in maps if m.startswith(root + os.sep)))\n"
-            "print(sorted(n for n, m in sys.modules.items() if n.startswith('arraybridge') and\n"
-            "             (getattr(m, '__file__', None) or '').endswith('.so')))\n"
-            "print(hasattr(core, '__file__'), core is sys.modules['arraybridge._core'] is arraybridge._core)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    mapped, modules, made = done.stdout.splitlines()
-    assert len(eval(mapped)) == 1 and eval(mapped)[0].startswith("_native."), mapped
+    # The loader's own map: which of the package's files are shared objects it mapped
+    # (libarraybridge, which the wheel bundles beside the package, is the library).
+    mapped, modules, made = printed_by_a_fresh_process(
+        "import os, sys, arraybridge, arraybridge._core as core\n"
+        "root = os.path.dirname(arraybridge.__file__)\n"
+        "maps = {line.split()[-1] for line in open('/proc/self/maps') if line.rstrip().endswith('.so')}\n"
+        "print(' '.join(sorted(os.path.basename(m) for m in maps if m.startswith(root + os.sep))))\n"
+        "print(sorted(n for n, m in sys.modules.items() if n.startswith('arraybridge') and\n"
+        "             (getattr(m, '__file__', None) or '').endswith('.so')))\n"
+        "print(hasattr(core, '__file__'), core is sys.modules['arraybridge._core'] is arraybridge._core)\n")
+    assert len(mapped.split()) == 1 and mapped.startswith("_native."), mapped
     assert modules == "['arraybridge._native']", modules
     assert made == "False True", made  # _core is made by _native, from no file of its own
     # A second installation (the package's own, or another loader's) keeps the one module.
