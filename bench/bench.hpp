@@ -19,8 +19,9 @@ struct Options {
   std::vector<uint64_t> sizes;  // bytes, each at least one float32
   int repetitions = 7;
   int warmup = 2;
-  std::string case_filter;    // substring of the case name; empty = all
-  std::string device_filter;  // substring of the device name ("cpu", "opencl:0"); empty = all
+  std::string case_filter;              // --case as given, for messages
+  std::vector<std::string> case_parts;  // its comma-separated parts: substrings of case names; none = all
+  std::string device_filter;            // substring of the device name ("cpu", "opencl:0"); empty = all
   std::string python = "python3";
 };
 
@@ -179,14 +180,17 @@ std::vector<unsigned> sweep_threads();
 uint64_t largest_size(const Options& options);
 
 inline bool selected(const Options& options, const std::string& name) {
-  return options.case_filter.empty() || name.find(options.case_filter) != std::string::npos;
+  for (const std::string& part : options.case_parts)
+    if (name.find(part) != std::string::npos) return true;
+  return options.case_parts.empty();
 }
 // For the cases that run only when --case names them (starting a Ray cluster takes a
 // minute): by their whole name, or by a case's whole name that begins theirs ("py ray"
 // names "py ray torch" too); never by a part of a word, as --case o selects.
 inline bool named(const Options& options, const std::string& name) {
-  const std::string& asked = options.case_filter;
-  return asked == name || (name.rfind(asked + " ", 0) == 0 && find_case(asked) != nullptr);
+  for (const std::string& asked : options.case_parts)
+    if (asked == name || (name.rfind(asked + " ", 0) == 0 && find_case(asked) != nullptr)) return true;
+  return false;
 }
 
 // "cpu", "opencl:0", ... as the table shows devices.

@@ -26,7 +26,8 @@ const char* kUsage =
     "  --quick        a short sweep (4K, 64K, 1M, 16M, 64M; 5 repetitions)\n"
     "  --sizes LIST   comma-separated sizes: a whole number of bytes with an optional K, M or G\n"
     "                 (powers of 1024), e.g. 4K,1M,256M; at least 4 (default 4K..1G by powers of 4)\n"
-    "  --case TEXT    only cases whose name contains TEXT (the table's first column)\n"
+    "  --case TEXT    only cases whose name contains TEXT, or any part of TEXT,TEXT,...\n"
+    "                 (the table's first column)\n"
     "  --device TEXT  only devices whose name contains TEXT (cpu, opencl:0, cuda:0, ...)\n"
     "  --reps N       timed repetitions per measurement, 1 to 10000 (default 7; the median is reported)\n"
     "  --json FILE    write every result as JSON (checked for writing before the run)\n"
@@ -294,6 +295,18 @@ void write_json(std::ofstream& out, const bench::Options& options, const std::st
   out << "  ]\n}\n";
 }
 
+// --case "pack,host copy": the parts, each a piece of a case's name; none may be empty.
+std::vector<std::string> case_parts(const std::string& text) {
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma - start));
+    if (parts.back().empty()) usage_error("--case '" + text + "' has an empty part");
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -322,6 +335,7 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--case") {
       options.case_filter = value();
+      options.case_parts = case_parts(options.case_filter);
     } else if (arg == "--device") {
       options.device_filter = value();
     } else if (arg == "--reps") {

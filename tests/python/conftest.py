@@ -15,11 +15,17 @@ import arraybridge as ab
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: over a few seconds each (TensorFlow started afresh, NIXL's largest "
                             "payloads): tests/suites.txt runs them in the full tier (python-slow), not in make check")
+    keep_out_beside_jax(config)
 
 
 SLOW_MODULE = re.compile(r"^pytestmark = .*pytest\.mark\.slow|^ +pytest\.mark\.slow\]", re.M)
 ONE_SHARD_MODULE = re.compile(r"^ONE_SHARD = True", re.M)
 JAX_MODULE = re.compile(r"^(import jax|from jax|\w+ = pytest\.importorskip\(\"jax\"|pytest\.importorskip\(\"jax\")", re.M)
+
+
+def uses(name):
+    """A module that imports framework `name` (at its top, or as a test's importorskip)."""
+    return re.compile(rf"^(import|from) {name}\b|importorskip\(\"{name}\"", re.M)
 HERE = pathlib.Path(__file__).parent
 
 
@@ -33,18 +39,48 @@ def current_shard():
     return tuple(int(part) for part in shard.split("/")) if shard else None
 
 
+def left_out_beside_jax():
+    """The frameworks ARRAYBRIDGE_JAX_SHARD_WITHOUT="torch,..." keeps out of the shard with
+    JAX's modules (tests/suites.txt sets it for memcheck, where importing torch costs over
+    six minutes and JAX three: each shard pays for one)."""
+    return tuple(name for name in os.environ.get("ARRAYBRIDGE_JAX_SHARD_WITHOUT", "").split(",") if name)
+
+
 @functools.cache
 def whole_modules(n, quick):
     """Module path -> the one shard of N that collects it. Each module that sets
     ONE_SHARD = True (one Ray cluster for the module) goes whole to a shard of its own,
     and the modules that import JAX at their top all go to one: importing JAX costs
-    minutes under memcheck, so only one shard pays it. They spread from the last shard."""
+    minutes under memcheck, so only one shard pays it. The other modules that use a
+    framework left out beside JAX go together to another. They spread from the last shard."""
     texts = {path: path.read_text() for path in sorted(HERE.glob("test_*.py"))}
     if quick:  # -m "not slow": the slow modules are not collected at all
         texts = {path: text for path, text in texts.items() if not SLOW_MODULE.search(text)}
     groups = [[path] for path, text in texts.items() if ONE_SHARD_MODULE.search(text)]
-    groups.append([path for path, text in texts.items() if JAX_MODULE.search(text)])
+    placed = {path for group in groups for path in group}
+    groups.append([path for path, text in texts.items() if path not in placed and JAX_MODULE.search(text)])
+    placed.update(groups[-1])
+    if left_out_beside_jax():
+        groups.append([path for path, text in texts.items() if path not in placed
+                       and any(uses(name).search(text) for name in left_out_beside_jax())])
     return {path: n - 1 - i % n for i, group in enumerate(groups) for path in group}
+
+
+def jax_shard(n, quick):
+    """The shard of N that collects JAX's modules."""
+    return next((shard for path, shard in whole_modules(n, quick).items() if JAX_MODULE.search(path.read_text())), None)
+
+
+def keep_out_beside_jax(config):
+    """In the shard with JAX's modules, the frameworks left out beside JAX cannot be
+    imported (None in sys.modules): their tests there skip, saying so, and the conversion
+    law leaves them out of its draws. Their own modules run in another shard."""
+    shard = current_shard()
+    if shard and left_out_beside_jax() and shard[0] == jax_shard(shard[1], quick_tier(config)):
+        for name in left_out_beside_jax():
+            if sys.modules.get(name) is not None:
+                raise pytest.UsageError(f"ARRAYBRIDGE_JAX_SHARD_WITHOUT: {name} was imported before the tests started")
+            sys.modules[name] = None
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -98,8 +134,11 @@ def pytest_collection_modifyitems(config, items):
 def pytest_terminal_summary(terminalreporter):
     """A shard names the frameworks it imported: each costs minutes under memcheck."""
     if current_shard():
-        loaded = [name for name in ("torch", "jax", "tensorflow", "ray", "pyclesperanto") if name in sys.modules]
-        terminalreporter.write_line(f"frameworks imported in this shard: {', '.join(loaded) or 'none'}")
+        names = ("torch", "jax", "tensorflow", "ray", "pyclesperanto")
+        loaded = [name for name in names if sys.modules.get(name) is not None]
+        kept_out = [name for name in names if name in sys.modules and sys.modules[name] is None]
+        terminalreporter.write_line(f"frameworks imported in this shard: {', '.join(loaded) or 'none'}"
+                                    + (f"; kept out: {', '.join(kept_out)}" if kept_out else ""))
 
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -62,8 +62,12 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         logs = [os.path.join(tmp, f"memcheck-{k}.log") for k in range(count)]
         env = dict(os.environ, PYTHONMALLOC="malloc")  # every object through malloc, so memcheck sees it
+        # Stacks of 16 frames, taken where memory is allocated and not again where it is
+        # freed: is_ours reads six frames at most, and a stack at every malloc and free
+        # is most of what importing a framework costs under memcheck.
         commands = [["valgrind", "--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite,indirect",
-                     "--num-callers=40", "--fullpath-after=", f"--log-file={log}", sys.executable, "-m", "pytest",
+                     "--num-callers=16", "--keep-stacktraces=alloc", "--fullpath-after=", f"--log-file={log}",
+                     sys.executable, "-m", "pytest",
                      "-q", "-p", "no:cacheprovider", *argv] for log in logs]
         envs = [shards.shard_env(k, count, env) if count > 1 else env for k in range(count)]
         results = shards.run(commands, envs)

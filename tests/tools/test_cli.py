@@ -26,13 +26,16 @@ def run(*args, **kwargs):
     return subprocess.run(list(args), capture_output=True, text=True, cwd=ROOT, timeout=300, **kwargs)
 
 
-# The two whole bench runs that tests read, by name: about a minute each, mostly the
-# Python rows on one core, so they start together (CI has a budget).
+# The two bench runs that tests read, by name: every case on the CPU (about a minute,
+# mostly the Python rows on one core), and on every device the cases drawn per call
+# and some per byte. They start with the module's first test, and the tests that read
+# them come last (CI has a budget).
 BENCH_RUNS = {"cpu table": ("--sizes", "4K,64K", "--reps", "1", "--device", "cpu"),
-              "every device": ("--sizes", "4K", "--reps", "1", "--case", "o")}
+              "every device": ("--sizes", "4K", "--reps", "1", "--case",
+                               "zero-copy round trip,pool hit,wrap host memory,host copy,H2D new buffer,batch")}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def bench_run(tmp_path_factory):
     """bench_run(name) -> (the finished run of BENCH_RUNS[name], its --json file)."""
     folder = tmp_path_factory.mktemp("bench")
@@ -82,6 +85,8 @@ def test_unknown_options_are_named_with_usage_on_stderr_rc_2(tool):
     (["--sizes", "4K,,16K"], "bad size ''"),
     (["--sizes", "2"], "the smallest size is 4 bytes"),
     (["--sizes"], "--sizes needs a value"),
+    (["--case", "pack,,copy"], "--case 'pack,,copy' has an empty part"),
+    (["--case", "pack,"], "--case 'pack,' has an empty part"),
 ])
 def test_bad_values_are_refused_before_anything_runs(args, message):
     result = run(BENCH, *args)
@@ -127,6 +132,14 @@ def test_a_device_or_case_that_matches_nothing_names_what_exists():
     assert "no case matching --case 'H2D pageable' runs on cpu" in result.stderr
 
 
+def test_a_case_list_runs_each_case_any_part_names_and_no_other():
+    result = run(BENCH, "--case", "slice pack,host copy", "--device", "cpu", "--sizes", "4K", "--reps", "1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    rows = lines[1:lines.index("")]  # the table ends at the first blank line
+    assert sorted(row.split(" cpu ")[0].strip() for row in rows) == ["host copy", "step-2 slice pack"]
+
+
 def test_sizes_beyond_memory_and_unwritable_json_fail_at_once():
     result = run(BENCH, "--sizes", "4096G")
     assert result.returncode == 2
@@ -135,32 +148,6 @@ def test_sizes_beyond_memory_and_unwritable_json_fail_at_once():
     assert result.returncode == 2
     assert "cannot write --json /nonexistent-dir/results.json: No such file or directory" in result.stderr
     assert result.stdout == ""
-
-
-def test_the_table_fits_100_columns_with_a_legend_and_no_progress_in_a_pipe(bench_run):
-    result, out = bench_run("cpu table")
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0].split()[:5] == ["case", "device", "size", "shape", "arraybridge"]
-    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
-    assert "0.00x" not in result.stdout
-    assert "\r" not in result.stdout + result.stderr  # not a terminal: no progress line
-    rows = [line for line in lines[1:] if line.startswith("transpose pack")]
-    assert len(rows) == 2 and "32x32" in rows[0] and "128x128" in rows[1]  # the shape has its own column
-    assert "baselines:" in lines and "targets:" in lines
-    assert any(line.startswith("  transpose pack") and "numpy >= 2x" in line for line in lines)
-    data = json.loads(out.read_text())
-    labels = {b["label"] for r in data["results"] for b in r["baselines"]}
-    assert {"memcpy", "malloc+cp"} <= labels
-    assert all(r["size_bytes"] > 0 for r in data["results"] if r["case"] != "zero-copy round trip"
-               and r["case"] != "python round trip")
-    # The result says where it ran: every device, as the C API lists them (until 2026-11-25 the
-    # machine object asked with unversioned structs, was refused, and listed none), and the
-    # OpenCL backend that served them.
-    machine = data["machine"]
-    assert [d["platform"] for d in machine["devices"]] == _c_api_platforms()
-    assert machine["devices"][0]["device"] == "cpu" and machine["cores"] >= 1 and machine["commit"]
-    assert "opencl:0" not in [d["device"] for d in machine["devices"]] or "device(s)" in machine["opencl"]
 
 
 def test_progress_on_a_terminal_counts_rows_and_is_cleared(tmp_path):
@@ -202,19 +189,6 @@ def test_plot_says_in_one_line_what_is_wrong(tmp_path):
     assert "Traceback" not in incomplete.stderr and "is not arraybridge-bench --json output" in incomplete.stderr
 
 
-def test_plot_draws_per_call_cases_too(tmp_path, bench_run):
-    pytest.importorskip("matplotlib")
-    result, out = bench_run("every device")
-    assert result.returncode == 0, result.stderr
-    cases = {(r["case"], r["device"]) for r in json.loads(out.read_text())["results"]}
-    per_call = {c for c in cases if c[0] in ("zero-copy round trip", "pool hit", "wrap host memory")}
-    assert len(per_call) == 3
-    plot = run(sys.executable, PLOT, str(out), str(tmp_path / "p.png"))
-    assert plot.returncode == 0, plot.stderr
-    assert f"({len(cases)} panels)" in plot.stdout  # every case, per-call ones included
-    assert (tmp_path / "p.png").stat().st_size > 0
-
-
 def test_the_python_case_says_once_what_is_missing_and_the_advice_fits_where_it_runs(tmp_path):
     shadow = tmp_path / "shadow"
     shadow.mkdir()
@@ -227,7 +201,7 @@ def test_the_python_case_says_once_what_is_missing_and_the_advice_fits_where_it_
         script.chmod(0o755)
 
     def notes(python, cwd):
-        result = subprocess.run([BENCH, "--case", "python round trip", "--python", str(python)], cwd=cwd,
+        result = subprocess.run([BENCH, "--case", "python round trip", "--sizes", "4K", "--python", str(python)], cwd=cwd,
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         return " ".join(result.stdout.split())  # notes are wrapped at 100 columns
@@ -309,3 +283,42 @@ def test_info_json_is_valid_utf8_json_whatever_bytes_a_driver_or_path_gives():
     cuda = next(b for b in data["backends"] if b["backend"] == "cuda")
     assert cuda["available"] is False
     assert '/nonexistent/cu\ufffd "da"\\\x01\x7f\u00e9.so' in cuda["detail"]
+
+
+def test_the_table_fits_100_columns_with_a_legend_and_no_progress_in_a_pipe(bench_run):
+    result, out = bench_run("cpu table")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:5] == ["case", "device", "size", "shape", "arraybridge"]
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "0.00x" not in result.stdout
+    assert "\r" not in result.stdout + result.stderr  # not a terminal: no progress line
+    rows = [line for line in lines[1:] if line.startswith("transpose pack")]
+    assert len(rows) == 2 and "32x32" in rows[0] and "128x128" in rows[1]  # the shape has its own column
+    assert "baselines:" in lines and "targets:" in lines
+    assert any(line.startswith("  transpose pack") and "numpy >= 2x" in line for line in lines)
+    data = json.loads(out.read_text())
+    labels = {b["label"] for r in data["results"] for b in r["baselines"]}
+    assert {"memcpy", "malloc+cp"} <= labels
+    assert all(r["size_bytes"] > 0 for r in data["results"] if r["case"] != "zero-copy round trip"
+               and r["case"] != "python round trip")
+    # The result says where it ran: every device, as the C API lists them (until 2026-11-25 the
+    # machine object asked with unversioned structs, was refused, and listed none), and the
+    # OpenCL backend that served them.
+    machine = data["machine"]
+    assert [d["platform"] for d in machine["devices"]] == _c_api_platforms()
+    assert machine["devices"][0]["device"] == "cpu" and machine["cores"] >= 1 and machine["commit"]
+    assert "opencl:0" not in [d["device"] for d in machine["devices"]] or "device(s)" in machine["opencl"]
+
+
+def test_plot_draws_per_call_cases_too(tmp_path, bench_run):
+    pytest.importorskip("matplotlib")
+    result, out = bench_run("every device")
+    assert result.returncode == 0, result.stderr
+    cases = {(r["case"], r["device"]) for r in json.loads(out.read_text())["results"]}
+    per_call = {c for c in cases if c[0] in ("zero-copy round trip", "pool hit", "wrap host memory")}
+    assert len(per_call) == 3
+    plot = run(sys.executable, PLOT, str(out), str(tmp_path / "p.png"))
+    assert plot.returncode == 0, plot.stderr
+    assert f"({len(cases)} panels)" in plot.stdout  # every case, per-call ones included
+    assert (tmp_path / "p.png").stat().st_size > 0
