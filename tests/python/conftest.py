@@ -21,12 +21,12 @@ def pytest_configure(config):
 SLOW_MODULE = re.compile(r"^pytestmark = .*pytest\.mark\.slow|^ +pytest\.mark\.slow\]", re.M)
 ONE_SHARD_MODULE = re.compile(r"^ONE_SHARD = True", re.M)
 JAX_MODULE = re.compile(r"^(import jax|from jax|\w+ = pytest\.importorskip\(\"jax\"|pytest\.importorskip\(\"jax\")", re.M)
+HERE = pathlib.Path(__file__).parent
 
 
 def uses(name):
     """A module that imports framework `name` (at its top, or as a test's importorskip)."""
     return re.compile(rf"^(import|from) {name}\b|importorskip\(\"{name}\"", re.M)
-HERE = pathlib.Path(__file__).parent
 
 
 def quick_tier(config):
