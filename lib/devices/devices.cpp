@@ -66,28 +66,13 @@ const DeviceInfo& DeviceRegistry::at(int32_t index) const {
   return devices_[static_cast<std::size_t>(index)];
 }
 
-namespace {
-thread_local uint64_t t_lookups = 0;
-}  // namespace
-
-uint64_t DeviceRegistry::lookups_on_this_thread() { return t_lookups; }
-
-const DeviceInfo* DeviceRegistry::find(DLDevice device) const {
-  ++t_lookups;
-  // Host-memory types are served by the device that owns that memory kind.
-  for (const DeviceInfo& info : devices_)
-    if (info.device.device_type == device.device_type && info.device.device_id == device.device_id) return &info;
-  return nullptr;
-}
-
 const BackendInfo& DeviceRegistry::backend(abr_backend backend) const {
   for (const BackendInfo& info : backends_)
     if (info.backend == backend) return info;
   fail(ABR_ERR_INVALID_ARGUMENT, "unknown backend {}", static_cast<int>(backend));
 }
 
-const DeviceInfo& DeviceRegistry::require(DLDevice device, const char* what) const {
-  if (const DeviceInfo* info = find(device)) return *info;
+void DeviceRegistry::refuse_missing(DLDevice device, const char* what) const {
   const DeviceKind* kind = find_kind(device.device_type);
   if (!kind) {
     std::string served;  // "host, CUDA and OpenCL"

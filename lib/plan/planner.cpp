@@ -281,11 +281,6 @@ const char* path_name(abr_path path) noexcept {
   }
 }
 
-bool results_may_be_locked(const Endpoint& from, DLDevice dst, Stream* stream) {
-  return stream && dst.device_type == kDLCPU && !from.host && from.backend && from.can.locked_host &&
-      from.backend->runs_on(*stream, from.device, from.context);
-}
-
 uint64_t locked_result_room(uint64_t limit, uint64_t in_use) {
   const uint64_t half = limit / 2;
   return in_use < half ? half - in_use : 0;

@@ -51,8 +51,11 @@ TransferOptions resolve_options(const abr_transfer_options* options);
 
 // Whether a new host result copied from `from` on `stream` may be page-locked memory
 // of the source's backend: the stream orders the source's work (a DMA fills the result
-// there) and that backend has page-locked host memory.
-bool results_may_be_locked(const Endpoint& from, DLDevice dst, Stream* stream);
+// there) and that backend has page-locked host memory. Inline: every transfer asks.
+inline bool results_may_be_locked(const Endpoint& from, DLDevice dst, Stream* stream) {
+  return stream && dst.device_type == kDLCPU && !from.host && from.backend && from.can.locked_host &&
+      from.backend->runs_on(*stream, from.device, from.context);
+}
 // How much page-locked memory new results may still take of a pool of `limit` bytes
 // with `in_use` lent (TransferOptions::locked_result_budget): at most half of it, since
 // the other half stays for staging, which every transfer through pinned memory needs

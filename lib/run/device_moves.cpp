@@ -146,9 +146,13 @@ void submit_device_move(const Plan& plan, const Layout& src, const Layout& dst, 
   }
 }
 
-void run_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work) {
-  submit_device_move(plan, src, dst, work);
-  work.finish();
+void run_on_device(const Plan& plan, const Layout& src, const Layout& dst, DeviceBackend& backend, DLDevice device,
+                   void* context, Stream* stream) {
+  if (plan.move == Move::Peer)
+    return backend.peer_copy(src, dst, stream, {plan.pack == Step::Device, plan.scatter == Step::Device});
+  std::unique_ptr<Submission> work = submit_routed(backend, device, context, stream);
+  submit_device_move(plan, src, dst, *work);
+  work->finish();
 }
 
 std::unique_ptr<Submission> submit_routed(DeviceBackend& backend, DLDevice device, void* context, Stream* stream) {

@@ -16,10 +16,13 @@
 
 namespace abr {
 
-// ABR_PATH_HOST_TO_DEVICE, ABR_PATH_DEVICE_TO_HOST and ABR_PATH_DEVICE_COPY, then
-// work.finish().
-void run_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work);
-// The same without the finish: more moves may follow on `work` (abr_copy_many).
+// Executor::Source or Destination: the plan's move on `device`, in `context` of its
+// `backend`: a peer copy (the backend's own), or the moves below on submit_routed's
+// work, finished.
+void run_on_device(const Plan& plan, const Layout& src, const Layout& dst, DeviceBackend& backend, DLDevice device,
+                   void* context, Stream* stream);
+// ABR_PATH_HOST_TO_DEVICE, ABR_PATH_DEVICE_TO_HOST and ABR_PATH_DEVICE_COPY on
+// `work`, not finished: more moves may follow on it (abr_copy_many).
 void submit_device_move(const Plan& plan, const Layout& src, const Layout& dst, Submission& work);
 
 // Where a transfer's work on `device` in `context` goes: `stream` when the

@@ -299,8 +299,8 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
     // Everything that can run out of memory happens before the copy starts: on a
     // stream, the work may still run after the call, so the stream holds the source
     // and a share of the memory until it is done (without one, neither is needed).
-    PendingExport pending(
-        {data, dst, plan.dtype, src.shape, compact_strides(src.shape), 0, DLPACK_FLAG_BITMASK_IS_COPIED});
+    const Layout out = compact_layout(dst, plan.dtype, src.shape, data);
+    PendingExport pending({data, dst, plan.dtype, out.shape, out.strides, 0, DLPACK_FLAG_BITMASK_IS_COPIED});
     std::unique_ptr<Storage> stream_memory;
     if (stream) {
       std::shared_ptr<Storage> shared = std::move(memory);
@@ -308,7 +308,7 @@ DLManagedTensorVersioned* Runtime::export_copy(SourceTensor& source, const Layou
       stream_memory = std::make_unique<SharedStorage>(std::move(shared));
       held_source = std::make_unique<SourceTensor>(std::move(source));
     }
-    execute(plan, src, compact_layout(dst, plan.dtype, src.shape, data), stream);
+    execute(plan, src, out, stream);
     if (stream) {
       stream->retain(std::move(held_source));
       stream->retain(std::move(stream_memory));
@@ -356,21 +356,14 @@ DeviceMemory Runtime::new_result_memory(DLDevice dst, uint64_t bytes, Stream* st
 void Runtime::execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream) {
   switch (plan.executor) {
     case Executor::Pipeline: return run_staged(plan, src, dst, stream);
-    case Executor::Source: return run_on_device(plan, src, dst, src.device, plan.src_context, stream);
-    case Executor::Destination: return run_on_device(plan, src, dst, dst.device, plan.dst_context, stream);
+    case Executor::Source:
+      return run_on_device(plan, src, dst, *backend_of(src.device.device_type), src.device, plan.src_context, stream);
+    case Executor::Destination:
+      return run_on_device(plan, src, dst, *backend_of(dst.device.device_type), dst.device, plan.dst_context, stream);
     case Executor::Host: return run_on_host(plan, src, dst);
     case Executor::None: break;
   }
   fail(ABR_ERR_INTERNAL, "a plan with nothing to execute reached the executors ({})", path_name(plan.path));
-}
-
-void Runtime::run_on_device(const Plan& plan, const Layout& src, const Layout& dst, DLDevice device, void* context,
-                            Stream* stream) {
-  DeviceBackend* backend = backend_of(device.device_type);
-  if (plan.move == Move::Peer)
-    return backend->peer_copy(src, dst, stream, {plan.pack == Step::Device, plan.scatter == Step::Device});
-  std::unique_ptr<Submission> work = submit_routed(*backend, device, context, stream);
-  run_device_move(plan, src, dst, *work);
 }
 
 void Runtime::run_on_host(const Plan& plan, const Layout& src, const Layout& dst) {

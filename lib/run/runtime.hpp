@@ -136,9 +136,6 @@ class Runtime {
                          unsigned copy_out_threads = 1);
   // Runs a plan's move with the executor it names.
   void execute(const Plan& plan, const Layout& src, const Layout& dst, Stream* stream);
-  // Executor::Source or Destination: that side's backend, on `context` (lib/run/device_moves.hpp).
-  void run_on_device(const Plan& plan, const Layout& src, const Layout& dst, DLDevice device, void* context,
-                     Stream* stream);
   // Executor::Host: the host engine between two sides in host memory.
   void run_on_host(const Plan& plan, const Layout& src, const Layout& dst);
 

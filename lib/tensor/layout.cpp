@@ -12,9 +12,6 @@
 namespace abr {
 namespace {
 
-constexpr uint64_t kKnownFlags =
-    DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
-
 bool known_device_type(int32_t type) {
   switch (type) {
     case kDLCPU:
@@ -92,15 +89,14 @@ std::string wrapped_byte_strides(const Layout& layout) {
 
 }  // namespace
 
-void validate_header(const DLManagedTensorVersioned& tensor, const char* what) {
+void refuse_header(const DLManagedTensorVersioned& tensor, const char* what) {
   if (tensor.version.major != DLPACK_MAJOR_VERSION)
     fail(ABR_ERR_DLPACK_VERSION,
          "{}: DLPack major version {} (minor {}) is not supported (this library speaks {}.{}); only its deleter may "
          "be called",
          what, tensor.version.major, tensor.version.minor, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-  if (tensor.flags & ~kKnownFlags)
-    fail(ABR_ERR_DLPACK_FLAGS, "{}: unknown flag bits {:#x} (DLPack {}.{})", what, tensor.flags & ~kKnownFlags,
-         tensor.version.major, tensor.version.minor);
+  fail(ABR_ERR_DLPACK_FLAGS, "{}: unknown flag bits {:#x} (DLPack {}.{})", what, tensor.flags & ~kKnownDLPackFlags,
+       tensor.version.major, tensor.version.minor);
 }
 
 namespace {

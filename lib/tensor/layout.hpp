@@ -46,8 +46,18 @@ inline const char* first_element(const Layout& layout) {
 // A destination must not have zero strides on extents > 1.
 Layout validate_tensor(const DLTensor& tensor, Role role, const char* what);
 
-// Validates the version and flags of a managed tensor header.
-void validate_header(const DLManagedTensorVersioned& tensor, const char* what);
+// The DLPack flags this library knows; a header with others is refused.
+constexpr uint64_t kKnownDLPackFlags =
+    DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+
+// Why validate_header refused `tensor`: ABR_ERR_DLPACK_VERSION or _FLAGS.
+[[noreturn]] void refuse_header(const DLManagedTensorVersioned& tensor, const char* what);
+
+// Validates the version and flags of a managed tensor header (inline: two
+// comparisons that every transfer makes).
+inline void validate_header(const DLManagedTensorVersioned& tensor, const char* what) {
+  if (tensor.version.major != DLPACK_MAJOR_VERSION || (tensor.flags & ~kKnownDLPackFlags)) refuse_header(tensor, what);
+}
 
 // The layout of a compact row-major tensor at `data` (byte_offset 0), for
 // buffers the runtime allocates itself.

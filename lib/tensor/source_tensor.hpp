@@ -16,7 +16,9 @@ class SourceTensor final : public Storage {
  public:
   explicit SourceTensor(DLManagedTensorVersioned* tensor) : versioned_(tensor) {}
   explicit SourceTensor(DLManagedTensor* tensor) : legacy_(tensor) {}
-  ~SourceTensor() override { call_deleter(); }
+  ~SourceTensor() override {
+    if (versioned_ || legacy_) call_deleter();  // inline: most holders were emptied already
+  }
   SourceTensor(const SourceTensor&) = delete;
   SourceTensor& operator=(const SourceTensor&) = delete;
   // Moving hands the obligation to call the deleter over; the moved-from is left empty.
