@@ -295,13 +295,12 @@ void write_json(std::ofstream& out, const bench::Options& options, const std::st
   out << "  ]\n}\n";
 }
 
-// --case "pack,host copy": the parts, each a piece of a case's name; none may be empty.
-std::vector<std::string> case_parts(const std::string& text) {
+// "4K,1M" -> {"4K", "1M"}; an empty part is kept, for the option to refuse in its words.
+std::vector<std::string> comma_parts(const std::string& text) {
   std::vector<std::string> parts;
   for (std::size_t start = 0;;) {
     const std::size_t comma = text.find(',', start);
     parts.push_back(text.substr(start, comma - start));
-    if (parts.back().empty()) usage_error("--case '" + text + "' has an empty part");
     if (comma == std::string::npos) return parts;
     start = comma + 1;
   }
@@ -326,16 +325,12 @@ int main(int argc, char** argv) {
       options.sizes = {4ull << 10, 64ull << 10, 1ull << 20, 16ull << 20, 64ull << 20}, options.repetitions = 5;
     } else if (arg == "--sizes") {
       options.sizes.clear();
-      const std::string list = value();
-      for (std::size_t start = 0; start <= list.size();) {
-        const std::size_t comma = list.find(',', start);
-        options.sizes.push_back(parse_size(list.substr(start, comma - start)));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
+      for (const std::string& part : comma_parts(value())) options.sizes.push_back(parse_size(part));
     } else if (arg == "--case") {
       options.case_filter = value();
-      options.case_parts = case_parts(options.case_filter);
+      options.case_parts = comma_parts(options.case_filter);  // "pack,host copy": each a piece of a case's name
+      for (const std::string& part : options.case_parts)
+        if (part.empty()) usage_error("--case '" + options.case_filter + "' has an empty part");
     } else if (arg == "--device") {
       options.device_filter = value();
     } else if (arg == "--reps") {

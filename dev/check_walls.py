@@ -22,7 +22,7 @@ INCLUDE = re.compile(r'#include "lib/([a-z_]+)/')
 BACKEND_NAME = re.compile(r"\b(kDL(CUDA|CUDAHost|CUDAManaged|OpenCL|ROCM|ROCMHost|Vulkan|Metal|OneAPI)|"
                           r"ABR_BACKEND_(CUDA|OPENCL)|ABR_RUNTIME_DISABLE_\w+|DLDeviceType\.(?!CPU\b)[A-Z_]+)\b")
 # Where naming them is the file's job, each with its reason.
-NAMES_ALLOWED = {"lib/tensor/layout.cpp": "DLPack's own list of the device types it defines",
+NAMES_ALLOWED = {"lib/tensor/device_kinds.hpp": "the device-kind table: DLPack's own list of the device types it defines",
                  "python/native_build.py": "cffi's declaration of the C header"}
 COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|#[^\n]*|\"\"\".*?\"\"\"", re.S)
 

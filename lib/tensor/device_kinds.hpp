@@ -46,6 +46,29 @@ inline const DeviceKind* find_kind(DLDeviceType type) {
   return index < kKindSlots ? g_kind_by_type[index].load(std::memory_order_acquire) : nullptr;
 }
 
+// Whether DLPack defines this device type (served here or not): validation refuses others.
+inline bool is_dlpack_device_type(int32_t type) {
+  switch (type) {
+    case kDLCPU:
+    case kDLCUDA:
+    case kDLCUDAHost:
+    case kDLOpenCL:
+    case kDLVulkan:
+    case kDLMetal:
+    case kDLVPI:
+    case kDLROCM:
+    case kDLROCMHost:
+    case kDLExtDev:
+    case kDLCUDAManaged:
+    case kDLOneAPI:
+    case kDLWebGPU:
+    case kDLHexagon:
+    case kDLMAIA:
+    case kDLTrn: return true;
+    default: return false;
+  }
+}
+
 // True when pointers into this device's memory may be offset and dereferenced on
 // the host side of the arithmetic (CPU, CUDA, pinned, managed), false for opaque
 // handles such as an OpenCL cl_mem.

@@ -10,31 +10,6 @@
 #include "lib/base/error.hpp"
 
 namespace abr {
-namespace {
-
-bool known_device_type(int32_t type) {
-  switch (type) {
-    case kDLCPU:
-    case kDLCUDA:
-    case kDLCUDAHost:
-    case kDLOpenCL:
-    case kDLVulkan:
-    case kDLMetal:
-    case kDLVPI:
-    case kDLROCM:
-    case kDLROCMHost:
-    case kDLExtDev:
-    case kDLCUDAManaged:
-    case kDLOneAPI:
-    case kDLWebGPU:
-    case kDLHexagon:
-    case kDLMAIA:
-    case kDLTrn: return true;
-    default: return false;
-  }
-}
-
-}  // namespace
 
 Dims compact_strides(const Dims& shape) {
   const std::size_t ndim = shape.size();
@@ -134,7 +109,7 @@ bool elements_disjoint(const Layout& layout) {
 Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
   Layout out;
   const int32_t type = static_cast<int32_t>(t.device.device_type);
-  if (!known_device_type(type)) fail(ABR_ERR_DLPACK_DEVICE, "{}: unknown device type {}", what, type);
+  if (!is_dlpack_device_type(type)) fail(ABR_ERR_DLPACK_DEVICE, "{}: unknown device type {}", what, type);
   if (t.device.device_id < 0) fail(ABR_ERR_DLPACK_DEVICE, "{}: negative device id {}", what, t.device.device_id);
   const DeviceKind* kind = find_kind(t.device.device_type);
   if (kind && !kind->numbered && t.device.device_id != 0)
