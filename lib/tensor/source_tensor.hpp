@@ -16,9 +16,7 @@ class SourceTensor final : public Storage {
  public:
   explicit SourceTensor(DLManagedTensorVersioned* tensor) : versioned_(tensor) {}
   explicit SourceTensor(DLManagedTensor* tensor) : legacy_(tensor) {}
-  ~SourceTensor() override {
-    if (versioned_ || legacy_) call_deleter();  // inline: most holders were emptied already
-  }
+  ~SourceTensor() override { call_deleter(); }
   SourceTensor(const SourceTensor&) = delete;
   SourceTensor& operator=(const SourceTensor&) = delete;
   // Moving hands the obligation to call the deleter over; the moved-from is left empty.
@@ -37,7 +35,11 @@ class SourceTensor final : public Storage {
     return taken;
   }
   // Runs the deleter now (once), and holds nothing after.
-  void call_deleter() noexcept;
+  void call_deleter() noexcept {
+    if (versioned_ && versioned_->deleter) versioned_->deleter(versioned_);
+    if (legacy_ && legacy_->deleter) legacy_->deleter(legacy_);
+    give_back();
+  }
   // Lets go without calling the deleter: the tensor is its caller's again.
   void give_back() noexcept { versioned_ = nullptr, legacy_ = nullptr; }
 

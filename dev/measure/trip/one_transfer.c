@@ -18,7 +18,10 @@ int main(void) {
         .dl_tensor = {.data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = shape},
     };
     DLManagedTensorVersioned* out = NULL;
-    if (abr_to_device(rt, &src, dst, NULL, NULL, &out) != ABR_OK) { printf("%s\n", abr_last_error()); return 3; }
+    if (abr_to_device(rt, &src, dst, NULL, NULL, &out) != ABR_OK) {
+      printf("%s\n", abr_last_error());
+      return 3;
+    }
     out->deleter(out);
   }
   abr_runtime_destroy(rt);
