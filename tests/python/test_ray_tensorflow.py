@@ -19,9 +19,10 @@ def test_tensorflow_tensors_between_two_actors_arrive_exact():
     import ray
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
-    # Ray gives a received argument 60 s to arrive. Here that includes the receiver's first
-    # NIXL peer starting, and beside the other shard on 2 cores it once took longer (a
-    # fresh-clone run). A hang still fails at ray.get's 300 s.
+    # Ray gives a received argument 60 s to arrive, which here includes the receiver's first
+    # NIXL peer starting. It once ran out in a fresh-clone run, on 2 cores shared with the
+    # other shard and a disk 97% full (Ray refuses new objects past 95%). A hang still
+    # fails at ray.get's 300 s.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", ""),
                                        "UCX_MODULES": "^ib", "TF_CPP_MIN_LOG_LEVEL": "3",
