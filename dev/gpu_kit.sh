@@ -7,7 +7,7 @@
 #   dev/gpu_kit.sh pack        here: builds what gpu-check runs, copies it stripped into
 #                              .gpu-kit/build (the build/ layout), downloads the wheels
 #                              its Python lacks (cffi, pycparser, tvm-ffi, tensordict,
-#                              NIXL) into .gpu-kit/wheels, and notes the commit
+#                              mypy, NIXL) into .gpu-kit/wheels, and notes the commit
 #   dev/gpu_kit.sh run DIR     there: installs the wheels and our package into
 #                              /tmp/site, registers NVIDIA's OpenCL, runs
 #                              dev/gpu_check.sh --no-build into DIR (its bench-cuda
@@ -16,6 +16,9 @@
 #                              call's time left (GPU_KIT_SECONDS, default 600, less a
 #                              minute), and packs DIR into DIR.tgz (the device tool
 #                              brings back at most 8 files)
+#   dev/gpu_kit.sh with DIR COMMAND...
+#                              there: the same set-up (its logs into DIR), then one
+#                              command: a later check in the same lease
 #
 # The device call: carry [".gpu-kit"], command
 #   bash dev/gpu_kit.sh run "$OUT/gpu-check"
@@ -61,7 +64,8 @@ pack() {
   # Wheels for that machine's CPython 3.12 (the pure-Python ones fit any).
   python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 -d "$kit/wheels" cffi pycparser apache-tvm-ffi tensordict 'pyvers<0.3'
+    --platform manylinux2014_x86_64 -d "$kit/wheels" cffi pycparser apache-tvm-ffi tensordict 'pyvers<0.3' \
+    mypy librt ast-serialize 'pathspec>=1'  # the typing test's (tests/python/test_typing.py), which fails without it
   nixl_wheel
   git rev-parse HEAD > "$kit/COMMIT" 2>/dev/null || echo unknown > "$kit/COMMIT"
   if [ -d .git ] && ! git diff --quiet HEAD -- .; then
@@ -73,10 +77,11 @@ pack() {
   [ "$size" -lt 60 ] || { echo "gpu_kit: too large to carry" >&2; exit 1; }
 }
 
-run() {
-  local out=${1:?usage: gpu_kit.sh run DIR}
+# The kit installed there: the wheels and our package into /tmp/site, NVIDIA's OpenCL
+# registered, build/ standing for the kit's; `python` and `site` are the caller's locals.
+install() {
+  local out=$1
   [ -f "$kit/COMMIT" ] || { echo "gpu_kit: no $kit here: run 'dev/gpu_kit.sh pack' and carry $kit" >&2; exit 2; }
-  local python=${PYTHON:-python3} site=/tmp/site
   # The test binaries name their stand-in libraries by absolute paths under build/:
   # the kit stands in for it where the repository sits at the same path as here.
   [ -e build ] || ln -s "$kit/build" build
@@ -94,6 +99,12 @@ run() {
   fi
   "$python" -c "import torch, numpy; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'numpy', numpy.__version__)" \
     > "$out/versions.txt" 2>&1 || true
+}
+
+run() {
+  local out=${1:?usage: gpu_kit.sh run DIR}
+  local python=${PYTHON:-python3} site=/tmp/site
+  install "$out"
   local rc=0
   local start=$SECONDS
   BUILD=$kit/build PYTHON=$python ARRAYBRIDGE_COMMIT=$(cat "$kit/COMMIT") bash dev/gpu_check.sh --no-build "$out" || rc=$?
@@ -111,8 +122,20 @@ run() {
   return $rc
 }
 
+# A later call in the same lease, or a check of its own: the kit installed, then one
+# command with BUILD, PYTHON and PYTHONPATH set as for gpu_check.sh.
+with() {
+  local out=${1:?usage: gpu_kit.sh with DIR COMMAND...}
+  shift
+  [ $# -gt 0 ] || { echo "usage: gpu_kit.sh with DIR COMMAND..." >&2; exit 2; }
+  local python=${PYTHON:-python3} site=/tmp/site
+  install "$out"
+  BUILD=$kit/build PYTHON=$python "$@"
+}
+
 case ${1:-} in
   pack) pack ;;
   run) run "${2:-}" ;;
-  *) echo "usage: dev/gpu_kit.sh pack | run DIR" >&2; exit 2 ;;
+  with) with "${@:2}" ;;
+  *) echo "usage: dev/gpu_kit.sh pack | run DIR | with DIR COMMAND..." >&2; exit 2 ;;
 esac
