@@ -144,7 +144,7 @@ void run_pool_cases(const Options& options, const Report& report, const std::str
                     void* cl_context_handle, void* cl_device_handle);
 
 // Runs `script` with options.python and the arguments; its stdout and stderr, or ""
-// with *error saying why.
+// with *error saying why; *error also says so when the script stopped part way.
 std::string run_python(const Options& options, const char* script, const std::string& arguments, std::string* error);
 
 // The Python package's zero-copy round trip beside np.from_dlpack alone; when it
@@ -170,6 +170,8 @@ void run_process_cases(const Options& options, const Report& report);
 // "missing: ..." line, with the install advice when the package itself is missing).
 std::vector<std::string> lines_of(const std::string& text);
 std::string not_measured_reason(const std::string& output, const std::string& error);
+// The note for a script's cases: none measured (and why), or some before it stopped.
+void note_script_end(const std::string& cases, int rows, const std::string& output, const std::string& error);
 
 // NumPy's time for np.ascontiguousarray over the given view, or 0 with a note.
 Baseline numpy_pack_baseline(const Options& options, const std::string& kind, uint64_t rows, uint64_t cols);

@@ -1,8 +1,10 @@
 // NumPy baselines, run by the Python the user points at (default python3), in
 // this same benchmark run, on a view of the same shape and kind.
+#include <sys/wait.h>
+
 #include <cstdio>
-#include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/bench.hpp"
 
@@ -44,15 +46,23 @@ std::string shell_quote(const std::string& s) {
 
 std::string run_python(const Options& options, const char* script, const std::string& arguments, std::string* error) {
   const std::string command = shell_quote(options.python) + " -c " + shell_quote(script) + " " + arguments + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) {
     *error = "cannot start " + options.python;
     return "";
   }
   char line[512] = {};
   std::string output;
-  while (std::fgets(line, sizeof line, pipe.get())) output += line;
-  if (output.empty()) *error = "no output from " + options.python;
+  while (std::fgets(line, sizeof line, pipe)) output += line;
+  const int status = pclose(pipe);
+  if (output.empty()) {
+    *error = "no output from " + options.python;
+  } else if (status != 0) {  // a script that stopped part way: its last words say why
+    const std::vector<std::string> lines = lines_of(output);
+    const std::string how = WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
+                                              : "signal " + std::to_string(WTERMSIG(status));
+    *error = "the script stopped (" + how + ")" + (lines.empty() ? "" : ": " + lines.back());
+  }
   return output;
 }
 

@@ -163,7 +163,7 @@ void run_process_cases(const Options& options, const Report& report) {
       report(r);
       ++rows;
     }
-    if (rows == 0) note("CUDA IPC cases not measured: " + not_measured_reason(output, error));
+    note_script_end("CUDA IPC cases", rows, output, error);
   }
   if (selected(options, "mpi ping-pong") && device_selected(options, {kDLCPU, 0})) {
     progress("MPI", 0);
@@ -184,7 +184,7 @@ void run_process_cases(const Options& options, const Report& report) {
       report(r);
       ++rows;
     }
-    if (rows == 0) note("mpi ping-pong not measured: " + not_measured_reason(output, error));
+    note_script_end("mpi ping-pong", rows, output, error);
   }
 }
 

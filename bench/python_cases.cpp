@@ -255,7 +255,7 @@ for name, short, given in (("batch", "batch", small), ("state dict", "state", st
         ours = median(lambda: ab.to_device(given, "cuda:0"))
         pageable = [torch.as_tensor(a) for a in arrays]
     if h2d in chosen:
-        loop = median(lambda: [torch.from_numpy(a).to("cuda", non_blocking=True) for a in arrays])
+        loop = median(lambda: [torch.as_tensor(a).to("cuda", non_blocking=True) for a in arrays])  # NumPy or torch
         if name == "batch":  # torch's loop from pinned memory, which its users pin for this
             pinned = [t.pin_memory() for t in pageable]
             other = median(lambda: [t.to("cuda", non_blocking=True) for t in pinned])
@@ -539,6 +539,14 @@ std::string not_measured_reason(const std::string& output, const std::string& er
   return why;
 }
 
+void note_script_end(const std::string& cases, int rows, const std::string& output, const std::string& error) {
+  if (rows == 0) {
+    note(cases + " not measured: " + not_measured_reason(output, error));
+  } else if (!error.empty()) {
+    note(cases + ": only " + std::to_string(rows) + " row(s): " + error);
+  }
+}
+
 namespace {
 
 // The cases of `names` the options select, joined with commas ("" for none).
@@ -582,10 +590,7 @@ void run_python_staging_cases(const Options& options, const Report& report) {
     report(r);
     ++rows;
   }
-  if (rows == 0) {
-    const std::string why = not_measured_reason(output, error);
-    note("Python staging cases not measured: " + why);
-  }
+  note_script_end("Python staging cases", rows, output, error);
 }
 
 void run_python_gpu_batch_cases(const Options& options, const Report& report) {
@@ -626,7 +631,7 @@ void run_python_gpu_batch_cases(const Options& options, const Report& report) {
     report(r);
     ++rows;
   }
-  if (rows == 0) note("Python GPU batch cases not measured: " + not_measured_reason(output, error));
+  note_script_end("Python GPU batch cases", rows, output, error);
 }
 
 void run_python_convert_cases(const Options& options, const Report& report) {
@@ -656,7 +661,7 @@ void run_python_convert_cases(const Options& options, const Report& report) {
     report(r);
     ++rows;
   }
-  if (rows == 0) note("convert_memory cases not measured: " + not_measured_reason(output, error));
+  note_script_end("convert_memory cases", rows, output, error);
 }
 
 void run_python_cases(const Options& options, const Report& report) {
@@ -737,7 +742,7 @@ void run_python_host_copy_cases(const Options& options, const Report& report) {
     report(r);
     ++rows;
   }
-  if (rows == 0) note("Python host copies not measured: " + not_measured_reason(output, error));
+  note_script_end("Python host copies", rows, output, error);
 }
 
 void run_python_nixl_cases(const Options& options, const Report& report) {
@@ -762,7 +767,7 @@ void run_python_nixl_cases(const Options& options, const Report& report) {
     report(r);
     ++rows;
   }
-  if (rows == 0) note("Python NIXL cases not measured: " + not_measured_reason(output, error));
+  note_script_end("Python NIXL cases", rows, output, error);
 }
 
 void run_python_ray_cases(const Options& options, const Report& report) {
@@ -793,7 +798,7 @@ void run_python_ray_cases(const Options& options, const Report& report) {
     report(r);
     ++rows;
   }
-  if (rows == 0) note("Ray cases not measured: " + not_measured_reason(output, error));
+  note_script_end("Ray cases", rows, output, error);
 }
 
 }  // namespace bench

@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import pty
+import re
 import subprocess
 import sys
 
@@ -215,6 +216,21 @@ def test_the_python_case_says_once_what_is_missing_and_the_advice_fits_where_it_
     numpy_missing = notes(no_numpy, tmp_path)
     assert "python round trip not measured: NumPy is not installed for" in numpy_missing
     assert "make python" not in numpy_missing and numpy_missing.count("not measured") == 1
+
+
+def test_a_python_script_that_stops_part_way_says_so_beside_the_rows_it_gave(tmp_path):
+    # A script that fails after its first rows once lost the rest silently: the state
+    # dict rows of the GPU batch script raised TypeError for months, and the table
+    # simply had no such rows (seen on an H200, 2026-11-29).
+    stops = tmp_path / "python-that-stops"
+    stops.write_text(f"#!/bin/sh\n{sys.executable} \"$@\"\necho 'RuntimeError: stopped here'\nexit 3\n")
+    stops.chmod(0o755)
+    result = subprocess.run([BENCH, "--case", "py copy", "--sizes", "4K", "--reps", "1", "--device", "cpu",
+                             "--python", str(stops)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert re.search(r"^py copy +cpu", result.stdout, re.M), result.stdout
+    assert "Python host copies: only" in said and "the script stopped (exit code 3): RuntimeError: stopped here" in said
 
 
 class _DeviceInfo(ctypes.Structure):  # struct abr_device_info, version 1
