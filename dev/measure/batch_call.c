@@ -15,13 +15,13 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    CUresult r_ = (call);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                    \
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    CUresult r_ = (call);                                                            \
+    if (r_ != CUDA_SUCCESS) {                                                        \
       fprintf(stderr, "batch_call: %s failed: %d (line %d)\n", #call, r_, __LINE__); \
-      exit(1);                                                                   \
-    }                                                                            \
+      exit(1);                                                                       \
+    }                                                                                \
   } while (0)
 
 static CUresult (*init)(unsigned);
@@ -37,8 +37,7 @@ static CUresult (*stream_sync)(CUstream);
 static CUresult (*htod)(CUdeviceptr, const void*, size_t, CUstream);
 static CUresult (*dtoh)(void*, CUdeviceptr, size_t, CUstream);
 static CUresult (*dtod)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-static CUresult (*batch)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*, size_t*, size_t,
-                         CUstream);
+static CUresult (*batch)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*, size_t*, size_t, CUstream);
 
 static void* symbol(void* lib, const char* name) {
   void* f = dlsym(lib, name);
@@ -165,9 +164,8 @@ static void run(enum Way way, size_t n, size_t size, int reps, CUstream stream) 
     median[batched][0] = issue_us[reps / 2];
     median[batched][1] = total_us[reps / 2];
   }
-  printf("%-13s %5zu x %7zu B   loop %9.1f / %9.1f   batch %9.1f / %9.1f   batch/loop total %.2fx\n",
-         way_names[way], n, size, median[0][0], median[0][1], median[1][0], median[1][1],
-         median[0][1] / median[1][1]);
+  printf("%-13s %5zu x %7zu B   loop %9.1f / %9.1f   batch %9.1f / %9.1f   batch/loop total %.2fx\n", way_names[way], n,
+         size, median[0][0], median[0][1], median[1][0], median[1][1], median[0][1] / median[1][1]);
   for (size_t i = 0; i < n; ++i) {
     CHECK(mem_free(c.device[i]));
     if (way == D2D) CHECK(mem_free(c.other[i]));
@@ -184,8 +182,8 @@ static void run(enum Way way, size_t n, size_t size, int reps, CUstream stream) 
 int main(int argc, char** argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 30;
   if (reps < 1) reps = 1;
-  void* lib = dlopen(getenv("ARRAYBRIDGE_CUDA_LIBRARY") ? getenv("ARRAYBRIDGE_CUDA_LIBRARY") : "libcuda.so.1",
-                     RTLD_NOW);
+  void* lib =
+      dlopen(getenv("ARRAYBRIDGE_CUDA_LIBRARY") ? getenv("ARRAYBRIDGE_CUDA_LIBRARY") : "libcuda.so.1", RTLD_NOW);
   if (!lib) {
     fprintf(stderr, "batch_call: %s\n", dlerror());
     return 1;
@@ -218,6 +216,7 @@ int main(int argc, char** argv) {
   printf("median us of %d: issue / issue + synchronize\n", reps);
   const size_t shapes[][2] = {{1000, 4096}, {200, 65536}, {20, 1 << 20}};
   for (int way = 0; way < WAYS; ++way)
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) run((enum Way)way, shapes[s][0], shapes[s][1], reps, stream);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+      run((enum Way)way, shapes[s][0], shapes[s][1], reps, stream);
   return 0;
 }
