@@ -384,6 +384,7 @@ if "py copy batch" in chosen:  # one ab.copy of two lists, beside NumPy's loop o
 // tensor through ours beside Ray's own NIXL transport (torch only). Prints
 // "<case>|<bytes>|<ours>|<baseline>" per size in seconds, or "missing: <what>".
 const char* kRayScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
+import importlib.util
 try:
     os.environ.setdefault("UCX_MODULES", "^ib")
     import ray
@@ -394,13 +395,27 @@ except ImportError as error:
 if not nixl_available():
     print("missing: NIXL is not installed (pip install --no-deps nixl-cu12)"); sys.exit(0)
 reps, warm, sizes = int(sys.argv[1]), int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-         runtime_env={"env_vars": {"OPENBLAS_NUM_THREADS": "1", "UCX_MODULES": "^ib"}})
+chosen = sys.argv[4].split(",")
 try:
     import torch
 except ImportError:
     torch = None
-abray.register(["numpy"] + (["torch"] if torch is not None else []))
+# The CUDA rows: each framework's arrays on cuda:0 between two actors that share the GPU.
+on_gpu = [c[len("py ray cuda "):] for c in chosen if c.startswith("py ray cuda ")]
+gpu = bool(on_gpu) and torch is not None and torch.cuda.is_available()
+why_not = "" if gpu else "no CUDA GPU that torch sees here"
+for framework in on_gpu if gpu else []:
+    if importlib.util.find_spec(framework) is None:
+        why_not += f"{'; ' if why_not else ''}{framework} is not installed for {sys.executable}"
+on_gpu = [f for f in on_gpu if gpu and importlib.util.find_spec(f)]
+if why_not and len(on_gpu) + len(set(chosen) & {"py ray", "py ray torch"}) == 0:
+    print(f"missing: {why_not}"); sys.exit(0)  # nothing left to measure: no Ray started
+if why_not and any(c.startswith("py ray cuda ") for c in chosen):
+    print(f"ray-cuda: {why_not}", flush=True)
+ray.init(num_cpus=2, num_gpus=1 if gpu else 0, include_dashboard=False, log_to_driver=False,
+         runtime_env={"env_vars": {"OPENBLAS_NUM_THREADS": "1", "UCX_MODULES": "^ib",
+                                   "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}})
+abray.register(sorted({"numpy"} | ({"torch"} if torch is not None else set()) | set(on_gpu)))
 @ray.remote
 class Sender:
     @ray.method(tensor_transport="AB_NUMPY")
@@ -418,27 +433,68 @@ class Sender:
 class Receiver:
     def take(self, x):
         return x.nbytes if hasattr(x, "nbytes") else x.numel()
+def cuda_ones(framework, n):
+    if framework == "torch":
+        return torch.ones(n, dtype=torch.uint8, device="cuda:0")
+    if framework == "cupy":
+        import cupy
+        return cupy.ones(n, dtype=cupy.uint8)
+    import jax, jax.numpy as jnp
+    return jax.device_put(jnp.ones(n, dtype=jnp.uint8), jax.devices("gpu")[0])
+def cuda_sender(framework):
+    """ours (arraybridge's transport), store (Ray's object store), and for torch theirs
+    (Ray's own NIXL transport), each returning n bytes on cuda:0."""
+    def ours(self, n):
+        return cuda_ones(framework, n)
+    def store(self, n):
+        return cuda_ones(framework, n)
+    def theirs(self, n):
+        return cuda_ones(framework, n)
+    methods = {"ours": ray.method(tensor_transport=abray.transport(framework))(ours), "store": store}
+    if framework == "torch":
+        methods["theirs"] = ray.method(tensor_transport="nixl")(theirs)
+    return ray.remote(num_gpus=0.5)(type(f"CudaSender_{framework}", (), methods)).remote()
+@ray.remote(num_gpus=0.5, enable_tensor_transport=True)
+class CudaReceiver:
+    def __init__(self, framework):
+        self.framework = framework
+        abray.receive_on("cuda:0", framework)
+    def take(self, x):
+        if self.framework == "torch":
+            torch.cuda.synchronize()
+            return x.numel()
+        if self.framework == "cupy":
+            import cupy
+            cupy.cuda.runtime.deviceSynchronize()
+        else:
+            x.block_until_ready()
+        return x.nbytes
 sender, receiver = Sender.remote(), Receiver.remote()
-def median(make, n):
+cuda_pairs = {f: (cuda_sender(f), CudaReceiver.remote(f)) for f in on_gpu}
+def median(make, n, to=None):
+    to = to or receiver
     def once():
-        assert ray.get(receiver.take.remote(make.remote(n))) == n
+        assert ray.get(to.take.remote(make.remote(n))) == n
     for _ in range(max(warm, 1)):
         once()
     times = []
     for _ in range(max(reps, 3)):
         t = time.perf_counter(); once(); times.append(time.perf_counter() - t)
     return sorted(times)[len(times) // 2]
-chosen = sys.argv[4].split(",")
+def ray_nixl(make, n, to=None):
+    try:  # Ray's own NIXL transport imports the `nixl` meta package, which NIXL's wheel alone is not
+        return median(make, n, to)
+    except Exception as error:
+        print(f"ray-nixl: {type(error).__name__}: {str(error).splitlines()[0][:160]}", flush=True)
+        return math.nan
 for n in sizes:
     if "py ray" in chosen:
         print(f"py ray|{n}|{median(sender.ours, n)!r}|{median(sender.store, n)!r}", flush=True)
     if "py ray torch" in chosen and torch is not None:
-        try:  # Ray's own NIXL transport imports the `nixl` meta package, which NIXL's CUDA-12 wheel is not
-            theirs = median(sender.ray_nixl, n)
-        except ValueError as error:
-            print(f"ray-nixl: {str(error).splitlines()[0][:160]}", flush=True)
-            theirs = math.nan
-        print(f"py ray torch|{n}|{median(sender.ours_torch, n)!r}|{theirs!r}", flush=True)
+        print(f"py ray torch|{n}|{median(sender.ours_torch, n)!r}|{ray_nixl(sender.ray_nixl, n)!r}", flush=True)
+    for framework, (by, to) in cuda_pairs.items():
+        theirs = ray_nixl(by.theirs, n, to) if framework == "torch" else median(by.store, n, to)
+        print(f"py ray cuda {framework}|{n}|{median(by.ours, n, to)!r}|{theirs!r}", flush=True)
 ray.shutdown()
 )PY";
 
@@ -772,9 +828,12 @@ void run_python_nixl_cases(const Options& options, const Report& report) {
 
 void run_python_ray_cases(const Options& options, const Report& report) {
   std::string chosen;  // only when --case names them: they start a local Ray cluster (a minute here)
-  for (const char* name : {"py ray", "py ray torch"})
-    if (named(options, name)) chosen += (chosen.empty() ? "" : ",") + std::string(name);
-  if (chosen.empty() || !device_selected(options, {kDLCPU, 0})) return;
+  for (const char* name : {"py ray", "py ray torch", "py ray cuda torch", "py ray cuda cupy", "py ray cuda jax"}) {
+    const bool on_cuda = std::string(name).rfind("py ray cuda", 0) == 0;
+    if (named(options, name) && device_selected(options, on_cuda ? DLDevice{kDLCUDA, 0} : DLDevice{kDLCPU, 0}))
+      chosen += (chosen.empty() ? "" : ",") + std::string(name);
+  }
+  if (chosen.empty()) return;
   progress("arrays between Ray actors", 0);
   std::string sizes;  // 4 KiB to 256 MiB
   for (uint64_t size : options.sizes)
@@ -783,18 +842,22 @@ void run_python_ray_cases(const Options& options, const Report& report) {
   std::string error;
   const std::string output = run_sized_script(options, kRayScript, sizes, chosen, &error);
   std::string ray_nixl_missing = "Ray's NIXL transport is not available";
-  for (const std::string& line : lines_of(output))
+  for (const std::string& line : lines_of(output)) {
     if (line.rfind("ray-nixl: ", 0) == 0) ray_nixl_missing = "Ray's NIXL transport: " + line.substr(10);
+    if (line.rfind("ray-cuda: ", 0) == 0) note("Ray CUDA cases not measured: " + line.substr(10));
+  }
   int rows = 0;
   for (const std::string& line : lines_of(output)) {
     char name[32] = {};
     unsigned long long bytes = 0;
-    double ours = 0, store = 0;
-    if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf", name, &bytes, &ours, &store) != 4) continue;
-    Result r{name, "cpu", bytes};
+    double ours = 0, theirs = 0;
+    if (std::sscanf(line.c_str(), "%31[^|]|%llu|%lf|%lf", name, &bytes, &ours, &theirs) != 4) continue;
+    const std::string case_name = name;
+    const bool by_nixl = case_name == "py ray torch" || case_name == "py ray cuda torch";
+    Result r{name, case_name.rfind("py ray cuda", 0) == 0 ? "cuda:0" : "cpu", bytes};
     r.seconds = ours;
-    r.baselines.push_back(baseline(std::string(name) == "py ray" ? "ray store" : "ray nixl",
-                                   std::isnan(store) ? 0 : store, ray_nixl_missing));
+    r.baselines.push_back(
+        baseline(by_nixl ? "ray nixl" : "ray store", std::isnan(theirs) ? 0 : theirs, ray_nixl_missing));
     report(r);
     ++rows;
   }
