@@ -19,6 +19,9 @@
 #   dev/gpu_kit.sh with DIR COMMAND...
 #                              there: the same set-up (its logs into DIR), then one
 #                              command: a later check in the same lease
+#   dev/gpu_kit.sh pack-ray    here: a trimmed Ray and what it needs there into
+#                              .gpu-ray/wheels, for a second call on the warm machine
+#                              (carry [".gpu-ray"]; `with` installs it when present)
 #
 # The device call: carry [".gpu-kit"], command
 #   bash dev/gpu_kit.sh run "$OUT/gpu-check"
@@ -42,6 +45,37 @@ nixl_wheel() {
   (cd "$tmp/tree" && unzip -q "$wheel" && rm -rf nixl_ep_cu13 nixl_cu13.libs/ucx/libucx_perftest* &&
     find . -name '*.so*' -type f -exec strip --strip-debug {} + && zip -q -r -9 "$dest/$(basename "$wheel")" .)
   rm -rf "$tmp"
+}
+
+# Ray for issue 63's GPU rows, in a folder of its own (.gpu-ray): its wheel is 79 MB, too
+# much beside the kit's 55 MiB, so a second call on the still-warm machine carries it
+# (the kit and /tmp/site stay there between calls). Without the Java workers' jars, the
+# dashboard's web client and the libraries on top of Ray (RLlib, Data, Serve, Tune,
+# Train, LLM, Workflows) it is about 40 MB; with it the dependencies that machine lacks
+# (jsonschema's, and aiohttp's at Ray's versions) and NIXL's `nixl` package, through
+# which Ray's own NIXL transport finds nixl_cu13.
+pack_ray() {
+  local dest=$PWD/.gpu-ray/wheels tmp wheel
+  rm -rf .gpu-ray
+  mkdir -p "$dest"
+  tmp=$(mktemp -d)
+  local platform=(--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: "${platform[@]}" -d "$tmp" \
+    'ray>=2.60'
+  wheel=$(ls "$tmp"/ray-*.whl)
+  mkdir "$tmp/tree"
+  (cd "$tmp/tree" && unzip -q "$wheel" &&
+    rm -rf ray/jars ray/dashboard/client/build ray/rllib ray/data ray/serve ray/tune ray/train ray/llm ray/workflow &&
+    zip -q -r -9 "$dest/$(basename "$wheel")" .)
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: "${platform[@]}" -d "$dest" \
+    jsonschema jsonschema-specifications referencing rpds-py aiohappyeyeballs aiosignal yarl propcache 'multidict<7' \
+    frozenlist "nixl$(ls .gpu-kit/wheels/nixl_cu13-*.whl 2>/dev/null | sed -n 's/.*nixl_cu13-\([^-]*\)-.*/==\1/p')"
+  rm -rf "$tmp"
+  local size
+  size=$(du -sm .gpu-ray | cut -f1)
+  echo "gpu_kit: .gpu-ray is $size MiB (with the tree, under the device tool's 64 MiB)"
+  [ "$size" -lt 58 ] || { echo "gpu_kit: .gpu-ray is too large to carry" >&2; exit 1; }
 }
 
 pack() {
@@ -89,6 +123,10 @@ install() {
   export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
   "$python" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --upgrade \
     --target "$site" "$kit"/wheels/*.whl
+  if [ -d .gpu-ray/wheels ]; then  # carried by this call (pack-ray)
+    "$python" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --upgrade \
+      --target "$site" .gpu-ray/wheels/*.whl
+  fi
   # Our package, built here against the carried library (setuptools and a compiler are there).
   ARRAYBRIDGE_BUILD=$PWD/$kit/build "$python" -m pip install -q --disable-pip-version-check --no-index --no-deps \
     --no-build-isolation --no-compile --upgrade --target "$site" ./python > "$out/package-build.txt" 2>&1 ||
@@ -135,7 +173,8 @@ with() {
 
 case ${1:-} in
   pack) pack ;;
+  pack-ray) pack_ray ;;
   run) run "${2:-}" ;;
   with) with "${@:2}" ;;
-  *) echo "usage: dev/gpu_kit.sh pack | run DIR | with DIR COMMAND..." >&2; exit 2 ;;
+  *) echo "usage: dev/gpu_kit.sh pack | pack-ray | run DIR | with DIR COMMAND..." >&2; exit 2 ;;
 esac
