@@ -97,6 +97,18 @@ def values(framework, x):
 EXPECTED_DTYPE = {"bf16": "bfloat16"}
 
 
+def mismatch(kind, got, dtype, framework):
+    """What is wrong with the values `got` (NumPy) of dtype name `dtype` that arrived
+    for recipe(kind) in `framework` ("": nothing)."""
+    expected = recipe(kind)
+    want_dtype = expected.dtype.name if framework == "pyclesperanto" else EXPECTED_DTYPE.get(kind, expected.dtype.name)
+    if dtype != want_dtype or got.shape != expected.shape:
+        return f"{kind}: {dtype} {got.shape}, not {want_dtype} {expected.shape}"
+    if not np.array_equal(got.astype(expected.dtype) if kind == "bf16" else got, expected):
+        return f"{kind}: values {got!r}, not {expected!r}"
+    return ""
+
+
 @ray.remote
 class Sender:
     @ray.method(tensor_transport="AB_NUMPY")
@@ -153,14 +165,7 @@ class Receiver:
         problems = []
         for kind, x in received.items():
             got, dtype, writable = values(framework, x)
-            expected = recipe(kind)
-            want_dtype = EXPECTED_DTYPE.get(kind, expected.dtype.name)
-            if framework == "pyclesperanto":
-                want_dtype = expected.dtype.name
-            if dtype != want_dtype or got.shape != expected.shape:
-                problems.append(f"{kind}: {dtype} {got.shape}, not {want_dtype} {expected.shape}")
-            elif not np.array_equal(got.astype(expected.dtype) if kind == "bf16" else got, expected):
-                problems.append(f"{kind}: values {got!r}, not {expected!r}")
+            problems += filter(None, [mismatch(kind, got, dtype, framework)])
             if framework == "numpy" and writable == (kind == "read-only"):
                 problems.append(f"{kind}: writable is {writable}")
         return problems

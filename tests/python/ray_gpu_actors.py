@@ -8,7 +8,7 @@ import numpy as np
 import ray
 
 import arraybridge.ray as abray
-from ray_actors import EXPECTED_DTYPE, recipe
+from ray_actors import mismatch, recipe
 
 FRAMEWORKS = [f for f in ("torch", "cupy", "jax") if importlib.util.find_spec(f)]
 abray.register(FRAMEWORKS)
@@ -95,14 +95,9 @@ class Receiver:
         problems = []
         for kind, x in received.items():
             got, dtype, device = values(framework, x)
-            expected = recipe(kind)
-            want_dtype = EXPECTED_DTYPE.get(kind, expected.dtype.name)
             if device != "cuda:0":
                 problems.append(f"{kind}: on {device}, not cuda:0")
-            if dtype != want_dtype or got.shape != expected.shape:
-                problems.append(f"{kind}: {dtype} {got.shape}, not {want_dtype} {expected.shape}")
-            elif not np.array_equal(got.astype(expected.dtype) if kind == "bf16" else got, expected):
-                problems.append(f"{kind}: values {got!r}, not {expected!r}")
+            problems += filter(None, [mismatch(kind, got, dtype, framework)])
         return problems
 
     def stats(self):
