@@ -84,3 +84,13 @@ def test_setup_fails_cleanly_at_every_allocation():
 def test_the_walk_knows_every_scenario():
     walked = set(oom_walk.scenarios(with_torch=TORCH))
     assert walked == set(SCENARIOS) if TORCH else walked == {s for s in SCENARIOS if "torch" not in s}
+
+
+def test_the_walk_takes_torchs_own_refusals_and_no_other_error():
+    # torch 2.11 (the GPU machine, 2026-11-29) refuses a failed allocation inside
+    # from_dlpack with this RuntimeError, which the walk once judged a failure of ours.
+    assert oom_walk.torch_refused(RuntimeError("Failed to allocate a Tensor object"))
+    assert not oom_walk.torch_refused(RuntimeError("arraybridge: the copy failed"))
+    assert not oom_walk.torch_refused(ValueError("Failed to allocate a Tensor object"))
+    torch_oom = type("OutOfMemoryError", (RuntimeError,), {"__module__": "torch"})
+    assert oom_walk.torch_refused(torch_oom("CUDA out of memory"))
