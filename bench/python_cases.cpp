@@ -443,7 +443,8 @@ def cuda_ones(framework, n):
     return jax.device_put(jnp.ones(n, dtype=jnp.uint8), jax.devices("gpu")[0])
 def cuda_sender(framework):
     """ours (arraybridge's transport), store (Ray's object store), and for torch theirs
-    (Ray's own NIXL transport), each returning n bytes on cuda:0."""
+    (Ray's own NIXL transport), each returning n bytes on cuda:0: three functions, as
+    ray.method marks the very function it is given."""
     def ours(self, n):
         return cuda_ones(framework, n)
     def store(self, n):
