@@ -34,6 +34,12 @@ struct Timing {
 // `warmup` calls; calls shorter than 1 ms are repeated within a sample and averaged.
 Timing time_it(const Options& options, const std::function<void()>& fn);
 
+// The same for each of `fns`, their samples taken in turn, the order reversed each
+// round (ABBA): a drift in the machine while they run (clocks, a device's power
+// state, another process) falls on all of them alike, not on whichever ran later.
+// For a ratio whose target sits near 1x (ours against the driver's own call).
+std::vector<Timing> time_together(const Options& options, const std::vector<std::function<void()>>& fns);
+
 // Where a case runs: on the CPU, on each OpenCL device (or only those that use
 // host memory in place), on each CUDA device.
 enum class Where { Cpu, OpenCl, OpenClSharing, Cuda };

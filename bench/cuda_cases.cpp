@@ -131,55 +131,44 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
                    other_tensor = other->dl_tensor;
     const auto dptr = reinterpret_cast<CUdeviceptr>(device_tensor.data);
     const auto dptr2 = reinterpret_cast<CUdeviceptr>(other_tensor.data);
-    const Baseline pinned_raw =
-        baseline("cuPinned", time_it(options, [&] {
-                               check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pinned_tensor.data, bytes, nullptr), "HtoD");
-                               raw.wait();
-                             }).median_s);
+    // The driver's own calls, each waited for as abr_copy waits.
+    const auto raw_h2d = [&](const void* from) {
+      return [&cu, &raw, dptr, from, bytes] {
+        check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, from, bytes, nullptr), "HtoD");
+        raw.wait();
+      };
+    };
+    const auto ours = [rt](const DLTensor& from, const DLTensor& to) {
+      return [rt, &from, &to] { check(abr_copy(rt, &from, &to, nullptr, nullptr), "abr_copy"); };
+    };
+    // Ours and the driver's call timed together (time_together): each row's ratio.
+    const auto row = [&](const char* which, const std::function<void()>& by_us, const char* label,
+                         const std::function<void()>& by_driver) {
+      Result r{which, name, bytes};
+      const std::vector<Timing> t = time_together(options, {by_us, by_driver});
+      r.seconds = t[0].median_s;
+      r.baselines.push_back(baseline(label, t[1].median_s));
+      return r;
+    };
+    const Baseline pinned_raw = baseline("cuPinned", time_it(options, raw_h2d(pinned_tensor.data)).median_s);
 
-    if (selected(options, "H2D pinned")) {
-      Result r{"H2D pinned", name, bytes};
-      r.seconds = time_it(options, [&] {
-                    check(abr_copy(rt, &pinned_tensor, &device_tensor, nullptr, nullptr), "abr_copy");
-                  }).median_s;
-      r.baselines.push_back(pinned_raw);
-      report(r);
-    }
+    if (selected(options, "H2D pinned"))
+      report(row("H2D pinned", ours(pinned_tensor, device_tensor), "cuPinned", raw_h2d(pinned_tensor.data)));
     if (selected(options, "H2D pageable")) {
-      Result r{"H2D pageable", name, bytes};
-      r.seconds =
-          time_it(options, [&] { check(abr_copy(rt, &host, &device_tensor, nullptr, nullptr), "abr_copy"); }).median_s;
-      r.baselines.push_back(
-          baseline("cuPage", time_it(options, [&] {
-                               check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, pageable.data(), bytes, nullptr), "HtoD");
-                               raw.wait();
-                             }).median_s));
+      Result r = row("H2D pageable", ours(host, device_tensor), "cuPage", raw_h2d(pageable.data()));
       r.baselines.push_back(pinned_raw);
       report(r);
     }
-    if (selected(options, "D2H pageable")) {
-      Result r{"D2H pageable", name, bytes};
-      r.seconds = time_it(options, [&] {
-                    check(abr_copy(rt, &device_tensor, &host_out, nullptr, nullptr), "abr_copy");
-                  }).median_s;
-      r.baselines.push_back(
-          baseline("cuPage", time_it(options, [&] {
-                               check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
-                               raw.wait();
-                             }).median_s));
-      report(r);
-    }
-    if (selected(options, "D2D")) {
-      Result r{"D2D", name, bytes};
-      r.seconds = time_it(options, [&] {
-                    check(abr_copy(rt, &device_tensor, &other_tensor, nullptr, nullptr), "abr_copy");
-                  }).median_s;
-      r.baselines.push_back(baseline("cuD2D", time_it(options, [&] {
-                                                check_cu(cu, cu.cuMemcpyDtoDAsync(dptr2, dptr, bytes, nullptr), "DtoD");
-                                                raw.wait();
-                                              }).median_s));
-      report(r);
-    }
+    if (selected(options, "D2H pageable"))
+      report(row("D2H pageable", ours(device_tensor, host_out), "cuPage", [&] {
+        check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
+        raw.wait();
+      }));
+    if (selected(options, "D2D"))
+      report(row("D2D", ours(device_tensor, other_tensor), "cuD2D", [&] {
+        check_cu(cu, cu.cuMemcpyDtoDAsync(dptr2, dptr, bytes, nullptr), "DtoD");
+        raw.wait();
+      }));
     const bool sweeps = size == largest_size(options) &&
         (selected(options, "H2D pageable sweep") || selected(options, "D2H pageable sweep"));
     const bool sweeping = sweeps && staged(rt, host, device);
@@ -223,27 +212,19 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
       for (const bool to_cl : {true, false}) {
         const char* which = to_cl ? "CUDA -> OpenCL" : "OpenCL -> CUDA";
         if (!selected(options, which)) continue;
-        Result r{which, name, bytes};
-        r.seconds = time_it(options, [&] {
-                      check(to_cl ? abr_copy(rt, &device_tensor, &cl_tensor, nullptr, nullptr)
-                                  : abr_copy(rt, &cl_tensor, &device_tensor, nullptr, nullptr),
-                            "abr_copy");
-                    }).median_s;
-        r.baselines.push_back(baseline(
-            "naive",
-            time_it(options, [&] {
-              if (to_cl) {
-                check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
-                raw.wait();
-                check_cl(clEnqueueWriteBuffer(cl.queue, mem, CL_TRUE, 0, bytes, landing.data(), 0, nullptr, nullptr),
-                         "clEnqueueWriteBuffer");
-              } else {
-                check_cl(clEnqueueReadBuffer(cl.queue, mem, CL_TRUE, 0, bytes, landing.data(), 0, nullptr, nullptr),
-                         "clEnqueueReadBuffer");
-                check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, landing.data(), bytes, nullptr), "HtoD");
-                raw.wait();
-              }
-            }).median_s));
+        Result r = row(which, to_cl ? ours(device_tensor, cl_tensor) : ours(cl_tensor, device_tensor), "naive", [&] {
+          if (to_cl) {
+            check_cu(cu, cu.cuMemcpyDtoHAsync(landing.data(), dptr, bytes, nullptr), "DtoH");
+            raw.wait();
+            check_cl(clEnqueueWriteBuffer(cl.queue, mem, CL_TRUE, 0, bytes, landing.data(), 0, nullptr, nullptr),
+                     "clEnqueueWriteBuffer");
+          } else {
+            check_cl(clEnqueueReadBuffer(cl.queue, mem, CL_TRUE, 0, bytes, landing.data(), 0, nullptr, nullptr),
+                     "clEnqueueReadBuffer");
+            check_cu(cu, cu.cuMemcpyHtoDAsync(dptr, landing.data(), bytes, nullptr), "HtoD");
+            raw.wait();
+          }
+        });
         r.baselines.push_back(pinned_raw);
         report(r);
       }

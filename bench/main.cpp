@@ -214,7 +214,8 @@ void print_legend(const std::vector<bench::Result>& results) {
     std::printf("\n");
     print_wrapped(
         "ratio = baseline time / arraybridge time (above 1: arraybridge is faster); H2D = host to "
-        "device, D2H = device to host; each time is the median of the repetitions.");
+        "device, D2H = device to host; each time is the median of the repetitions (a row's CUDA driver or "
+        "Python peer baseline timed in turn with it).");
     std::printf("baselines:\n");
     for (const std::string& label : labels) print_labelled(label, 10, bench::baseline_info(label).name);
     bool any_target = false;

@@ -16,7 +16,30 @@
 namespace bench {
 namespace {
 
-// Every script's start: NumPy and the package, or "missing: <what>" and exit.
+// together(fns, reps, warm, sync): the median seconds a call of each of fns (None:
+// nan), their samples taken in turn with the order reversed each round (ABBA), as
+// the C++ rows' time_together: a drift in the machine falls on ours and the
+// baseline alike. A sample repeats a call under 1 ms to last about 1 ms; sync()
+// ends each sample (a GPU's queue).
+#define ABR_BENCH_PYTHON_TOGETHER                                                               \
+  "def together(fns, reps, warm, sync=lambda: None):\n"                                         \
+  "    live = [i for i, fn in enumerate(fns) if fn is not None]\n"                              \
+  "    calls = {}\n"                                                                            \
+  "    for i in live:\n"                                                                        \
+  "        for _ in range(warm):\n"                                                             \
+  "            fns[i]()\n"                                                                      \
+  "        sync(); t = time.perf_counter(); fns[i](); sync(); once = time.perf_counter() - t\n" \
+  "        calls[i] = max(1, min(10000, math.ceil(1e-3 / max(once, 1e-9))))\n"                  \
+  "    samples = {i: [] for i in live}\n"                                                       \
+  "    for round in range(max(reps, 1)):\n"                                                     \
+  "        for i in (live if round % 2 == 0 else live[::-1]):\n"                                \
+  "            t = time.perf_counter()\n"                                                       \
+  "            for _ in range(calls[i]):\n"                                                     \
+  "                fns[i]()\n"                                                                  \
+  "            sync(); samples[i].append((time.perf_counter() - t) / calls[i])\n"               \
+  "    return [sorted(samples[i])[len(samples[i]) // 2] if i in samples else math.nan for i in range(len(fns))]\n"
+
+// Every script's start: NumPy and the package, or "missing: <what>" and exit; then together().
 #define ABR_BENCH_PYTHON_IMPORTS                                                                               \
   "import math, os, sys, time\n"                                                                               \
   "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')  # idle BLAS threads spin on a core the timings share\n" \
@@ -27,7 +50,8 @@ namespace {
   "try:\n"                                                                                                     \
   "    import arraybridge as ab\n"                                                                             \
   "except ImportError as error:\n"                                                                             \
-  "    print(f\"missing: the arraybridge package is not installed for {sys.executable} ({error})\"); sys.exit(0)\n"
+  "    print(f\"missing: the arraybridge package is not installed for {sys.executable} ({error})\"); "         \
+  "sys.exit(0)\n" ABR_BENCH_PYTHON_TOGETHER
 
 // Prints "<case>|<ours>|<baseline>|<baseline>" per call in seconds (medians of
 // batches; nan for what is not installed), or "missing: <what>".
@@ -172,15 +196,6 @@ if torch is None and cupy is None:
 reps, warm = int(sys.argv[1]), int(sys.argv[2])
 def sync():
     torch.cuda.synchronize() if torch is not None else cupy.cuda.runtime.deviceSynchronize()
-def median(fn):
-    if fn is None:
-        return math.nan
-    for _ in range(warm):
-        fn(); sync()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter(); fn(); sync(); times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
 for n in (int(s) for s in sys.argv[3].split(",")):
     a = np.ones(n, dtype=np.uint8)
     out = np.zeros(n, dtype=np.uint8)
@@ -200,7 +215,7 @@ for n in (int(s) for s in sys.argv[3].split(",")):
     for case, (ours, by_torch, by_cupy) in cases.items():
         if case not in sys.argv[4].split(","):
             continue
-        times = [median(ours), median(by_torch or None), median(by_cupy or None)]
+        times = together([ours, by_torch or None, by_cupy or None], reps, warm, sync)
         print(f"{case}|{n}|" + "|".join(repr(t) for t in times), flush=True)
     del td, cd, device
 )PY";
@@ -227,20 +242,14 @@ except Exception as error:  # not installed, or broken beside this torch: the td
     print(f"tensordict: {type(error).__name__}: {error}".splitlines()[0][:160], flush=True)
 reps, warm, chosen = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4].split(",")
 def median(fn):
-    for _ in range(warm):
-        fn(); torch.cuda.synchronize()
-    times = []
-    for _ in range(max(3, reps // 4)):
-        t = time.perf_counter(); fn(); torch.cuda.synchronize(); times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
+    return together([fn], max(3, reps // 4), warm, torch.cuda.synchronize)[0]
 def nbytes(arrays):
     return sum(a.nbytes for a in arrays)
-def tensordict_times(leaves, device):  # (to, consolidate + to), nan without TensorDict
+def tensordict(leaves, device):  # (to, consolidate + to), None without TensorDict
     if TensorDict is None:
-        return math.nan, math.nan
+        return None, None
     td = TensorDict({f"t{i}": t for i, t in enumerate(leaves)}, batch_size=[])
-    return (median(lambda: td.to(device, non_blocking=True)),
-            median(lambda: td.consolidate().to(device, non_blocking=True)))
+    return lambda: td.to(device, non_blocking=True), lambda: td.consolidate().to(device, non_blocking=True)
 small = [np.full(1024, i, dtype=np.float32) for i in range(1000)]
 dtypes = (np.float32, np.float16, np.int64, np.int8)
 counts = ((8, 64 << 20), (16, 16 << 20), (32, 4 << 20), (48, 1 << 20), (48, 256 << 10), (48, 4 << 10))
@@ -248,47 +257,51 @@ counts = ((8, 64 << 20), (16, 16 << 20), (32, 4 << 20), (48, 1 << 20), (48, 256 
 state = collections.OrderedDict(
     (f"w{i}_{j}", torch.from_numpy(np.ones(size // np.dtype(dtypes[j % 4]).itemsize, dtype=dtypes[j % 4])))
     for i, (count, size) in enumerate(counts) for j in range(count))
+# Ours and each row's baselines timed together (ABBA rounds): torch's loop of 1000
+# calls moved 8-11 ms between runs on an H200, so a ratio from blocks timed one
+# after the other was judged on drift. The state dict (1 GiB) in fewer rounds.
+def timed(fns, small_rows):
+    return together(fns, max(reps, 15) if small_rows else max(3, reps // 4), warm, torch.cuda.synchronize)
 for name, short, given in (("batch", "batch", small), ("state dict", "state", state)):
     arrays = list(given.values()) if isinstance(given, dict) else given  # the loops' tensors, in order
     h2d, td_h2d = f"py {name} H2D", f"py td {short} H2D"
-    if h2d in chosen or td_h2d in chosen:
-        ours = median(lambda: ab.to_device(given, "cuda:0"))
-        pageable = [torch.as_tensor(a) for a in arrays]
+    def ours():
+        return ab.to_device(given, "cuda:0")
     if h2d in chosen:
-        loop = median(lambda: [torch.as_tensor(a).to("cuda", non_blocking=True) for a in arrays])  # NumPy or torch
         if name == "batch":  # torch's loop from pinned memory, which its users pin for this
-            pinned = [t.pin_memory() for t in pageable]
-            other = median(lambda: [t.to("cuda", non_blocking=True) for t in pinned])
-            del pinned
+            pinned = [torch.as_tensor(a).pin_memory() for a in arrays]
+            other = lambda: [t.to("cuda", non_blocking=True) for t in pinned]
         else:  # the link: one pinned block of the same bytes in one copy
-            block = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
-            other = median(lambda: block.to("cuda", non_blocking=True))
-            del block
-        print(f"{h2d}|{nbytes(arrays)}|{ours!r}|{loop!r}|{other!r}", flush=True)
+            pinned = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
+            other = lambda: pinned.to("cuda", non_blocking=True)
+        loop = lambda: [torch.as_tensor(a).to("cuda", non_blocking=True) for a in arrays]  # NumPy or torch
+        times = timed([ours, loop, other], name == "batch")
+        del pinned
+        print(f"{h2d}|{nbytes(arrays)}|" + "|".join(repr(t) for t in times), flush=True)
     if td_h2d in chosen:
-        to, consolidated = tensordict_times(pageable, "cuda:0")
-        print(f"{td_h2d}|{nbytes(arrays)}|{ours!r}|{to!r}|{consolidated!r}", flush=True)
+        times = timed([ours, *tensordict([torch.as_tensor(a) for a in arrays], "cuda:0")], name == "batch")
+        print(f"{td_h2d}|{nbytes(arrays)}|" + "|".join(repr(t) for t in times), flush=True)
     d2h, td_d2h = f"py {name} D2H", f"py td {short} D2H"
     if d2h in chosen or td_d2h in chosen:
         on_gpu = [torch.as_tensor(a).cuda() for a in arrays]
         on_gpu_given = type(given)(zip(given, on_gpu)) if isinstance(given, dict) else on_gpu
-        # non_blocking as torch's loop: results in page-locked memory, one synchronize (median's)
-        ours = median(lambda: ab.to_device(on_gpu_given, "cpu", non_blocking=True))
+        # non_blocking as torch's loop: results in page-locked memory, one synchronize (together's)
+        def ours():
+            return ab.to_device(on_gpu_given, "cpu", non_blocking=True)
     if d2h in chosen:
-        loop = median(lambda: [t.to("cpu", non_blocking=True) for t in on_gpu])
         if name == "batch":
             into = [torch.empty_like(t, device="cpu").pin_memory() for t in on_gpu]
-            other = median(lambda: [p.copy_(t, non_blocking=True) for p, t in zip(into, on_gpu)])
-            del into
+            other = lambda: [p.copy_(t, non_blocking=True) for p, t in zip(into, on_gpu)]
         else:
             block = torch.empty(nbytes(arrays), dtype=torch.uint8, device="cuda:0")
-            landing = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
-            other = median(lambda: landing.copy_(block, non_blocking=True))
-            del block, landing
-        print(f"{d2h}|{nbytes(arrays)}|{ours!r}|{loop!r}|{other!r}", flush=True)
+            into = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
+            other = lambda: into.copy_(block, non_blocking=True)
+        times = timed([ours, lambda: [t.to("cpu", non_blocking=True) for t in on_gpu], other], name == "batch")
+        into = block = other = None
+        print(f"{d2h}|{nbytes(arrays)}|" + "|".join(repr(t) for t in times), flush=True)
     if td_d2h in chosen:
-        to, consolidated = tensordict_times(on_gpu, "cpu")
-        print(f"{td_d2h}|{nbytes(arrays)}|{ours!r}|{to!r}|{consolidated!r}", flush=True)
+        times = timed([ours, *tensordict(on_gpu, "cpu")], name == "batch")
+        print(f"{td_d2h}|{nbytes(arrays)}|" + "|".join(repr(t) for t in times), flush=True)
     if d2h in chosen or td_d2h in chosen:
         del on_gpu, on_gpu_given
 # The same state dict copied into tensors that exist (load_state_dict into a model's
@@ -296,21 +309,18 @@ for name, short, given in (("batch", "batch", small), ("state dict", "state", st
 # dicts, beside torch's loop of copy_(non_blocking=True) and the link's one pinned block.
 if "py state copy H2D" in chosen or "py state copy D2H" in chosen:
     host = list(state.values())
-    arrays = host
     model = collections.OrderedDict((key, torch.zeros_like(h, device="cuda:0")) for key, h in state.items())
     params = list(model.values())
-    pinned = torch.empty(nbytes(arrays), dtype=torch.uint8).pin_memory()
-    on_gpu = torch.empty(nbytes(arrays), dtype=torch.uint8, device="cuda:0")
+    pinned = torch.empty(nbytes(host), dtype=torch.uint8).pin_memory()
+    on_gpu = torch.empty(nbytes(host), dtype=torch.uint8, device="cuda:0")
     if "py state copy H2D" in chosen:
-        ours = median(lambda: ab.copy(state, model))
-        loop = median(lambda: [p.copy_(h, non_blocking=True) for p, h in zip(params, host)])
-        link = median(lambda: on_gpu.copy_(pinned, non_blocking=True))
-        print(f"py state copy H2D|{nbytes(arrays)}|{ours!r}|{loop!r}|{link!r}", flush=True)
+        times = timed([lambda: ab.copy(state, model), lambda: [p.copy_(h, non_blocking=True) for p, h in zip(params, host)],
+                       lambda: on_gpu.copy_(pinned, non_blocking=True)], False)
+        print(f"py state copy H2D|{nbytes(host)}|" + "|".join(repr(t) for t in times), flush=True)
     if "py state copy D2H" in chosen:
-        ours = median(lambda: ab.copy(model, state))
-        loop = median(lambda: [h.copy_(p, non_blocking=True) for h, p in zip(host, params)])
-        link = median(lambda: pinned.copy_(on_gpu, non_blocking=True))
-        print(f"py state copy D2H|{nbytes(arrays)}|{ours!r}|{loop!r}|{link!r}", flush=True)
+        times = timed([lambda: ab.copy(model, state), lambda: [h.copy_(p, non_blocking=True) for h, p in zip(host, params)],
+                       lambda: pinned.copy_(on_gpu, non_blocking=True)], False)
+        print(f"py state copy D2H|{nbytes(host)}|" + "|".join(repr(t) for t in times), flush=True)
     del params, model, pinned, on_gpu
 if "py overlap" in chosen:  # a 256 MiB H2D queued beside a matmul of about its length on another stream
     src = ab.to_device(np.ones(256 << 20, dtype=np.uint8), "cuda_host")
@@ -335,43 +345,26 @@ if "py overlap" in chosen:  # a 256 MiB H2D queued beside a matmul of about its 
 // Prints "<case>|<bytes>|<ours>|<numpy>" per case and size, in seconds per call
 // (the median of batches of at least 1 ms).
 const char* kHostCopyScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
-reps, warm = int(sys.argv[1]), int(sys.argv[2])
-def median(fn):
-    for _ in range(max(warm, 3)):
-        fn()
-    t = time.perf_counter(); fn(); once = time.perf_counter() - t
-    calls = max(1, min(10000, int(1e-3 / max(once, 1e-9))))
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - t) / calls)
-    return sorted(times)[len(times) // 2]
+reps, warm = int(sys.argv[1]), max(int(sys.argv[2]), 3)
+def row(name, n, ours, baseline):
+    print(f"{name}|{n}|" + "|".join(repr(t) for t in together([ours, baseline], reps, warm)), flush=True)
 chosen = sys.argv[4].split(",")
 for n in (int(s) for s in sys.argv[3].split(",")):
     a = np.ones(n // 4, dtype=np.float32)
     b = np.empty_like(a)
     if "py copy" in chosen:
-        print(f"py copy|{n}|{median(lambda: ab.copy(a, b))!r}|{median(lambda: np.copyto(b, a))!r}", flush=True)
+        row("py copy", n, lambda: ab.copy(a, b), lambda: np.copyto(b, a))
     if "py to_device copy" in chosen:
-        print(f"py to_device copy|{n}|{median(lambda: ab.to_device(a, 'cpu', copy=True))!r}|{median(a.copy)!r}",
-              flush=True)
+        row("py to_device copy", n, lambda: ab.to_device(a, "cpu", copy=True), a.copy)
+xs = [np.full(1024, i, dtype=np.float32) for i in range(256)]
+ys = [np.empty_like(x) for x in xs]
 if "py many small" in chosen:
-    xs = [np.full(1024, i, dtype=np.float32) for i in range(256)]
-    ours = median(lambda: [ab.to_device(x, "cpu", copy=True) for x in xs])
-    print(f"py many small|{256 * 4096}|{ours!r}|{median(lambda: [x.copy() for x in xs])!r}", flush=True)
+    row("py many small", 256 * 4096, lambda: [ab.to_device(x, "cpu", copy=True) for x in xs], lambda: [x.copy() for x in xs])
 if "py batch" in chosen:
-    xs = [np.full(1024, i, dtype=np.float32) for i in range(256)]
-    ours = median(lambda: ab.to_device(xs, "cpu", copy=True))
-    loop = median(lambda: [ab.to_device(x, "cpu", copy=True) for x in xs])
-    print(f"py batch|{256 * 4096}|{ours!r}|{loop!r}", flush=True)
+    row("py batch", 256 * 4096, lambda: ab.to_device(xs, "cpu", copy=True),
+        lambda: [ab.to_device(x, "cpu", copy=True) for x in xs])
 if "py copy batch" in chosen:  # one ab.copy of two lists, beside NumPy's loop of np.copyto
-    xs = [np.full(1024, i, dtype=np.float32) for i in range(256)]
-    ys = [np.empty_like(x) for x in xs]
-    ours = median(lambda: ab.copy(xs, ys))
-    print(f"py copy batch|{256 * 4096}|{ours!r}|{median(lambda: [np.copyto(y, x) for x, y in zip(xs, ys)])!r}",
-          flush=True)
+    row("py copy batch", 256 * 4096, lambda: ab.copy(xs, ys), lambda: [np.copyto(y, x) for x, y in zip(xs, ys)])
 )PY";
 
 // Tensors between two NIXL peers (issue 38), beside NIXL used directly on the same NumPy

@@ -16,24 +16,49 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace
-
-Timing time_it(const Options& options, const std::function<void()>& fn) {
+// How many calls make one sample of `fn` (one call, after the warm-up, timed).
+int calls_per_sample(const Options& options, const std::function<void()>& fn) {
   for (int i = 0; i < options.warmup; ++i) fn();
   const auto probe = std::chrono::steady_clock::now();
   fn();
   const double once = seconds_since(probe);
-  const int calls = once >= kSampleSeconds
+  return once >= kSampleSeconds
       ? 1
       : static_cast<int>(std::min<double>(kMaxCallsPerSample, std::ceil(kSampleSeconds / std::max(once, 1e-9))));
-  std::vector<double> samples;
-  for (int i = 0; i < options.repetitions; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int call = 0; call < calls; ++call) fn();
-    samples.push_back(seconds_since(start) / calls);
-  }
+}
+
+double sample(const std::function<void()>& fn, int calls) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int call = 0; call < calls; ++call) fn();
+  return seconds_since(start) / calls;
+}
+
+Timing summary(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
   return {samples[samples.size() / 2], samples.front()};
+}
+
+}  // namespace
+
+Timing time_it(const Options& options, const std::function<void()>& fn) {
+  const int calls = calls_per_sample(options, fn);
+  std::vector<double> samples;
+  for (int i = 0; i < options.repetitions; ++i) samples.push_back(sample(fn, calls));
+  return summary(std::move(samples));
+}
+
+std::vector<Timing> time_together(const Options& options, const std::vector<std::function<void()>>& fns) {
+  std::vector<int> calls;
+  for (const auto& fn : fns) calls.push_back(calls_per_sample(options, fn));
+  std::vector<std::vector<double>> samples(fns.size());
+  for (int round = 0; round < options.repetitions; ++round)
+    for (std::size_t k = 0; k < fns.size(); ++k) {
+      const std::size_t i = round % 2 ? fns.size() - 1 - k : k;  // ABBA: a drift in time favours no one
+      samples[i].push_back(sample(fns[i], calls[i]));
+    }
+  std::vector<Timing> timings;
+  for (std::vector<double>& each : samples) timings.push_back(summary(std::move(each)));
+  return timings;
 }
 
 }  // namespace bench
