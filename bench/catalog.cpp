@@ -38,6 +38,7 @@ const CaseInfo kCases[] = {
     {"H2D pageable", Where::Cuda, true, "cuPage >= 3x and cuPinned >= 0.6x (64 MiB+, 16+ cores)"},
     {"D2H pageable", Where::Cuda, true, "cuPage >= 2.5x (64 MiB+, 16+ cores)"},
     {"D2D", Where::Cuda, true, "cuD2D >= 0.9x"},
+    {"batch pinned", Where::Cuda, true, "loop >= 5x (256 x 4 KiB)"},
     {"staging copy sweep", Where::Cpu, false, "scales with the cores", true},
     {"H2D pageable sweep", Where::Cuda, false, "scales with the threads up to the link", true},
     {"D2H pageable sweep", Where::Cuda, false, "scales with the threads up to the link", true},

@@ -169,6 +169,9 @@ void run_device(abr_runtime* rt, const Options& options, const Report& report, c
         check_cu(cu, cu.cuMemcpyDtoDAsync(dptr2, dptr, bytes, nullptr), "DtoD");
         raw.wait();
       }));
+    // Page-locked host tensors made from pageable ones (a data loader's pinning step), once: cuda_host is every GPU's.
+    if (selected(options, "batch pinned") && device.device_id == 0 && bytes <= (uint64_t{1} << 20))
+      report(batch_result(rt, options, "batch pinned", {kDLCUDAHost, 0}, bytes));
     const bool sweeps = size == largest_size(options) &&
         (selected(options, "H2D pageable sweep") || selected(options, "D2H pageable sweep"));
     const bool sweeping = sweeps && staged(rt, host, device);

@@ -58,6 +58,7 @@ std::string device_name(DLDevice device) {
     case kDLCPU: return "cpu";
     case kDLOpenCL: return "opencl:" + std::to_string(device.device_id);
     case kDLCUDA: return "cuda:" + std::to_string(device.device_id);
+    case kDLCUDAHost: return "cuda_host";
     default: return "device(" + std::to_string(device.device_type) + "," + std::to_string(device.device_id) + ")";
   }
 }
