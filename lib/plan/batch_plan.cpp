@@ -5,10 +5,11 @@
 namespace abr {
 namespace {
 
-// A small copy from host memory to a device, or into new CPU memory.
-bool coalesces(const BatchEntry& entry, bool into_plain_host) {
+// A small copy from host memory to a device, or into new host memory: the CPU's, or
+// page-locked (cuda_host), where a block of its own each cost a pool's lock and lookup.
+bool coalesces(const BatchEntry& entry) {
   return entry.bytes > 0 && entry.bytes <= kCoalesceMax &&
-      (entry.plan.path == ABR_PATH_HOST_TO_DEVICE || (entry.plan.path == ABR_PATH_HOST_COPY && into_plain_host));
+      (entry.plan.path == ABR_PATH_HOST_TO_DEVICE || entry.plan.path == ABR_PATH_HOST_COPY);
 }
 
 // A small read from a device reached by DMA only into pageable host memory: alone,
@@ -139,8 +140,7 @@ std::vector<StreamedPipeline> plan_copy_batch(const std::vector<BatchEntry*>& en
   return pipelines;
 }
 
-BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_host, const StagingChoice& choice,
-                     bool reads_in_place) {
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const StagingChoice& choice, bool reads_in_place) {
   BatchPlan batch;
   uint64_t gathered_bytes = 0;
   const BatchEntry* last_read = nullptr;  // the gathered read a read in place may join: no other move between
@@ -148,7 +148,7 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, bool into_plain_ho
     entry->coalesced = entry->gather = entry->in_results_block = entry->streamed = entry->joins = false;
     entry->offset = 0;
     entry->pipeline = 0;
-    if (coalesces(*entry, into_plain_host)) {
+    if (coalesces(*entry)) {
       const uint64_t slot = batch_slot(entry->bytes);
       if (batch.block_bytes + slot <= kBlockMax) {  // else the block is full: the rest go their own way
         entry->coalesced = true;

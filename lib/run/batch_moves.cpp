@@ -181,7 +181,7 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
       pack(into, bytes * part / threads, bytes * (part + 1) / threads, 1);
     });
   };
-  if (!to.backend) return pack_all(static_cast<char*>(block));  // new host memory: the host engine alone
+  if (to.host) return pack_all(static_cast<char*>(block));  // new host memory (cpu, cuda_host): the host engine alone
   const Layout whole = compact_layout(dst, DLDataType{kDLUInt, 8, 1}, Dims{static_cast<int64_t>(bytes)}, block);
   std::unique_ptr<Submission> work = submit_routed(*to.backend, dst, to.context, stream);
   if (to.can.maps_to_host) {
