@@ -131,6 +131,51 @@ def test_cuda_queued_work_is_waited_for_by_every_reader():
     assert out.strip() == "ok"
 
 
+# A queued copy into (or out of) a Tensor, then a blocking call on it that names no
+# stream: the blocking call ran on the runtime's own stream, unordered after the
+# legacy stream's copy, and read stale or half-written values (found by a newcomer's
+# trial on PoCL and on this fake, 2026-11-29). The Tensor now holds the copy's Event.
+def test_a_blocking_call_after_a_queued_copy_into_or_out_of_a_tensor_sees_it():
+    out = run_with_fake_cuda("""
+        import gc, numpy as np, arraybridge as ab
+        x = np.arange(1 << 16, dtype=np.float32)
+        for reader in ("copy", "to_device", "structure"):
+            device = ab.to_device(np.zeros_like(x), "cuda:0")
+            done = ab.copy(x[::-1], device, non_blocking=True)  # a strided source: packed, then one DMA
+            assert isinstance(done, ab.Event) and not done.is_ready()
+            out = np.zeros_like(x)
+            if reader == "copy":
+                ab.copy(device, out)  # read after write
+            elif reader == "to_device":
+                out = np.from_dlpack(ab.to_device(device, "cpu"))
+            else:
+                ab.copy([device], [out])
+            np.testing.assert_array_equal(out, x[::-1])
+            # write after read: a queued read out of the Tensor, then a blocking write into it
+            read = ab.to_device(device, "cuda_host", non_blocking=True)
+            assert not read.is_ready()
+            ab.copy(np.zeros_like(x), device)
+            np.testing.assert_array_equal(np.from_dlpack(read), x[::-1])
+        # a structure copied into Tensors, queued, then read
+        into = [ab.to_device(np.zeros_like(x), "cuda:0") for _ in range(2)]
+        done = ab.copy([x + 1, x + 2], into, non_blocking=True)
+        assert isinstance(done, ab.Event) and not done.is_ready()
+        for i, tensor in enumerate(into):
+            np.testing.assert_array_equal(np.from_dlpack(tensor.to("cpu")), x + 1 + i)
+        # Nothing left holding anything: a Tensor and its Event are no cycle.
+        device = ab.to_device(np.zeros_like(x), "cuda:0")
+        ab.copy(x, device, non_blocking=True)
+        import weakref
+        gone = weakref.ref(device)
+        del device
+        gc.collect()
+        assert gone() is None
+        del into, tensor, read, done
+        print("ok")
+    """, delay_us=100000, all_freed=True)
+    assert out.strip() == "ok"
+
+
 # Queued work whose kernel faults once the call has returned (the fake's armed launch
 # fault, as a sticky error on a GPU): every reader of its result raises the failure,
 # and keeps raising it; nothing reads the unfilled memory as if it were done. The

@@ -93,6 +93,14 @@ PyObject* event_new(abr_event* event, PyObject* keep);
 PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* second);
 /* The same for `count` views (NULL entries allowed); on failure (NULL) they are still the caller's. */
 PyObject* keep_many(DLManagedTensorVersioned* const* views, Py_ssize_t count);
+/* Whether any of `objects` is an arraybridge Tensor. */
+int any_tensor(PyObject* const* objects, Py_ssize_t count);
+/* Each arraybridge Tensor among `objects` holds an Event after queued work that reads or
+ * writes it (`tensors_done`, taken; NULL: none): its later uses wait for that work, as
+ * its deletion does (a blocking read after a queued write into it read stale values).
+ * An Event of its own, which keeps nothing: the caller's Event keeps the Tensor. 0, or
+ * -1 with an exception (the work waited for). */
+int tensors_hold(PyObject* const* objects, Py_ssize_t count, abr_event* tensors_done, const char* context);
 int event_settle(PyObject* event);        /* blocks (without the GIL) until done: 0, or -1 with an exception */
 int event_ready(PyObject* event);         /* 1 done, 0 not yet, -1 with an exception; never blocks */
 abr_event* event_handle(PyObject* event); /* NULL once known to be done */

@@ -120,6 +120,24 @@ static void release_kept(PyObject* capsule) {
   core_drain();
 }
 
+int any_tensor(PyObject* const* objects, Py_ssize_t count) {
+  for (Py_ssize_t i = 0; i < count; ++i)
+    if (objects[i] && tensor_check(objects[i])) return 1;
+  return 0;
+}
+
+int tensors_hold(PyObject* const* objects, Py_ssize_t count, abr_event* tensors_done, const char* context) {
+  PyObject* event = NULL;
+  if (hold_completion(tensors_done, NULL, context, &event) < 0) return -1;
+  for (Py_ssize_t i = 0; event && i < count; ++i) {
+    if (!objects[i] || !tensor_check(objects[i])) continue;
+    Py_INCREF(event); /* the work it had queued before was waited for, or ordered first */
+    Py_XSETREF(((TensorObject*)objects[i])->ready, event);
+  }
+  Py_XDECREF(event);
+  return 0;
+}
+
 PyObject* keep_many(DLManagedTensorVersioned* const* views, Py_ssize_t count) {
   Kept* kept = (Kept*)PyMem_Malloc(sizeof *kept + (size_t)count * sizeof kept->views[0]);
   if (!kept) return PyErr_NoMemory();

@@ -155,6 +155,10 @@ static PyObject* run(PyObject* x, Request* request) {
     Py_DECREF(result); /* deletes out, the work being done */
     return NULL;
   }
+  if (result->ready && tensor_check(x)) { /* a Tensor read by queued work: a write into it waits for the read */
+    Py_INCREF(result->ready);
+    Py_XSETREF(((TensorObject*)x)->ready, result->ready);
+  }
   if (resolved && result->report.path == ABR_PATH_ZERO_COPY) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
   if (recorder && start) /* on when the call began: else its start was never read */
@@ -263,10 +267,11 @@ PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t n
  * APIs; NULL devices: none): on the destination's, which first waits for the
  * source's, else on `own`. Without `done` destroying the wrapped streams waits for
  * the copy; with it (non_blocking) *done is an event after the copy, or NULL when
- * the copy was waited for. */
+ * the copy was waited for, and so is *tensors_done (when asked: tensors_hold's). */
 static abr_status copy_following(abr_runtime* runtime, DLManagedTensorVersioned* src, DLManagedTensorVersioned* dst,
                                  const abr_transfer_options* options, const DLDevice* src_device, uintptr_t src_stream,
-                                 const DLDevice* dst_device, uintptr_t dst_stream, abr_stream* own, abr_event** done) {
+                                 const DLDevice* dst_device, uintptr_t dst_stream, abr_stream* own, abr_event** done,
+                                 abr_event** tensors_done) {
   abr_stream *after_src = NULL, *after_dst = NULL;
   abr_status status = ABR_OK;
   if (src_device) status = abr_stream_wrap(runtime, *src_device, (void*)src_stream, &after_src);
@@ -276,6 +281,8 @@ static abr_status copy_following(abr_runtime* runtime, DLManagedTensorVersioned*
   if (status == ABR_OK) status = abr_copy_versioned(runtime, src, dst, options, stream);
   if (status == ABR_OK && done && stream && abr_event_record(stream, done) != ABR_OK)
     status = abr_stream_synchronize(stream);
+  if (status == ABR_OK && done && *done && tensors_done && abr_event_record(stream, tensors_done) != ABR_OK)
+    status = abr_stream_synchronize(stream); /* done: nothing for a Tensor to wait for */
   void (*let_go)(abr_stream*) = done && *done ? abr_stream_release : abr_stream_destroy;
   let_go(after_dst);
   let_go(after_src);
@@ -324,7 +331,9 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   DLManagedTensorVersioned* src =
       import_source(a[0], "src", IMPORT_MAY_COPY, &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
-  abr_event* done = NULL;
+  abr_event *done = NULL, *tensors_done = NULL;
+  PyObject* const arrays[2] = {a[0], a[1]};
+  const int tensors = non_blocking && any_tensor(arrays, 2);
   const DLDevice dst_device = dst->dl_tensor.device;
   const DLDevice src_device = src ? src->dl_tensor.device : dst_device;
   if (src) {
@@ -346,7 +355,8 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
     } else {
       Py_BEGIN_ALLOW_THREADS
       status = copy_following(runtime, src, dst, &options, src_stream ? &src_device : NULL, src_stream,
-                              dst_stream ? &dst_device : NULL, dst_stream, own, non_blocking ? &done : NULL);
+                              dst_stream ? &dst_device : NULL, dst_stream, own, non_blocking ? &done : NULL,
+                              tensors ? &tensors_done : NULL);
       Py_END_ALLOW_THREADS
     }
   }
@@ -366,6 +376,7 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   core_drain();
   if (!src || PyErr_Occurred()) {
     Py_XDECREF(both);
+    abr_event_destroy(tensors_done); /* never waits */
     return restated("copy");
   }
   if (status != ABR_OK) {
@@ -377,7 +388,14 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   PyObject* event = NULL;
   const int held = hold_completion(done, both, "copy", &event);
   Py_XDECREF(both);
-  if (held < 0) return NULL;
+  if (held < 0) {
+    abr_event_destroy(tensors_done);
+    return NULL;
+  }
+  if (tensors_hold(arrays, 2, tensors_done, "copy") < 0) {
+    Py_XDECREF(event);
+    return NULL;
+  }
   if (recorder && start)
     record_transfer("copy", src_device, dst_device, report.path, report.bytes_moved, report.detail, 1, start);
   if (event) return event;

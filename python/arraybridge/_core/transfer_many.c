@@ -381,6 +381,14 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   if (queued && default_queue(runtime, tensors[0]->device, tensors[n]->device, &cuda, &own) < 0) goto done;
   abr_status status;
   abr_event* copied = NULL; /* with non_blocking: after the copies, which the Event's caller waits for */
+  abr_event* tensors_done = NULL; /* the same, for the Tensors among them (tensors_hold) */
+  PyObject** arrays = queued ? (PyObject**)PyMem_Malloc((size_t)(2 * n) * sizeof *arrays) : NULL;
+  if (queued && !arrays) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; arrays && i < 2 * n; ++i) arrays[i] = PySequence_Fast_GET_ITEM(i < n ? srcs : dsts, i % n);
+  const int with_tensors = arrays && any_tensor(arrays, 2 * n);
   Py_BEGIN_ALLOW_THREADS
   abr_stream* wrapped = NULL;
   status = wait_for_producers(runtime, imports, movable, 2 * n);
@@ -390,6 +398,8 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     status = abr_copy_many(runtime, tensors, tensors + n, (size_t)n, &options, stream, recorder ? &report : NULL);
   if (status == ABR_OK && stream && abr_event_record(stream, &copied) != ABR_OK)
     status = abr_stream_synchronize(stream);
+  if (status == ABR_OK && copied && with_tensors && abr_event_record(stream, &tensors_done) != ABR_OK)
+    status = abr_stream_synchronize(stream); /* done: nothing for a Tensor to wait for */
   if (status != ABR_OK && stream) abr_stream_synchronize(stream); /* earlier pairs' work may use the views */
   if (copied)
     abr_stream_release(wrapped);
@@ -400,8 +410,15 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     Request request;
     init_request(&request, "copy");
     raise_error(status, &request);
+    PyMem_Free(arrays);
     goto done;
   }
+  if (tensors_hold(arrays, 2 * n, tensors_done, "copy") < 0) { /* the work failed: waited for */
+    PyMem_Free(arrays);
+    abr_event_destroy(copied);
+    goto done;
+  }
+  PyMem_Free(arrays);
   /* Queued work keeps every view (and so every array) until it is done: the Event holds them. */
   PyObject* kept = copied ? keep_many(movable, 2 * n) : NULL;
   if (copied && !kept) { /* no room to keep them: waited for instead (MemoryError raised) */
