@@ -122,7 +122,8 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: to cuda_host, small results share on
                                      &report) == ABR_OK,
                   abr_last_error());
   const abr_pool_stats during = pool_stats(rt);
-  CHECK(during.hits + during.misses - at_start.hits - at_start.misses == 2);  // one block for the seven, one for the large
+  CHECK(during.hits + during.misses - at_start.hits - at_start.misses ==
+        2);  // one block for the seven, one for the large
   CHECK(report.coalesced == 7);
   CHECK(std::string(report.detail) == "7 of 8 tensors packed into one 3584 byte block; 0 view(s), 1 other copy(ies)");
   const auto* block = static_cast<const char*>(batch.out[0]->dl_tensor.data);

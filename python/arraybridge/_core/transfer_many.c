@@ -380,7 +380,7 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   abr_stream* own = NULL;
   if (queued && default_queue(runtime, tensors[0]->device, tensors[n]->device, &cuda, &own) < 0) goto done;
   abr_status status;
-  abr_event* copied = NULL; /* with non_blocking: after the copies, which the Event's caller waits for */
+  abr_event* copied = NULL;       /* with non_blocking: after the copies, which the Event's caller waits for */
   abr_event* tensors_done = NULL; /* the same, for the Tensors among them (tensors_hold) */
   PyObject** arrays = queued ? (PyObject**)PyMem_Malloc((size_t)(2 * n) * sizeof *arrays) : NULL;
   if (queued && !arrays) {
@@ -399,7 +399,7 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   if (status == ABR_OK && stream && abr_event_record(stream, &copied) != ABR_OK)
     status = abr_stream_synchronize(stream);
   if (status == ABR_OK && copied && with_tensors && abr_event_record(stream, &tensors_done) != ABR_OK)
-    status = abr_stream_synchronize(stream); /* done: nothing for a Tensor to wait for */
+    status = abr_stream_synchronize(stream);                      /* done: nothing for a Tensor to wait for */
   if (status != ABR_OK && stream) abr_stream_synchronize(stream); /* earlier pairs' work may use the views */
   if (copied)
     abr_stream_release(wrapped);
