@@ -104,7 +104,7 @@ int tensors_hold(PyObject* const* objects, Py_ssize_t count, abr_event* tensors_
 int event_settle(PyObject* event);        /* blocks (without the GIL) until done: 0, or -1 with an exception */
 int event_ready(PyObject* event);         /* 1 done, 0 not yet, -1 with an exception; never blocks */
 abr_event* event_handle(PyObject* event); /* NULL once known to be done */
-int event_failed(PyObject* event);        /* 1 once its failure was raised: every later ask raises it again */
+int event_failed(PyObject* event); /* 1 once its failure was raised (or another Event tells it): not reported again */
 /* Waits on the host for a Tensor's queued work, if any: 0, or -1 with an exception. */
 int tensor_settle(PyObject* tensor);
 

@@ -14,6 +14,7 @@ typedef struct {
    * as it goes up holds the caller's frame, whose locals hold the Tensor that holds
    * this Event: a cycle through objects the collector does not track). Or NULL. */
   PyObject* failure;
+  int told_elsewhere; /* a Tensor's copy of a copy's completion: the caller's Event tells its failure */
 } EventObject;
 
 static void event_dealloc(EventObject* self) {
@@ -34,6 +35,7 @@ PyObject* event_new(abr_event* event, PyObject* keep) {
   Py_XINCREF(keep);
   self->keep = keep;
   self->failure = NULL;
+  self->told_elsewhere = 0;
   return (PyObject*)self;
 }
 
@@ -102,7 +104,9 @@ int event_ready(PyObject* event) {
   return finish(self, status) < 0 ? -1 : 1;
 }
 
-int event_failed(PyObject* event) { return ((EventObject*)event)->failure != NULL; }
+int event_failed(PyObject* event) {
+  return ((EventObject*)event)->failure != NULL || ((EventObject*)event)->told_elsewhere;
+}
 
 abr_event* event_handle(PyObject* event) { return ((EventObject*)event)->done ? NULL : ((EventObject*)event)->event; }
 
@@ -129,6 +133,7 @@ int any_tensor(PyObject* const* objects, Py_ssize_t count) {
 int tensors_hold(PyObject* const* objects, Py_ssize_t count, abr_event* tensors_done, const char* context) {
   PyObject* event = NULL;
   if (hold_completion(tensors_done, NULL, context, &event) < 0) return -1;
+  if (event) ((EventObject*)event)->told_elsewhere = 1; /* its deletion says nothing the caller's Event said */
   for (Py_ssize_t i = 0; event && i < count; ++i) {
     if (!objects[i] || !tensor_check(objects[i])) continue;
     Py_INCREF(event); /* the work it had queued before was waited for, or ordered first */
