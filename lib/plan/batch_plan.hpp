@@ -73,10 +73,12 @@ inline bool packed_anyway(uint64_t bytes, const Endpoint& to) {
 
 // Places every entry of a batch of new results on one destination, marking each and
 // returning the blocks' sizes. `reads_in_place`: the gathered results' block will be
-// page-locked and read into directly, with no pinned landing, copy out or wait. Then a gathered read that follows the
-// one before it in the same allocation, at most kJoinGap after its end and a multiple of 256 bytes from its start, is
-// placed where it lies from that one (marked `joins`), so that one copy reads both into their results; every run starts
-// at a 256-byte boundary, so every result is 256 bytes aligned, as abr_to_device's is.
+// page-locked and read into directly, with no pinned landing, copy out or wait. Then
+// a gathered read that follows the one before it in the same allocation, at most
+// kJoinGap after its end and a multiple of 256 bytes from its start, is placed where
+// it lies from that one (marked `joins`), so that one copy reads both into their
+// results; every run starts at a 256-byte boundary, so every result is 256 bytes
+// aligned, as abr_to_device's is.
 BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const StagingChoice& choice, bool reads_in_place = false);
 
 // The bytes of one side of a pair, by address: [begin, end).

@@ -95,12 +95,14 @@ PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* 
 PyObject* keep_many(DLManagedTensorVersioned* const* views, Py_ssize_t count);
 /* Whether any of `objects` is an arraybridge Tensor. */
 int any_tensor(PyObject* const* objects, Py_ssize_t count);
-/* Each arraybridge Tensor among `objects` holds an Event after queued work that reads or
- * writes it (`tensors_done`, taken; NULL: none): its later uses wait for that work, as
- * its deletion does (a blocking read after a queued write into it read stale values).
- * An Event of its own, which keeps nothing: the caller's Event keeps the Tensor. 0, or
- * -1 with an exception (the work waited for). */
-int tensors_hold(PyObject* const* objects, Py_ssize_t count, abr_event* tensors_done, const char* context);
+/* hold_completion for the arraybridge Tensors a queued copy reads or writes: an Event
+ * of their own (the caller's keeps them, so one Event both ways would be a cycle), which
+ * keeps nothing and whose failure the caller's Event tells (never reported again). */
+int hold_for_tensors(abr_event* done, const char* context, PyObject** out);
+/* Each arraybridge Tensor among `objects` holds `event` (NULL: none): its later uses wait
+ * for that work, as its deletion does (a blocking read after a queued write into it
+ * read stale values). */
+void tensors_hold(PyObject* const* objects, Py_ssize_t count, PyObject* event);
 int event_settle(PyObject* event);        /* blocks (without the GIL) until done: 0, or -1 with an exception */
 int event_ready(PyObject* event);         /* 1 done, 0 not yet, -1 with an exception; never blocks */
 abr_event* event_handle(PyObject* event); /* NULL once known to be done */

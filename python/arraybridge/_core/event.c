@@ -130,17 +130,18 @@ int any_tensor(PyObject* const* objects, Py_ssize_t count) {
   return 0;
 }
 
-int tensors_hold(PyObject* const* objects, Py_ssize_t count, abr_event* tensors_done, const char* context) {
-  PyObject* event = NULL;
-  if (hold_completion(tensors_done, NULL, context, &event) < 0) return -1;
-  if (event) ((EventObject*)event)->told_elsewhere = 1; /* its deletion says nothing the caller's Event said */
+int hold_for_tensors(abr_event* done, const char* context, PyObject** out) {
+  if (hold_completion(done, NULL, context, out) < 0) return -1;
+  if (*out) ((EventObject*)*out)->told_elsewhere = 1;
+  return 0;
+}
+
+void tensors_hold(PyObject* const* objects, Py_ssize_t count, PyObject* event) {
   for (Py_ssize_t i = 0; event && i < count; ++i) {
     if (!objects[i] || !tensor_check(objects[i])) continue;
     Py_INCREF(event); /* the work it had queued before was waited for, or ordered first */
     Py_XSETREF(((TensorObject*)objects[i])->ready, event);
   }
-  Py_XDECREF(event);
-  return 0;
 }
 
 PyObject* keep_many(DLManagedTensorVersioned* const* views, Py_ssize_t count) {

@@ -155,10 +155,7 @@ static PyObject* run(PyObject* x, Request* request) {
     Py_DECREF(result); /* deletes out, the work being done */
     return NULL;
   }
-  if (result->ready && tensor_check(x)) { /* a Tensor read by queued work: a write into it waits for the read */
-    Py_INCREF(result->ready);
-    Py_XSETREF(((TensorObject*)x)->ready, result->ready);
-  }
+  tensors_hold(&x, 1, result->ready); /* a Tensor read by queued work: a write into it waits for the read */
   if (resolved && result->report.path == ABR_PATH_ZERO_COPY) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
   if (recorder && start) /* on when the call began: else its start was never read */
@@ -392,10 +389,13 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
     abr_event_destroy(tensors_done);
     return NULL;
   }
-  if (tensors_hold(arrays, 2, tensors_done, "copy") < 0) {
+  PyObject* for_tensors = NULL;
+  if (hold_for_tensors(tensors_done, "copy", &for_tensors) < 0) {
     Py_XDECREF(event);
     return NULL;
   }
+  tensors_hold(arrays, 2, for_tensors);
+  Py_XDECREF(for_tensors);
   if (recorder && start)
     record_transfer("copy", src_device, dst_device, report.path, report.bytes_moved, report.detail, 1, start);
   if (event) return event;

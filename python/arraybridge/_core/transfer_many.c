@@ -381,14 +381,10 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   if (queued && default_queue(runtime, tensors[0]->device, tensors[n]->device, &cuda, &own) < 0) goto done;
   abr_status status;
   abr_event* copied = NULL;       /* with non_blocking: after the copies, which the Event's caller waits for */
-  abr_event* tensors_done = NULL; /* the same, for the Tensors among them (tensors_hold) */
-  PyObject** arrays = queued ? (PyObject**)PyMem_Malloc((size_t)(2 * n) * sizeof *arrays) : NULL;
-  if (queued && !arrays) {
-    PyErr_NoMemory();
-    goto done;
-  }
-  for (Py_ssize_t i = 0; arrays && i < 2 * n; ++i) arrays[i] = PySequence_Fast_GET_ITEM(i < n ? srcs : dsts, i % n);
-  const int with_tensors = arrays && any_tensor(arrays, 2 * n);
+  abr_event* tensors_done = NULL; /* the same, for the Tensors among them (hold_for_tensors) */
+  PyObject* const* src_items = PySequence_Fast_ITEMS(srcs);
+  PyObject* const* dst_items = PySequence_Fast_ITEMS(dsts);
+  const int with_tensors = queued && (any_tensor(src_items, n) || any_tensor(dst_items, n));
   Py_BEGIN_ALLOW_THREADS
   abr_stream* wrapped = NULL;
   status = wait_for_producers(runtime, imports, movable, 2 * n);
@@ -410,15 +406,16 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     Request request;
     init_request(&request, "copy");
     raise_error(status, &request);
-    PyMem_Free(arrays);
     goto done;
   }
-  if (tensors_hold(arrays, 2 * n, tensors_done, "copy") < 0) { /* the work failed: waited for */
-    PyMem_Free(arrays);
+  PyObject* for_tensors = NULL;
+  if (hold_for_tensors(tensors_done, "copy", &for_tensors) < 0) { /* the work failed: waited for */
     abr_event_destroy(copied);
     goto done;
   }
-  PyMem_Free(arrays);
+  tensors_hold(src_items, n, for_tensors);
+  tensors_hold(dst_items, n, for_tensors);
+  Py_XDECREF(for_tensors);
   /* Queued work keeps every view (and so every array) until it is done: the Event holds them. */
   PyObject* kept = copied ? keep_many(movable, 2 * n) : NULL;
   if (copied && !kept) { /* no room to keep them: waited for instead (MemoryError raised) */
