@@ -62,6 +62,26 @@ def test_register_names_a_transport_per_framework_and_again_changes_nothing(acto
         abray.transport("matlab")
 
 
+def test_the_test_actors_load_where_a_framework_is_missing():
+    """The H200 of 2026-11-30 has no pyclesperanto: ray_actors (which test_ray_gpu.py
+    imports) named its transport anyway, and Ray refused the class ("Invalid tensor
+    transport: AB_PYCLESPERANTO"). Here the frameworks are hidden from the module."""
+    import subprocess
+    hide = """
+import importlib.util, sys
+found = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name in ("torch", "jax", "pyclesperanto") else found(name, *a)
+sys.path.insert(0, sys.argv[1])
+import ray_actors
+print(sorted(ray_actors.FRAMEWORKS), sorted(m for m in ("numpy", "torch", "jax", "pyclesperanto", "cuda")
+                                            if hasattr(ray_actors.Sender, m)))
+"""
+    done = subprocess.run([sys.executable, "-c", hide, HERE], capture_output=True, text=True, timeout=TIMEOUT,
+                          env=dict(os.environ, UCX_MODULES="^ib"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == "['arraybridge', 'numpy'] ['cuda', 'numpy']"
+
+
 @pytest.mark.parametrize("framework", ["numpy", "arraybridge", "torch", "jax", "pyclesperanto"])
 def test_every_kind_of_array_arrives_exact(actors, framework):
     if framework not in actors[1].FRAMEWORKS:
