@@ -272,6 +272,58 @@ def test_a_write_into_a_tensor_autograd_saved_makes_backward_raise(how):
 
 
 @needs_torch
+@pytest.mark.parametrize("how", ["to_device cpu", "from_dlpack", "a Tensor of the Tensor", "to_device_many",
+                                 "state dict", "opencl host wrap", "copy_many"])
+def test_a_write_into_a_tensor_viewing_a_torch_tensor_makes_backward_raise(how):
+    """A newcomer's trial: t = to_device(x.detach(), "cpu") views x's memory, and a write
+    into t changed x behind autograd's back (x.grad from the new values, no error). A
+    Tensor that views a torch tensor writable now bumps its version on each write."""
+    torch = pytest.importorskip("torch")
+    for _ in range(8):  # a host wrap needs x's data aligned for opencl:0: tried until one is
+        x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = (x * x).sum()  # keeps x for the backward pass
+        d = x.detach()  # shares x's memory and version counter
+        if how == "to_device cpu":
+            t = ab.to_device(d, "cpu")
+        elif how == "from_dlpack":
+            t = ab.from_dlpack(d)
+        elif how == "a Tensor of the Tensor":
+            t = ab.to_device(ab.to_device(d, "cpu"), "cpu")
+        elif how in ("to_device_many", "copy_many"):
+            t = ab.to_device([torch.zeros(2), d], "cpu")[1]
+        elif how == "state dict":
+            t = ab.to_device(collections.OrderedDict(w=d), "cpu")["w"]
+        else:
+            t = ab.to_device(d, "opencl:0")
+            if t.report.path != "host_wrap":
+                continue
+        assert np.shares_memory(np.from_dlpack(t.to("cpu")), d.numpy()) or how == "opencl host wrap"
+        before = x._version
+        if how == "copy_many":
+            ab.copy([np.zeros(2, np.float32), np.full(t.shape, 10, np.float32)], [np.zeros(2, np.float32), t])
+        else:
+            ab.copy(np.full(t.shape, 10, np.float32), t)
+        assert x._version > before and float(d[-1]) == 10.0
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+        return
+    pytest.fail("opencl:0 never wrapped x's memory in 8 tries")
+
+
+@needs_torch
+def test_a_tensor_copied_from_a_torch_tensor_leaves_its_version_alone():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = (x * x).sum()
+    for t in (ab.to_device(x.detach(), "cpu", copy=True), ab.to_device(x.detach(), "cpu", dtype="float64"),
+              ab.to_device([x.detach()], "cpu", copy=True)[0], ab.to_device(x.detach()[::2], "cpu", contiguous=True)):
+        ab.copy(np.full(t.shape, 10, t.dtype), t)
+    assert x._version == 0
+    y.backward()
+    assert torch.equal(x.grad, torch.tensor([2.0, 4.0, 6.0]))
+
+
+@needs_torch
 def test_a_copy_into_a_tensor_nothing_saved_still_leaves_autograd_working():
     torch = pytest.importorskip("torch")
     b = torch.zeros(3)

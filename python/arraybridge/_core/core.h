@@ -46,6 +46,8 @@ typedef struct {
   int resolved;          /* the producer's lazy bits were resolved into a copy first (torch's conj/neg views) */
   int keep_pending;      /* set by the caller: a Tensor whose work is still queued is not waited for; see after */
   abr_event* after;      /* with keep_pending: the queued work a Tensor source waits for (borrowed), else NULL */
+  PyObject* torch_twin;  /* the torch tensor whose memory this is, writable, when a write must bump its version
+                            counter (borrowed: the source keeps it), else NULL */
 } Imported;
 
 const DLTensor* imported_tensor(const Imported* imported);
@@ -76,6 +78,11 @@ typedef struct {
   abr_transfer_report report;                     /* what the transfer that made it did (its version set before) */
   PyObject* weakrefs;
   PyObject* ready; /* an Event while the work that fills it may be queued, else NULL */
+  /* A torch tensor whose memory this Tensor views writable (zero-copy, or wrapped for a
+   * device that shares host memory), else NULL: each write into the Tensor bumps its
+   * version counter, as a write through torch would, so a backward pass that saved it
+   * raises instead of computing from the new values. */
+  PyObject* torch_twin;
 } TensorObject;
 
 extern PyTypeObject TensorBaseType;
@@ -323,6 +330,13 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
 /* Replaces the pending exception of a failed PyTorch export with the package's one
  * line naming what was wrong (a MemoryError or a non-Exception is left alone). */
 void torch_refusal(PyObject* x, const char* role);
+/* Tells autograd that torch tensor x is about to be written behind torch's back (its
+ * version counter goes up): 0, or -1 with an exception. */
+int torch_written(PyObject* x);
+/* A Tensor just made from `src`: it keeps src's torch twin when it views that memory
+ * writable (`is_view`: the path says the result is the source's memory). */
+void keep_torch_twin(PyObject* tensor, const Imported* src, int is_view);
+
 /* ---------------------------------------------------------- ipc.c */
 
 PyObject* core_ipc_export(PyObject* module, PyObject* const* args, Py_ssize_t nargs);

@@ -153,12 +153,18 @@ static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, in
     return -1;
   }
   immutable |= autograd;
-  if (status > 0 && !resolved) return keep_read_only(immutable, out);
+  /* A writable view of x's memory: a write into it is a write into x (keep_torch_twin). */
+  PyObject* twin = immutable || resolved || purpose == IMPORT_DESTINATION ? NULL : x;
+  if (status > 0 && !resolved) {
+    out->torch_twin = twin;
+    return keep_read_only(immutable, out);
+  }
   if (status > 0) imported_delete(out); /* of the tensor whose bits were resolved */
   PyObject* source = resolved ? resolved : x;
   out->resolved = resolved != NULL;
   status = import_from_producer(source, role, immutable, out);
   if (status < 0) torch_refusal(x, role);
+  out->torch_twin = twin;
   Py_XDECREF(resolved);
   return status;
 }
@@ -169,7 +175,11 @@ static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, in
  * a PyTorch tensor's lazy bits and autograd are checked (import_torch). */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out) {
   out->after = NULL;
+  out->torch_twin = NULL;
   if (tensor_check(x)) {
+    PyObject* twin = ((TensorObject*)x)->torch_twin;
+    if (twin && purpose == IMPORT_DESTINATION && torch_written(twin) < 0) return -1;
+    out->torch_twin = twin;
     PyObject* ready = ((TensorObject*)x)->ready;
     if (ready && event_ready(ready) < 0) return -1; /* its queued work failed: so does every use of it */
     abr_event* pending = ready ? event_handle(ready) : NULL;

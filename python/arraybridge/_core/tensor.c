@@ -31,6 +31,7 @@ static void tensor_dealloc(TensorObject* self) {
   DLManagedTensorVersioned* tensor = self->tensor;
   self->tensor = NULL;
   if (tensor && tensor->deleter) tensor->deleter(tensor);
+  Py_CLEAR(self->torch_twin);
   core_drain();
   PyErr_Restore(type, value, traceback);
   PyTypeObject* tensor_type = Py_TYPE(self);

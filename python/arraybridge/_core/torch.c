@@ -80,7 +80,7 @@ static PyObject* increment_version;
  * the new values. Bumped before the write: a write that fails part way has changed
  * the values as well. Tensors made under inference_mode have no counter (torch
  * skips them). */
-static int written(PyObject* x) {
+int torch_written(PyObject* x) {
   if (!increment_version) {
     PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
     if (!graph) return -1;
@@ -114,7 +114,7 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
   const char* bit = conj ? "conj" : neg ? "neg" : NULL;
   if (purpose == IMPORT_DESTINATION) {
     if (bit || grad) return refuse(x, role, bit ? bit : "grad", "destination");
-    return written(x);
+    return torch_written(x);
   }
   if (bit) {
     if (purpose == IMPORT_NO_COPY || purpose == IMPORT_SHARED)
@@ -130,6 +130,13 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
   }
   *autograd = grad;
   return 0;
+}
+
+void keep_torch_twin(PyObject* tensor, const Imported* src, int is_view) {
+  TensorObject* t = (TensorObject*)tensor;
+  if (!src->torch_twin || !is_view || (t->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return;
+  Py_INCREF(src->torch_twin);
+  Py_XSETREF(t->torch_twin, src->torch_twin);
 }
 
 void torch_refusal(PyObject* x, const char* role) {

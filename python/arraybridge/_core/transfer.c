@@ -151,6 +151,8 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   result->tensor = out;
+  keep_torch_twin((PyObject*)result, &src,
+                  !resolved && (result->report.path == ABR_PATH_ZERO_COPY || result->report.path == ABR_PATH_HOST_WRAP));
   if (hold_completion(done, NULL, request->context, &result->ready) < 0) {
     Py_DECREF(result); /* deletes out, the work being done */
     return NULL;
@@ -297,7 +299,8 @@ const char core_copy_doc[] =
     "src and dst may also be structures of the same shape (nested mappings, lists and\n"
     "tuples of arrays, a state dict): every pair is copied in one batch (see copy_many).\n"
     "A torch destination's version counter is bumped, as torch's in-place ops do, so\n"
-    "a backward pass that saved it raises instead of using the new values.\n"
+    "a backward pass that saved it raises instead of using the new values; so is the\n"
+    "torch tensor whose memory a Tensor destination views (to_device(x.detach(), \"cpu\")).\n"
     "non_blocking: return once the copy is queued, with an Event to wait on (None when\n"
     "it is done already); both arrays are kept alive until then. A copy with a CUDA\n"
     "side is queued on the producer's current stream, else the legacy default stream;\n"
