@@ -3,6 +3,7 @@ in our words with an arraybridge Tensor on each side: as the producer NumPy cons
 (np.from_dlpack(tensor)) and as the consumer of NumPy's arrays (ab.from_dlpack /
 ab.to_device). NumPy's expectations are kept (values, dtypes, refcounts, exception
 types) except where the array API standard says otherwise, as noted at each place."""
+import os
 import sys
 
 import numpy as np
@@ -39,6 +40,40 @@ def test_a_capsule_holds_one_reference_to_its_tensor(max_version):
     before = sys.getrefcount(t)
     del capsule
     assert before - sys.getrefcount(t) == 1
+
+
+CONSUMER_DELETES_WITHOUT_RENAMING = """
+import ctypes, gc, sys
+import numpy as np, arraybridge as ab
+get = ctypes.pythonapi.PyCapsule_GetPointer
+get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+deleter_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+t = ab.to_device(np.arange(6, dtype=np.float32), sys.argv[1])
+start = sys.getrefcount(t)
+for round in range(200):
+    versioned = round % 2 == 0
+    capsule = t.__dlpack__(max_version=(1, 0) if versioned else None)
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    managed = get(capsule, name)
+    # the deleter's place: after version and manager_ctx, or after the 48-byte DLTensor
+    deleter = ctypes.c_void_p.from_address(managed + (16 if versioned else 56)).value
+    deleter_type(deleter)(managed)  # as torch's from_dlpack does when it fails part way
+    del capsule
+    gc.collect()
+print(start - sys.getrefcount(t))
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "opencl:0"])
+def test_a_consumer_that_deletes_without_renaming_the_capsule_frees_once(device):
+    """torch.from_dlpack of an opencl:0 Tensor fails part way, calls the capsule's
+    deleter and leaves it named dltensor_versioned: the capsule's destructor then
+    deleted the view again (a segfault the second time, a reference lost each time)."""
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", CONSUMER_DELETES_WITHOUT_RENAMING, device], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PYTHONMALLOC="debug"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0"]
 
 
 def test_stream_on_a_cpu_tensor():

@@ -835,3 +835,25 @@ def test_numpy_cross_device_multi_gpu():
         assert torch.equal(t, torch.arange(5, dtype=torch.float32, device=f"cuda:{i}"))
         np.testing.assert_array_equal(np.from_dlpack(ab.to_device(ab.to_device(values, f"cuda:{i}"), "cpu")), values)
     assert made[0].device != made[1].device
+
+
+def test_torch_failing_to_import_an_opencl_tensor_twice_leaves_it_whole():
+    """A newcomer's trial: torch.from_dlpack of an opencl:0 Tensor raises (torch knows no
+    OpenCL), and its failure path calls the capsule's deleter without renaming it; the
+    capsule then deleted the view again, and the third try crashed the process."""
+    import subprocess
+    import sys
+    script = """
+import sys, numpy as np, torch, arraybridge as ab
+t = ab.to_device(np.arange(6, dtype=np.float32), "opencl:0")
+start = sys.getrefcount(t)
+for _ in range(5):
+    try:
+        torch.from_dlpack(t)
+    except (RuntimeError, BufferError):
+        pass
+print(start - sys.getrefcount(t), np.from_dlpack(t.to("cpu")).tolist())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == "0 [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]"

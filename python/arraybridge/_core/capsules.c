@@ -16,40 +16,60 @@ static const char kUsedLegacy[] = "used_dltensor";
 
 /* ------------------------------------------------------------ owner views */
 
+/* What a view keeps beside its tensor. `capsule`: the capsule that exports the view,
+ * while it lives (its context is the view), else NULL. A consumer may call the
+ * deleter without renaming the capsule (torch's from_dlpack does, when it fails
+ * part way): the capsule must then not delete the view again, so the view's memory
+ * lasts until both its deleter has finished and its capsule is gone. `deleted` is
+ * set by the deleter (any thread); the rest is read and written with the GIL. */
+typedef struct {
+  Release release;
+  PyObject* owner; /* NULL once the deleter's finish has run */
+  PyObject* capsule;
+  int deleted;
+  void* memory; /* the view's own allocation */
+} ViewLife;
+
 typedef struct {
   DLManagedTensorVersioned tensor;
-  Release release;
-  PyObject* owner;
+  ViewLife life;
 } VersionedView;
 
 typedef struct {
   DLManagedTensor tensor;
-  Release release;
-  PyObject* owner;
+  ViewLife life;
 } LegacyView;
 
 #define CONTAINER(type, member, pointer) ((type*)((char*)(pointer)-offsetof(type, member)))
 
 /* The views are Python's small-object memory (cheaper than malloc's, as a batch of
- * small tensors makes one a tensor): made with the GIL held, freed by a finish,
- * which runs with it. */
-static void finish_versioned_view(Release* node) {
-  VersionedView* view = CONTAINER(VersionedView, release, node);
-  PyObject* owner = view->owner;
-  PyMem_Free(view);
+ * small tensors makes one a tensor): made with the GIL held, freed by a finish (or
+ * by their capsule's destructor, whichever comes last), which run with it. */
+static void finish_view(Release* node) {
+  ViewLife* life = CONTAINER(ViewLife, release, node);
+  PyObject* owner = life->owner;
+  life->owner = NULL;
+  if (!life->capsule) PyMem_Free(life->memory);
   Py_DECREF(owner);
 }
 
-static void finish_legacy_view(Release* node) {
-  LegacyView* view = CONTAINER(LegacyView, release, node);
-  PyObject* owner = view->owner;
-  PyMem_Free(view);
-  Py_DECREF(owner);
+static void delete_view(ViewLife* life) {
+  __atomic_store_n(&life->deleted, 1, __ATOMIC_RELEASE);
+  release_later(&life->release);
 }
 
-static void versioned_view_deleter(DLManagedTensorVersioned* self) { release_later(&((VersionedView*)self)->release); }
+static void versioned_view_deleter(DLManagedTensorVersioned* self) { delete_view(&((VersionedView*)self)->life); }
 
-static void legacy_view_deleter(DLManagedTensor* self) { release_later(&((LegacyView*)self)->release); }
+static void legacy_view_deleter(DLManagedTensor* self) { delete_view(&((LegacyView*)self)->life); }
+
+static void view_life_init(ViewLife* life, PyObject* owner, void* memory) {
+  life->release.finish = finish_view;
+  life->owner = owner;
+  life->capsule = NULL;
+  life->deleted = 0;
+  life->memory = memory;
+  Py_INCREF(owner);
+}
 
 /* The view shares `base`'s data, shape and strides; `owner` keeps base alive.
  * READ_ONLY is kept; IS_COPIED only when the caller made a copy for this export,
@@ -63,9 +83,7 @@ DLManagedTensorVersioned* new_owner_view(const DLManagedTensorVersioned* base, P
   view->tensor.deleter = versioned_view_deleter;
   view->tensor.flags = (base->flags & DLPACK_FLAG_BITMASK_READ_ONLY) | (copied ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
   view->tensor.dl_tensor = base->dl_tensor;
-  view->release.finish = finish_versioned_view;
-  view->owner = owner;
-  Py_INCREF(owner);
+  view_life_init(&view->life, owner, view);
   return &view->tensor;
 }
 
@@ -75,9 +93,7 @@ static DLManagedTensor* new_legacy_view(const DLManagedTensorVersioned* base, Py
   view->tensor.dl_tensor = base->dl_tensor;
   view->tensor.manager_ctx = view;
   view->tensor.deleter = legacy_view_deleter;
-  view->release.finish = finish_legacy_view;
-  view->owner = owner;
-  Py_INCREF(owner);
+  view_life_init(&view->life, owner, view);
   return &view->tensor;
 }
 
@@ -158,39 +174,54 @@ int imported_mark_read_only(Imported* imported) {
 
 /* ---------------------------------------------------------------- capsules */
 
-/* Runs when a capsule is garbage-collected: only one still carrying the name we
- * gave it (the same pointer: a consumer renames it used_*) owns its tensor.
- * Keeps any exception in flight, as the DLPack spec asks. */
+/* Runs when a capsule is garbage-collected. Its context is our view: the capsule
+ * still owns it when it carries the name we gave it (a consumer renames it used_*)
+ * and nobody called its deleter; a view already deleted, or handed to a consumer,
+ * is only let go (freed here when its finish has run). Keeps any exception in
+ * flight, as the DLPack spec asks. */
 static void capsule_destructor(PyObject* capsule) {
-  const char* name = PyCapsule_GetName(capsule);
-  if (name != kVersioned && name != kLegacy) {
-    if (!name) PyErr_Clear();
-    return;
-  }
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
-  void* tensor = PyCapsule_GetPointer(capsule, name);
-  if (name == kVersioned) {
-    DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)tensor;
-    if (t->deleter) t->deleter(t);
-  } else {
-    DLManagedTensor* t = (DLManagedTensor*)tensor;
-    if (t->deleter) t->deleter(t);
+  ViewLife* life = (ViewLife*)PyCapsule_GetContext(capsule);
+  const char* name = PyCapsule_GetName(capsule);
+  if (life) {
+    life->capsule = NULL;
+    if (__atomic_load_n(&life->deleted, __ATOMIC_ACQUIRE)) {
+      if (!life->owner) PyMem_Free(life->memory); /* its finish ran while we lived */
+    } else if (name == kVersioned) {
+      DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, name);
+      if (t && t->deleter) t->deleter(t);
+    } else if (name == kLegacy) {
+      DLManagedTensor* t = (DLManagedTensor*)PyCapsule_GetPointer(capsule, name);
+      if (t && t->deleter) t->deleter(t);
+    }
   }
+  PyErr_Clear(); /* a capsule without context, or a name that could not be read */
   PyErr_Restore(type, value, traceback);
+}
+
+/* A capsule that owns `view` (whose life is `life`) until a consumer renames it. */
+static PyObject* capsule_of(void* view, const char* name, ViewLife* life) {
+  PyObject* capsule = PyCapsule_New(view, name, capsule_destructor);
+  if (capsule && PyCapsule_SetContext(capsule, life) < 0) {
+    PyCapsule_SetDestructor(capsule, NULL); /* the caller deletes the view */
+    Py_CLEAR(capsule);
+  }
+  if (capsule) life->capsule = capsule;
+  return capsule;
 }
 
 PyObject* export_capsule(const DLManagedTensorVersioned* base, PyObject* owner, int versioned, int copied) {
   if (versioned) {
     DLManagedTensorVersioned* view = new_owner_view(base, owner, copied);
     if (!view) return NULL;
-    PyObject* capsule = PyCapsule_New(view, kVersioned, capsule_destructor);
+    PyObject* capsule = capsule_of(view, kVersioned, &((VersionedView*)view)->life);
     if (!capsule) view->deleter(view);
     return capsule;
   }
   DLManagedTensor* view = new_legacy_view(base, owner);
   if (!view) return NULL;
-  PyObject* capsule = PyCapsule_New(view, kLegacy, capsule_destructor);
+  PyObject* capsule = capsule_of(view, kLegacy, &((LegacyView*)view)->life);
   if (!capsule) view->deleter(view);
   return capsule;
 }
@@ -225,8 +256,14 @@ int consume_capsule(PyObject* capsule, Imported* out) {
       return -1;
     }
   }
-  if (PyCapsule_SetName(capsule, used) < 0 || PyCapsule_SetDestructor(capsule, NULL) < 0)
-    return -1; /* the capsule still owns the tensor */
+  if (PyCapsule_SetName(capsule, used) < 0) return -1; /* the capsule still owns the tensor */
+  /* The tensor is ours now. One of our own capsules lets its view go at once: its
+   * destructor runs no more, and the view's finish frees it. */
+  if (PyCapsule_GetDestructor(capsule) == capsule_destructor) {
+    ViewLife* life = (ViewLife*)PyCapsule_GetContext(capsule);
+    if (life) life->capsule = NULL;
+  }
+  if (PyCapsule_SetDestructor(capsule, NULL) < 0) return -1;
   out->tensor = tensor;
   out->versioned = versioned;
   out->any_thread = 0; /* a producer's deleter: it may need the GIL */
