@@ -255,6 +255,10 @@ typedef struct abr_transfer_options {
   DLDataType dtype;            /* abr_to_device only: target dtype; all zero = keep the source's */
   abr_transfer_report* report; /* optional, its version set: filled on success */
 } abr_transfer_options;
+/* A cast (options.dtype, or abr_copy into a destination of another dtype) converts each
+ * element as C and NumPy's astype do, exact only where the new dtype holds every value:
+ * integers wrap modulo 2^bits, floats to integers saturate (NaN to 0), complex to real
+ * keeps the real part, anything to bool is x != 0. */
 #define ABR_TRANSFER_OPTIONS_INIT {ABR_TRANSFER_OPTIONS_VERSION, ABR_COPY_IF_NEEDED, 0, {0, 0, 0}, NULL}
 
 /* Prepare the structs for a caller built against `version` (as every abr_X_init does). */

@@ -422,7 +422,7 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     memory (strict=True, its old spelling, is deprecated).
     The result has the source's values and dtype: a target that cannot hold that
     dtype (JAX with jax_enable_x64 off: no 64-bit types) is refused, never narrowed;
-    dtype= asks for a cast on the way (the runtime's exact casts, as to_device's).
+    dtype= asks for a cast on the way (the runtime's casts, as to_device's dtype=).
     A layout the target cannot hold is copied compact once: negative strides into
     torch (a flipped image), anything but compact row-major into JAX, TensorFlow or
     pyclesperanto; the DEBUG log line says why. copy=None copies only where needed,
