@@ -294,6 +294,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     Py_INCREF(ready);
     ((TensorObject*)PyList_GET_ITEM(results, i))->ready = ready;
   }
+  tensors_hold(PySequence_Fast_ITEMS(xs), n, ready); /* Tensors read by queued work: a write into one waits for it */
   Py_XDECREF(ready);
   if (recorder && start && n > 0)
     record_transfer("to_device_many", imported_from, request.dst, ABR_PATH_NONE, report.bytes_moved, report.detail, n,
