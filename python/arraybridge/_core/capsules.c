@@ -16,18 +16,20 @@ static const char kUsedLegacy[] = "used_dltensor";
 
 /* ------------------------------------------------------------ owner views */
 
-/* What a view keeps beside its tensor. `capsule`: the capsule that exports the view,
- * while it lives (its context is the view), else NULL. A consumer may call the
- * deleter without renaming the capsule (torch's from_dlpack does, when it fails
- * part way): the capsule must then not delete the view again, so the view's memory
- * lasts until both its deleter has finished and its capsule is gone. `deleted` is
- * set by the deleter (any thread); the rest is read and written with the GIL. */
-typedef struct {
+/* What a view keeps beside its tensor. A consumer may call a capsule's deleter
+ * without renaming the capsule (torch's from_dlpack does when it fails part way),
+ * and the capsule's destructor must then not delete the view again; but a consumer
+ * may also rename the capsule, take away its destructor (JAX does) and delete the
+ * view long after the capsule is gone, so the view cannot know whether its capsule
+ * lives. So a view exported in a capsule comes from a free list of its own and its
+ * memory never goes back to the allocator: its `generation` (nonzero, unique to this
+ * export) is also the capsule's context, and a destructor that finds
+ * another generation in the view knows the view was deleted already. */
+typedef struct ViewLife {
   Release release;
-  PyObject* owner; /* NULL once the deleter's finish has run */
-  PyObject* capsule;
-  int deleted;
-  void* memory; /* the view's own allocation */
+  PyObject* owner;
+  uintptr_t generation;  /* a capsule's view: its export's number while it lives, else 0 */
+  struct ViewLife* next; /* on the free list */
 } ViewLife;
 
 typedef struct {
@@ -42,58 +44,89 @@ typedef struct {
 
 #define CONTAINER(type, member, pointer) ((type*)((char*)(pointer)-offsetof(type, member)))
 
+/* Capsules' views, free for the next export (the GIL guards both lists). */
+static ViewLife *free_versioned, *free_legacy;
+static uintptr_t last_generation;
+
 /* The views are Python's small-object memory (cheaper than malloc's, as a batch of
- * small tensors makes one a tensor): made with the GIL held, freed by a finish (or
- * by their capsule's destructor, whichever comes last), which run with it. */
-static void finish_view(Release* node) {
+ * small tensors makes one a tensor): made with the GIL held, freed (or put on their
+ * free list) by a finish, which runs with it. */
+static void finish_view(Release* node, ViewLife** free_list, void* memory) {
   ViewLife* life = CONTAINER(ViewLife, release, node);
   PyObject* owner = life->owner;
-  life->owner = NULL;
-  if (!life->capsule) PyMem_Free(life->memory);
+  if (life->generation) {
+    life->generation = 0;
+    life->next = *free_list;
+    *free_list = life;
+  } else {
+    PyMem_Free(memory);
+  }
   Py_DECREF(owner);
 }
 
-static void delete_view(ViewLife* life) {
-  __atomic_store_n(&life->deleted, 1, __ATOMIC_RELEASE);
-  release_later(&life->release);
+static void finish_versioned_view(Release* node) {
+  finish_view(node, &free_versioned, CONTAINER(VersionedView, life.release, node));
 }
 
-static void versioned_view_deleter(DLManagedTensorVersioned* self) { delete_view(&((VersionedView*)self)->life); }
+static void finish_legacy_view(Release* node) {
+  finish_view(node, &free_legacy, CONTAINER(LegacyView, life.release, node));
+}
 
-static void legacy_view_deleter(DLManagedTensor* self) { delete_view(&((LegacyView*)self)->life); }
+static void versioned_view_deleter(DLManagedTensorVersioned* self) {
+  release_later(&((VersionedView*)self)->life.release);
+}
 
-static void view_life_init(ViewLife* life, PyObject* owner, void* memory) {
-  life->release.finish = finish_view;
+static void legacy_view_deleter(DLManagedTensor* self) { release_later(&((LegacyView*)self)->life.release); }
+
+/* A view's memory: from its free list when it goes into a capsule (`generation` set). */
+static void* take_view(size_t size, ViewLife** free_list, size_t life_offset, uintptr_t generation) {
+  if (generation && *free_list) {
+    ViewLife* life = *free_list;
+    *free_list = life->next;
+    return (char*)life - life_offset;
+  }
+  void* memory = PyMem_Malloc(size);
+  return memory ? memory : PyErr_NoMemory();
+}
+
+static void view_life_init(ViewLife* life, PyObject* owner, uintptr_t generation) {
   life->owner = owner;
-  life->capsule = NULL;
-  life->deleted = 0;
-  life->memory = memory;
+  life->generation = generation;
+  life->next = NULL;
   Py_INCREF(owner);
 }
 
-/* The view shares `base`'s data, shape and strides; `owner` keeps base alive.
- * READ_ONLY is kept; IS_COPIED only when the caller made a copy for this export,
- * since base itself stays shared with its Python owner. */
-DLManagedTensorVersioned* new_owner_view(const DLManagedTensorVersioned* base, PyObject* owner, int copied) {
-  VersionedView* view = (VersionedView*)PyMem_Malloc(sizeof *view);
-  if (!view) return (DLManagedTensorVersioned*)PyErr_NoMemory();
+static DLManagedTensorVersioned* versioned_view(const DLManagedTensorVersioned* base, PyObject* owner, int copied,
+                                                uintptr_t generation) {
+  VersionedView* view =
+      (VersionedView*)take_view(sizeof(VersionedView), &free_versioned, offsetof(VersionedView, life), generation);
+  if (!view) return NULL;
   view->tensor.version.major = DLPACK_MAJOR_VERSION;
   view->tensor.version.minor = DLPACK_MINOR_VERSION;
   view->tensor.manager_ctx = view;
   view->tensor.deleter = versioned_view_deleter;
   view->tensor.flags = (base->flags & DLPACK_FLAG_BITMASK_READ_ONLY) | (copied ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
   view->tensor.dl_tensor = base->dl_tensor;
-  view_life_init(&view->life, owner, view);
+  view->life.release.finish = finish_versioned_view;
+  view_life_init(&view->life, owner, generation);
   return &view->tensor;
 }
 
-static DLManagedTensor* new_legacy_view(const DLManagedTensorVersioned* base, PyObject* owner) {
-  LegacyView* view = (LegacyView*)PyMem_Malloc(sizeof *view);
-  if (!view) return (DLManagedTensor*)PyErr_NoMemory();
+/* The view shares `base`'s data, shape and strides; `owner` keeps base alive.
+ * READ_ONLY is kept; IS_COPIED only when the caller made a copy for this export,
+ * since base itself stays shared with its Python owner. */
+DLManagedTensorVersioned* new_owner_view(const DLManagedTensorVersioned* base, PyObject* owner, int copied) {
+  return versioned_view(base, owner, copied, 0);
+}
+
+static DLManagedTensor* new_legacy_view(const DLManagedTensorVersioned* base, PyObject* owner, uintptr_t generation) {
+  LegacyView* view = (LegacyView*)take_view(sizeof(LegacyView), &free_legacy, offsetof(LegacyView, life), generation);
+  if (!view) return NULL;
   view->tensor.dl_tensor = base->dl_tensor;
   view->tensor.manager_ctx = view;
   view->tensor.deleter = legacy_view_deleter;
-  view_life_init(&view->life, owner, view);
+  view->life.release.finish = finish_legacy_view;
+  view_life_init(&view->life, owner, generation);
   return &view->tensor;
 }
 
@@ -174,55 +207,46 @@ int imported_mark_read_only(Imported* imported) {
 
 /* ---------------------------------------------------------------- capsules */
 
-/* Runs when a capsule is garbage-collected. Its context is our view: the capsule
- * still owns it when it carries the name we gave it (a consumer renames it used_*)
- * and nobody called its deleter; a view already deleted, or handed to a consumer,
- * is only let go (freed here when its finish has run). Keeps any exception in
- * flight, as the DLPack spec asks. */
+/* Runs when a capsule is garbage-collected: only one still carrying the name we
+ * gave it (the same pointer: a consumer renames it used_*) whose view is still its
+ * export's (the generation in its context: a consumer may have deleted it without
+ * renaming) owns its tensor. Keeps any exception in flight, as the DLPack spec asks. */
 static void capsule_destructor(PyObject* capsule) {
+  const char* name = PyCapsule_GetName(capsule);
+  if (name != kVersioned && name != kLegacy) {
+    if (!name) PyErr_Clear();
+    return;
+  }
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
-  ViewLife* life = (ViewLife*)PyCapsule_GetContext(capsule);
-  const char* name = PyCapsule_GetName(capsule);
-  if (life) {
-    life->capsule = NULL;
-    if (__atomic_load_n(&life->deleted, __ATOMIC_ACQUIRE)) {
-      if (!life->owner) PyMem_Free(life->memory); /* its finish ran while we lived */
-    } else if (name == kVersioned) {
-      DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, name);
-      if (t && t->deleter) t->deleter(t);
-    } else if (name == kLegacy) {
-      DLManagedTensor* t = (DLManagedTensor*)PyCapsule_GetPointer(capsule, name);
-      if (t && t->deleter) t->deleter(t);
-    }
+  const uintptr_t generation = (uintptr_t)PyCapsule_GetContext(capsule);
+  void* tensor = PyCapsule_GetPointer(capsule, name);
+  if (name == kVersioned) {
+    VersionedView* view = (VersionedView*)tensor;
+    if (view->life.generation == generation) view->tensor.deleter(&view->tensor);
+  } else {
+    LegacyView* view = (LegacyView*)tensor;
+    if (view->life.generation == generation) view->tensor.deleter(&view->tensor);
   }
-  PyErr_Clear(); /* a capsule without context, or a name that could not be read */
   PyErr_Restore(type, value, traceback);
 }
 
-/* A capsule that owns `view` (whose life is `life`) until a consumer renames it. */
-static PyObject* capsule_of(void* view, const char* name, ViewLife* life) {
-  PyObject* capsule = PyCapsule_New(view, name, capsule_destructor);
-  if (capsule && PyCapsule_SetContext(capsule, life) < 0) {
-    PyCapsule_SetDestructor(capsule, NULL); /* the caller deletes the view */
+PyObject* export_capsule(const DLManagedTensorVersioned* base, PyObject* owner, int versioned, int copied) {
+  const uintptr_t generation = ++last_generation;
+  void* view = versioned ? (void*)versioned_view(base, owner, copied, generation)
+                         : (void*)new_legacy_view(base, owner, generation);
+  if (!view) return NULL;
+  PyObject* capsule = PyCapsule_New(view, versioned ? kVersioned : kLegacy, capsule_destructor);
+  if (capsule && PyCapsule_SetContext(capsule, (void*)generation) < 0) {
+    PyCapsule_SetDestructor(capsule, NULL); /* deleted below */
     Py_CLEAR(capsule);
   }
-  if (capsule) life->capsule = capsule;
-  return capsule;
-}
-
-PyObject* export_capsule(const DLManagedTensorVersioned* base, PyObject* owner, int versioned, int copied) {
-  if (versioned) {
-    DLManagedTensorVersioned* view = new_owner_view(base, owner, copied);
-    if (!view) return NULL;
-    PyObject* capsule = capsule_of(view, kVersioned, &((VersionedView*)view)->life);
-    if (!capsule) view->deleter(view);
-    return capsule;
+  if (!capsule) {
+    if (versioned)
+      ((DLManagedTensorVersioned*)view)->deleter((DLManagedTensorVersioned*)view);
+    else
+      ((DLManagedTensor*)view)->deleter((DLManagedTensor*)view);
   }
-  DLManagedTensor* view = new_legacy_view(base, owner);
-  if (!view) return NULL;
-  PyObject* capsule = capsule_of(view, kLegacy, &((LegacyView*)view)->life);
-  if (!capsule) view->deleter(view);
   return capsule;
 }
 
@@ -256,14 +280,8 @@ int consume_capsule(PyObject* capsule, Imported* out) {
       return -1;
     }
   }
-  if (PyCapsule_SetName(capsule, used) < 0) return -1; /* the capsule still owns the tensor */
-  /* The tensor is ours now. One of our own capsules lets its view go at once: its
-   * destructor runs no more, and the view's finish frees it. */
-  if (PyCapsule_GetDestructor(capsule) == capsule_destructor) {
-    ViewLife* life = (ViewLife*)PyCapsule_GetContext(capsule);
-    if (life) life->capsule = NULL;
-  }
-  if (PyCapsule_SetDestructor(capsule, NULL) < 0) return -1;
+  if (PyCapsule_SetName(capsule, used) < 0 || PyCapsule_SetDestructor(capsule, NULL) < 0)
+    return -1; /* the capsule still owns the tensor */
   out->tensor = tensor;
   out->versioned = versioned;
   out->any_thread = 0; /* a producer's deleter: it may need the GIL */
