@@ -92,7 +92,8 @@ _BITS = {"conj": ("a conjugate view (its conj bit is set)", "the conjugates of i
 def torch_refusal(tensor, role, problem, detail):
     """The DLPackError (a BufferError, one line) refusing a torch tensor in `role`:
     problem "conj" or "neg" (detail "destination", "no copy" or "shared"), "grad" (as
-    a destination), or "export" (torch's export failed; detail is its first line)."""
+    a destination), "inference" (a write into an inference tensor outside inference
+    mode), or "export" (torch's export failed; detail is its first line)."""
     if problem in _BITS:
         what, holds, resolve = _BITS[problem]
         if detail == "destination":
@@ -108,6 +109,11 @@ def torch_refusal(tensor, role, problem, detail):
         return DLPackError(f"arraybridge: {role} requires grad: a write into it would go behind autograd's back; "
                            f"write into {role}.detach(), or let torch write it under torch.no_grad() "
                            f"({role}.copy_(torch.from_dlpack(src)))")
+    if problem == "inference":
+        return DLPackError(f"arraybridge: {role} is (or views) a torch tensor made under torch.inference_mode(), which "
+                           "torch refuses to update in place outside inference mode; write it inside "
+                           f"`with torch.inference_mode():`, or write into {role}.clone() (made outside inference mode, a clone is "
+                           "a normal tensor)")
     return DLPackError(f"arraybridge: {role} cannot go through DLPack: {_torch_problem(tensor) or detail}")
 
 

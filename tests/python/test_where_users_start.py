@@ -311,6 +311,21 @@ def test_a_write_into_a_tensor_viewing_a_torch_tensor_makes_backward_raise(how):
 
 
 @needs_torch
+def test_a_write_into_the_read_only_view_of_a_tensor_that_requires_grad_says_why():
+    """A newcomer's trial: the refusal listed JAX, TensorFlow, legacy capsules and NumPy,
+    but not the reason this Tensor is read-only."""
+    torch = pytest.importorskip("torch")
+    x = torch.ones(3, requires_grad=True)
+    t = ab.to_device(x, "cpu")
+    assert t.read_only
+    with pytest.raises(ab.DLPackError, match=r"torch tensor that requires grad is autograd's \(view its .detach"):
+        ab.copy(np.zeros(3, np.float32), t)
+    with pytest.raises(ab.DLPackError, match=r"dst\[1\] is marked READ_ONLY .*a torch tensor that requires grad"):
+        ab.copy_many([np.zeros(3, np.float32)] * 2, [np.zeros(3, np.float32), t])
+    assert torch.equal(x.detach(), torch.ones(3))
+
+
+@needs_torch
 def test_a_tensor_copied_from_a_torch_tensor_leaves_its_version_alone():
     torch = pytest.importorskip("torch")
     x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -331,9 +346,36 @@ def test_a_copy_into_a_tensor_nothing_saved_still_leaves_autograd_working():
     a = torch.ones(3, requires_grad=True)
     (a * b).sum().backward()  # b written before autograd saved it: nothing stale
     assert torch.equal(a.grad, torch.arange(3, dtype=torch.float32))
+
+
+@needs_torch
+@pytest.mark.parametrize("how", ["copy", "a Tensor viewing it", "structure", "copy_many"])
+def test_a_write_into_an_inference_tensor_is_refused_outside_inference_mode_as_torch_refuses_it(how):
+    """A newcomer's trial: ab.copy(src, c) wrote a tensor made under torch.inference_mode()
+    outside it, where torch's own c.copy_(src) raises ("Inplace update to inference
+    tensor outside InferenceMode is not allowed"). Inside inference mode both write."""
+    torch = pytest.importorskip("torch")
     with torch.inference_mode():
-        c = torch.zeros(3)
-    ab.copy(np.ones(3, dtype=np.float32), c)  # an inference tensor has no version counter: written all the same
+        c, other = torch.zeros(3), torch.zeros(3)
+    src = np.ones(3, dtype=np.float32)
+
+    def write():
+        if how == "copy":
+            ab.copy(src, c)
+        elif how == "a Tensor viewing it":
+            ab.copy(src, ab.to_device(c, "cpu"))
+        elif how == "structure":
+            ab.copy({"c": src}, {"c": c})
+        else:
+            ab.copy([src, src], [np.zeros(3, np.float32), c])
+
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+        other.copy_(torch.ones(3))  # torch's own rule, which ours follows
+    with pytest.raises(ab.DLPackError, match=r"made under torch.inference_mode\(\), which torch refuses to update"):
+        write()
+    assert torch.equal(c, torch.zeros(3))  # refused before anything was written
+    with torch.inference_mode():
+        write()
     assert torch.equal(c, torch.ones(3))
 
 

@@ -330,9 +330,10 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
 /* Replaces the pending exception of a failed PyTorch export with the package's one
  * line naming what was wrong (a MemoryError or a non-Exception is left alone). */
 void torch_refusal(PyObject* x, const char* role);
-/* Tells autograd that torch tensor x is about to be written behind torch's back (its
- * version counter goes up): 0, or -1 with an exception. */
-int torch_written(PyObject* x);
+/* Tells autograd that torch tensor x (the write's `role`) is about to be written
+ * behind torch's back (its version counter goes up): 0, or -1 with an exception (an
+ * inference tensor outside inference mode, which torch refuses to update in place). */
+int torch_written(PyObject* x, const char* role);
 /* A Tensor just made from `src`: it keeps src's torch twin when it views that memory
  * writable (`is_view`: the path says the result is the source's memory). */
 void keep_torch_twin(PyObject* tensor, const Imported* src, int is_view);

@@ -178,7 +178,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   out->torch_twin = NULL;
   if (tensor_check(x)) {
     PyObject* twin = ((TensorObject*)x)->torch_twin;
-    if (twin && purpose == IMPORT_DESTINATION && torch_written(twin) < 0) return -1;
+    if (twin && purpose == IMPORT_DESTINATION && torch_written(twin, role) < 0) return -1;
     out->torch_twin = twin;
     PyObject* ready = ((TensorObject*)x)->ready;
     if (ready && event_ready(ready) < 0) return -1; /* its queued work failed: so does every use of it */

@@ -71,22 +71,40 @@ static int refuse(PyObject* x, const char* role, const char* problem, const char
   return -1;
 }
 
-/* torch.autograd.graph.increment_version, looked up once. */
-static PyObject* increment_version;
+/* torch.autograd.graph.increment_version and torch.is_inference_mode_enabled, looked up once. */
+static PyObject *increment_version, *inference_mode_enabled, *is_inference;
+
+static int written_ready(void) {
+  if (increment_version) return 0;
+  PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
+  PyObject* torch = graph ? PyImport_ImportModule("torch") : NULL;
+  PyObject* bump = torch ? PyObject_GetAttrString(graph, "increment_version") : NULL;
+  PyObject* enabled = bump ? PyObject_GetAttrString(torch, "is_inference_mode_enabled") : NULL;
+  Py_XDECREF(graph);
+  Py_XDECREF(torch);
+  if (!enabled || intern(&is_inference, "is_inference") < 0) { /* torch < 2.1: the write is refused, not hidden */
+    Py_XDECREF(bump);
+    Py_XDECREF(enabled);
+    return -1;
+  }
+  inference_mode_enabled = enabled;
+  increment_version = bump;
+  return 0;
+}
 
 /* Tells autograd that x is about to be written behind torch's back, as torch's own
  * in-place ops do: its version counter (shared with its views) goes up, so a
  * backward pass that saved x raises torch's own error instead of computing from
  * the new values. Bumped before the write: a write that fails part way has changed
- * the values as well. Tensors made under inference_mode have no counter (torch
- * skips them). */
-int torch_written(PyObject* x) {
-  if (!increment_version) {
-    PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
-    if (!graph) return -1;
-    increment_version = PyObject_GetAttrString(graph, "increment_version");
-    Py_DECREF(graph);
-    if (!increment_version) return -1; /* torch < 2.1 has none: the write is refused, not hidden from autograd */
+ * the values as well. A tensor made under inference_mode has no counter, and torch
+ * refuses to update it in place outside inference mode: so do we. */
+int torch_written(PyObject* x, const char* role) {
+  if (written_ready() < 0) return -1;
+  const int inference = truth(PyObject_CallMethodNoArgs(x, is_inference));
+  if (inference < 0) return -1;
+  if (inference) {
+    const int inside = truth(PyObject_CallNoArgs(inference_mode_enabled));
+    return inside < 0 ? -1 : inside ? 0 : refuse(x, role, "inference", "destination");
   }
   PyObject* done = PyObject_CallOneArg(increment_version, x);
   Py_XDECREF(done);
@@ -114,7 +132,7 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
   const char* bit = conj ? "conj" : neg ? "neg" : NULL;
   if (purpose == IMPORT_DESTINATION) {
     if (bit || grad) return refuse(x, role, bit ? bit : "grad", "destination");
-    return torch_written(x);
+    return torch_written(x, role);
   }
   if (bit) {
     if (purpose == IMPORT_NO_COPY || purpose == IMPORT_SHARED)

@@ -304,6 +304,8 @@ const char core_copy_doc[] =
     "A torch destination's version counter is bumped, as torch's in-place ops do, so\n"
     "a backward pass that saved it raises instead of using the new values; so is the\n"
     "torch tensor whose memory a Tensor destination views (to_device(x.detach(), \"cpu\")).\n"
+    "A torch tensor made under torch.inference_mode() is refused outside it, as torch\n"
+    "refuses in-place updates to it.\n"
     "non_blocking: return once the copy is queued, with an Event to wait on (None when\n"
     "it is done already); both arrays are kept alive until then. A copy with a CUDA\n"
     "side is queued on the producer's current stream, else the legacy default stream;\n"
