@@ -96,6 +96,10 @@ class Tensor(_core.TensorBase):
     # for a stream, another device, a copy or a request it must refuse.
     def _dlpack_slow(self, stream, max_version, dl_device, copy):
         source, copied = self, False
+        if max_version is not None and not (type(max_version) is tuple and len(max_version) == 2 and
+                                            all(isinstance(v, int) for v in max_version)):
+            raise TypeError(f"arraybridge: __dlpack__'s max_version is None or a (major, minor) tuple of two ints, "
+                            f"such as (1, 0), as NumPy's is; got {max_version!r}")
         if stream == -1 and self._device[0] in HANDLES:
             # mpi4py asks so of any device but the CPU, then reads data as an address.
             raise DLPackError(f"arraybridge: a {self.device} tensor was asked for with stream=-1, as a consumer of "

@@ -44,7 +44,8 @@ def producer_strides(producer, itemsize):
 
 # Why a destination is read-only, said where a copy into one is refused.
 _READ_ONLY_WHY = ("; JAX and TensorFlow arrays are immutable, a legacy DLPack capsule cannot say it may be written, "
-                  "and a read-only NumPy array says so: copy into a writable array")
+                  "a read-only NumPy array says so, and a Tensor viewing a torch tensor that requires grad is "
+                  "autograd's (view its .detach() to write): copy into a writable array")
 
 
 def _error(status, context, dst):

@@ -34,7 +34,8 @@ ROWS = [
      "copy: source shape [6] differs from destination shape [5]"),
     ("a read-only destination", lambda: ab.copy(SIX, READ_ONLY), ab.DLPackError,
      "copy: destination is marked READ_ONLY; JAX and TensorFlow arrays are immutable, a legacy DLPack capsule "
-     "cannot say it may be written, and a read-only NumPy array says so: copy into a writable array"),
+     "cannot say it may be written, a read-only NumPy array says so, and a Tensor viewing a torch tensor that "
+     "requires grad is autograd's (view its .detach() to write): copy into a writable array"),
     ("a destination whose elements alias",
      lambda: ab.copy(SIX.reshape(2, 3), np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), (2, 3), (4, 4))),
      ab.DLPackError,

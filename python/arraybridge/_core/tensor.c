@@ -58,10 +58,13 @@ static int is_own_device(const TensorObject* self, PyObject* requested) {
   return type == (long)own.device_type && id == (long)own.device_id;
 }
 
-/* max_version's major number, or -1 when absent or not a tuple of ints. */
+/* max_version's major number (0 when absent), or -1 when it is no (major, minor)
+ * tuple of ints: _dlpack_slow says what is wrong with it. */
 static long major_version(PyObject* max_version) {
   if (!max_version || max_version == Py_None) return 0;
-  if (!PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) return -1;
+  if (!PyTuple_CheckExact(max_version) || PyTuple_GET_SIZE(max_version) != 2 ||
+      !PyLong_Check(PyTuple_GET_ITEM(max_version, 1)))
+    return -1;
   long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
   if (major == -1 && PyErr_Occurred()) {
     PyErr_Clear();

@@ -322,8 +322,9 @@ static int refuse_read_only(const DLManagedTensorVersioned* dst, const char* rol
   PyObject* refusal = name
       ? PyObject_CallFunction((PyObject*)Py_TYPE(like), "NiO",
                               PyUnicode_FromFormat("copy: %s is marked READ_ONLY (a read-only array, a legacy "
-                                                   "DLPack capsule, a JAX or TensorFlow array): copy into a "
-                                                   "writable array",
+                                                   "DLPack capsule, a JAX or TensorFlow array, a Tensor viewing "
+                                                   "a torch tensor that requires grad): copy into a writable "
+                                                   "array",
                                                    role),
                               (int)ABR_ERR_READ_ONLY, name)
       : NULL;
