@@ -16,9 +16,11 @@ sources read-only at the receiver (NumPy; JAX and TensorFlow arrays are immutabl
 a structure's arrays moved as one batch (one READ). The receiver chooses the
 device: by default the one its framework uses (torch's default device, JAX's first
 device, CuPy's current GPU, pyclesperanto's OpenCL device, else the CPU);
-receive_on() picks another. The sender's packed copy is freed when Ray collects the
-object; a sender that dies makes the read raise PeerLostError. Ray is imported on
-first use and is never a dependency of the package.
+receive_on() picks another. A torch tensor that requires grad arrives requiring
+grad, as a leaf of the receiver's own (Ray's object store keeps it for leaves). The
+sender's packed copy is freed when Ray collects the object; a sender that dies makes
+the read raise PeerLostError. Ray is imported on first use and is never a
+dependency of the package.
 """
 import dataclasses
 import importlib
@@ -158,8 +160,13 @@ def _publish(arrays):
     from ._errors import ArrayBridgeError
     from ._lib import _core
     from ._tensor import Tensor
-    tensors = [x if isinstance(x, Tensor) else _core.from_dlpack(x) for x in arrays]
+    tensors = [x if isinstance(x, Tensor) else _imported(x, index, len(arrays)) for index, x in enumerate(arrays)]
     handle, publication = _peer().publish(tensors)
+    # What autograd had (a torch receiver's tensors require grad where the sender's did,
+    # as through Ray's object store), which the bytes cannot say.
+    for entry, x in zip(publication["tensors"], arrays):
+        if getattr(x, "requires_grad", False) is True:
+            entry["requires_grad"] = True
     devices = {tensor.device for tensor in tensors}
     copies = []
     if len(devices) == 1 and devices.pop().startswith("cuda:"):
@@ -175,6 +182,23 @@ def _publish(arrays):
         else:
             publication = dict(publication, ipc={"node": _node(), "handles": handles})
     return (handle, copies), publication
+
+
+def _imported(x, index, count):
+    """x (the index-th of the count arrays a method returned) as a Tensor, or the refusal
+    naming which array it was: Ray hands over the arrays of a structure without its keys."""
+    from ._errors import DLPackError
+    from ._lib import _core
+    try:
+        return _core.from_dlpack(x)
+    except (BufferError, TypeError) as error:
+        what = f"a {type(x).__module__}.{type(x).__qualname__}"
+        if getattr(x, "dtype", None) is not None and getattr(x, "shape", None) is not None:
+            what += f" of {x.dtype}, shape {tuple(x.shape)}"
+        message = f"arraybridge.ray: array {index} of the {count} the method returned ({what}) cannot be sent: {error}"
+        if isinstance(error, TypeError):
+            raise TypeError(message) from error
+        raise DLPackError(message, getattr(error, "status", None), getattr(error, "status_name", None)) from error
 
 
 def _read_by_ipc(publication, device, read_only):
@@ -230,11 +254,14 @@ def _receiving_device(framework):
     return "cpu"
 
 
-def _finish(framework, tensor):
-    """The received Tensor as `framework`'s array (no copy where it can hold it)."""
+def _finish(framework, tensor, entry):
+    """The received Tensor as `framework`'s array (no copy where it can hold it), described
+    by its publication `entry`."""
     from . import _seed
     if framework == "arraybridge":
         return tensor
+    if framework == "torch" and entry.get("requires_grad"):  # a leaf of the receiver's own, as Ray's store gives
+        return _seed._framework_array(tensor, _seed.MemoryType.TORCH, None).requires_grad_()
     if framework == "pyclesperanto":  # a copy into pyclesperanto's own context
         return _seed._into_pyclesperanto(tensor, _pyclesperanto_index(), True, None, None)
     target = _seed.MemoryType(framework)  # a read Tensor is compact: JAX and TensorFlow take it as it is
@@ -328,7 +355,7 @@ def _manager_class(framework):
                 tensors = _read_by_ipc(publication, device, read_only)
                 if tensors is None:
                     tensors = _peer().read(publication, device=device, abort=abort, read_only=read_only)
-                return [_finish(framework, tensor) for tensor in tensors]
+                return [_finish(framework, tensor, entry) for tensor, entry in zip(tensors, publication["tensors"])]
             finally:
                 with _lock:
                     reads = _aborted.get(obj_id, set())

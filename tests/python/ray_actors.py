@@ -130,6 +130,10 @@ class Sender:
         return {f"w{i}": np.full(size, i, dtype=np.float32) for i in range(count)}
 
     @ray.method(tensor_transport="AB_NUMPY")
+    def unsendable(self):
+        return {"fine": np.zeros(3), "text": np.array(["a", "b"])}
+
+    @ray.method(tensor_transport="AB_NUMPY")
     def big(self, nbytes):
         return np.ones(nbytes, dtype=np.uint8)
 
@@ -151,8 +155,17 @@ def _send_through(framework):
     return ray.method(tensor_transport=abray.transport(framework))(send)
 
 
+def _autograd(self):
+    """Leaf and non-leaf tensors that require grad, and one that does not."""
+    import torch
+    leaf = torch.tensor([1.5, -2.0, 3.25], requires_grad=True)
+    return {"leaf": leaf, "made": leaf * 2, "plain": torch.arange(3, dtype=torch.float32)}
+
+
 for _framework in sorted(set(FRAMEWORKS) - {"numpy", "arraybridge"}):
     setattr(Sender, _framework, _send_through(_framework))
+if "torch" in FRAMEWORKS:
+    Sender.autograd = ray.method(tensor_transport="AB_TORCH")(_autograd)
 Sender = ray.remote(Sender)
 
 
@@ -177,6 +190,9 @@ class Receiver:
 
     def many(self, received):
         return sorted((key, float(value[0]), value.shape[0]) for key, value in received.items())
+
+    def autograd(self, received):
+        return {key: (x.requires_grad, x.is_leaf, x.detach().tolist()) for key, x in received.items()}
 
     def size(self, received):
         return int(received.sum())

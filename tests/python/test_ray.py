@@ -111,6 +111,24 @@ def test_a_dict_of_100_arrays_moves_as_one_batch(actors):
     assert stats["receives"] >= 100
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is installed by `make test`")
+def test_a_torch_receiver_gets_requires_grad_as_the_sender_had_it(actors):
+    """A newcomer's trial: parameters that require grad arrived without it (Ray's object
+    store keeps it). Each arrives as a leaf of the receiver's own, values exact."""
+    _, _, sender, receiver = actors
+    got = ray.get(receiver.autograd.remote(sender.autograd.remote()), timeout=TIMEOUT)
+    assert got == {"leaf": (True, True, [1.5, -2.0, 3.25]), "made": (True, True, [3.0, -4.0, 6.5]),
+                   "plain": (False, True, [0.0, 1.0, 2.0])}
+
+
+def test_an_array_that_cannot_be_sent_is_named_by_its_place(actors):
+    """A newcomer's trial: a bare BufferError, not saying which of the arrays it was."""
+    _, _, sender, receiver = actors
+    with pytest.raises(Exception, match=r"array 1 of the 2 the method returned \(a numpy.ndarray of <U1, shape "
+                                        r"\(2,\)\) cannot be sent: DLPack only supports"):
+        ray.get(receiver.size.remote(sender.unsendable.remote()), timeout=TIMEOUT)
+
+
 def wait_until(check, seconds=30):
     deadline = time.monotonic() + seconds
     while not check() and time.monotonic() < deadline:
