@@ -2,6 +2,8 @@
 // field adds a version: append its size, bump ABR_X_VERSION in the header.
 #pragma once
 
+#include <cstddef>
+
 #include "arraybridge/arraybridge.h"
 #include "capi/versioned.hpp"
 
@@ -22,8 +24,14 @@ ABR_STRUCT_VERSIONS(kDeviceInfo, abr_device_info, ABR_DEVICE_INFO_VERSION)
 ABR_STRUCT_VERSIONS(kBackendInfo, abr_backend_info, ABR_BACKEND_INFO_VERSION)
 ABR_STRUCT_VERSIONS(kIpcHandle, abr_ipc_handle, ABR_IPC_HANDLE_VERSION)
 ABR_STRUCT_VERSIONS(kDeviceKind, abr_device_kind, ABR_DEVICE_KIND_VERSION)
-ABR_STRUCT_VERSIONS(kBatchReport, abr_batch_report, ABR_BATCH_REPORT_VERSION)
 
 #undef ABR_STRUCT_VERSIONS
+
+// Version 2 added `paths`.
+inline constexpr std::size_t kBatchReport_sizes[] = {offsetof(abr_batch_report, paths), sizeof(abr_batch_report)};
+static_assert(sizeof(kBatchReport_sizes) / sizeof(std::size_t) == ABR_BATCH_REPORT_VERSION,
+              "ABR_BATCH_REPORT_VERSION and the sizes disagree");
+inline constexpr StructVersions kBatchReport{"abr_batch_report", "abr_batch_report_init", "ABR_BATCH_REPORT_VERSION",
+                                             kBatchReport_sizes, ABR_BATCH_REPORT_VERSION};
 
 }  // namespace abr::capi

@@ -2,6 +2,7 @@
 // block shared by the small results, views that keep their sources, all or
 // nothing on failure (no source consumed, no result handed out), and the batch's
 // report.
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -218,6 +219,46 @@ TEST_CASE("batch: views keep their sources until the results go") {
   CHECK(sources.deleted() == 4);  // each deleter once, through its result
 }
 
+TEST_CASE("batch: a version 2 report says each result's path; a version 1 report is filled within its size") {
+  Runtime rt;
+  Sources sources;
+  for (int i = 0; i < 3; ++i) sources.add(32, static_cast<float>(i));
+  std::vector<abr_path> paths(3, ABR_PATH_MAX_ENUM);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  report.paths = paths.data();
+  {
+    Results views(3);
+    REQUIRE(many(rt, sources, views, cpu, ABR_COPY_IF_NEEDED, &report) == ABR_OK);
+    CHECK(paths == std::vector<abr_path>(3, ABR_PATH_ZERO_COPY));
+    CHECK(report.paths == paths.data());  // the caller's array, kept
+  }
+  Sources more;
+  for (int i = 0; i < 3; ++i) more.add(32, static_cast<float>(i));
+  Results copies(3);
+  REQUIRE(many(rt, more, copies, ocl0, ABR_COPY_ALWAYS, &report) == ABR_OK);
+  CHECK(paths == std::vector<abr_path>(3, ABR_PATH_HOST_TO_DEVICE));
+  // A failed call leaves the paths as they were.
+  Sources bad;
+  bad.add(4, 0.0f);
+  bad.tensors[0]->managed.dl_tensor.ndim = -1;
+  Results none(1);
+  paths[0] = ABR_PATH_MAX_ENUM;
+  CHECK(many(rt, bad, none, cpu, ABR_COPY_ALWAYS, &report) == ABR_ERR_DLPACK_NDIM);
+  CHECK(paths[0] == ABR_PATH_MAX_ENUM);
+  // A caller built against version 1: a struct without `paths`, exactly its size on
+  // the heap (ASan sees a byte too many), filled as before.
+  const std::size_t v1_size = offsetof(abr_batch_report, paths);
+  std::unique_ptr<unsigned char[]> v1(new unsigned char[v1_size]);
+  auto* old = reinterpret_cast<abr_batch_report*>(v1.get());
+  REQUIRE(abr_batch_report_init(old, 1) == ABR_OK);
+  Sources third;
+  for (int i = 0; i < 2; ++i) third.add(8, 1.0f);
+  Results results(2);
+  REQUIRE(many(rt, third, results, cpu, ABR_COPY_IF_NEEDED, old) == ABR_OK);
+  CHECK(old->version == 1);
+  CHECK(old->views == 2);
+}
+
 TEST_CASE("batch: on PoCL a stream holds the sources until its work is done") {
   Runtime rt;
   abr_stream* stream = nullptr;
@@ -302,9 +343,14 @@ TEST_CASE("copy_many: pairs in order, one wait per context, a later pair sees an
   // a -> d1 (write), d1 -> d2 (device copy), d2 -> b (read), b -> c (host), a[:500] -> b[::2] (host)
   const DLTensor* srcs[] = {&host_a.tensor(), &d1, &d2, &host_b.tensor(), &first_half.tensor()};
   const DLTensor* dsts[] = {&d1, &d2, &host_b.tensor(), &host_c.tensor(), &every_other.tensor()};
+  abr_path paths[5] = {};
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  report.paths = paths;
   REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 5, nullptr, nullptr, &report) == ABR_OK, abr_last_error());
   CHECK(c == a);  // through both device buffers, in order
+  CHECK(std::vector<abr_path>(paths, paths + 5) ==
+        std::vector<abr_path>{ABR_PATH_HOST_TO_DEVICE, ABR_PATH_DEVICE_COPY, ABR_PATH_DEVICE_TO_HOST,
+                              ABR_PATH_HOST_COPY, ABR_PATH_HOST_COPY});
   for (std::size_t i = 0; i < 1000; ++i) CHECK(b[i] == (i % 2 ? a[i] : a[i / 2]));
   CHECK(report.tensors == 5);
   CHECK(report.bytes_moved == 4 * 4000 + 2000);

@@ -311,6 +311,28 @@ def test_a_write_into_a_tensor_viewing_a_torch_tensor_makes_backward_raise(how):
 
 
 @needs_torch
+def test_a_batch_says_which_results_view_their_sources_and_only_those_bump_a_version():
+    """Each batch result's path comes from the library (abr_batch_report version 2):
+    before, a batch that made a view took every other device's result of host memory
+    for one, and a write into a copy bumped its torch source's version for nothing."""
+    torch = pytest.importorskip("torch")
+
+    def at(offset):  # a leaf whose data starts `offset` bytes past a page: opencl:0 wraps it only aligned
+        raw = np.zeros(6 * 4 + 8192, np.uint8)
+        start = (-raw.ctypes.data) % 4096 + offset
+        return torch.from_numpy(raw[start:start + 6 * 4].view(np.float32)).requires_grad_()
+
+    wrapped, copied = at(0), at(4)
+    results = ab.to_device([wrapped.detach(), copied.detach()], "opencl:0")
+    assert [t.report.path for t in results] == ["host_wrap", "host_to_device"]
+    assert [t.report.path for t in ab.to_device([np.zeros(2), copied.detach()], "cpu")] == ["zero_copy"] * 2
+    for result in results:
+        ab.copy(np.full(6, 10, np.float32), result)
+    assert (wrapped._version, copied._version) == (1, 0)
+    assert float(wrapped.detach()[0]) == 10.0 and float(copied.detach()[0]) == 0.0
+
+
+@needs_torch
 def test_a_write_into_the_read_only_view_of_a_tensor_that_requires_grad_says_why():
     """A newcomer's trial: the refusal listed JAX, TensorFlow, legacy capsules and NumPy,
     but not the reason this Tensor is read-only."""

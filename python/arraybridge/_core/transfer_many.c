@@ -31,44 +31,6 @@ static void delete_imports(Imported* imports, DLManagedTensorVersioned** movable
   }
 }
 
-/* Where a source's memory was, for the results that keep a torch twin (keep_torch_twin). */
-typedef struct {
-  DLDevice device;
-  uintptr_t address; /* data + byte_offset */
-} SourceAt;
-
-/* Where each source was, when any is a writable torch tensor's memory; else NULL (with
- * an exception only when out of memory). */
-static SourceAt* torch_twins(const Imported* imports, Py_ssize_t n) {
-  Py_ssize_t i = 0;
-  while (i < n && !imports[i].torch_twin) ++i;
-  if (i == n) return NULL;
-  SourceAt* at = (SourceAt*)calloc((size_t)n, sizeof *at);
-  if (!at) {
-    PyErr_NoMemory();
-    return NULL;
-  }
-  for (i = 0; i < n; ++i) {
-    const DLTensor* t = imported_tensor(&imports[i]);
-    at[i].device = t->device;
-    at[i].address = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-  }
-  return at;
-}
-
-/* Whether a batch's result is its source's memory: the same address on the same
- * device, or (host memory wrapped for a device, which names it by its own handle)
- * another device's result of host memory in a batch that made views. The batch
- * report counts its views but does not say which: such a result may be a copy, and
- * is then taken for a view, which costs a version bump, never a write autograd misses. */
-static int is_view_of(const SourceAt* src, const DLManagedTensorVersioned* result, uint32_t views) {
-  const DLTensor* t = &result->dl_tensor;
-  if (!views) return 0;
-  if (t->device.device_type == src->device.device_type && t->device.device_id == src->device.device_id)
-    return (uintptr_t)t->data + (uintptr_t)t->byte_offset == src->address;
-  return (kind_flags(src->device.device_type) & ABR_KIND_HOST_MEMORY) != 0;
-}
-
 /* The structure check of to_device's flat list, here: as a generator in Python it
  * cost about 300 instructions per item of a 1000-array batch, a twentieth of it. */
 PyObject* core_is_flat(PyObject* module, PyObject* list) {
@@ -166,8 +128,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   PyTypeObject* type = (PyTypeObject*)hooks.tensor_type;
   Py_ssize_t imported = 0;
   PyObject* answer = NULL;
-  SourceAt* twins = NULL;
-  if (!results || !imports || !movable || !out) {
+  abr_path* paths = (abr_path*)calloc((size_t)(n ? n : 1), sizeof *paths); /* each result's, from the report */
+  if (!results || !imports || !movable || !out || !paths) {
     PyErr_NoMemory();
     goto done;
   }
@@ -188,8 +150,6 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
       goto done;
     }
   }
-  twins = torch_twins(imports, n);
-  if (!twins && PyErr_Occurred()) goto done;
   DLDevice imported_from = {(DLDeviceType)0, 0}; /* for a recording: the sources' one device (type 0: several) */
   for (Py_ssize_t i = 0; recorder && i < n; ++i) {
     const DLDevice d = imported_tensor(&imports[i])->device;
@@ -248,6 +208,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   abr_batch_report report;
   memset(&report, 0, sizeof report);
   report.version = ABR_BATCH_REPORT_VERSION;
+  report.paths = n ? paths : NULL;
   abr_status status;
   abr_event* batch_done = NULL;
   if (hold_gil) {
@@ -286,7 +247,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     TensorObject* tensor = (TensorObject*)PyList_GET_ITEM(results, i);
     tensor->tensor = out[i];
     memcpy(tensor->report.detail, report.detail, detail_size); /* the batch's line */
-    if (twins) keep_torch_twin((PyObject*)tensor, &imports[i], is_view_of(&twins[i], out[i], report.views));
+    tensor->report.path = paths[i];
+    keep_torch_twin((PyObject*)tensor, &imports[i], paths[i] == ABR_PATH_ZERO_COPY || paths[i] == ABR_PATH_HOST_WRAP);
   }
   PyObject* ready = NULL; /* the batch's one Event, held by every Tensor */
   if (hold_completion(batch_done, NULL, "to_device_many", &ready) < 0) goto done; /* the results go with `results` */
@@ -305,7 +267,7 @@ done:
   delete_imports(imports, movable, imported);
   Py_XDECREF(results);
   Py_DECREF(xs);
-  free(twins);
+  free(paths);
   free(imports);
   free(movable);
   free(out);

@@ -395,7 +395,7 @@ pub const ABR_DEVICE_KIND_INIT: abr_device_kind = abr_device_kind {
     disable_env: [0; 64],
 };
 
-pub const ABR_BATCH_REPORT_VERSION: u32 = 1;
+pub const ABR_BATCH_REPORT_VERSION: u32 = 2;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -408,6 +408,8 @@ pub struct abr_batch_report {
     pub reserved_: u32,
     pub bytes_moved: u64,
     pub detail: [c_char; 160],
+    /// Version 2: null, or one entry per source (pair) that a successful call fills.
+    pub paths: *mut abr_path,
 }
 pub const ABR_BATCH_REPORT_INIT: abr_batch_report = abr_batch_report {
     version: ABR_BATCH_REPORT_VERSION,
@@ -418,6 +420,7 @@ pub const ABR_BATCH_REPORT_INIT: abr_batch_report = abr_batch_report {
     reserved_: 0,
     bytes_moved: 0,
     detail: [0; 160],
+    paths: core::ptr::null_mut(),
 };
 
 // ======================================================================== pinned pool

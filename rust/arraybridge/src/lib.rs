@@ -666,10 +666,13 @@ pub struct BatchReport {
     pub copies: u32,
     pub bytes_moved: u64,
     pub detail: String,
+    /// Each result's (pair's) path: `ABR_PATH_ZERO_COPY` and `ABR_PATH_HOST_WRAP`
+    /// results are their sources' memory.
+    pub paths: Vec<sys::abr_path>,
 }
 
 impl BatchReport {
-    fn from_raw(r: &sys::abr_batch_report) -> BatchReport {
+    fn from_raw(r: &sys::abr_batch_report, paths: Vec<sys::abr_path>) -> BatchReport {
         BatchReport {
             tensors: r.tensors,
             coalesced: r.coalesced,
@@ -677,6 +680,7 @@ impl BatchReport {
             copies: r.copies,
             bytes_moved: r.bytes_moved,
             detail: text_of(&r.detail),
+            paths,
         }
     }
 }
@@ -934,7 +938,9 @@ impl Runtime {
         }
         let srcs: Vec<*mut sys::DLManagedTensorVersioned> = sources.into_iter().map(Tensor::into_raw_now).collect();
         let mut outs = vec![ptr::null_mut(); srcs.len()];
+        let mut paths = vec![sys::ABR_PATH_NONE; srcs.len()];
         let mut report = sys::ABR_BATCH_REPORT_INIT;
+        report.paths = paths.as_mut_ptr();
         let options = options.raw(ptr::null_mut());
         let status = unsafe {
             sys::abr_to_device_many(
@@ -965,7 +971,7 @@ impl Runtime {
                 }
             }
         }
-        Ok((results, BatchReport::from_raw(&report)))
+        Ok((results, BatchReport::from_raw(&report, paths)))
     }
 
     /// Copies `src` into `dst` (same shape; a dtype difference is converted; any
@@ -1000,7 +1006,9 @@ impl Runtime {
         }
         let srcs: Vec<*const sys::DLTensor> = pairs.iter().map(|(s, _)| s.dl_tensor() as *const _).collect();
         let dsts: Vec<*const sys::DLTensor> = pairs.iter().map(|(_, d)| d.dl_tensor() as *const _).collect();
+        let mut paths = vec![sys::ABR_PATH_NONE; srcs.len()];
         let mut report = sys::ABR_BATCH_REPORT_INIT;
+        report.paths = paths.as_mut_ptr();
         let mut o = options.raw(ptr::null_mut());
         o.copy = sys::ABR_COPY_IF_NEEDED;
         o.dtype = sys::DLDataType::default();
@@ -1010,7 +1018,7 @@ impl Runtime {
         if let Some(stream) = stream {
             stream.synchronize()?;
         }
-        Ok(BatchReport::from_raw(&report))
+        Ok(BatchReport::from_raw(&report, paths))
     }
 
     pub fn pool_stats(&self) -> Result<PoolStats> {

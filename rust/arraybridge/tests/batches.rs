@@ -18,6 +18,7 @@ fn many_small_tensors_go_to_opencl_and_back() {
     let stream = Stream::new(&rt, device).unwrap();
     let (back, report) = rt.to_device_many(on_device, Device::CPU, &options, Some(&stream)).unwrap();
     assert_eq!(report.tensors, 5);
+    assert_eq!(report.paths, vec![sys::ABR_PATH_DEVICE_TO_HOST; 5]);
     for (n, t) in (1..=5).zip(&back) {
         assert_eq!(t.to_vec::<f32>().unwrap(), values(n * 10));
     }
@@ -50,6 +51,7 @@ fn copy_many_fills_each_destination() {
     let mut db = Tensor::zeros::<f64>(&[8]);
     let report = rt.copy_many(&mut [(&a, &mut da), (&b, &mut db)], &TransferOptions::default(), None).unwrap();
     assert_eq!(report.tensors, 2);
+    assert_eq!(report.paths, vec![sys::ABR_PATH_DEVICE_TO_HOST, sys::ABR_PATH_HOST_COPY]);
     assert_eq!(da.to_vec::<f32>().unwrap(), values(16));
     let expected: Vec<f64> = values(8).into_iter().map(f64::from).collect();
     assert_eq!(db.to_vec::<f64>().unwrap(), expected, "a dtype difference is converted");
