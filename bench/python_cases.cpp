@@ -54,23 +54,11 @@ namespace {
   "sys.exit(0)\n" ABR_BENCH_PYTHON_TOGETHER
 
 // Prints "<case>|<ours>|<baseline>|<baseline>" per call in seconds (medians of
-// batches; nan for what is not installed), or "missing: <what>".
+// samples taken in turn, together(); nan for what is not installed), or "missing: <what>".
 const char* kScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
 import importlib
-reps, warm, calls = int(sys.argv[1]), int(sys.argv[2]), 20000
+reps, warm = max(int(sys.argv[1]), 9), int(sys.argv[2])
 a = np.ones(1024, dtype=np.float32)
-def median(body):
-    if body is None:
-        return math.nan
-    def batch():
-        for _ in range(calls):
-            body()
-    for _ in range(warm):
-        batch()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter(); batch(); times.append((time.perf_counter() - t) / calls)
-    return sorted(times)[len(times) // 2]
 def optional(name):
     try:
         return importlib.import_module(name)
@@ -83,38 +71,39 @@ class PassThrough:  # the two hand-overs in pure Python: what any wrapper costs 
     def __dlpack_device__(self): return self.x.__dlpack_device__()
 jnp, tvm, torch = optional("jax.numpy"), optional("tvm_ffi"), optional("torch")
 assert ab.to_device(a, "cpu").report.path == "zero_copy"
-ours = median(lambda: np.from_dlpack(ab.to_device(a, "cpu")))
-rows = [("python round trip", ours, median(lambda: np.from_dlpack(a)),
-         median(lambda: np.from_dlpack(PassThrough(a)))),
-        ("round trip vs peers", ours, median(jnp and (lambda: np.from_dlpack(jnp.from_dlpack(a)))),
-         median(tvm and (lambda: np.from_dlpack(tvm.from_dlpack(a)))))]
+def row(name, ours, *baselines):  # ours and each baseline timed in turn
+    times = together([ours, *baselines, None][:3], reps, warm)
+    print("|".join([name] + [repr(t) for t in times]), flush=True)
+ours = lambda: np.from_dlpack(ab.to_device(a, "cpu"))
+row("python round trip", ours, lambda: np.from_dlpack(a), lambda: np.from_dlpack(PassThrough(a)))
+row("round trip vs peers", ours, jnp and (lambda: np.from_dlpack(jnp.from_dlpack(a))),
+    tvm and (lambda: np.from_dlpack(tvm.from_dlpack(a))))
 if torch is not None:
-    rows.append(("round trip vs torch", ours, median(lambda: np.from_dlpack(torch.from_dlpack(a))), math.nan))
+    row("round trip vs torch", ours, lambda: np.from_dlpack(torch.from_dlpack(a)))
 tensor = ab.to_device(a, "cpu")
 if tvm is not None:
     peer = tvm.core.DLTensorTestWrapper(tvm.from_dlpack(a))  # a tvm-ffi tensor type with a C exchange API
-    rows.append(("exchange round trip", median(lambda: tvm.from_dlpack(ab.from_dlpack(peer))),
-                 median(lambda: tvm.from_dlpack(peer)), math.nan))
+    row("exchange round trip", lambda: tvm.from_dlpack(ab.from_dlpack(peer)), lambda: tvm.from_dlpack(peer))
 if torch is not None and hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
     t = torch.from_dlpack(a)
-    rows.append(("torch exchange trip", median(lambda: ab._core.hand_over(ab.from_dlpack(t), torch.Tensor)),
-                 median(lambda: torch.from_dlpack(t)), math.nan))
+    row("torch exchange trip", lambda: ab._core.hand_over(ab.from_dlpack(t), torch.Tensor),
+        lambda: torch.from_dlpack(t))
 if torch is not None:  # torch's own CPU ops on the same tensor: .numpy() beside our view, .clone() beside our copy
     t = torch.from_numpy(a)
-    rows.append(("torch to numpy", median(lambda: np.from_dlpack(ab.to_device(t, "cpu"))), median(t.numpy), math.nan))
-    rows.append(("torch copy", median(lambda: ab.to_device(t, "cpu", copy=True)), median(t.clone), math.nan))
+    row("torch to numpy", lambda: np.from_dlpack(ab.to_device(t, "cpu")), t.numpy)
+    row("torch copy", lambda: ab.to_device(t, "cpu", copy=True), t.clone)
+# The hand-over alone, timed in C (a million calls), beside __dlpack__ timed in turn with nothing.
 owned, view = ab._core.handover_ns(tensor, 1000000)
-rows.append(("exchange hand-over", owned * 1e-9, median(tensor.__dlpack__), math.nan))
-for row in rows:
-    print("|".join(str(v) for v in row))
+print(f"exchange hand-over|{owned * 1e-9!r}|{together([tensor.__dlpack__], reps, warm)[0]!r}|nan", flush=True)
 )PY";
 
 // convert_memory, the seed API users call in loops, on a 64x64 float32 array between
 // the CPU frameworks: ours beside what a user writes without a bridge (the framework's
 // own call) and, where ARRAYBRIDGE_BENCH_SEED names a folder holding the seed
 // project's package (PyPI arraybridge 0.5.x, which shares our import name), the seed's
-// convert_memory, timed in a process of its own. Prints "<case>|<ours>|<own>|<seed>"
-// per call in seconds (nan for what is not installed or measured).
+// convert_memory, timed in a process of its own (so not in turn with ours). Ours and
+// the framework's own call are timed in turn (together()). Prints
+// "<case>|<ours>|<own>|<seed>" per call in seconds (nan for what is not installed or measured).
 const char* kConvertScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
 import subprocess
 # What both processes run first, ours and the seed's: the frameworks there are, their arrays, the timing.
@@ -174,8 +163,8 @@ for pair in {pairs!r}:
 for pair in pairs:
     s, d = pair.split("->")
     x, own = data[s], OWN[pair]
-    ours = median(lambda: ab.convert.convert_memory(x, s, d, None), reps, warm)
-    print(f"{row(pair)}|{ours!r}|{median(lambda: own(x), reps, warm)!r}|{seed.get(pair, math.nan)!r}", flush=True)
+    ours, by_own = together([lambda: ab.convert.convert_memory(x, s, d, None), lambda: own(x)], max(reps, 9), warm)
+    print(f"{row(pair)}|{ours!r}|{by_own!r}|{seed.get(pair, math.nan)!r}", flush=True)
 )PY";
 
 // Prints "<case>|<bytes>|<ours>|<torch>|<cupy>" per case and size (seconds, nan for
@@ -374,8 +363,9 @@ if "py copy batch" in chosen:  # one ab.copy of two lists, beside NumPy's loop o
 // One array from one Ray actor to another: a NumPy array through arraybridge.ray's
 // transport (the receiver READs the sender's registered memory over NIXL) beside Ray's
 // object store (serialized, put in shared memory, read by the receiver); a torch CPU
-// tensor through ours beside Ray's own NIXL transport (torch only). Prints
-// "<case>|<bytes>|<ours>|<baseline>" per size in seconds, or "missing: <what>".
+// tensor through ours beside Ray's own NIXL transport (torch only), one transfer of
+// each in turn (ABBA). Prints "<case>|<bytes>|<ours>|<baseline>" per size in seconds,
+// or "missing: <what>".
 const char* kRayScript = ABR_BENCH_PYTHON_IMPORTS R"PY(
 import importlib.util
 try:
@@ -465,31 +455,41 @@ class CudaReceiver:
         return x.nbytes
 sender, receiver = Sender.remote(), Receiver.remote()
 cuda_pairs = {f: (cuda_sender(f), CudaReceiver.remote(f)) for f in on_gpu}
-def median(make, n, to=None):
+def in_turn(makes, n, to=None):
+    """The median seconds of one actor-to-actor transfer of n bytes by each of makes (None:
+    nan), their samples taken in turn with the order reversed each round (ABBA)."""
     to = to or receiver
-    def once():
+    def once(make):
         assert ray.get(to.take.remote(make.remote(n)), timeout=60) == n  # a hang is an error, never the bench's end
-    for _ in range(max(warm, 1)):
-        once()
-    times = []
-    for _ in range(max(reps, 3)):
-        t = time.perf_counter(); once(); times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
+    live = [i for i, make in enumerate(makes) if make is not None]
+    for i in live:
+        for _ in range(max(warm, 1)):
+            once(makes[i])
+    samples = {i: [] for i in live}
+    for round in range(max(reps, 3)):
+        for i in (live if round % 2 == 0 else live[::-1]):
+            t = time.perf_counter(); once(makes[i]); samples[i].append(time.perf_counter() - t)
+    return [sorted(samples[i])[len(samples[i]) // 2] if i in samples else math.nan for i in range(len(makes))]
 def ray_nixl(make, n, to=None):
-    try:  # Ray's own NIXL transport imports the `nixl` meta package, which NIXL's wheel alone is not
-        return median(make, n, to)
+    """make, or None where Ray's own NIXL transport cannot run here (it imports the `nixl`
+    meta package, which NIXL's wheel alone is not): said once, as a note."""
+    try:
+        assert ray.get((to or receiver).take.remote(make.remote(n)), timeout=60) == n
+        return make
     except Exception as error:
         print(f"ray-nixl: {type(error).__name__}: {str(error).splitlines()[0][:160]}", flush=True)
-        return math.nan
+        return None
 for n in sizes:
     if "py ray" in chosen:
-        print(f"py ray|{n}|{median(sender.ours, n)!r}|{median(sender.store, n)!r}", flush=True)
+        print(f"py ray|{n}|" + "|".join(repr(t) for t in in_turn([sender.ours, sender.store], n)), flush=True)
     if "py ray torch" in chosen and torch is not None:
-        print(f"py ray torch|{n}|{median(sender.ours_torch, n)!r}|{ray_nixl(sender.ray_nixl, n)!r}", flush=True)
+        times = in_turn([sender.ours_torch, ray_nixl(sender.ray_nixl, n)], n)
+        print(f"py ray torch|{n}|" + "|".join(repr(t) for t in times), flush=True)
     for framework, (by, to) in list(cuda_pairs.items()):
         try:
-            theirs = ray_nixl(by.theirs, n, to) if framework == "torch" else median(by.store, n, to)
-            print(f"py ray cuda {framework}|{n}|{median(by.ours, n, to)!r}|{theirs!r}", flush=True)
+            theirs = ray_nixl(by.theirs, n, to) if framework == "torch" else by.store
+            times = in_turn([by.ours, theirs], n, to)
+            print(f"py ray cuda {framework}|{n}|" + "|".join(repr(t) for t in times), flush=True)
         except Exception as error:  # that framework's pair is left out from here on; the others go on
             print(f"ray-cuda: {framework} at {n} bytes: {type(error).__name__}: {str(error).splitlines()[0][:160]}",
                   flush=True)
@@ -505,19 +505,6 @@ from arraybridge.nixl._load import load_nixl
 nixl.skip_infiniband()  # UCX's InfiniBand module crashes the process at exit on a machine without one
 raw = load_nixl()
 reps, warm = int(sys.argv[1]), int(sys.argv[2])
-def median(fn, n):
-    runs = max(3, reps // 4) if n >= (64 << 20) else reps
-    for _ in range(max(warm, 2) if n >= (64 << 20) else max(warm, 5)):
-        fn()
-    t = time.perf_counter(); fn(); once = time.perf_counter() - t
-    calls = max(1, min(1000, int(2e-3 / max(once, 1e-9))))
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - t) / calls)
-    return sorted(times)[len(times) // 2]
 def finish(agent, handle):  # polls a posted READ to its end, as NIXL's examples do
     state = agent.transfer(handle)
     while state == "PROC":
@@ -555,7 +542,9 @@ for n in (int(s) for s in sys.argv[3].split(",")):
     D.add_remote_agent(C.get_partial_agent_metadata(src))
     prepared = D.initialize_xfer("READ", D.get_xfer_descs(here, "DRAM"), D.get_xfer_descs(there, "DRAM"),
                                  "bench-pre-c")  # made once, posted each time
-    times = [median(ours, n), median(register_each_time, n), median(lambda: finish(D, prepared), n)]
+    big = n >= (64 << 20)  # ours and both baselines in turn (together)
+    times = together([ours, register_each_time, lambda: finish(D, prepared)], max(3, reps // 4) if big else reps,
+                     max(warm, 2) if big else max(warm, 5))
     prepared.release()
     D.deregister_memory(dst)
     C.deregister_memory(src)

@@ -71,18 +71,21 @@ static int refuse(PyObject* x, const char* role, const char* problem, const char
   return -1;
 }
 
-/* torch.autograd.graph.increment_version and torch.is_inference_mode_enabled, looked up once. */
+/* torch._C._increment_version (what torch.autograd.graph.increment_version calls,
+ * without its Python wrapper: that cost as much as the inference check below) and
+ * torch.is_inference_mode_enabled, looked up once. */
 static PyObject *increment_version, *inference_mode_enabled, *is_inference;
+static int bump_takes_tensor = -1; /* an older torch's takes one tensor, a newer one's a sequence: found on first use */
 
 static int written_ready(void) {
   if (increment_version) return 0;
-  PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
-  PyObject* torch = graph ? PyImport_ImportModule("torch") : NULL;
-  PyObject* bump = torch ? PyObject_GetAttrString(graph, "increment_version") : NULL;
+  PyObject* torch = PyImport_ImportModule("torch");
+  PyObject* c = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+  PyObject* bump = c ? PyObject_GetAttrString(c, "_increment_version") : NULL;
   PyObject* enabled = bump ? PyObject_GetAttrString(torch, "is_inference_mode_enabled") : NULL;
-  Py_XDECREF(graph);
   Py_XDECREF(torch);
-  if (!enabled || intern(&is_inference, "is_inference") < 0) { /* torch < 2.1: the write is refused, not hidden */
+  Py_XDECREF(c);
+  if (!enabled || intern(&is_inference, "is_inference") < 0) { /* a torch without them: the write is refused */
     Py_XDECREF(bump);
     Py_XDECREF(enabled);
     return -1;
@@ -90,6 +93,25 @@ static int written_ready(void) {
   inference_mode_enabled = enabled;
   increment_version = bump;
   return 0;
+}
+
+static int bump_version(PyObject* x) {
+  if (bump_takes_tensor != 1) {
+    PyObject* one = PyTuple_Pack(1, x);
+    PyObject* done = one ? PyObject_CallOneArg(increment_version, one) : NULL;
+    Py_XDECREF(one);
+    if (done) {
+      bump_takes_tensor = 0;
+      Py_DECREF(done);
+      return 0;
+    }
+    if (bump_takes_tensor == 0 || !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+    PyErr_Clear();
+    bump_takes_tensor = 1;
+  }
+  PyObject* done = PyObject_CallOneArg(increment_version, x);
+  Py_XDECREF(done);
+  return done ? 0 : -1;
 }
 
 /* Tells autograd that x is about to be written behind torch's back, as torch's own
@@ -106,9 +128,7 @@ int torch_written(PyObject* x, const char* role) {
     const int inside = truth(PyObject_CallNoArgs(inference_mode_enabled));
     return inside < 0 ? -1 : inside ? 0 : refuse(x, role, "inference", "destination");
   }
-  PyObject* done = PyObject_CallOneArg(increment_version, x);
-  Py_XDECREF(done);
-  return done ? 0 : -1;
+  return bump_version(x);
 }
 
 int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_conjugate, PyObject** replacement,
