@@ -43,35 +43,48 @@ def test_a_capsule_holds_one_reference_to_its_tensor(max_version):
 
 
 CONSUMER_DELETES_WITHOUT_RENAMING = """
-import ctypes, gc, sys
+import ctypes, gc, sys, threading
 import numpy as np, arraybridge as ab
 get = ctypes.pythonapi.PyCapsule_GetPointer
 get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-deleter_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+deleter_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # called without the GIL, as ctypes calls C
 t = ab.to_device(np.arange(6, dtype=np.float32), sys.argv[1])
 start = sys.getrefcount(t)
-for round in range(200):
-    versioned = round % 2 == 0
-    capsule = t.__dlpack__(max_version=(1, 0) if versioned else None)
-    name = b"dltensor_versioned" if versioned else b"dltensor"
-    managed = get(capsule, name)
-    # the deleter's place: after version and manager_ctx, or after the 48-byte DLTensor
-    deleter = ctypes.c_void_p.from_address(managed + (16 if versioned else 56)).value
-    deleter_type(deleter)(managed)  # as torch's from_dlpack does when it fails part way
-    del capsule
-    gc.collect()
+def rounds():
+    for round in range(200):
+        versioned = round % 2 == 0
+        capsule = t.__dlpack__(max_version=(1, 0) if versioned else None)
+        name = b"dltensor_versioned" if versioned else b"dltensor"
+        managed = get(capsule, name)
+        # the deleter's place: after version and manager_ctx, or after the 48-byte DLTensor
+        deleter = ctypes.c_void_p.from_address(managed + (16 if versioned else 56)).value
+        deleter_type(deleter)(managed)  # as torch's from_dlpack does when it fails part way
+        del capsule
+        gc.collect()
+if sys.argv[2] == "main":
+    rounds()
+else:  # a thread that runs no pending calls: each deleter's finish waits until the capsule is gone
+    worker = threading.Thread(target=rounds)
+    worker.start()
+    worker.join()
+ab.to_device(np.zeros(1), "cpu")  # drains the finishes still queued
+gc.collect()
 print(start - sys.getrefcount(t))
 """
 
 
+@pytest.mark.parametrize("thread", ["main", "worker"])
 @pytest.mark.parametrize("device", ["cpu", "opencl:0"])
-def test_a_consumer_that_deletes_without_renaming_the_capsule_frees_once(device):
+def test_a_consumer_that_deletes_without_renaming_the_capsule_frees_once(device, thread):
     """torch.from_dlpack of an opencl:0 Tensor fails part way, calls the capsule's
     deleter and leaves it named dltensor_versioned: the capsule's destructor then
-    deleted the view again (a segfault the second time, a reference lost each time)."""
+    deleted the view again (a segfault the second time, a reference lost each time).
+    On a thread without the GIL's pending calls the destructor ran before the first
+    deletion's finish, and deleted again (a segfault until the deleter itself ended
+    the view's generation)."""
     import subprocess
-    done = subprocess.run([sys.executable, "-c", CONSUMER_DELETES_WITHOUT_RENAMING, device], capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ, PYTHONMALLOC="debug"))
+    done = subprocess.run([sys.executable, "-c", CONSUMER_DELETES_WITHOUT_RENAMING, device, thread],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONMALLOC="debug"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["0"]
 

@@ -24,11 +24,14 @@ static const char kUsedLegacy[] = "used_dltensor";
  * lives. So a view exported in a capsule comes from a free list of its own and its
  * memory never goes back to the allocator: its `generation` (nonzero, unique to this
  * export) is also the capsule's context, and a destructor that finds
- * another generation in the view knows the view was deleted already. */
+ * another generation in the view knows the view was deleted already. The deleter
+ * (any thread) ends the generation at once: its finish may wait for the GIL, and the
+ * capsule may die before it runs. */
 typedef struct ViewLife {
   Release release;
   PyObject* owner;
-  uintptr_t generation;  /* a capsule's view: its export's number while it lives, else 0 */
+  uintptr_t generation;  /* a capsule's view: its export's number until deleted, else 0 (atomic) */
+  int pooled;            /* a capsule's view: goes back on its free list, never to the allocator */
   struct ViewLife* next; /* on the free list */
 } ViewLife;
 
@@ -54,8 +57,7 @@ static uintptr_t last_generation;
 static void finish_view(Release* node, ViewLife** free_list, void* memory) {
   ViewLife* life = CONTAINER(ViewLife, release, node);
   PyObject* owner = life->owner;
-  if (life->generation) {
-    life->generation = 0;
+  if (life->pooled) {
     life->next = *free_list;
     *free_list = life;
   } else {
@@ -72,11 +74,14 @@ static void finish_legacy_view(Release* node) {
   finish_view(node, &free_legacy, CONTAINER(LegacyView, life.release, node));
 }
 
-static void versioned_view_deleter(DLManagedTensorVersioned* self) {
-  release_later(&((VersionedView*)self)->life.release);
+static void view_deleted(ViewLife* life) {
+  __atomic_store_n(&life->generation, 0, __ATOMIC_RELEASE); /* before the finish is queued: see ViewLife */
+  release_later(&life->release);
 }
 
-static void legacy_view_deleter(DLManagedTensor* self) { release_later(&((LegacyView*)self)->life.release); }
+static void versioned_view_deleter(DLManagedTensorVersioned* self) { view_deleted(&((VersionedView*)self)->life); }
+
+static void legacy_view_deleter(DLManagedTensor* self) { view_deleted(&((LegacyView*)self)->life); }
 
 /* A view's memory: from its free list when it goes into a capsule (`generation` set). */
 static void* take_view(size_t size, ViewLife** free_list, size_t life_offset, uintptr_t generation) {
@@ -92,6 +97,7 @@ static void* take_view(size_t size, ViewLife** free_list, size_t life_offset, ui
 static void view_life_init(ViewLife* life, PyObject* owner, uintptr_t generation) {
   life->owner = owner;
   life->generation = generation;
+  life->pooled = generation != 0;
   life->next = NULL;
   Py_INCREF(owner);
 }
@@ -223,10 +229,10 @@ static void capsule_destructor(PyObject* capsule) {
   void* tensor = PyCapsule_GetPointer(capsule, name);
   if (name == kVersioned) {
     VersionedView* view = (VersionedView*)tensor;
-    if (view->life.generation == generation) view->tensor.deleter(&view->tensor);
+    if (__atomic_load_n(&view->life.generation, __ATOMIC_ACQUIRE) == generation) view->tensor.deleter(&view->tensor);
   } else {
     LegacyView* view = (LegacyView*)tensor;
-    if (view->life.generation == generation) view->tensor.deleter(&view->tensor);
+    if (__atomic_load_n(&view->life.generation, __ATOMIC_ACQUIRE) == generation) view->tensor.deleter(&view->tensor);
   }
   PyErr_Restore(type, value, traceback);
 }
