@@ -83,12 +83,6 @@ abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* src, DLDe
   });
 }
 
-// The caller's array for each result's path: a version 2 report's, else none.
-static abr_path* paths_of(const abr_batch_report* report, std::size_t count) {
-  abr_path* paths = report && report->version >= 2 ? report->paths : nullptr;
-  return count > 0 ? paths : nullptr;
-}
-
 abr_status abr_batch_report_init(abr_batch_report* report, unsigned int version) {
   return guarded(__func__, [&] { abr::capi::init_versioned(report, version, kBatchReport); });
 }
@@ -109,7 +103,7 @@ abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* co
     }
     abr_batch_report filled{};
     filled.version = ABR_BATCH_REPORT_VERSION;
-    filled.paths = paths_of(report, count);
+    if (report) filled.paths = abr::capi::read_versioned(report, kBatchReport).paths;  // handed back as it was
     runtime_of(runtime).to_device_many(srcs, count, dst, options ? &current : nullptr, stream_of(stream), out, filled);
     if (report) abr::capi::write_versioned(report, filled, kBatchReport);
   });
@@ -130,7 +124,7 @@ abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, cons
     }
     abr_batch_report filled{};
     filled.version = ABR_BATCH_REPORT_VERSION;
-    filled.paths = paths_of(report, count);
+    if (report) filled.paths = abr::capi::read_versioned(report, kBatchReport).paths;  // handed back as it was
     runtime_of(runtime).copy_many(srcs, dsts, count, options ? &current : nullptr, stream_of(stream), filled);
     if (report) abr::capi::write_versioned(report, filled, kBatchReport);
   });

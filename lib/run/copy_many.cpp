@@ -89,14 +89,14 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
     if (at == moves.size()) throw;  // the last submission's wait: no one pair
     throw Error(e.status(), fmt::format("pair {}: {}", pair_of[at], e.what()), e.backend_code());
   }
-  if (report.paths)
-    for (std::size_t i = 0; i < count; ++i) report.paths[i] = pairs[i].plan.path;
   report.tensors = static_cast<uint32_t>(count);
   report.copies = static_cast<uint32_t>(count);
   report.bytes_moved = moved;
   fit_text(report.detail, sizeof report.detail,
            fmt::format("{} copies; the device moves in {} submission(s){}", count, submissions,
                        streamed_words(streamed, one_by_one)));
+  if (report.paths)  // last: a call that fails (the words above may throw) leaves them as they were
+    for (std::size_t i = 0; i < count; ++i) report.paths[i] = pairs[i].plan.path;
 }
 
 }  // namespace abr

@@ -245,6 +245,10 @@ TEST_CASE("batch: a version 2 report says each result's path; a version 1 report
   paths[0] = ABR_PATH_MAX_ENUM;
   CHECK(many(rt, bad, none, cpu, ABR_COPY_ALWAYS, &report) == ABR_ERR_DLPACK_NDIM);
   CHECK(paths[0] == ABR_PATH_MAX_ENUM);
+  // An empty batch writes no path and hands the caller's array back (it was set to NULL).
+  REQUIRE(abr_to_device_many(rt, nullptr, 0, cpu, nullptr, nullptr, nullptr, &report) == ABR_OK);
+  CHECK(report.paths == paths.data());
+  CHECK(paths[0] == ABR_PATH_MAX_ENUM);
   // A caller built against version 1: a struct without `paths`, exactly its size on
   // the heap (ASan sees a byte too many), filled as before.
   const std::size_t v1_size = offsetof(abr_batch_report, paths);

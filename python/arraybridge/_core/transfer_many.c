@@ -209,7 +209,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   abr_batch_report report;
   memset(&report, 0, sizeof report);
   report.version = ABR_BATCH_REPORT_VERSION;
-  report.paths = n ? paths : NULL;
+  report.paths = paths;
   abr_status status;
   abr_event* batch_done = NULL;
   if (hold_gil) {
