@@ -457,22 +457,14 @@ sender, receiver = Sender.remote(), Receiver.remote()
 cuda_pairs = {f: (cuda_sender(f), CudaReceiver.remote(f)) for f in on_gpu}
 def in_turn(makes, n, to=None):
     """The median seconds of one actor-to-actor transfer of n bytes by each of makes (None:
-    nan), their samples taken in turn with the order reversed each round (ABBA)."""
+    nan), timed in turn (together(): a transfer takes milliseconds, so one per sample)."""
     to = to or receiver
     def once(make):
         assert ray.get(to.take.remote(make.remote(n)), timeout=60) == n  # a hang is an error, never the bench's end
-    live = [i for i, make in enumerate(makes) if make is not None]
-    for i in live:
-        for _ in range(max(warm, 1)):
-            once(makes[i])
-    samples = {i: [] for i in live}
-    for round in range(max(reps, 3)):
-        for i in (live if round % 2 == 0 else live[::-1]):
-            t = time.perf_counter(); once(makes[i]); samples[i].append(time.perf_counter() - t)
-    return [sorted(samples[i])[len(samples[i]) // 2] if i in samples else math.nan for i in range(len(makes))]
+    return together([make and (lambda make=make: once(make)) for make in makes], max(reps, 3), max(warm, 1))
 def ray_nixl(make, n, to=None):
     """make, or None where Ray's own NIXL transport cannot run here (it imports the `nixl`
-    meta package, which NIXL's wheel alone is not): said once, as a note."""
+    meta package, which NIXL's wheel alone is not): said as a note, for each size."""
     try:
         assert ray.get((to or receiver).take.remote(make.remote(n)), timeout=60) == n
         return make

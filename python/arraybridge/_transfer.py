@@ -42,7 +42,8 @@ def producer_strides(producer, itemsize):
     return [s // itemsize for s in strides]
 
 
-# Why a destination is read-only, said where a copy into one is refused.
+# Why a destination is read-only, said where a copy into one is refused (and, for a
+# batch, in transfer_many.c's refuse_read_only: keep the two alike).
 _READ_ONLY_WHY = ("; JAX and TensorFlow arrays are immutable, a legacy DLPack capsule cannot say it may be written, "
                   "a read-only NumPy array says so, and a Tensor viewing a torch tensor that requires grad is "
                   "autograd's (view its .detach() to write): copy into a writable array")

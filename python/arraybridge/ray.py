@@ -260,14 +260,15 @@ def _finish(framework, tensor, entry):
     from . import _seed
     if framework == "arraybridge":
         return tensor
-    if framework == "torch" and entry.get("requires_grad"):  # a leaf of the receiver's own, as Ray's store gives
-        return _seed._framework_array(tensor, _seed.MemoryType.TORCH, None).requires_grad_()
     if framework == "pyclesperanto":  # a copy into pyclesperanto's own context
         return _seed._into_pyclesperanto(tensor, _pyclesperanto_index(), True, None, None)
     target = _seed.MemoryType(framework)  # a read Tensor is compact: JAX and TensorFlow take it as it is
     if target is _seed.MemoryType.JAX:
         _seed._check_target_holds(tensor.dtype, target)  # never narrowed: refused
-    return _seed._framework_array(tensor, target, None)
+    array = _seed._framework_array(tensor, target, None)
+    if entry.get("requires_grad") and target is _seed.MemoryType.TORCH:  # a leaf of the receiver's own
+        array.requires_grad_()
+    return array
 
 
 def _pyclesperanto_index():

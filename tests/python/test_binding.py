@@ -90,7 +90,7 @@ def test_dlpack_fast_and_slow_paths_agree():
     assert capsule_flags(pulled) == 2
     with pytest.raises(ab.StreamError, match="stream"):  # a RuntimeError, as NumPy's
         tensor.__dlpack__(stream=1)
-    for odd in ("1.0", (1,), (1, 0, 0), [1, 0], ("1", 0), (1, None)):  # a TypeError that says so, as NumPy's
+    for odd in ("1.0", (1,), (1, 0, 0), [1, 0], ("1", 0), (1, None), (np.int64(1), 0)):  # a TypeError, as NumPy's
         with pytest.raises(TypeError, match=r"max_version is None or a \(major, minor\) tuple of two ints"):
             tensor.__dlpack__(max_version=odd)
     assert type(tensor.__dlpack__(max_version=(-1, 0))).__name__ == "PyCapsule"  # legacy, as NumPy gives

@@ -334,9 +334,9 @@ void torch_refusal(PyObject* x, const char* role);
  * behind torch's back (its version counter goes up): 0, or -1 with an exception (an
  * inference tensor outside inference mode, which torch refuses to update in place). */
 int torch_written(PyObject* x, const char* role);
-/* A Tensor just made from `src`: it keeps src's torch twin when it views that memory
- * writable (`is_view`: the path says the result is the source's memory). */
-void keep_torch_twin(PyObject* tensor, const Imported* src, int is_view);
+/* A Tensor just made from `src`, its report's path set: it keeps src's torch twin
+ * when it views that memory writable (the path says it is the source's memory). */
+void keep_torch_twin(PyObject* tensor, const Imported* src);
 
 /* ---------------------------------------------------------- ipc.c */
 

@@ -63,7 +63,7 @@ static int is_own_device(const TensorObject* self, PyObject* requested) {
 static long major_version(PyObject* max_version) {
   if (!max_version || max_version == Py_None) return 0;
   if (!PyTuple_CheckExact(max_version) || PyTuple_GET_SIZE(max_version) != 2 ||
-      !PyLong_Check(PyTuple_GET_ITEM(max_version, 1)))
+      !PyLong_Check(PyTuple_GET_ITEM(max_version, 0)) || !PyLong_Check(PyTuple_GET_ITEM(max_version, 1)))
     return -1;
   long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
   if (major == -1 && PyErr_Occurred()) {

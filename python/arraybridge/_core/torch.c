@@ -5,9 +5,11 @@
  * torch tensor is vetted before its export is used (transfer.c's import_torch): its
  * bits resolved into a copy where a copy is allowed, imported read-only when
  * autograd owns it, refused otherwise; a destination's version counter is bumped, as
- * torch's in-place ops bump it; and a failed export (sparse, quantized, meta,
- * nested) is said in one line, without torch's C++ backtrace. The refusals' words
- * are the package's (torch_refusal). */
+ * torch's in-place ops bump it (an inference tensor, which has none, is refused
+ * outside inference mode, as torch refuses it); a Tensor that views a torch tensor
+ * writable keeps it (its torch twin), and its writes bump it too; and a failed
+ * export (sparse, quantized, meta, nested) is said in one line, without torch's C++
+ * backtrace. The refusals' words are the package's (torch_refusal). */
 #include "core.h"
 
 #include <string.h>
@@ -95,23 +97,27 @@ static int written_ready(void) {
   return 0;
 }
 
-static int bump_version(PyObject* x) {
-  if (bump_takes_tensor != 1) {
-    PyObject* one = PyTuple_Pack(1, x);
-    PyObject* done = one ? PyObject_CallOneArg(increment_version, one) : NULL;
-    Py_XDECREF(one);
-    if (done) {
-      bump_takes_tensor = 0;
-      Py_DECREF(done);
-      return 0;
-    }
-    if (bump_takes_tensor == 0 || !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
-    PyErr_Clear();
-    bump_takes_tensor = 1;
-  }
-  PyObject* done = PyObject_CallOneArg(increment_version, x);
+static int call_bump(PyObject* x, int one_tensor) {
+  PyObject* arg = one_tensor ? (Py_INCREF(x), x) : PyTuple_Pack(1, x);
+  PyObject* done = arg ? PyObject_CallOneArg(increment_version, arg) : NULL;
+  Py_XDECREF(arg);
   Py_XDECREF(done);
   return done ? 0 : -1;
+}
+
+/* A sequence first; a TypeError on the first call tries one tensor, and the form that
+ * worked is kept (a later failure raises, and the write is refused, not hidden). */
+static int bump_version(PyObject* x) {
+  if (bump_takes_tensor >= 0) return call_bump(x, bump_takes_tensor);
+  if (call_bump(x, 0) == 0) {
+    bump_takes_tensor = 0;
+    return 0;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+  PyErr_Clear();
+  if (call_bump(x, 1) < 0) return -1;
+  bump_takes_tensor = 1;
+  return 0;
 }
 
 /* Tells autograd that x is about to be written behind torch's back, as torch's own
@@ -170,8 +176,9 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
   return 0;
 }
 
-void keep_torch_twin(PyObject* tensor, const Imported* src, int is_view) {
+void keep_torch_twin(PyObject* tensor, const Imported* src) {
   TensorObject* t = (TensorObject*)tensor;
+  const int is_view = t->report.path == ABR_PATH_ZERO_COPY || t->report.path == ABR_PATH_HOST_WRAP;
   if (!src->torch_twin || !is_view || (t->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return;
   Py_INCREF(src->torch_twin);
   Py_XSETREF(t->torch_twin, src->torch_twin);

@@ -151,9 +151,7 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   result->tensor = out;
-  keep_torch_twin(
-      (PyObject*)result, &src,
-      !resolved && (result->report.path == ABR_PATH_ZERO_COPY || result->report.path == ABR_PATH_HOST_WRAP));
+  keep_torch_twin((PyObject*)result, &src);
   if (hold_completion(done, NULL, request->context, &result->ready) < 0) {
     Py_DECREF(result); /* deletes out, the work being done */
     return NULL;

@@ -249,7 +249,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     tensor->tensor = out[i];
     memcpy(tensor->report.detail, report.detail, detail_size); /* the batch's line */
     tensor->report.path = paths[i];
-    keep_torch_twin((PyObject*)tensor, &imports[i], paths[i] == ABR_PATH_ZERO_COPY || paths[i] == ABR_PATH_HOST_WRAP);
+    keep_torch_twin((PyObject*)tensor, &imports[i]);
   }
   PyObject* ready = NULL; /* the batch's one Event, held by every Tensor */
   if (hold_completion(batch_done, NULL, "to_device_many", &ready) < 0) goto done; /* the results go with `results` */
@@ -276,8 +276,10 @@ done:
 }
 
 /* abr_copy_many takes plain DLTensors, which carry no flags: a READ_ONLY destination
- * (a read-only array, a legacy capsule, a JAX or TensorFlow array) is refused here,
- * with copy's exception class and the destination's place, before anything moves. */
+ * (a read-only array, a legacy capsule, a JAX or TensorFlow array, a Tensor viewing a
+ * torch tensor that requires grad) is refused here, with copy's exception class and
+ * the destination's place, before anything moves. The reasons are _transfer.py's
+ * _READ_ONLY_WHY, in a list: keep the two alike. */
 static int refuse_read_only(const DLManagedTensorVersioned* dst, const char* role) {
   if (!(dst->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return 0;
   PyObject* like = PyObject_CallFunction(hooks.error, "isO", (int)ABR_ERR_READ_ONLY, "copy", Py_None);
