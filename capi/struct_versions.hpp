@@ -27,7 +27,8 @@ ABR_STRUCT_VERSIONS(kDeviceKind, abr_device_kind, ABR_DEVICE_KIND_VERSION)
 
 #undef ABR_STRUCT_VERSIONS
 
-// Version 2 added `paths`.
+// Version 2 added `paths`. Written out: a macro over ABR_STRUCT_VERSIONS would expand
+// the version macro's name before stringifying it (its messages would say "2u").
 inline constexpr std::size_t kBatchReport_sizes[] = {offsetof(abr_batch_report, paths), sizeof(abr_batch_report)};
 static_assert(sizeof(kBatchReport_sizes) / sizeof(std::size_t) == ABR_BATCH_REPORT_VERSION,
               "ABR_BATCH_REPORT_VERSION and the sizes disagree");
