@@ -71,6 +71,7 @@ typedef int32_t abr_status;
 #define ABR_ERR_COPY_REQUIRED (-80)     /* ABR_COPY_NEVER, but the transfer needs a copy */
 #define ABR_ERR_READ_ONLY (-81)         /* would write through a read-only tensor */
 #define ABR_ERR_SHAPE_MISMATCH (-82)    /* abr_copy with different shapes */
+#define ABR_ERR_CASTING (-83)           /* the dtypes differ and the call's casting rule refuses the cast */
 #define ABR_ERR_DLPACK_VERSION (-90)    /* major version is not 1: only the deleter is safe */
 #define ABR_ERR_DLPACK_NDIM (-91)       /* ndim < 0 or > ABR_MAX_NDIM */
 #define ABR_ERR_DLPACK_SHAPE (-92)      /* shape NULL with ndim > 0, or a negative extent */
@@ -209,6 +210,21 @@ typedef enum abr_copy_mode {
   ABR_COPY_MODE_MAX_ENUM = 0x7FFFFFFF
 } abr_copy_mode;
 
+/* Which casts a transfer may make (abr_transfer_options.casting), named as NumPy's
+ * casting= is. Kinds rank bool < unsigned < signed < float (bfloat16 too) < complex. */
+typedef enum abr_casting {
+  ABR_CASTING_DEFAULT = 0,   /* the call's own: SAME_KIND for abr_copy and abr_copy_many (NumPy's copyto),
+                                UNSAFE for abr_to_device's options.dtype (NumPy's astype) */
+  ABR_CASTING_NO = 1,        /* no cast: the dtypes must be the same */
+  ABR_CASTING_SAFE = 2,      /* only a dtype that holds every value of the source's (int16 to float32, not
+                                float64 to float32, nor int64 to float64, which NumPy counts as safe) */
+  ABR_CASTING_SAME_KIND = 3, /* SAFE, and to a narrower dtype of the same or a higher kind (float64 to float32,
+                                int64 to int8): never complex to real, float to integer, signed to unsigned,
+                                or anything but bool to bool */
+  ABR_CASTING_UNSAFE = 4,    /* any cast the runtime has */
+  ABR_CASTING_MAX_ENUM = 0x7FFFFFFF
+} abr_casting;
+
 /* abr_transfer_options.flags */
 #define ABR_TRANSFER_NO_HOST_STAGING (1u << 0)     /* refuse paths that stage through host memory */
 #define ABR_TRANSFER_REQUIRE_CONTIGUOUS (1u << 1)  /* a view must be compact row-major, else copy */
@@ -246,7 +262,7 @@ typedef struct abr_transfer_report {
 } abr_transfer_report;
 #define ABR_TRANSFER_REPORT_INIT {ABR_TRANSFER_REPORT_VERSION, ABR_PATH_NONE, 0, 0, 0, {0}}
 
-#define ABR_TRANSFER_OPTIONS_VERSION 1u
+#define ABR_TRANSFER_OPTIONS_VERSION 2u /* 2 added `casting` */
 
 typedef struct abr_transfer_options {
   uint32_t version;            /* the caller's ABR_TRANSFER_OPTIONS_VERSION */
@@ -254,12 +270,13 @@ typedef struct abr_transfer_options {
   uint32_t flags;              /* ABR_TRANSFER_* */
   DLDataType dtype;            /* abr_to_device only: target dtype; all zero = keep the source's */
   abr_transfer_report* report; /* optional, its version set: filled on success */
+  abr_casting casting;         /* version 2: which casts are allowed; a refused one is ABR_ERR_CASTING */
 } abr_transfer_options;
-/* A cast (options.dtype, or abr_copy into a destination of another dtype) converts each
- * element as C and NumPy's astype do, exact only where the new dtype holds every value:
- * integers wrap modulo 2^bits, floats to integers saturate (NaN to 0), complex to real
- * keeps the real part, anything to bool is x != 0. */
-#define ABR_TRANSFER_OPTIONS_INIT {ABR_TRANSFER_OPTIONS_VERSION, ABR_COPY_IF_NEEDED, 0, {0, 0, 0}, NULL}
+/* A cast (options.dtype, or abr_copy into a destination of another dtype) the casting
+ * rule allows converts each element as C and NumPy's astype do, exact only where the new
+ * dtype holds every value: integers wrap modulo 2^bits, floats to integers saturate (NaN
+ * to 0), complex to real keeps the real part, anything to bool is x != 0. */
+#define ABR_TRANSFER_OPTIONS_INIT {ABR_TRANSFER_OPTIONS_VERSION, ABR_COPY_IF_NEEDED, 0, {0, 0, 0}, NULL, ABR_CASTING_DEFAULT}
 
 /* Prepare the structs for a caller built against `version` (as every abr_X_init does). */
 ABR_API abr_status abr_transfer_options_init(abr_transfer_options* options, unsigned int version);
@@ -438,11 +455,12 @@ ABR_API abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* sr
                                  abr_batch_report* report);
 
 /* Copy into an existing tensor. Both are borrowed; any strides; same shape. A dtype
- * difference is converted. Overlapping src and dst are handled as if through a
+ * difference is converted where options.casting allows it (by default within a kind or
+ * up, as NumPy's copyto: complex into float64 is ABR_ERR_CASTING). Overlapping src and dst are handled as if through a
  * temporary. The destination must not have zero strides on extents > 1.
  * options may be NULL; of them abr_copy uses the flags (ABR_TRANSFER_NO_HOST_STAGING
  * refuses a path through host memory; ABR_TRANSFER_REQUIRE_CONTIGUOUS refuses a
- * destination that is not compact row-major) and the report; `copy` must be
+ * destination that is not compact row-major), the casting and the report; `copy` must be
  * ABR_COPY_IF_NEEDED and `dtype` zero (the destination decides). */
 ABR_API abr_status abr_copy(abr_runtime* runtime, const DLTensor* src, const DLTensor* dst,
                             const abr_transfer_options* options, abr_stream* stream);

@@ -47,6 +47,7 @@ const char* status_name(abr_status status) noexcept {
     case ABR_ERR_COPY_REQUIRED: return "ABR_ERR_COPY_REQUIRED";
     case ABR_ERR_READ_ONLY: return "ABR_ERR_READ_ONLY";
     case ABR_ERR_SHAPE_MISMATCH: return "ABR_ERR_SHAPE_MISMATCH";
+    case ABR_ERR_CASTING: return "ABR_ERR_CASTING";
     case ABR_ERR_DLPACK_VERSION: return "ABR_ERR_DLPACK_VERSION";
     case ABR_ERR_DLPACK_NDIM: return "ABR_ERR_DLPACK_NDIM";
     case ABR_ERR_DLPACK_SHAPE: return "ABR_ERR_DLPACK_SHAPE";

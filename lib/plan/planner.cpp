@@ -36,9 +36,27 @@ constexpr uint64_t kLockedResultMin = uint64_t{64} << 10;
 constexpr uint32_t kKnownTransferFlags =
     ABR_TRANSFER_NO_HOST_STAGING | ABR_TRANSFER_REQUIRE_CONTIGUOUS | ABR_TRANSFER_NO_NEGATIVE_STRIDES;
 
-void require_cast(DLDataType from, DLDataType to) {
-  if (!same_dtype(from, to) && !can_cast(from, to))
-    fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
+const char* casting_name(abr_casting casting) {
+  switch (casting) {
+    case ABR_CASTING_NO: return "no";
+    case ABR_CASTING_SAFE: return "safe";
+    case ABR_CASTING_SAME_KIND: return "same_kind";
+    default: return "unsafe";
+  }
+}
+
+// A cast the runtime has and the call's casting rule allows. By default a copy into an
+// existing tensor casts as NumPy's copyto does (same_kind: the destination's dtype was
+// not chosen for this data), and a new tensor of an asked-for dtype as astype does.
+void require_cast(DLDataType from, DLDataType to, abr_casting casting, bool into) {
+  if (same_dtype(from, to)) return;
+  if (!can_cast(from, to)) fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
+  const bool by_default = casting == ABR_CASTING_DEFAULT;
+  if (by_default) casting = into ? ABR_CASTING_SAME_KIND : ABR_CASTING_UNSAFE;
+  if (casting_allows(casting, from, to)) return;
+  fail(ABR_ERR_CASTING, "casting \"{}\"{} refuses {} -> {} ({}); ask for casting \"unsafe\" to convert anyway",
+       casting_name(casting), by_default ? " (a copy's default, as NumPy's copyto)" : "", dtype_name(from),
+       dtype_name(to), casting == ABR_CASTING_NO ? "the dtypes differ" : cast_loses(from, to));
 }
 
 // Every side is host memory the host engine reaches, or device memory a backend moves.
@@ -303,7 +321,11 @@ TransferOptions resolve_options(const abr_transfer_options* options) {
     fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.flags has unknown bits {:#x}",
          options->flags & ~kKnownTransferFlags);
   if (!is_zero_dtype(options->dtype)) validate_dtype(options->dtype, "target dtype");
+  if (options->casting < ABR_CASTING_DEFAULT || options->casting > ABR_CASTING_UNSAFE)
+    fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.casting = {} is not an abr_casting",
+         static_cast<int>(options->casting));
   out.copy = options->copy;
+  out.casting = options->casting;
   out.flags = options->flags;
   out.dtype = options->dtype;
   out.report = options->report;
@@ -321,7 +343,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   plan.cast = !same_dtype(plan.dtype, src.dtype);
   plan.src_context = from.context;
   plan.dst_context = to.context;
-  require_cast(src.dtype, plan.dtype);
+  require_cast(src.dtype, plan.dtype, options.casting, into);
   const bool src_host = from.host;
   const bool dst_host = into ? to.host : is_host_destination(to);
   // Host memory on the destination side is page-locked when it says so, or a new tensor in page-locked memory

@@ -27,6 +27,7 @@ struct TransferOptions {
   abr_copy_mode copy = ABR_COPY_IF_NEEDED;
   uint32_t flags = 0;
   DLDataType dtype{};  // all zero: keep the source's
+  abr_casting casting = ABR_CASTING_DEFAULT;
   abr_transfer_report* report = nullptr;
   StagingChoice staging;  // the runtime's (abr_runtime_set_staging), not the call's
   // The source is a versioned tensor that already reads as the runtime's views do
@@ -184,7 +185,8 @@ struct Plan {
 // The one plan for abr_to_device and abr_copy: `src` (described by `from`) to a
 // new compact tensor on `to`'s device when `dst` is null, or into the existing
 // tensor `dst` (same shape; its dtype and layout decide). Throws
-// ABR_ERR_COPY_REQUIRED or ABR_ERR_UNSUPPORTED with the reason, and for abr_copy
+// ABR_ERR_COPY_REQUIRED or ABR_ERR_UNSUPPORTED with the reason, ABR_ERR_CASTING for a
+// cast the options' casting refuses (by default a copy's casting is same_kind), and for abr_copy
 // ABR_ERR_SHAPE_MISMATCH, or ABR_ERR_INVALID_ARGUMENT for a copy mode or dtype in
 // `options` (the destination decides both) or a strided destination with
 // ABR_TRANSFER_REQUIRE_CONTIGUOUS.

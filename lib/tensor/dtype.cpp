@@ -56,7 +56,69 @@ bool named_by_bits(uint8_t code) {
   return code == kDLInt || code == kDLUInt || code == kDLFloat || code == kDLBfloat || code == kDLComplex;
 }
 
+// NumPy's order of kinds; -1 for dtypes of no kind (the float8 family, opaque handles).
+int kind_rank(DLDataType t) {
+  switch (t.code) {
+    case kDLBool: return 0;
+    case kDLUInt: return 1;
+    case kDLInt: return 2;
+    case kDLFloat:
+    case kDLBfloat: return 3;
+    case kDLComplex: return 4;
+    default: return -1;
+  }
+}
+
+// A float's significand digits (the implicit bit counted) and largest binary exponent;
+// a complex number's are its parts'.
+struct FloatRange {
+  int digits;
+  int max_exponent;
+};
+FloatRange float_range(DLDataType t) {
+  const int bits = t.code == kDLComplex ? t.bits / 2 : t.bits;
+  if (t.code == kDLBfloat) return {8, 128};
+  return bits == 16 ? FloatRange{11, 16} : bits == 32 ? FloatRange{24, 128} : FloatRange{53, 1024};
+}
+
+// Whether `to` holds every value of `from` (NumPy's casting='safe').
+bool holds_every_value(DLDataType from, DLDataType to) {
+  const int rank_from = kind_rank(from), rank_to = kind_rank(to);
+  if (rank_from < 0 || rank_to < rank_from) return false;
+  if (rank_from == 0) return true;  // bool is 0 or 1 in every dtype
+  if (rank_from <= 2) {             // integers: their value bits against the bits or digits of `to`
+    const int value_bits = rank_from == 1 ? from.bits : from.bits - 1;
+    if (rank_to == 1) return to.bits >= from.bits;
+    if (rank_to == 2) return to.bits - 1 >= value_bits;
+    return float_range(to).digits >= value_bits;
+  }
+  const FloatRange a = float_range(from), b = float_range(to);
+  return b.digits >= a.digits && b.max_exponent >= a.max_exponent;
+}
+
 }  // namespace
+
+bool casting_allows(abr_casting casting, DLDataType from, DLDataType to) {
+  if (same_dtype(from, to)) return true;
+  switch (casting) {
+    case ABR_CASTING_NO: return false;
+    case ABR_CASTING_SAFE: return holds_every_value(from, to);
+    case ABR_CASTING_SAME_KIND:
+      return holds_every_value(from, to) || (kind_rank(from) >= 0 && kind_rank(to) >= kind_rank(from));
+    default: return true;
+  }
+}
+
+const char* cast_loses(DLDataType from, DLDataType to) {
+  const int rank_from = kind_rank(from), rank_to = kind_rank(to);
+  if (rank_to == 0) return "every value becomes x != 0";
+  if (rank_from == 4 && rank_to < 4) return "the imaginary part is dropped";
+  if (rank_from == 3 && rank_to < 3) return "fractions are cut, and values out of range saturate";
+  if (rank_from == 2 && rank_to == 1) return "negative values wrap";
+  if (rank_from >= 3) return "values round, and those out of range overflow";
+  if (rank_to >= 3) return "integers past the float's digits round";
+  return "values out of range wrap";
+}
 
 void check_dtype(DLDataType dtype, const char* what) {
   const char* name = code_name(dtype.code);

@@ -33,6 +33,14 @@ inline bool same_dtype(DLDataType a, DLDataType b) {
 
 inline bool is_zero_dtype(DLDataType d) { return d.code == 0 && d.bits == 0 && d.lanes == 0; }
 
+// Whether `casting` (not ABR_CASTING_DEFAULT: the planner resolves it) lets `from`
+// become `to`, as NumPy's can_cast judges it: kinds rank bool < unsigned < signed <
+// float < complex, and SAFE asks that `to` hold every value of `from`.
+bool casting_allows(abr_casting casting, DLDataType from, DLDataType to);
+// What the cast from `from` to `to` may change, in words ("the imaginary part is
+// dropped"), for the refusal's message.
+const char* cast_loses(DLDataType from, DLDataType to);
+
 // "float32", "complex128", "bool", "float8_e4m3fn", "float32x4" (lanes), or
 // "dlpack_dtype_42_7" for a code without a name.
 std::string dtype_name(DLDataType dtype);

@@ -15,8 +15,8 @@ import importlib as _importlib
 
 from . import _deprecated
 from ._device import Device, BackendInfo, DLDeviceType, backends, devices
-from ._errors import (ArrayBridgeError, CopyRequiredError, DeviceError, DLPackError, InvalidArgumentError,
-                      MemoryConversionError, OutOfMemoryError, PeerLostError, StreamError)
+from ._errors import (ArrayBridgeError, CastingError, CopyRequiredError, DeviceError, DLPackError,
+                      InvalidArgumentError, MemoryConversionError, OutOfMemoryError, PeerLostError, StreamError)
 from ._ipc import IpcHandle, from_ipc, ipc_handle
 from ._lib import ffi as _ffi, lib as _lib
 from ._pool import device_cache_stats, pool_stats, pool_trim, set_device_cache_limit, set_staging
@@ -27,8 +27,8 @@ from ._transfer import Event, copy, copy_many, from_dlpack, to_device, to_device
 __version__ = _ffi.string(_lib.abr_version_string()).decode()
 
 __all__ = [
-    "ArrayBridgeError", "BackendInfo", "CopyRequiredError", "DLDeviceType", "DLPackError", "Device", "DeviceError",
-    "Event", "InvalidArgumentError", "IpcHandle", "MemoryConversionError", "OutOfMemoryError", "PeerLostError",
+    "ArrayBridgeError", "BackendInfo", "CastingError", "CopyRequiredError", "DLDeviceType", "DLPackError", "Device",
+    "DeviceError", "Event", "InvalidArgumentError", "IpcHandle", "MemoryConversionError", "OutOfMemoryError", "PeerLostError",
     "Recording", "StreamError", "Tensor", "TransferRecord", "TransferReport", "backends", "copy", "copy_many",
     "device_cache_stats", "devices", "from_dlpack", "from_ipc", "ipc_handle", "pool_stats", "pool_trim", "recording",
     "set_device_cache_limit", "set_staging", "to_device", "to_device_many",

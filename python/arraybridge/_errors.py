@@ -30,6 +30,12 @@ class InvalidArgumentError(ArrayBridgeError, ValueError):
     """A bad argument reached the runtime."""
 
 
+class CastingError(ArrayBridgeError, TypeError):
+    """The dtypes differ and the call's casting= rule refuses the cast (a copy's default,
+    "same_kind", refuses complex to real, float to integer, signed to unsigned and
+    anything but bool to bool). TypeError, as NumPy's copyto raises."""
+
+
 class OutOfMemoryError(ArrayBridgeError, MemoryError):
     """A host, pinned or device allocation failed."""
 
@@ -76,6 +82,7 @@ _BY_STATUS = {
     lib.ABR_ERR_COPY_REQUIRED: CopyRequiredError,
     lib.ABR_ERR_READ_ONLY: DLPackError,
     lib.ABR_ERR_SHAPE_MISMATCH: InvalidArgumentError,
+    lib.ABR_ERR_CASTING: CastingError,
 }
 
 

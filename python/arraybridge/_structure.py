@@ -132,8 +132,9 @@ def same_shape(src, dst, where="src"):
             same_shape(s, d, f"{where}[{index}]")
 
 
-# A batch item's place as the flat batch names it: "x[777]" (to_device_many), "src[7]" or "srcs[7]" (copy_many).
-_FLAT_PLACE = re.compile(r"\b(x|srcs?|dsts?)\[(\d+)\]")
+# A batch item's place as the flat batch names it: "x[777]" (to_device_many), "src[7]" or "srcs[7]" (copy_many),
+# or "pair 7" (copy_many's pair, named by its source's place).
+_FLAT_PLACE = re.compile(r"\b(x|srcs?|dsts?)\[(\d+)\]|\b(pair) (\d+)\b")
 
 
 def restated(error, message):
@@ -163,16 +164,23 @@ def raise_placed(error, structures, names=None):
     names to the structures, `names` the flat names to the caller's ("srcs" -> "src").
     Returns when there is nothing to rename."""
     text = str(error)
-    if isinstance(error, MemoryError) or not any(found.group(1) in structures for found in _FLAT_PLACE.finditer(text)):
+    names = {"pair": "src", **(names or {})}
+    structures = {"pair": structures.get("src"), **structures}
+
+    def role_of(found):
+        return found.group(1) or found.group(3)
+
+    if isinstance(error, MemoryError) or not any(structures.get(role_of(found)) is not None
+                                                 for found in _FLAT_PLACE.finditer(text)):
         return
     named = {}
 
     def place(found):
-        role, index = found.group(1), int(found.group(2))
-        if role not in structures:
+        role, index = role_of(found), int(found.group(2) or found.group(4))
+        if structures.get(role) is None:
             return found.group(0)
         if role not in named:
-            named[role] = places(structures[role], (names or {}).get(role, role), [])
+            named[role] = places(structures[role], names.get(role, role), [])
         return named[role][index] if index < len(named[role]) else found.group(0)
 
     made = restated(error, _FLAT_PLACE.sub(place, text))

@@ -63,7 +63,7 @@ def _log_transfer(tensor, context):
 
 
 def _to_device_structure(x, device, copy=None, stream=None, dtype=None, host_staging=True, contiguous=False,
-                         non_blocking=False, strict=None):
+                         non_blocking=False, strict=None, casting=None):
     """to_device of a structure (a mapping, list or tuple of arrays, nested: see
     _structure): one batch for all of them (_core.to_device_many), the same structure
     back. With a stream each array goes on its own, in order, on that stream. A
@@ -72,19 +72,19 @@ def _to_device_structure(x, device, copy=None, stream=None, dtype=None, host_sta
         host_staging = _deprecated.host_staging("to_device", host_staging, strict)
     if stream is None and _core.is_flat(x):  # a list of arrays, no structure in it
         return _core.to_device_many(x, device, copy=copy, dtype=dtype, host_staging=host_staging,
-                                    contiguous=contiguous, non_blocking=non_blocking)
+                                    contiguous=contiguous, non_blocking=non_blocking, casting=casting)
     leaves = _structure.leaves(x, [])
     try:
         if stream is None:
             moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, host_staging=host_staging,
-                                         contiguous=contiguous, non_blocking=non_blocking)
+                                         contiguous=contiguous, non_blocking=non_blocking, casting=casting)
         else:
             moved = []
             for index, leaf in enumerate(leaves):
                 try:
                     moved.append(to_device(leaf, device, copy=copy, stream=stream, dtype=dtype,
                                            host_staging=host_staging, contiguous=contiguous,
-                                           non_blocking=non_blocking))
+                                           non_blocking=non_blocking, casting=casting))
                 except Exception as error:  # noqa: BLE001 - restated with its flat place, named below
                     raise _structure.at_leaf(error, index, "x")
     except Exception as error:  # noqa: BLE001 - restated naming the place, in its own class
@@ -93,18 +93,18 @@ def _to_device_structure(x, device, copy=None, stream=None, dtype=None, host_sta
     return _structure.rebuild(x, iter(moved))
 
 
-def _copy_structure(src, dst, host_staging=True, non_blocking=False, strict=None):
+def _copy_structure(src, dst, host_staging=True, non_blocking=False, strict=None, casting=None):
     """copy of a structure into a structure of the same shape: every pair in one
     batch (_core.copy_many); with non_blocking, its Event (or None when done)."""
     if strict is not None:
         host_staging = _deprecated.host_staging("copy", host_staging, strict)
     if type(src) is list and type(dst) is list and len(src) == len(dst) and _core.is_flat(src) and _core.is_flat(dst):
         # Two lists of arrays, no structure in them: no walk in Python (a third of a small pair's cost).
-        return _core.copy_many(src, dst, host_staging=host_staging, non_blocking=non_blocking)
+        return _core.copy_many(src, dst, host_staging=host_staging, non_blocking=non_blocking, casting=casting)
     _structure.same_shape(src, dst)
     try:
         return _core.copy_many(_structure.leaves(src, []), _structure.leaves(dst, []), host_staging=host_staging,
-                               non_blocking=non_blocking)
+                               non_blocking=non_blocking, casting=casting)
     except Exception as error:  # noqa: BLE001 - restated naming the place, in its own class
         _structure.raise_placed(error, {"src": src, "dst": dst, "srcs": src, "dsts": dst},
                                 {"srcs": "src", "dsts": "dst"})

@@ -57,9 +57,9 @@ static_assert(sizeof(abr_ipc_handle) == 1536 && offsetof(abr_ipc_handle, size) =
                   offsetof(abr_ipc_handle, data) == 8,
               "abr_ipc_handle");
 static_assert(sizeof(abr_runtime_options) == 8, "abr_runtime_options");
-static_assert(sizeof(abr_transfer_options) == 24 && offsetof(abr_transfer_options, copy) == 4 &&
+static_assert(sizeof(abr_transfer_options) == 32 && offsetof(abr_transfer_options, copy) == 4 &&
                   offsetof(abr_transfer_options, flags) == 8 && offsetof(abr_transfer_options, dtype) == 12 &&
-                  offsetof(abr_transfer_options, report) == 16,
+                  offsetof(abr_transfer_options, report) == 16 && offsetof(abr_transfer_options, casting) == 24,
               "abr_transfer_options");
 static_assert(sizeof(abr_transfer_report) == 184 && offsetof(abr_transfer_report, path) == 4 &&
                   offsetof(abr_transfer_report, bytes_moved) == 16 && offsetof(abr_transfer_report, detail) == 24,
@@ -76,7 +76,7 @@ static_assert(sizeof(abr_pool_stats) == 80 && offsetof(abr_pool_stats, bytes_pin
                   offsetof(abr_pool_stats, limit_bytes) == 48 && offsetof(abr_pool_stats, misses) == 72,
               "abr_pool_stats");
 static_assert(sizeof(abr_status) == 4 && sizeof(abr_copy_mode) == 4 && sizeof(abr_path) == 4 &&
-                  sizeof(abr_backend) == 4 && sizeof(abr_log_level) == 4,
+                  sizeof(abr_backend) == 4 && sizeof(abr_log_level) == 4 && sizeof(abr_casting) == 4,
               "enums are 32-bit");
 
 TEST_CASE("ABI layout is pinned at compile time") { CHECK(sizeof(DLManagedTensorVersioned) == 80); }

@@ -185,3 +185,30 @@ TEST_CASE("abr_copy options: a report, a contiguous destination on request, no c
   options.dtype = f64;
   CHECK(abr_copy(rt, &from, &into, &options, nullptr) == ABR_ERR_INVALID_ARGUMENT);
 }
+
+TEST_CASE("abr_transfer_options version 1 (no casting): read within its 24 bytes, a copy's casting its default") {
+  Runtime rt;
+  const std::size_t v1_size = offsetof(abr_transfer_options, casting);
+  REQUIRE(v1_size == 24);
+  CallerBlock v1(v1_size, 0xEE);  // ASan: a read of `casting` fails here
+  REQUIRE(abr_transfer_options_init(v1.as<abr_transfer_options>(), 1) == ABR_OK);
+  double value = 2.5;
+  float narrowed = 0;
+  int32_t into = -1;
+  std::vector<int64_t> shape{1};
+  DLTensor from{&value, cpu, 1, f64, shape.data(), nullptr, 0};
+  DLTensor same_kind{&narrowed, cpu, 1, f32, shape.data(), nullptr, 0};
+  DLTensor other_kind{&into, cpu, 1, i32, shape.data(), nullptr, 0};
+  REQUIRE(abr_copy(rt, &from, &same_kind, v1.as<abr_transfer_options>(), nullptr) == ABR_OK);
+  CHECK(narrowed == 2.5f);
+  CHECK(abr_copy(rt, &from, &other_kind, v1.as<abr_transfer_options>(), nullptr) == ABR_ERR_CASTING);
+  CHECK(into == -1);
+  // Its abr_to_device casts as astype does: a dtype asked for is made.
+  Managed m(&value, f64, {1});
+  m.managed.deleter = nullptr;
+  v1.as<abr_transfer_options>()->dtype = i32;
+  DLManagedTensorVersioned* out = nullptr;
+  REQUIRE(abr_to_device(rt, &m.managed, cpu, v1.as<abr_transfer_options>(), nullptr, &out) == ABR_OK);
+  Owned result(out);
+  CHECK(*static_cast<const int32_t*>(result->data) == 2);
+}

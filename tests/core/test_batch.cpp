@@ -374,6 +374,17 @@ TEST_CASE("copy_many: a bad pair moves nothing and names its place") {
   CHECK(abr_copy_many(rt, srcs, missing, 2, nullptr, nullptr, nullptr) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(std::string(abr_last_error()) == "abr_copy_many: pair 1: the destination is NULL");
   CHECK(abr_copy_many(rt, nullptr, nullptr, 0, nullptr, nullptr, nullptr) == ABR_OK);
+  // A pair its casting refuses (a copy's default, same_kind: float into int32) moves nothing either.
+  std::vector<int32_t> ints(16, 0);
+  Managed int_dst(ints.data(), i32, {16});
+  const DLTensor* to_ints[] = {&dst.tensor(), &int_dst.tensor()};
+  CHECK(abr_copy_many(rt, srcs, to_ints, 2, nullptr, nullptr, nullptr) == ABR_ERR_CASTING);
+  CHECK(error_mentions("abr_copy_many: pair 1: casting \"same_kind\""));
+  CHECK(b == std::vector<float>(16, 0.0f));
+  abr_transfer_options unsafe = ABR_TRANSFER_OPTIONS_INIT;
+  unsafe.casting = ABR_CASTING_UNSAFE;
+  REQUIRE(abr_copy_many(rt, srcs, to_ints, 2, &unsafe, nullptr, nullptr) == ABR_OK);
+  CHECK(ints == std::vector<int32_t>(16, 1));
 }
 
 // The reads of one context share a submission and are waited for once (each read

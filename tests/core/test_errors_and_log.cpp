@@ -1,4 +1,5 @@
 // Status names, the per-thread error text, version and logging.
+#include <complex>
 #include <functional>
 #include <thread>
 
@@ -19,6 +20,7 @@ TEST_CASE("every status has a static name") {
                             ABR_ERR_COPY_REQUIRED,
                             ABR_ERR_READ_ONLY,
                             ABR_ERR_SHAPE_MISMATCH,
+                            ABR_ERR_CASTING,
                             ABR_ERR_DLPACK_VERSION,
                             ABR_ERR_DLPACK_NDIM,
                             ABR_ERR_DLPACK_SHAPE,
@@ -169,6 +171,14 @@ TEST_CASE("bad input: the whole message, entry point named once") {
   abr_stream* stream = nullptr;
   abr_transfer_options bad_copy = ABR_TRANSFER_OPTIONS_INIT;
   bad_copy.copy = static_cast<abr_copy_mode>(7);
+  abr_transfer_options bad_casting = ABR_TRANSFER_OPTIONS_INIT;
+  bad_casting.casting = static_cast<abr_casting>(5);
+  abr_transfer_options safe = ABR_TRANSFER_OPTIONS_INIT;
+  safe.casting = ABR_CASTING_SAFE;
+  safe.dtype = f32;
+  std::vector<double> wide(6);
+  std::vector<std::complex<double>> complex6(6);
+  Managed doubles(wide.data(), f64, {6}), complexes(complex6.data(), {kDLComplex, 128, 1}, {6});
   abr_runtime_options bad_flags = ABR_RUNTIME_OPTIONS_INIT;
   bad_flags.flags = 0x80;
   abr_runtime* unused = nullptr;
@@ -202,6 +212,16 @@ TEST_CASE("bad input: the whole message, entry point named once") {
        ABR_ERR_SHAPE_MISMATCH, "abr_copy: source shape [6] differs from destination shape [5]"},
       {"a negative ndim", [&] { return abr_copy(rt, &negative.tensor(), &src.tensor(), nullptr, nullptr); },
        ABR_ERR_DLPACK_NDIM, "abr_copy: source: ndim = -1 is negative"},
+      {"complex into float32 by a copy's default",
+       [&] { return abr_copy(rt, &complexes.tensor(), &src.tensor(), nullptr, nullptr); }, ABR_ERR_CASTING,
+       "abr_copy: casting \"same_kind\" (a copy's default, as NumPy's copyto) refuses complex128 -> float32 (the "
+       "imaginary part is dropped); ask for casting \"unsafe\" to convert anyway"},
+      {"float64 to float32 with casting \"safe\"",
+       [&] { return abr_to_device(rt, &doubles.managed, cpu, &safe, nullptr, &result); }, ABR_ERR_CASTING,
+       "abr_to_device: casting \"safe\" refuses float64 -> float32 (values round, and those out of range "
+       "overflow); ask for casting \"unsafe\" to convert anyway"},
+      {"an unknown casting", [&] { return abr_copy(rt, &src.tensor(), &src.tensor(), &bad_casting, nullptr); },
+       ABR_ERR_INVALID_ARGUMENT, "abr_copy: abr_transfer_options.casting = 5 is not an abr_casting"},
       {"an unknown copy mode", [&] { return abr_to_device(rt, &src.managed, cpu, &bad_copy, nullptr, &result); },
        ABR_ERR_INVALID_ARGUMENT, "abr_to_device: abr_transfer_options.copy = 7 is not an abr_copy_mode"},
       {"unknown runtime flags", [&] { return abr_runtime_create(&bad_flags, &unused); }, ABR_ERR_INVALID_ARGUMENT,

@@ -213,11 +213,13 @@ TEST_CASE("half and bfloat16 conversions round to nearest even and keep specials
 
 TEST_CASE("conversions: saturation, NaN, bool and complex follow the documented rules") {
   Runtime rt;
+  abr_transfer_options unsafe = ABR_TRANSFER_OPTIONS_INIT;
+  unsafe.casting = ABR_CASTING_UNSAFE;  // a copy's default (same_kind) refuses most of these
   auto convert = [&](const void* in, DLDataType from, void* out, DLDataType to, int64_t n) {
     int64_t shape[1] = {n};
     DLTensor src{const_cast<void*>(in), cpu, 1, from, shape, nullptr, 0};
     DLTensor dst{out, cpu, 1, to, shape, nullptr, 0};
-    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, &unsafe, nullptr) == ABR_OK, abr_last_error());
   };
   const double big[5] = {1e30, -1e30, std::nan(""), 2.9, -2.9};
   int8_t small[5];
@@ -255,6 +257,94 @@ TEST_CASE("conversions: saturation, NaN, bool and complex follow the documented 
   convert(floats + 1, f32, halves, dt(kDLFloat, 16), 2);
   CHECK(halves[0] == 0xB800);
   CHECK(halves[1] == 0x4200);
+}
+
+TEST_CASE("a copy casts within a kind or up by default, as NumPy's copyto; casting picks NumPy's other rules") {
+  Runtime rt;
+  const DLDataType f16 = dt(kDLFloat, 16), bf16 = dt(kDLBfloat, 16), c128 = dt(kDLComplex, 128), i8 = dt(kDLInt, 8),
+                   i16 = dt(kDLInt, 16), i64 = dt(kDLInt, 64), u32 = dt(kDLUInt, 32), b8 = dt(kDLBool, 8);
+  // One element of `from` (its bytes `value`) into a destination of `to` under `casting`:
+  // the status, and the destination's bytes untouched (0xAB) when refused.
+  auto copy_one = [&](DLDataType from, uint64_t value, DLDataType to, abr_casting casting, uint64_t* out = nullptr) {
+    int64_t shape[1] = {1};
+    unsigned char source[16] = {}, target[16];
+    std::memcpy(source, &value, sizeof value);
+    std::memset(target, 0xAB, sizeof target);
+    DLTensor src{source, cpu, 1, from, shape, nullptr, 0}, dst{target, cpu, 1, to, shape, nullptr, 0};
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    options.casting = casting;
+    const abr_status status = abr_copy(rt, &src, &dst, &options, nullptr);
+    if (status != ABR_OK) CHECK(target[0] == 0xAB);
+    if (out) std::memcpy(out, target, sizeof *out);
+    return status;
+  };
+  const uint64_t two_and_a_half = 0x4004000000000000;  // 2.5 as a double
+  struct Row {
+    DLDataType from, to;
+    abr_casting casting;
+    abr_status expected;
+  };
+  const Row rows[] = {
+      // The default: within a kind or up, narrowing allowed (NumPy's copyto).
+      {f64, f32, ABR_CASTING_DEFAULT, ABR_OK},
+      {i64, i8, ABR_CASTING_DEFAULT, ABR_OK},
+      {u8, i8, ABR_CASTING_DEFAULT, ABR_OK},
+      {i32, f16, ABR_CASTING_DEFAULT, ABR_OK},
+      {b8, f32, ABR_CASTING_DEFAULT, ABR_OK},
+      {f64, i32, ABR_CASTING_DEFAULT, ABR_ERR_CASTING},
+      {c128, f64, ABR_CASTING_DEFAULT, ABR_ERR_CASTING},
+      {i8, u8, ABR_CASTING_DEFAULT, ABR_ERR_CASTING},
+      {i32, b8, ABR_CASTING_DEFAULT, ABR_ERR_CASTING},
+      {bf16, i16, ABR_CASTING_DEFAULT, ABR_ERR_CASTING},
+      // safe: every value of the source's dtype fits.
+      {i16, f32, ABR_CASTING_SAFE, ABR_OK},
+      {i32, f32, ABR_CASTING_SAFE, ABR_ERR_CASTING},
+      {u8, bf16, ABR_CASTING_SAFE, ABR_OK},
+      {i16, bf16, ABR_CASTING_SAFE, ABR_ERR_CASTING},
+      {f16, f32, ABR_CASTING_SAFE, ABR_OK},
+      {f16, bf16, ABR_CASTING_SAFE, ABR_ERR_CASTING},  // bfloat16 has fewer digits
+      {bf16, f16, ABR_CASTING_SAFE, ABR_ERR_CASTING},  // float16 has less range
+      {bf16, f32, ABR_CASTING_SAFE, ABR_OK},
+      {u32, i64, ABR_CASTING_SAFE, ABR_OK},
+      {u32, i32, ABR_CASTING_SAFE, ABR_ERR_CASTING},
+      {i64, f64, ABR_CASTING_SAFE, ABR_ERR_CASTING},
+      {f32, c128, ABR_CASTING_SAFE, ABR_OK},
+      {b8, u8, ABR_CASTING_SAFE, ABR_OK},
+      {f64, f32, ABR_CASTING_SAFE, ABR_ERR_CASTING},
+      // no: the same dtype only; unsafe: any cast there is.
+      {f32, f64, ABR_CASTING_NO, ABR_ERR_CASTING},
+      {f64, f64, ABR_CASTING_NO, ABR_OK},
+      {c128, f64, ABR_CASTING_UNSAFE, ABR_OK},
+      {f64, b8, ABR_CASTING_UNSAFE, ABR_OK},
+      {f64, i32, ABR_CASTING_SAME_KIND, ABR_ERR_CASTING},
+  };
+  for (const Row& row : rows) {
+    char from[32], to[32];
+    abr_dtype_format(row.from, from, sizeof from);
+    abr_dtype_format(row.to, to, sizeof to);
+    CAPTURE(row.casting);
+    INFO(from << " -> " << to);
+    CHECK(copy_one(row.from, 0, row.to, row.casting) == row.expected);
+  }
+  // What an allowed cast writes is the cast's value: 2.5 into int32 only with "unsafe".
+  uint64_t written = 0;
+  REQUIRE(copy_one(f64, two_and_a_half, i32, ABR_CASTING_UNSAFE, &written) == ABR_OK);
+  CHECK(static_cast<int32_t>(written) == 2);
+  CHECK(copy_one(f64, two_and_a_half, i32, ABR_CASTING_DEFAULT) == ABR_ERR_CASTING);
+  CHECK(error_mentions("(fractions are cut, and values out of range saturate)"));
+  // abr_to_device's dtype is asked for, so its default is NumPy's astype ("unsafe").
+  double complex_value[2] = {1.5, 2.0};
+  Managed z(complex_value, c128, {1});
+  abr_transfer_options real = ABR_TRANSFER_OPTIONS_INIT;
+  real.dtype = f64;
+  DLManagedTensorVersioned* out = nullptr;
+  real.casting = ABR_CASTING_SAME_KIND;
+  CHECK(abr_to_device(rt, &z.managed, cpu, &real, nullptr, &out) == ABR_ERR_CASTING);
+  CHECK(z.deleted == 0);
+  real.casting = ABR_CASTING_DEFAULT;
+  REQUIRE(abr_to_device(rt, &z.managed, cpu, &real, nullptr, &out) == ABR_OK);
+  Owned result(out);
+  CHECK(static_cast<const double*>(result->data)[0] == 1.5);
 }
 
 TEST_CASE("vectorized strided kernels never read past the view's last element") {

@@ -31,8 +31,11 @@ DLTensor view(void* data, DLDevice device, DLDataType dtype, std::vector<int64_t
   return t;
 }
 
-void copy_ok(abr_runtime* rt, const DLTensor& src, const DLTensor& dst, abr_stream* stream = nullptr) {
-  const abr_status status = abr_copy(rt, &src, &dst, nullptr, stream);
+void copy_ok(abr_runtime* rt, const DLTensor& src, const DLTensor& dst, abr_stream* stream = nullptr,
+             abr_casting casting = ABR_CASTING_DEFAULT) {
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.casting = casting;
+  const abr_status status = abr_copy(rt, &src, &dst, &options, stream);
   INFO(std::string(abr_last_error()));
   REQUIRE(status == ABR_OK);
 }
@@ -78,12 +81,13 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, cas
   CHECK((report.flags & ABR_REPORT_CAST) != 0);
   INFO(std::string(report.detail));
   CHECK(std::string(report.detail).find("1 MiB chunks") != std::string::npos);
-  // Back into the CUDA tensor's transpose, as int32: cast by an OpenCL kernel, scattered by a CUDA one.
+  // Back into the CUDA tensor's transpose, as int32 (float to integer: casting "unsafe"): cast by an OpenCL
+  // kernel, scattered by a CUDA one.
   std::vector<int32_t> blank(data.size(), 0);
   Managed zeros(blank.data(), i32, {rows, cols});
   Owned target(move_to(rt, &zeros.managed, cuda0));
   std::vector<int64_t> t_shape{cols, rows}, t_strides{1, cols}, none;
-  copy_ok(rt, on_cl.t->dl_tensor, view(target->data, cuda0, i32, t_shape, t_strides));
+  copy_ok(rt, on_cl.t->dl_tensor, view(target->data, cuda0, i32, t_shape, t_strides), nullptr, ABR_CASTING_UNSAFE);
   Owned home(move_to(rt, take(target), cpu));
   CHECK(std::memcmp(home->data, data.data(), data.size() * 4) == 0);
   const abr_pool_stats stats = pool_stats(rt);

@@ -139,6 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
   abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
   options.flags = h.transfer_flags & 3u;
+  options.casting = static_cast<abr_casting>((h.transfer_flags >> 2) % 6);  // 5: not an abr_casting
   abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
   options.report = &report;
 
@@ -185,7 +186,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (item <= 0 || elements > kArena / 2 / std::max<int64_t>(item, 1)) return 0;
       std::vector<unsigned char> target(size_t(elements * item) + 1);
       dst.data = target.data();
-      abr_copy(runtime(), &t, &dst, nullptr, nullptr);  // any status; sanitizers judge the memory
+      abr_copy(runtime(), &t, &dst, &options, nullptr);  // any status; sanitizers judge the memory
       break;
     }
   }

@@ -32,6 +32,9 @@ SEEDS = {
     "cast-f64-to-bool": seed(op=2, code=FLOAT, bits=64, cast=(BOOL, 8, 1)),
     "legacy-u8": seed(op=3, code=UINT, bits=8, shape=(5, 7)),
     "abr-copy-c64-to-c128": seed(op=4, code=COMPLEX, bits=64, strides=(8, 2), cast=(COMPLEX, 128, 1)),
+    "abr-copy-f64-to-i8-refused": seed(op=4, code=FLOAT, bits=64, cast=(INT, 8, 1)),  # same_kind, a copy's default
+    "abr-copy-c128-to-f32-unsafe": seed(op=4, code=COMPLEX, bits=128, strides=(8, 2), cast=(FLOAT, 32, 1),
+                                        transfer_flags=4 << 2),  # bits 2+: abr_transfer_options.casting
     "zero-d-bool": seed(op=1, code=BOOL, bits=8, shape=()),
     "zero-size": seed(op=1, shape=(0, 5)),
     "size-one-dims": seed(op=1, shape=(1, 6, 1), strides=(999, 2, -7)),

@@ -201,6 +201,28 @@ int parse_dtype(PyObject* dtype, DLDataType* out) {
   return 0;
 }
 
+int parse_casting(PyObject* casting, abr_casting* out) {
+  static const struct {
+    const char* name;
+    abr_casting value;
+  } kRules[] = {{"no", ABR_CASTING_NO},
+                {"equiv", ABR_CASTING_NO},
+                {"safe", ABR_CASTING_SAFE},
+                {"same_kind", ABR_CASTING_SAME_KIND},
+                {"unsafe", ABR_CASTING_UNSAFE}};
+  if (!casting || casting == Py_None) return 0;
+  for (size_t i = 0; PyUnicode_Check(casting) && i < sizeof kRules / sizeof kRules[0]; ++i)
+    if (PyUnicode_CompareWithASCIIString(casting, kRules[i].name) == 0) {
+      *out = kRules[i].value;
+      return 0;
+    }
+  PyErr_Format(PyExc_ValueError,
+               "arraybridge: casting must be None, \"no\", \"equiv\", \"safe\", \"same_kind\" or \"unsafe\" "
+               "(NumPy's names), not %R",
+               casting);
+  return -1;
+}
+
 int parse_stream(PyObject* stream, uintptr_t* out) {
   if (!stream || stream == Py_None) return 0;
   PyObject* handle = PyObject_CallOneArg(hooks.stream_handle, stream);

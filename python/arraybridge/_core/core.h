@@ -217,6 +217,9 @@ int parse_copy(PyObject* copy, abr_copy_mode* out);
 int parse_contiguous(PyObject* value, uint32_t* flags);
 int parse_truth(PyObject* value, int* out);
 int parse_dtype(PyObject* dtype, DLDataType* out);
+/* casting=: None (the call's default), "no", "equiv" (as "no": DLPack has one byte
+ * order), "safe", "same_kind" or "unsafe", NumPy's names. */
+int parse_casting(PyObject* casting, abr_casting* out);
 /* host_staging=False (or strict=True, its old spelling, which warns; not both)
  * refuses any path through host memory: ABR_TRANSFER_NO_HOST_STAGING. */
 int parse_host_staging(PyObject* host_staging, PyObject* strict, const char* call, uint32_t* flags);

@@ -184,7 +184,7 @@ void init_request(Request* request, const char* context) {
 
 const char core_to_device_doc[] =
     "to_device(x, device, *, copy=None, stream=None, dtype=None, host_staging=True, contiguous=False,\n"
-    "          non_blocking=False)\n--\n\n"
+    "          non_blocking=False, casting=None)\n--\n\n"
     "Move any DLPack array (or capsule, or Tensor) to `device`; returns a Tensor.\n\n"
     "device: \"cpu\", \"cuda:N\", \"cuda_host\", \"opencl:N\", a (DLDeviceType, id) pair or a\n"
     "Device from devices(). copy: None = a view when possible, True = always a new\n"
@@ -212,6 +212,10 @@ const char core_to_device_doc[] =
     "the caller's to write. The value and dtype never change unless dtype= asks; a cast\n"
     "is exact only where the new dtype holds every value: as NumPy's astype, integers\n"
     "wrap, floats to integers saturate (NaN to 0), complex to real keeps the real part.\n"
+    "casting: which casts dtype= may ask for, NumPy's names: None (\"unsafe\", astype's\n"
+    "default: any), \"same_kind\" (within a kind or up: not complex to real, float to\n"
+    "integer, signed to unsigned or to bool), \"safe\" (a dtype holding every value),\n"
+    "\"no\"; a refused cast raises CastingError (a TypeError).\n"
     "The path taken is in `.report` and logged at DEBUG on the \"arraybridge\" logger.\n"
     "x may also be a mapping (a dict, a torch state dict), list or tuple of arrays,\n"
     "nested, subclasses included: the same structure comes back, of the same type\n"
@@ -220,11 +224,11 @@ const char core_to_device_doc[] =
 
 PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"x",          "device",       "copy",  "stream", "dtype", "host_staging",
-                                       "contiguous", "non_blocking", "strict"};
-  static PyObject* interned[9];
-  PyObject* a[9];
-  if (hooks_ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 9, 2, 2, a) < 0)
+  static const char* const kNames[] = {"x",          "device",       "copy",   "stream", "dtype", "host_staging",
+                                       "contiguous", "non_blocking", "strict", "casting"};
+  static PyObject* interned[10];
+  PyObject* a[10];
+  if (hooks_ready() < 0 || parse_arguments("to_device", args, nargs, kwnames, kNames, interned, 10, 2, 2, a) < 0)
     return NULL;
   /* A structure of arrays (nested lists, tuples, mappings) moves in one batch, rebuilt in Python. */
   if (is_structure(a[0])) return PyObject_Vectorcall(hooks.to_device_structure, args, (size_t)nargs, kwnames);
@@ -234,7 +238,8 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
   if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
       parse_stream(a[3], &request.stream) < 0 || parse_dtype(a[4], &request.options.dtype) < 0 ||
       parse_host_staging(a[5], a[8], "to_device", &request.options.flags) < 0 ||
-      parse_contiguous(a[6], &request.options.flags) < 0 || parse_truth(a[7], &request.non_blocking) < 0)
+      parse_contiguous(a[6], &request.options.flags) < 0 || parse_truth(a[7], &request.non_blocking) < 0 ||
+      parse_casting(a[9], &request.options.casting) < 0)
     return restated("to_device");
   PyObject* result = run(a[0], &request);
   return result ? result : restated("to_device");
@@ -290,9 +295,13 @@ static abr_status copy_following(abr_runtime* runtime, DLManagedTensorVersioned*
 }
 
 const char core_copy_doc[] =
-    "copy(src, dst, *, host_staging=True, non_blocking=False)\n--\n\n"
+    "copy(src, dst, *, host_staging=True, non_blocking=False, casting=None)\n--\n\n"
     "Copy the elements of src into the existing array dst, in place: the same shape,\n"
-    "any strides on either side, a dtype difference converted (as to_device's dtype=). Both are any DLPack\n"
+    "any strides on either side, a dtype difference converted as casting allows (None:\n"
+    "\"same_kind\", as NumPy's copyto: float64 into float32 or int64 into int8 converts,\n"
+    "as astype does, while complex into float, float into int, signed into unsigned and\n"
+    "anything but bool into bool raise CastingError; \"unsafe\" converts those too,\n"
+    "\"safe\" only into a dtype holding every value, \"no\" none). Both are any DLPack\n"
     "producers (or capsules) and stay the caller's. This is how data reaches memory\n"
     "another library owns, such as a buffer in pyclesperanto's OpenCL context.\n"
     "host_staging=False: refuse any path that stages through host memory (the planner\n"
@@ -311,17 +320,19 @@ const char core_copy_doc[] =
 
 PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"src", "dst", "host_staging", "non_blocking", "strict"};
-  static PyObject* interned[5];
-  PyObject* a[5];
-  if (hooks_ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 5, 2, 2, a) < 0) return NULL;
+  static const char* const kNames[] = {"src", "dst", "host_staging", "non_blocking", "strict", "casting"};
+  static PyObject* interned[6];
+  PyObject* a[6];
+  if (hooks_ready() < 0 || parse_arguments("copy", args, nargs, kwnames, kNames, interned, 6, 2, 2, a) < 0) return NULL;
   /* Structures of arrays (nested lists, tuples, mappings) copy in one batch, matched in Python. */
   if (is_structure(a[0])) return PyObject_Vectorcall(hooks.copy_structure, args, (size_t)nargs, kwnames);
   abr_transfer_options options;
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
   int non_blocking = 0;
-  if (parse_host_staging(a[2], a[4], "copy", &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0) return NULL;
+  if (parse_host_staging(a[2], a[4], "copy", &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0 ||
+      parse_casting(a[5], &options.casting) < 0)
+    return restated("copy");
   const double start = recorder ? record_clock() : 0;
   abr_transfer_report report = ABR_TRANSFER_REPORT_INIT; /* asked for only by a recording */
   if (recorder) options.report = &report;

@@ -9,7 +9,7 @@
 
 const char core_to_device_many_doc[] =
     "to_device_many(xs, device, *, copy=None, dtype=None, host_staging=True, contiguous=False,\n"
-    "               non_blocking=False)\n--\n\n"
+    "               non_blocking=False, casting=None)\n--\n\n"
     "Move every DLPack array of the list xs to `device` in one runtime call; returns\n"
     "a list of Tensors in xs's order. Small copies from host memory are packed into\n"
     "one block and moved with one copy (their Tensors share one allocation, freed\n"
@@ -101,11 +101,11 @@ static int failed_at(const char* place) {
 
 PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"xs",           "device",     "copy",         "dtype",
-                                       "host_staging", "contiguous", "non_blocking", "strict"};
-  static PyObject* interned[8];
-  PyObject* a[8];
-  if (hooks_ready() < 0 || parse_arguments("to_device_many", args, nargs, kwnames, kNames, interned, 8, 2, 2, a) < 0)
+  static const char* const kNames[] = {"xs",         "device",       "copy",   "dtype",  "host_staging",
+                                       "contiguous", "non_blocking", "strict", "casting"};
+  static PyObject* interned[9];
+  PyObject* a[9];
+  if (hooks_ready() < 0 || parse_arguments("to_device_many", args, nargs, kwnames, kNames, interned, 9, 2, 2, a) < 0)
     return NULL;
   Request request;
   init_request(&request, "to_device");
@@ -113,7 +113,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
       parse_dtype(a[3], &request.options.dtype) < 0 ||
       parse_host_staging(a[4], a[7], "to_device_many", &request.options.flags) < 0 ||
-      parse_contiguous(a[5], &request.options.flags) < 0 || parse_truth(a[6], &request.non_blocking) < 0)
+      parse_contiguous(a[5], &request.options.flags) < 0 || parse_truth(a[6], &request.non_blocking) < 0 ||
+      parse_casting(a[8], &request.options.casting) < 0)
     return restated("to_device");
   const double start = recorder ? record_clock() : 0;
   abr_runtime* runtime = core_runtime();
@@ -301,10 +302,11 @@ static int refuse_read_only(const DLManagedTensorVersioned* dst, const char* rol
 }
 
 const char core_copy_many_doc[] =
-    "copy_many(srcs, dsts, *, host_staging=True, non_blocking=False)\n--\n\n"
+    "copy_many(srcs, dsts, *, host_staging=True, non_blocking=False, casting=None)\n--\n\n"
     "copy(srcs[i], dsts[i]) for every pair of two lists of the same length, in one\n"
     "runtime call: every pair is checked before anything moves (a bad pair names its\n"
-    "place and moves nothing), and the copies on one device wait for it once. Large\n"
+    "place and moves nothing), and the copies on one device wait for it once. casting\n"
+    "as copy's. Large\n"
     "pageable arrays to or from a device (a state dict into a model's parameters)\n"
     "move through one pipeline per device, where no other pair touches their memory.\n"
     "non_blocking: return once the copies are queued, with an Event to wait on (None\n"
@@ -323,17 +325,18 @@ static DLDevice one_device(const DLTensor* const* tensors, Py_ssize_t count) {
 
 PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"srcs", "dsts", "host_staging", "non_blocking", "strict"};
-  static PyObject* interned[5];
-  PyObject* a[5];
-  if (hooks_ready() < 0 || parse_arguments("copy_many", args, nargs, kwnames, kNames, interned, 5, 2, 2, a) < 0)
+  static const char* const kNames[] = {"srcs", "dsts", "host_staging", "non_blocking", "strict", "casting"};
+  static PyObject* interned[6];
+  PyObject* a[6];
+  if (hooks_ready() < 0 || parse_arguments("copy_many", args, nargs, kwnames, kNames, interned, 6, 2, 2, a) < 0)
     return NULL;
   abr_transfer_options options;
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
   int non_blocking = 0;
-  if (parse_host_staging(a[2], a[4], "copy_many", &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0)
-    return NULL;
+  if (parse_host_staging(a[2], a[4], "copy_many", &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0 ||
+      parse_casting(a[5], &options.casting) < 0)
+    return restated("copy");
   const double start = recorder ? record_clock() : 0;
   abr_batch_report report = ABR_BATCH_REPORT_INIT; /* asked for only by a recording */
   abr_runtime* runtime = core_runtime();

@@ -185,6 +185,7 @@ pub const ABR_ERR_BACKEND_UNAVAILABLE: abr_status = -63;
 pub const ABR_ERR_COPY_REQUIRED: abr_status = -80;
 pub const ABR_ERR_READ_ONLY: abr_status = -81;
 pub const ABR_ERR_SHAPE_MISMATCH: abr_status = -82;
+pub const ABR_ERR_CASTING: abr_status = -83;
 pub const ABR_ERR_DLPACK_VERSION: abr_status = -90;
 pub const ABR_ERR_DLPACK_NDIM: abr_status = -91;
 pub const ABR_ERR_DLPACK_SHAPE: abr_status = -92;
@@ -303,6 +304,14 @@ pub const ABR_COPY_ALWAYS: abr_copy_mode = 1;
 pub const ABR_COPY_NEVER: abr_copy_mode = 2;
 pub const ABR_COPY_MODE_MAX_ENUM: abr_copy_mode = 0x7FFF_FFFF;
 
+pub type abr_casting = i32;
+pub const ABR_CASTING_DEFAULT: abr_casting = 0;
+pub const ABR_CASTING_NO: abr_casting = 1;
+pub const ABR_CASTING_SAFE: abr_casting = 2;
+pub const ABR_CASTING_SAME_KIND: abr_casting = 3;
+pub const ABR_CASTING_UNSAFE: abr_casting = 4;
+pub const ABR_CASTING_MAX_ENUM: abr_casting = 0x7FFF_FFFF;
+
 pub const ABR_TRANSFER_NO_HOST_STAGING: u32 = 1 << 0;
 pub const ABR_TRANSFER_REQUIRE_CONTIGUOUS: u32 = 1 << 1;
 pub const ABR_TRANSFER_NO_NEGATIVE_STRIDES: u32 = 1 << 2;
@@ -343,7 +352,7 @@ pub const ABR_TRANSFER_REPORT_INIT: abr_transfer_report = abr_transfer_report {
     detail: [0; 160],
 };
 
-pub const ABR_TRANSFER_OPTIONS_VERSION: u32 = 1;
+pub const ABR_TRANSFER_OPTIONS_VERSION: u32 = 2;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -353,6 +362,8 @@ pub struct abr_transfer_options {
     pub flags: u32,
     pub dtype: DLDataType,
     pub report: *mut abr_transfer_report,
+    /// Version 2.
+    pub casting: abr_casting,
 }
 pub const ABR_TRANSFER_OPTIONS_INIT: abr_transfer_options = abr_transfer_options {
     version: ABR_TRANSFER_OPTIONS_VERSION,
@@ -360,6 +371,7 @@ pub const ABR_TRANSFER_OPTIONS_INIT: abr_transfer_options = abr_transfer_options
     flags: 0,
     dtype: DLDataType { code: 0, bits: 0, lanes: 0 },
     report: core::ptr::null_mut(),
+    casting: ABR_CASTING_DEFAULT,
 };
 
 /// Longest device or dtype name, NUL included.

@@ -596,6 +596,37 @@ impl CopyMode {
     }
 }
 
+/// Which casts a transfer may make (NumPy's `casting=` names). Kinds rank bool <
+/// unsigned < signed < float < complex.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Casting {
+    /// The call's own: `SameKind` for `copy` and `copy_many` (NumPy's copyto), `Unsafe`
+    /// for `to_device`'s `dtype` (NumPy's astype).
+    #[default]
+    Default,
+    /// No cast: the dtypes must be the same.
+    No,
+    /// Only into a dtype that holds every value of the source's.
+    Safe,
+    /// `Safe`, and narrowing within a kind or up: never complex to real, float to
+    /// integer, signed to unsigned or anything but bool to bool.
+    SameKind,
+    /// Any cast the runtime has.
+    Unsafe,
+}
+
+impl Casting {
+    fn raw(self) -> sys::abr_casting {
+        match self {
+            Casting::Default => sys::ABR_CASTING_DEFAULT,
+            Casting::No => sys::ABR_CASTING_NO,
+            Casting::Safe => sys::ABR_CASTING_SAFE,
+            Casting::SameKind => sys::ABR_CASTING_SAME_KIND,
+            Casting::Unsafe => sys::ABR_CASTING_UNSAFE,
+        }
+    }
+}
+
 /// `abr_transfer_options`, less the report (every call returns its report).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TransferOptions {
@@ -607,6 +638,8 @@ pub struct TransferOptions {
     pub no_host_staging: bool,
     /// A view must be compact row-major, else copy (abr_copy: refuse a destination that is not).
     pub require_contiguous: bool,
+    /// Which casts are allowed; a refused one is `ABR_ERR_CASTING`.
+    pub casting: Casting,
 }
 
 impl TransferOptions {
@@ -617,6 +650,7 @@ impl TransferOptions {
         let mut o = sys::ABR_TRANSFER_OPTIONS_INIT;
         o.copy = self.copy.raw();
         o.dtype = self.dtype.map(|d| d.0).unwrap_or_default();
+        o.casting = self.casting.raw();
         if self.no_host_staging {
             o.flags |= sys::ABR_TRANSFER_NO_HOST_STAGING;
         }

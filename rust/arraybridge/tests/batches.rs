@@ -1,7 +1,7 @@
 // to_device_many and copy_many: batch reports, sources handed back on failure.
 mod common;
 use arraybridge::sys;
-use arraybridge::{CopyMode, Device, Runtime, Stream, Tensor, TransferOptions};
+use arraybridge::{Casting, CopyMode, Device, Runtime, Stream, Tensor, TransferOptions};
 use common::{values, Counted};
 
 #[test]
@@ -74,4 +74,23 @@ fn copy_checks_shapes_and_reports() {
     let err = rt.copy(&src, &mut wrong, &TransferOptions::default(), None).unwrap_err();
     assert_eq!(err.status, sys::ABR_ERR_SHAPE_MISMATCH);
     assert_eq!(err.name, "ABR_ERR_SHAPE_MISMATCH");
+}
+
+#[test]
+fn copy_casts_within_a_kind_by_default_and_across_kinds_when_asked() {
+    let rt = Runtime::new().unwrap();
+    let src = Tensor::from_vec(vec![1.5f64, -2.5], &[2]);
+    let mut narrow = Tensor::zeros::<f32>(&[2]);
+    rt.copy(&src, &mut narrow, &TransferOptions::default(), None).unwrap();
+    assert_eq!(narrow.to_vec::<f32>().unwrap(), vec![1.5, -2.5]);
+    let mut ints = Tensor::zeros::<i32>(&[2]);
+    let err = rt.copy(&src, &mut ints, &TransferOptions::default(), None).unwrap_err();
+    assert_eq!(err.status, sys::ABR_ERR_CASTING, "{}", err);
+    assert!(err.message.contains("casting \"same_kind\""), "{}", err);
+    assert_eq!(ints.to_vec::<i32>().unwrap(), vec![0, 0]);
+    let unsafe_cast = TransferOptions { casting: Casting::Unsafe, ..Default::default() };
+    rt.copy(&src, &mut ints, &unsafe_cast, None).unwrap();
+    assert_eq!(ints.to_vec::<i32>().unwrap(), vec![1, -2]);
+    let safe = TransferOptions { casting: Casting::Safe, ..Default::default() };
+    assert_eq!(rt.copy(&src, &mut narrow, &safe, None).unwrap_err().status, sys::ABR_ERR_CASTING);
 }

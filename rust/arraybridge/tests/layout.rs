@@ -47,11 +47,11 @@ fn dlpack_structs_match_the_c_layout() {
 fn arraybridge_structs_match_the_c_layout() {
     assert_eq!(size_of::<abr_status>(), 4);
     assert_eq!(size_of::<abr_runtime_options>(), 8);
-    assert_eq!(size_of::<abr_transfer_options>(), 24);
+    assert_eq!(size_of::<abr_transfer_options>(), 32);
     assert_eq!(
         [offset!(abr_transfer_options, copy), offset!(abr_transfer_options, flags), offset!(abr_transfer_options, dtype),
-         offset!(abr_transfer_options, report)],
-        [4, 8, 12, 16]
+         offset!(abr_transfer_options, report), offset!(abr_transfer_options, casting)],
+        [4, 8, 12, 16, 24]
     );
     assert_eq!(size_of::<abr_transfer_report>(), 184);
     assert_eq!(
@@ -103,7 +103,10 @@ fn the_init_constants_match_what_the_init_functions_write() {
         assert_eq!(o, ABR_RUNTIME_OPTIONS_INIT);
         let mut t: abr_transfer_options = std::mem::zeroed();
         assert_eq!(abr_transfer_options_init(&mut t, ABR_TRANSFER_OPTIONS_VERSION), ABR_OK);
-        assert_eq!((t.version, t.copy, t.flags, t.dtype, t.report), (1, ABR_COPY_IF_NEEDED, 0, DLDataType::default(), std::ptr::null_mut()));
+        assert_eq!(
+            (t.version, t.copy, t.flags, t.dtype, t.report, t.casting),
+            (ABR_TRANSFER_OPTIONS_VERSION, ABR_COPY_IF_NEEDED, 0, DLDataType::default(), std::ptr::null_mut(), ABR_CASTING_DEFAULT)
+        );
         let mut p: abr_pool_stats = std::mem::zeroed();
         assert_eq!(abr_pool_stats_init(&mut p, ABR_POOL_STATS_VERSION), ABR_OK);
         assert_eq!(p, ABR_POOL_STATS_INIT);

@@ -27,7 +27,12 @@ def transfers(a: "np.ndarray[tuple[int, int], np.dtype[np.float64]]") -> None:
     event: ab.Event | None = ab.copy(a, np.empty_like(a), non_blocking=True)
     if event is not None:
         event.wait()
-    ab.copy_many([a], [np.empty_like(a)])
+    ab.copy_many([a], [np.empty_like(a)], casting="safe")
+    try:
+        ab.copy(a, np.empty(a.shape, np.int32))
+    except ab.CastingError as refused:  # float64 into int32: a copy's default (same_kind) refuses it
+        ab.copy(a, np.empty(a.shape, np.int32), casting="unsafe")
+        print(refused.status_name)
     view: ab.Tensor = ab.from_dlpack(a, copy=False)
     print(batch, many, view, ab.__version__)
 
