@@ -276,7 +276,8 @@ typedef struct abr_transfer_options {
  * rule allows converts each element as C and NumPy's astype do, exact only where the new
  * dtype holds every value: integers wrap modulo 2^bits, floats to integers saturate (NaN
  * to 0), complex to real keeps the real part, anything to bool is x != 0. */
-#define ABR_TRANSFER_OPTIONS_INIT {ABR_TRANSFER_OPTIONS_VERSION, ABR_COPY_IF_NEEDED, 0, {0, 0, 0}, NULL, ABR_CASTING_DEFAULT}
+#define ABR_TRANSFER_OPTIONS_INIT \
+  {ABR_TRANSFER_OPTIONS_VERSION, ABR_COPY_IF_NEEDED, 0, {0, 0, 0}, NULL, ABR_CASTING_DEFAULT}
 
 /* Prepare the structs for a caller built against `version` (as every abr_X_init does). */
 ABR_API abr_status abr_transfer_options_init(abr_transfer_options* options, unsigned int version);

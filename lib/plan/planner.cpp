@@ -54,9 +54,12 @@ void require_cast(DLDataType from, DLDataType to, abr_casting casting, bool into
   const bool by_default = casting == ABR_CASTING_DEFAULT;
   if (by_default) casting = into ? ABR_CASTING_SAME_KIND : ABR_CASTING_UNSAFE;
   if (casting_allows(casting, from, to)) return;
-  fail(ABR_ERR_CASTING, "casting \"{}\"{} refuses {} -> {} ({}); ask for casting \"unsafe\" to convert anyway",
+  const abr_casting enough = casting_allows(ABR_CASTING_SAFE, from, to) ? ABR_CASTING_SAFE
+      : casting_allows(ABR_CASTING_SAME_KIND, from, to)                 ? ABR_CASTING_SAME_KIND
+                                                                        : ABR_CASTING_UNSAFE;
+  fail(ABR_ERR_CASTING, "casting \"{}\"{} refuses {} -> {} ({}); ask for casting \"{}\" to convert anyway",
        casting_name(casting), by_default ? " (a copy's default, as NumPy's copyto)" : "", dtype_name(from),
-       dtype_name(to), casting == ABR_CASTING_NO ? "the dtypes differ" : cast_loses(from, to));
+       dtype_name(to), casting == ABR_CASTING_NO ? "the dtypes differ" : cast_loses(from, to), casting_name(enough));
 }
 
 // Every side is host memory the host engine reaches, or device memory a backend moves.

@@ -103,8 +103,7 @@ bool casting_allows(abr_casting casting, DLDataType from, DLDataType to) {
   switch (casting) {
     case ABR_CASTING_NO: return false;
     case ABR_CASTING_SAFE: return holds_every_value(from, to);
-    case ABR_CASTING_SAME_KIND:
-      return holds_every_value(from, to) || (kind_rank(from) >= 0 && kind_rank(to) >= kind_rank(from));
+    case ABR_CASTING_SAME_KIND: return kind_rank(from) >= 0 && kind_rank(to) >= kind_rank(from);  // SAFE is within
     default: return true;
   }
 }
@@ -112,12 +111,21 @@ bool casting_allows(abr_casting casting, DLDataType from, DLDataType to) {
 const char* cast_loses(DLDataType from, DLDataType to) {
   const int rank_from = kind_rank(from), rank_to = kind_rank(to);
   if (rank_to == 0) return "every value becomes x != 0";
-  if (rank_from == 4 && rank_to < 4) return "the imaginary part is dropped";
+  if (rank_from == 4 && rank_to < 3)
+    return "the imaginary part is dropped, fractions are cut, and values out of range saturate";
+  if (rank_from == 4 && rank_to == 3) return "the imaginary part is dropped";
   if (rank_from == 3 && rank_to < 3) return "fractions are cut, and values out of range saturate";
   if (rank_from == 2 && rank_to == 1) return "negative values wrap";
-  if (rank_from >= 3) return "values round, and those out of range overflow";
-  if (rank_to >= 3) return "integers past the float's digits round";
-  return "values out of range wrap";
+  if (rank_to <= 2) return "values out of range wrap";
+  const FloatRange b = float_range(to);
+  if (rank_from <= 2) {  // an integer into a float: too few digits, and into float16 too little range
+    const int value_bits = rank_from == 1 ? from.bits : from.bits - 1;
+    return value_bits >= b.max_exponent ? "integers past the float's digits round, and those past its range become inf"
+                                        : "integers past the float's digits round";
+  }
+  const FloatRange a = float_range(from);
+  if (b.digits >= a.digits) return "values out of range overflow";
+  return b.max_exponent >= a.max_exponent ? "values round" : "values round, and those out of range overflow";
 }
 
 void check_dtype(DLDataType dtype, const char* what) {

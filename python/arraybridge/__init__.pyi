@@ -3,11 +3,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from . import convert as convert, mpi as mpi, nixl as nixl, ray as ray
-from ._core import (Event as Event, TensorBase, copy as copy, copy_many as copy_many, from_dlpack as from_dlpack,
-                    to_device as to_device, to_device_many as to_device_many)
+from ._core import (Event as Event, TensorBase, copy as copy, copy_many as copy_many,
+                    from_dlpack as from_dlpack, to_device as to_device, to_device_many as to_device_many)
 # Deprecated aliases (each use warns, naming the new spelling).
 from .convert import (CPU_MEMORY_TYPES as CPU_MEMORY_TYPES, GPU_MEMORY_TYPES as GPU_MEMORY_TYPES,
                       SUPPORTED_MEMORY_TYPES as SUPPORTED_MEMORY_TYPES, MemoryType as MemoryType,
@@ -63,7 +63,8 @@ class Tensor(TensorBase):
     def report(self) -> TransferReport: ...
     def to(self, device: str | tuple[int, int] | Device, *, copy: bool | None = None, stream: Any = None,
            dtype: Any = None, host_staging: bool = True, contiguous: bool | str = False,
-           non_blocking: bool = False, casting: str | None = None) -> Tensor: ...
+           non_blocking: bool = False,
+           casting: Literal["no", "equiv", "safe", "same_kind", "unsafe"] | None = None) -> Tensor: ...
     def ipc_handle(self) -> IpcHandle: ...
     def __dlpack_device__(self) -> tuple[DLDeviceType | int, int]: ...
 

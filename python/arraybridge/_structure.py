@@ -162,26 +162,32 @@ def raise_placed(error, structures, names=None):
     """Raises `error` again with each flat batch place it names ("x[777]") replaced by
     that leaf's place in its structure ("x['fc.weight']"); `structures` maps the flat
     names to the structures, `names` the flat names to the caller's ("srcs" -> "src").
+    A copy's "pair 7" becomes "src['fc.weight'] -> dst['fc.weight']".
     Returns when there is nothing to rename."""
     text = str(error)
-    names = {"pair": "src", **(names or {})}
-    structures = {"pair": structures.get("src"), **structures}
+    names = names or {}
 
     def role_of(found):
         return found.group(1) or found.group(3)
 
-    if isinstance(error, MemoryError) or not any(structures.get(role_of(found)) is not None
-                                                 for found in _FLAT_PLACE.finditer(text)):
+    def known(role):
+        return "src" in structures and "dst" in structures if role == "pair" else role in structures
+
+    if isinstance(error, MemoryError) or not any(known(role_of(found)) for found in _FLAT_PLACE.finditer(text)):
         return
     named = {}
 
+    def places_of(role):
+        if role not in named:
+            named[role] = ([f"{s} -> {d}" for s, d in zip(places(structures["src"], "src", []),
+                                                             places(structures["dst"], "dst", []))]
+                           if role == "pair" else places(structures[role], names.get(role, role), []))
+        return named[role]
+
     def place(found):
         role, index = role_of(found), int(found.group(2) or found.group(4))
-        if structures.get(role) is None:
-            return found.group(0)
-        if role not in named:
-            named[role] = places(structures[role], names.get(role, role), [])
-        return named[role][index] if index < len(named[role]) else found.group(0)
+        listed = places_of(role) if known(role) else []
+        return listed[index] if index < len(listed) else found.group(0)
 
     made = restated(error, _FLAT_PLACE.sub(place, text))
     if made is not None:

@@ -203,6 +203,11 @@ TEST_CASE("abr_transfer_options version 1 (no casting): read within its 24 bytes
   CHECK(narrowed == 2.5f);
   CHECK(abr_copy(rt, &from, &other_kind, v1.as<abr_transfer_options>(), nullptr) == ABR_ERR_CASTING);
   CHECK(into == -1);
+  // Without ASan too: a version 1 struct followed by bytes that are no abr_casting is read as version 1.
+  CallerBlock padded(sizeof(abr_transfer_options), 0xEE);
+  REQUIRE(abr_transfer_options_init(padded.as<abr_transfer_options>(), 1) == ABR_OK);
+  CHECK(padded.as<abr_transfer_options>()->casting == static_cast<abr_casting>(0xEEEEEEEE));  // init left it
+  CHECK(abr_copy(rt, &from, &other_kind, padded.as<abr_transfer_options>(), nullptr) == ABR_ERR_CASTING);
   // Its abr_to_device casts as astype does: a dtype asked for is made.
   Managed m(&value, f64, {1});
   m.managed.deleter = nullptr;

@@ -219,7 +219,7 @@ TEST_CASE("bad input: the whole message, entry point named once") {
       {"float64 to float32 with casting \"safe\"",
        [&] { return abr_to_device(rt, &doubles.managed, cpu, &safe, nullptr, &result); }, ABR_ERR_CASTING,
        "abr_to_device: casting \"safe\" refuses float64 -> float32 (values round, and those out of range "
-       "overflow); ask for casting \"unsafe\" to convert anyway"},
+       "overflow); ask for casting \"same_kind\" to convert anyway"},
       {"an unknown casting", [&] { return abr_copy(rt, &src.tensor(), &src.tensor(), &bad_casting, nullptr); },
        ABR_ERR_INVALID_ARGUMENT, "abr_copy: abr_transfer_options.casting = 5 is not an abr_casting"},
       {"an unknown copy mode", [&] { return abr_to_device(rt, &src.managed, cpu, &bad_copy, nullptr, &result); },

@@ -54,6 +54,8 @@ def strided(peer, other, role):
         peer.send(base.T, to=other).wait()  # transposed
         peer.send(base[::-1, 1:7:3], to=other).wait()  # negative and uneven strides
         peer.send(values(np.int64, (5,)), to=other, dtype="float32").wait()  # cast while packing
+        peer.send(np.array([1.75, -2.5, 3.0]), to=other, dtype="int32").wait()  # across kinds: asked for
+        peer.send(np.array([1.5, 2.5]), to=other).wait()  # into an int64 out= with casting="unsafe"
         peer.send(ab.to_device(values(np.float32, (2, 3)), "opencl:0"), to=other).wait()
         return
     base = values(np.float64, (6, 8))
@@ -65,6 +67,11 @@ def strided(peer, other, role):
     np.testing.assert_array_equal(np.from_dlpack(peer.recv(other).wait()), base[::-1, 1:7:3])
     cast = np.from_dlpack(peer.recv(other).wait())
     assert cast.dtype == np.float32 and (cast == np.arange(5) % 251 + 8).all(), cast
+    truncated = np.from_dlpack(peer.recv(other).wait())
+    assert truncated.dtype == np.int32 and truncated.tolist() == [1, -2, 3], truncated
+    ints = np.zeros(2, np.int64)
+    peer.recv(other, out=ints, casting="unsafe").wait()
+    assert ints.tolist() == [1, 2], ints
     on_device = peer.recv(other, device="opencl:0").wait()
     assert on_device.device == "opencl:0", on_device
     np.testing.assert_array_equal(np.from_dlpack(on_device.to("cpu")), values(np.float32, (2, 3)))

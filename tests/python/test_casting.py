@@ -99,9 +99,11 @@ def test_to_device_casts_as_astype_unless_asked_otherwise():
 def test_a_structure_and_copy_many_cast_by_the_same_rule_and_a_refused_pair_moves_nothing():
     src = {"w": np.array([1.25, 2.5]), "b": np.array([3.0])}
     dst = {"w": np.zeros(2), "b": np.zeros(1, np.int32)}
-    with pytest.raises(ab.CastingError, match=r"copy: src\['b'\]: casting \"same_kind\""):
+    with pytest.raises(ab.CastingError, match=r"copy: src\['b'\] -> dst\['b'\]: casting \"same_kind\""):
         ab.copy(src, dst)
     assert (dst["w"] == 0).all() and (dst["b"] == 0).all()
+    with pytest.raises(ab.DLPackError, match=r"copy: src\['w'\] -> dst\['w'\]: destination: zero stride"):
+        ab.copy(src, {"w": np.lib.stride_tricks.as_strided(np.zeros(1), (2,), (0,)), "b": dst["b"]})
     ab.copy(src, dst, casting="unsafe")
     np.testing.assert_array_equal(dst["w"], [1.25, 2.5])
     assert dst["b"][0] == 3

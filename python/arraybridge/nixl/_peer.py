@@ -232,8 +232,8 @@ class Peer:
         """Offers `x` (any DLPack array: NumPy, torch, CuPy, JAX, an arraybridge Tensor; strided,
         on the CPU, a CUDA GPU or an OpenCL device) to peer `to` (its name; may be left out
         with one peer connected), packed into this peer's registered memory (cast to `dtype`
-        on the way if given). Returns a Transfer; its wait() returns once the receiver
-        has read the bytes. `x` may be reused as soon as send returns."""
+        on the way if given, any cast, as to_device's dtype= and NumPy's astype). Returns a
+        Transfer; its wait() returns once the receiver has read the bytes. `x` may be reused as soon as send returns."""
         link = self._link(to)
         tensor = x if isinstance(x, Tensor) else _core.from_dlpack(x)
         kind = tensor.dtype if dtype is None else canonical_dtype(dtype)
@@ -245,7 +245,8 @@ class Peer:
         slot = arena.take(nbytes)
         try:
             if nbytes:
-                _core.copy(tensor, arena.view(slot, kind, shape))
+                # A dtype asked for casts as astype does; none asked, the dtypes are the same.
+                _core.copy(tensor, arena.view(slot, kind, shape), casting="unsafe")
             ident = next(self._ids)
             offer = {"type": "offer", "id": ident, "address": slot.address, "nbytes": nbytes, "mem": arena.mem,
                      "device": arena.device_id, "shape": shape, "dtype": kind}
@@ -279,12 +280,13 @@ class Peer:
             return True, None
         return Transfer(self, step, self.timeout if timeout is None else timeout)
 
-    def recv(self, source=None, *, out=None, device="cpu", timeout=None):
+    def recv(self, source=None, *, out=None, device="cpu", timeout=None, casting=None):
         """Receives the next tensor peer `source` sent (its name; may be left out with one peer
         connected): waits for its offer (at most `timeout` seconds), then starts reading it
         through NIXL and returns a Transfer, whose wait() returns the tensor: `out`
-        (any DLPack array of the same shape, strided or another dtype allowed, filled in
-        place), or a new arraybridge Tensor on `device`."""
+        (any DLPack array of the same shape, strided allowed, filled in place; another dtype
+        is converted as copy's `casting` allows, by default "same_kind", and a refused one
+        raises at wait()), or a new arraybridge Tensor on `device`."""
         link = self._link(source)
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
@@ -352,7 +354,7 @@ class Peer:
                 if out is not None:
                     # Into `out` itself where it is a producer, not the view of it: a torch out= is then
                     # vetted and its version bumped as any copy destination's (autograd sees the write).
-                    _core.copy(view, out if hasattr(out, "__dlpack__") else landing)
+                    _core.copy(view, out if hasattr(out, "__dlpack__") else landing, casting=casting)
                     result = out
                 else:
                     result = _core.to_device(view, device, copy=True)

@@ -1008,8 +1008,9 @@ impl Runtime {
         Ok((results, BatchReport::from_raw(&report, paths)))
     }
 
-    /// Copies `src` into `dst` (same shape; a dtype difference is converted; any
-    /// strides). A READ_ONLY destination is refused. With a stream the copy is
+    /// Copies `src` into `dst` (same shape; a dtype difference is converted as
+    /// `options.casting` allows, by default within a kind or up, as NumPy's copyto:
+    /// complex into float or float into an integer is `ABR_ERR_CASTING`; any strides). A READ_ONLY destination is refused. With a stream the copy is
     /// ordered after the stream's earlier work; either way it has completed when
     /// this returns (the tensors are borrowed only for the call).
     pub fn copy(&self, src: &Tensor, dst: &mut Tensor, options: &TransferOptions, stream: Option<&Stream>)
