@@ -48,8 +48,9 @@ const char* casting_name(abr_casting casting) {
 // A cast the runtime has and the call's casting rule allows. By default a copy into an
 // existing tensor casts as NumPy's copyto does (same_kind: the destination's dtype was
 // not chosen for this data), and a new tensor of an asked-for dtype as astype does.
-void require_cast(DLDataType from, DLDataType to, abr_casting casting, bool into) {
-  if (same_dtype(from, to)) return;
+// Out of line, and asked only for a cast: inlined, its messages weighed on every plan
+// (a 4 KiB copy from Python took 45 ns more).
+[[gnu::noinline]] void require_cast(DLDataType from, DLDataType to, abr_casting casting, bool into) {
   if (!can_cast(from, to)) fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
   const bool by_default = casting == ABR_CASTING_DEFAULT;
   if (by_default) casting = into ? ABR_CASTING_SAME_KIND : ABR_CASTING_UNSAFE;
@@ -346,7 +347,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   plan.cast = !same_dtype(plan.dtype, src.dtype);
   plan.src_context = from.context;
   plan.dst_context = to.context;
-  require_cast(src.dtype, plan.dtype, options.casting, into);
+  if (plan.cast) require_cast(src.dtype, plan.dtype, options.casting, into);
   const bool src_host = from.host;
   const bool dst_host = into ? to.host : is_host_destination(to);
   // Host memory on the destination side is page-locked when it says so, or a new tensor in page-locked memory
