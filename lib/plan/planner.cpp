@@ -1,5 +1,7 @@
 #include "lib/plan/planner.hpp"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "lib/tensor/device_kinds.hpp"
@@ -325,9 +327,10 @@ TransferOptions resolve_options(const abr_transfer_options* options) {
     fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.flags has unknown bits {:#x}",
          options->flags & ~kKnownTransferFlags);
   if (!is_zero_dtype(options->dtype)) validate_dtype(options->dtype, "target dtype");
-  if (options->casting < ABR_CASTING_DEFAULT || options->casting > ABR_CASTING_UNSAFE)
-    fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.casting = {} is not an abr_casting",
-         static_cast<int>(options->casting));
+  int32_t casting = 0;  // as an integer: a caller's value that is no abr_casting is undefined read as one
+  std::memcpy(&casting, &options->casting, sizeof casting);
+  if (casting < ABR_CASTING_DEFAULT || casting > ABR_CASTING_UNSAFE)
+    fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.casting = {} is not an abr_casting", casting);
   out.copy = options->copy;
   out.casting = options->casting;
   out.flags = options->flags;
