@@ -115,7 +115,8 @@ const char* cast_loses(DLDataType from, DLDataType to) {
     return "the imaginary part is dropped, fractions are cut, and values out of range saturate";
   if (rank_from == 4 && rank_to == 3) return "the imaginary part is dropped";
   if (rank_from == 3 && rank_to < 3) return "fractions are cut, and values out of range saturate";
-  if (rank_from == 2 && rank_to == 1) return "negative values wrap";
+  if (rank_from == 2 && rank_to == 1)
+    return to.bits >= from.bits ? "negative values wrap" : "negative values and those out of range wrap";
   if (rank_to <= 2) return "values out of range wrap";
   const FloatRange b = float_range(to);
   if (rank_from <= 2) {  // an integer into a float: too few digits, and into float16 too little range

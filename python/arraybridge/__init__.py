@@ -29,7 +29,8 @@ __version__ = _ffi.string(_lib.abr_version_string()).decode()
 __all__ = [
     "ArrayBridgeError", "BackendInfo", "CastingError", "CopyRequiredError", "DLDeviceType", "DLPackError", "Device",
     "DeviceError", "Event", "InvalidArgumentError", "IpcHandle", "MemoryConversionError", "OutOfMemoryError",
-    "PeerLostError", "Recording", "StreamError", "Tensor", "TransferRecord", "TransferReport", "backends", "copy", "copy_many",
+    "PeerLostError", "Recording", "StreamError", "Tensor", "TransferRecord", "TransferReport", "backends", "copy",
+    "copy_many",
     "device_cache_stats", "devices", "from_dlpack", "from_ipc", "ipc_handle", "pool_stats", "pool_trim", "recording",
     "set_device_cache_limit", "set_staging", "to_device", "to_device_many",
 ]

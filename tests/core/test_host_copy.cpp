@@ -332,6 +332,10 @@ TEST_CASE("a copy casts within a kind or up by default, as NumPy's copyto; casti
   CHECK(static_cast<int32_t>(written) == 2);
   CHECK(copy_one(f64, two_and_a_half, i32, ABR_CASTING_DEFAULT) == ABR_ERR_CASTING);
   CHECK(error_mentions("(fractions are cut, and values out of range saturate)"));
+  CHECK(copy_one(i64, 300, u8, ABR_CASTING_DEFAULT) == ABR_ERR_CASTING);
+  CHECK(error_mentions("refuses int64 -> uint8 (negative values and those out of range wrap)"));
+  CHECK(copy_one(i8, 1, u32, ABR_CASTING_DEFAULT) == ABR_ERR_CASTING);
+  CHECK(error_mentions("refuses int8 -> uint32 (negative values wrap)"));
   // abr_to_device's dtype is asked for, so its default is NumPy's astype ("unsafe").
   double complex_value[2] = {1.5, 2.0};
   Managed z(complex_value, c128, {1});
