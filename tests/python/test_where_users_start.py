@@ -272,6 +272,37 @@ def test_a_write_into_a_tensor_autograd_saved_makes_backward_raise(how):
 
 
 @needs_torch
+@pytest.mark.parametrize("how", ["cast refused", "shape refused", "structure cast refused", "copy_many later pair",
+                                 "copy_many bad source", "a Tensor's twin", "bad source"])
+def test_a_copy_refused_before_anything_moves_leaves_the_version_and_backward_alone(how):
+    """A refused copy bumped its torch destination's version all the same (the bump came
+    at import), so a backward pass that had saved the untouched tensor then raised
+    torch's "modified by an inplace operation" for a write that never happened."""
+    torch = pytest.importorskip("torch")
+    a = torch.ones(3, requires_grad=True)
+    b = torch.ones(3)
+    y = (a * b).sum()  # keeps b for the backward pass
+    target = ab.to_device(b, "cpu") if how == "a Tensor's twin" else b  # a Tensor viewing b writes into b
+    src = np.full(3, 5.0, dtype=np.float32)
+    with pytest.raises((ab.ArrayBridgeError, TypeError, ValueError)):
+        if how in ("cast refused", "a Tensor's twin"):
+            ab.copy(src.astype(np.complex64), target)  # complex into float: same_kind refuses
+        elif how == "shape refused":
+            ab.copy(np.ones(4, np.float32), target)
+        elif how == "structure cast refused":
+            ab.copy({"a": src, "b": src.astype(np.complex64)}, {"a": torch.zeros(3), "b": target})
+        elif how == "copy_many later pair":
+            ab.copy_many([src, np.ones(4, np.float32)], [target, torch.zeros(3)])
+        elif how == "copy_many bad source":
+            ab.copy_many([src, object()], [target, torch.zeros(3)])
+        else:
+            ab.copy(object(), target)
+    assert b._version == 0 and torch.equal(b, torch.ones(3))
+    y.backward()
+    assert torch.equal(a.grad, torch.ones(3))
+
+
+@needs_torch
 @pytest.mark.parametrize("how", ["to_device cpu", "from_dlpack", "a Tensor of the Tensor", "to_device_many",
                                  "state dict", "opencl host wrap", "copy_many"])
 def test_a_write_into_a_tensor_viewing_a_torch_tensor_makes_backward_raise(how):

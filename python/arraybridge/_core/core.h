@@ -48,6 +48,8 @@ typedef struct {
   abr_event* after;      /* with keep_pending: the queued work a Tensor source waits for (borrowed), else NULL */
   PyObject* torch_twin;  /* the torch tensor whose memory this is, writable, when a write must bump its version
                             counter (borrowed: the source keeps it), else NULL */
+  PyObject* written;     /* a destination's torch tensor (or a Tensor's twin), whose version counter the call
+                            bumps once it has written (torch_tell_written; borrowed), else NULL */
 } Imported;
 
 const DLTensor* imported_tensor(const Imported* imported);
@@ -333,10 +335,13 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
 /* Replaces the pending exception of a failed PyTorch export with the package's one
  * line naming what was wrong (a MemoryError or a non-Exception is left alone). */
 void torch_refusal(PyObject* x, const char* role);
-/* Tells autograd that torch tensor x (the write's `role`) is about to be written
- * behind torch's back (its version counter goes up): 0, or -1 with an exception (an
- * inference tensor outside inference mode, which torch refuses to update in place). */
-int torch_written(PyObject* x, const char* role);
+/* 0 when torch lets x (the write's `role`) be written in place, or -1 with an
+ * exception (an inference tensor outside inference mode, which torch refuses to update). */
+int torch_may_write(PyObject* x, const char* role);
+/* Tells autograd that the `written` torch tensors of n destinations were written
+ * behind torch's back (their version counters go up), unless `status` says the call
+ * was refused before anything moved: 0, or -1 with an exception. */
+int torch_tell_written(const Imported* destinations, Py_ssize_t n, abr_status status);
 /* A Tensor just made from `src`, its report's path set: it keeps src's torch twin
  * when it views that memory writable (the path says it is the source's memory). */
 void keep_torch_twin(PyObject* tensor, const Imported* src);

@@ -153,6 +153,7 @@ static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, in
     return -1;
   }
   immutable |= autograd;
+  if (purpose == IMPORT_DESTINATION) out->written = x;
   /* A writable view of x's memory: a write into it is a write into x (keep_torch_twin). */
   PyObject* twin = immutable || resolved || purpose == IMPORT_DESTINATION ? NULL : x;
   if (status > 0 && !resolved) {
@@ -176,10 +177,12 @@ static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, in
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out) {
   out->after = NULL;
   out->torch_twin = NULL;
+  out->written = NULL;
   if (tensor_check(x)) {
     PyObject* twin = ((TensorObject*)x)->torch_twin;
-    if (twin && purpose == IMPORT_DESTINATION && torch_written(twin, role) < 0) return -1;
+    if (twin && purpose == IMPORT_DESTINATION && torch_may_write(twin, role) < 0) return -1;
     out->torch_twin = twin;
+    out->written = purpose == IMPORT_DESTINATION ? twin : NULL;
     PyObject* ready = ((TensorObject*)x)->ready;
     if (ready && event_ready(ready) < 0) return -1; /* its queued work failed: so does every use of it */
     abr_event* pending = ready ? event_handle(ready) : NULL;

@@ -120,21 +120,32 @@ static int bump_version(PyObject* x) {
   return 0;
 }
 
-/* Tells autograd that x is about to be written behind torch's back, as torch's own
- * in-place ops do: its version counter (shared with its views) goes up, so a
- * backward pass that saved x raises torch's own error instead of computing from
- * the new values. Bumped before the write: a write that fails part way has changed
- * the values as well. A tensor made under inference_mode has no counter, and torch
- * refuses to update it in place outside inference mode: so do we. */
-int torch_written(PyObject* x, const char* role) {
+/* Whether torch lets x (the write's `role`) be written in place: a tensor made under
+ * inference_mode has no version counter, and torch refuses to update it in place
+ * outside inference mode: so do we, before anything moves. */
+int torch_may_write(PyObject* x, const char* role) {
   if (written_ready() < 0) return -1;
   const int inference = truth(PyObject_CallMethodNoArgs(x, is_inference));
   if (inference < 0) return -1;
-  if (inference) {
-    const int inside = truth(PyObject_CallNoArgs(inference_mode_enabled));
-    return inside < 0 ? -1 : inside ? 0 : refuse(x, role, "inference", "destination");
+  if (!inference) return 0;
+  const int inside = truth(PyObject_CallNoArgs(inference_mode_enabled));
+  return inside < 0 ? -1 : inside ? 0 : refuse(x, role, "inference", "destination");
+}
+
+/* Tells autograd that the destinations were written behind torch's back, as torch's
+ * own in-place ops do: each one's version counter (shared with its views) goes up,
+ * so a backward pass that saved it raises torch's own error instead of computing
+ * from the new values. After the call, not at import: a copy refused before anything
+ * moved (a refused cast, a shape or descriptor error: statuses -80 to -119, or an
+ * import that failed) changed nothing, and a backward pass that saved the tensor
+ * still runs. A call that failed part way may have written, so it bumps too. */
+int torch_tell_written(const Imported* destinations, Py_ssize_t n, abr_status status) {
+  if (status <= ABR_ERR_COPY_REQUIRED && status >= -119 /* arraybridge.h: the descriptor range's end */) return 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* x = destinations[i].written;
+    if (x && (written_ready() < 0 || bump_version(x) < 0)) return -1;
   }
-  return bump_version(x);
+  return 0;
 }
 
 int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_conjugate, PyObject** replacement,
@@ -158,7 +169,7 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
   const char* bit = conj ? "conj" : neg ? "neg" : NULL;
   if (purpose == IMPORT_DESTINATION) {
     if (bit || grad) return refuse(x, role, bit ? bit : "grad", "destination");
-    return torch_written(x, role);
+    return torch_may_write(x, role);
   }
   if (bit) {
     if (purpose == IMPORT_NO_COPY || purpose == IMPORT_SHARED)

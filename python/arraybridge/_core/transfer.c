@@ -311,6 +311,7 @@ const char core_copy_doc[] =
     "A torch destination's version counter is bumped, as torch's in-place ops do, so\n"
     "a backward pass that saved it raises instead of using the new values; so is the\n"
     "torch tensor whose memory a Tensor destination views (to_device(x.detach(), \"cpu\")).\n"
+    "A copy refused before anything moves (a cast, a shape) leaves the counter alone.\n"
     "A torch tensor made under torch.inference_mode() is refused outside it, as torch\n"
     "refuses in-place updates to it.\n"
     "non_blocking: return once the copy is queued, with an Event to wait on (None when\n"
@@ -374,8 +375,12 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
       Py_END_ALLOW_THREADS
     }
   }
+  /* Autograd hears of the write before anything else can fail; a bump that fails
+   * waits for queued work below, as a failed keep_views does, and raises. */
+  if (src && !PyErr_Occurred() && torch_tell_written(&dst_source, 1, status) < 0 && status != ABR_OK)
+    PyErr_Clear(); /* the copy's own failure says more */
   /* Queued work keeps both views (and so both arrays) until it is done: the Event holds them. */
-  PyObject* both = done ? keep_views(src, dst) : NULL;
+  PyObject* both = done && !PyErr_Occurred() ? keep_views(src, dst) : NULL;
   if (done && !both) { /* no room to keep them: waited for instead */
     Py_BEGIN_ALLOW_THREADS
     abr_event_synchronize(done);

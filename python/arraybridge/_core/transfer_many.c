@@ -415,6 +415,19 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   else if (wrapped)
     abr_stream_destroy(wrapped);
   Py_END_ALLOW_THREADS
+  if (torch_tell_written(imports + n, n, status) < 0) {
+    if (status == ABR_OK) { /* written, but autograd could not be told: raised once the work is done */
+      if (copied) {
+        Py_BEGIN_ALLOW_THREADS
+        abr_event_synchronize(copied);
+        Py_END_ALLOW_THREADS
+      }
+      abr_event_destroy(copied);
+      abr_event_destroy(tensors_done);
+      goto done;
+    }
+    PyErr_Clear(); /* the copy's own failure says more */
+  }
   if (status != ABR_OK) {
     Request request;
     init_request(&request, "copy");
