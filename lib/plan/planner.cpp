@@ -316,23 +316,32 @@ TransferOptions after_locked_result_refused(TransferOptions options) {
   return options;
 }
 
+// A caller's enum field as the integer it holds: a value that is no enumerator (a C
+// caller's garbage) is undefined read as the enum (UBSan), so it is judged as an int.
+template <class Enum>
+static int32_t enum_value(const Enum& field) {
+  static_assert(sizeof(Enum) == sizeof(int32_t));
+  int32_t value = 0;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
+
 TransferOptions resolve_options(const abr_transfer_options* options) {
   TransferOptions out;
   out.describe = log::enabled(ABR_LOG_DEBUG);
   if (!options) return out;
-  if (options->copy != ABR_COPY_IF_NEEDED && options->copy != ABR_COPY_ALWAYS && options->copy != ABR_COPY_NEVER)
-    fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.copy = {} is not an abr_copy_mode",
-         static_cast<int>(options->copy));
+  const int32_t copy = enum_value(options->copy);
+  if (copy < ABR_COPY_IF_NEEDED || copy > ABR_COPY_NEVER)
+    fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.copy = {} is not an abr_copy_mode", copy);
   if (options->flags & ~kKnownTransferFlags)
     fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.flags has unknown bits {:#x}",
          options->flags & ~kKnownTransferFlags);
   if (!is_zero_dtype(options->dtype)) validate_dtype(options->dtype, "target dtype");
-  int32_t casting = 0;  // as an integer: a caller's value that is no abr_casting is undefined read as one
-  std::memcpy(&casting, &options->casting, sizeof casting);
+  const int32_t casting = enum_value(options->casting);
   if (casting < ABR_CASTING_DEFAULT || casting > ABR_CASTING_UNSAFE)
     fail(ABR_ERR_INVALID_ARGUMENT, "abr_transfer_options.casting = {} is not an abr_casting", casting);
-  out.copy = options->copy;
-  out.casting = options->casting;
+  out.copy = static_cast<abr_copy_mode>(copy);
+  out.casting = static_cast<abr_casting>(casting);
   out.flags = options->flags;
   out.dtype = options->dtype;
   out.report = options->report;

@@ -1,4 +1,5 @@
 // Status names, the per-thread error text, version and logging.
+#include <cstring>
 #include <complex>
 #include <functional>
 #include <thread>
@@ -173,6 +174,11 @@ TEST_CASE("bad input: the whole message, entry point named once") {
   bad_copy.copy = static_cast<abr_copy_mode>(7);
   abr_transfer_options bad_casting = ABR_TRANSFER_OPTIONS_INIT;
   bad_casting.casting = static_cast<abr_casting>(5);
+  // A C caller's garbage, which no enumerator holds: written as bytes, since reading it as the enum is undefined.
+  abr_transfer_options garbage = ABR_TRANSFER_OPTIONS_INIT;
+  std::memset(&garbage.copy, 0xEE, sizeof garbage.copy);
+  abr_transfer_options garbage_casting = ABR_TRANSFER_OPTIONS_INIT;
+  std::memset(&garbage_casting.casting, 0xEE, sizeof garbage_casting.casting);
   abr_transfer_options safe = ABR_TRANSFER_OPTIONS_INIT;
   safe.casting = ABR_CASTING_SAFE;
   safe.dtype = f32;
@@ -224,6 +230,11 @@ TEST_CASE("bad input: the whole message, entry point named once") {
        ABR_ERR_INVALID_ARGUMENT, "abr_copy: abr_transfer_options.casting = 5 is not an abr_casting"},
       {"an unknown copy mode", [&] { return abr_to_device(rt, &src.managed, cpu, &bad_copy, nullptr, &result); },
        ABR_ERR_INVALID_ARGUMENT, "abr_to_device: abr_transfer_options.copy = 7 is not an abr_copy_mode"},
+      {"a copy mode of garbage bytes", [&] { return abr_to_device(rt, &src.managed, cpu, &garbage, nullptr, &result); },
+       ABR_ERR_INVALID_ARGUMENT, "abr_to_device: abr_transfer_options.copy = -286331154 is not an abr_copy_mode"},
+      {"a casting of garbage bytes",
+       [&] { return abr_copy(rt, &src.tensor(), &src.tensor(), &garbage_casting, nullptr); }, ABR_ERR_INVALID_ARGUMENT,
+       "abr_copy: abr_transfer_options.casting = -286331154 is not an abr_casting"},
       {"unknown runtime flags", [&] { return abr_runtime_create(&bad_flags, &unused); }, ABR_ERR_INVALID_ARGUMENT,
        "abr_runtime_create: abr_runtime_options.flags has unknown bits 0x80"},
   };
