@@ -167,6 +167,42 @@ def test_a_timed_out_wait_can_be_waited_for_again():
     assert done.returncode == 0 and "retried ok" in done.stdout, done.stdout + done.stderr
 
 
+REFUSED_CAST = """
+import numpy as np
+import arraybridge as ab
+from arraybridge import nixl
+nixl.skip_infiniband()
+with nixl.Peer("a") as a, nixl.Peer("b") as b:
+    a.connect(b.address)
+    b.peers(wait_for=1)
+    sent = a.send(np.array([1 + 2j, 3 - 1j]), to="b")
+    landing = np.full(2, -1.0)
+    try:  # complex into float64: refused at recv, before the READ, not at wait() after it
+        b.recv("a", out=landing)
+        raise SystemExit("complex128 was received into float64")
+    except ab.CastingError as error:
+        assert 'refuses complex128 -> float64 (the imaginary part is dropped)' in str(error), error
+    assert landing.tolist() == [-1.0, -1.0] and b.stats()["receives"] == 0, b.stats()
+    try:
+        sent.wait(timeout=20)
+        raise SystemExit("the refused send reads as done")
+    except ab.ArrayBridgeError as error:
+        assert "could not receive" in str(error) and "complex128 -> float64" in str(error), error
+    assert a.stats()["slots_in_use"] == 0 and b.stats()["slots_in_use"] == 0, (a.stats(), b.stats())
+    sent = a.send(np.array([1 + 2j, 3 - 1j]), to="b")  # asked for: converts, the link unharmed
+    b.recv("a", out=landing, casting="unsafe").wait()
+    sent.wait()
+    assert landing.tolist() == [1.0, 3.0], landing
+    print("refused cast ok")
+"""
+
+
+def test_a_refused_cast_into_out_is_raised_before_anything_is_read():
+    done = subprocess.run([sys.executable, "-c", REFUSED_CAST], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
+    assert done.returncode == 0 and "refused cast ok" in done.stdout, done.stdout + done.stderr
+
+
 UNASKED = """
 import os, warnings
 from arraybridge import nixl

@@ -18,6 +18,14 @@ from ._wire import (FRAME, SENDABLE, Link, canonical_dtype, checked_offer, check
 _READS_KEPT = 64  # READ requests kept for reuse (Peer._reads)
 
 
+def _refuse_a_refused_cast(kind, to, casting):
+    """Raises what copy would raise for a `kind` -> `to` copy under `casting` (the
+    planner's rule, asked of two empty arrays), before a single byte is read."""
+    import numpy as np
+    nothing = np.empty(0, np.uint8)
+    _core.copy(_core.to_device(nothing, "cpu", dtype=kind), _core.to_device(nothing, "cpu", dtype=to), casting=casting)
+
+
 class Transfer:
     """One send or receive under way. `wait()` blocks until it completes (a send: the
     receiver has read the bytes and its slot is free again; a receive: the tensor is
@@ -285,8 +293,9 @@ class Peer:
         connected): waits for its offer (at most `timeout` seconds), then starts reading it
         through NIXL and returns a Transfer, whose wait() returns the tensor: `out`
         (any DLPack array of the same shape, strided allowed, filled in place; another dtype
-        is converted as copy's `casting` allows, by default "same_kind", and a refused one
-        raises at wait()), or a new arraybridge Tensor on `device`."""
+        is converted as copy's `casting` allows, by default "same_kind": a refused cast
+        raises CastingError here, before anything is read, and the sender's wait() says
+        why), or a new arraybridge Tensor on `device`."""
         link = self._link(source)
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
@@ -305,6 +314,12 @@ class Peer:
             tell(link, {"type": "failed", "id": ident, "reason": f"out= has shape {landing.shape}"})
             raise ValueError(f"arraybridge.nixl: peer {link.name!r} sent shape {shape}, but out= has shape "
                              f"{tuple(landing.shape)}")
+        if landing is not None and landing.dtype != kind:
+            try:
+                _refuse_a_refused_cast(kind, landing.dtype, casting)
+            except Exception as error:
+                tell(link, {"type": "failed", "id": ident, "reason": f"out= refused it: {error}"})
+                raise
         arena = self._arena(device if landing is None else landing.device)
         slot = arena.take(nbytes)
         # This link's only (never a successor's), this slot's, and the remote bytes'.
