@@ -42,8 +42,8 @@ def producer_strides(producer, itemsize):
     return [s // itemsize for s in strides]
 
 
-# Why a destination is read-only, said where a copy into one is refused (and, for a
-# batch, in transfer_many.c's refuse_read_only: keep the two alike).
+# Why a destination is read-only, said where a copy into one is refused (for a batch,
+# by transfer_many.c's refuse_read_only, given it by setup).
 _READ_ONLY_WHY = ("; JAX and TensorFlow arrays are immutable, a legacy DLPack capsule cannot say it may be written, "
                   "a read-only NumPy array says so, and a Tensor viewing a torch tensor that requires grad is "
                   "autograd's (view its .detach() to write): copy into a writable array")
@@ -115,6 +115,6 @@ def _copy_structure(src, dst, host_staging=True, non_blocking=False, strict=None
 _SETUP = dict(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
               producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
               producer_traits=producer_traits, vet_producer=vet_producer, torch_refusal=torch_refusal,
-              to_device_structure=_to_device_structure, copy_structure=_copy_structure,
+              to_device_structure=_to_device_structure, copy_structure=_copy_structure, read_only_why=_READ_ONLY_WHY,
               runtime_flags=_runtime.runtime_flags())
 _core.setup(**_SETUP)

@@ -47,6 +47,8 @@ def test_a_setup_that_fails_changes_no_hook():
         _core.setup(tensor_type=object, **{name: broken for name in HOOKS})
     with pytest.raises(TypeError, match="setup\\(\\) needs copy_structure"):
         _core.setup(tensor_type=ab.Tensor, **{name: broken for name in HOOKS if name != "copy_structure"})
+    with pytest.raises(TypeError, match="read_only_why must be a str"):
+        _core.setup(**dict(_transfer._SETUP, error=broken, read_only_why=broken))
     source = sample("int32")  # every hook still the package's own
     np.testing.assert_array_equal(np.from_dlpack(ab.to_device([source], "cpu", copy=True)[0]), source)
     with pytest.raises(ab.CopyRequiredError, match="a copy is required"):  # made by the error hook

@@ -158,6 +158,7 @@ typedef struct {
   PyObject* torch_refusal;       /* (tensor, role, problem, detail) -> the exception refusing a torch tensor */
   PyObject* to_device_structure; /* to_device's own arguments, for a structure of arrays (_structure.py) */
   PyObject* copy_structure;      /* copy's own arguments, for a structure of arrays */
+  PyObject* read_only_why;       /* a str: why a destination is read-only, said where a copy into one is refused */
   PyObject* log_cache;           /* the "arraybridge" logger's level cache, or NULL */
   uint32_t runtime_flags;        /* abr_runtime_options.flags for the runtime (ABR_RUNTIME_DISABLE_*) */
 } Hooks;

@@ -36,6 +36,7 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
                 {"torch_refusal", &hooks.torch_refusal},
                 {"to_device_structure", &hooks.to_device_structure},
                 {"copy_structure", &hooks.copy_structure},
+                {"read_only_why", &hooks.read_only_why},
                 {"tensor_type", &hooks.tensor_type}}; /* last: what hooks_ready checks */
   enum { kCount = sizeof kHooks / sizeof kHooks[0] };
   PyObject* found[kCount];
@@ -48,6 +49,10 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
   PyObject* tensor_type = found[kCount - 1];
   if (!PyType_Check(tensor_type) || !PyType_IsSubtype((PyTypeObject*)tensor_type, &TensorBaseType)) {
     PyErr_SetString(PyExc_TypeError, "setup(): tensor_type must subclass _core.TensorBase");
+    return NULL;
+  }
+  if (!PyUnicode_Check(found[kCount - 2])) {
+    PyErr_SetString(PyExc_TypeError, "setup(): read_only_why must be a str");
     return NULL;
   }
   PyObject* flags = keyword(kwargs, "runtime_flags");

@@ -279,19 +279,15 @@ done:
 /* abr_copy_many takes plain DLTensors, which carry no flags: a READ_ONLY destination
  * (a read-only array, a legacy capsule, a JAX or TensorFlow array, a Tensor viewing a
  * torch tensor that requires grad) is refused here, with copy's exception class and
- * the destination's place, before anything moves. The reasons are _transfer.py's
- * _READ_ONLY_WHY, in a list: keep the two alike. */
+ * the destination's place, before anything moves, in the words a single copy's
+ * refusal ends with (_transfer.py's _READ_ONLY_WHY). */
 static int refuse_read_only(const DLManagedTensorVersioned* dst, const char* role) {
   if (!(dst->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return 0;
   PyObject* like = PyObject_CallFunction(hooks.error, "isO", (int)ABR_ERR_READ_ONLY, "copy", Py_None);
   PyObject* name = like ? PyObject_GetAttrString(like, "status_name") : NULL;
   PyObject* refusal = name
       ? PyObject_CallFunction((PyObject*)Py_TYPE(like), "NiO",
-                              PyUnicode_FromFormat("copy: %s is marked READ_ONLY (a read-only array, a legacy "
-                                                   "DLPack capsule, a JAX or TensorFlow array, a Tensor viewing "
-                                                   "a torch tensor that requires grad): copy into a writable "
-                                                   "array",
-                                                   role),
+                              PyUnicode_FromFormat("copy: %s is marked READ_ONLY%U", role, hooks.read_only_why),
                               (int)ABR_ERR_READ_ONLY, name)
       : NULL;
   if (refusal) PyErr_SetObject((PyObject*)Py_TYPE(refusal), refusal);
