@@ -63,7 +63,11 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
     memory for any other. mode "r" (MPI reads it: Send, Bcast's root) copies in
     only; "w" and "rw" (MPI writes: Recv, Bcast, Allreduce's result) also copy the
     buffer back into `x` when the block ends without an error. Keep the block open
-    until a non-blocking request (Isend, Irecv) has completed. The buffer's
+    until a non-blocking request (Isend, Irecv) has completed. With "w" and "rw",
+    `x` is refused as a copy's destination would be (read-only; a torch tensor that
+    requires grad, has a conj or neg bit, or was made under inference_mode), before
+    MPI writes, and a torch tensor's version is bumped once the block ends, as a
+    copy's write bumps it, so autograd sees MPI's write. The buffer's
     `.report` says which: "zero_copy", or the copy made. host_staging=False refuses a
     copy through host memory (CopyRequiredError) instead (strict=True, its old
     spelling, is deprecated). cuda_aware: None asks `cuda_aware()`."""
@@ -71,12 +75,19 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
                                             stacklevel=5)  # under contextlib's __enter__
     if mode not in _MODES:
         raise ValueError(f"arraybridge.mpi.buffer: mode must be one of {_MODES}, not {mode!r}")
+    if mode != "r":  # refused as a copy into x would be (read-only, autograd's, torch's lazy bits), before MPI writes
+        _core.vet_destination(x, "arraybridge.mpi.buffer")
     tensor = x if isinstance(x, Tensor) else _core.from_dlpack(x)
+    dst = tensor if tensor is x or tensor.report.path == "zero_copy" else x  # where MPI's writes must land
     kind = tensor.device.split(":")[0]
     reachable = kind in _HOST_MEMORY or (  # memory the MPI library reads and writes itself
         kind == "cuda" and (mpi_cuda_aware() if cuda_aware is None else cuda_aware))
-    if reachable and _compact(tensor):
-        yield tensor
+    if reachable and _compact(tensor) and dst is tensor:
+        try:
+            yield tensor
+        finally:  # MPI wrote x's memory itself: autograd hears of it as of a copy (a failed block may have written)
+            if mode != "r":
+                _core.wrote(tensor)
         return
     if not reachable and not host_staging:
         raise CopyRequiredError(f"arraybridge: mpi.buffer of a {tensor.device} tensor: the MPI library is not "
@@ -88,4 +99,4 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
               buffer.report.path, buffer.report.detail)
     yield buffer
     if mode != "r":
-        _core.copy(buffer, tensor)
+        _core.copy(buffer, dst)

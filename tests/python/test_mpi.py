@@ -64,3 +64,60 @@ def test_a_rank_that_dies_mid_exchange_ends_the_job_with_an_error():
     done = mpirun(2, "dies", timeout=90)
     assert done.returncode == 3, done.stdout + done.stderr  # the dying rank's code, passed on by mpirun
     assert ranks_ok(done) == [], done.stdout
+
+
+# In one process of its own (MPI's singleton init, no mpirun): MPI writes into mpi.buffer's memory itself.
+AUTOGRAD = """
+import numpy as np, torch
+from mpi4py import MPI
+import arraybridge as ab
+import arraybridge.mpi as abmpi
+comm = MPI.COMM_SELF
+
+def receive(x, mode="w"):
+    with abmpi.buffer(x, mode) as b:
+        comm.Sendrecv(np.arange(1, 5, dtype=np.float32), dest=0, recvbuf=b, source=0)
+        return b.report.path
+
+viewed = torch.zeros(4)  # written by MPI itself, through a copy back, and through a Tensor viewing it
+for twin, x in [(t, t) for t in (torch.zeros(4), torch.zeros(8)[::2])] + [(viewed, ab.to_device(viewed, "cpu"))]:
+    w = torch.ones(4, requires_grad=True)
+    y = (w * twin).sum()  # saves x
+    path = receive(x)
+    assert twin.tolist() == [1, 2, 3, 4] and twin._version == 1, (path, twin, twin._version)
+    try:
+        y.backward()
+        raise SystemExit(f"{path}: backward ran on the values MPI wrote")
+    except RuntimeError as error:
+        assert "modified by an inplace operation" in str(error), error
+x = torch.arange(4.0)
+with abmpi.buffer(x, "r") as b:  # MPI only reads: no version bump
+    comm.Sendrecv(b, dest=0, recvbuf=np.zeros(4, np.float32), source=0)
+assert x._version == 0, x._version
+
+read_only = np.zeros(4, np.float32)
+read_only.flags.writeable = False
+with torch.inference_mode():
+    made_in_inference = torch.zeros(4)
+refused = [(read_only, "x is marked READ_ONLY; JAX and TensorFlow"),
+           (torch.zeros(4, requires_grad=True), "x requires grad"),
+           (torch.zeros(2, dtype=torch.complex64).conj(), "x is a conjugate view"),
+           (torch.zeros(4)._neg_view(), "x is a negative view"),
+           (made_in_inference, "made under torch.inference_mode()")]
+for x, words in refused:  # refused before MPI writes: a conj view's copy took MPI's write and dropped it
+    try:
+        receive(x)
+        raise SystemExit(f"mpi.buffer(x, 'w') of {x!r} was not refused")
+    except ab.DLPackError as error:
+        assert words in str(error), error
+    assert not np.asarray(x).any() if isinstance(x, np.ndarray) else not x.detach().resolve_conj().resolve_neg().any()
+print("autograd ok")
+"""
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("torch"), reason="torch is not installed")
+def test_mpi_writes_are_seen_by_autograd_and_what_a_copy_refuses_is_refused():
+    done = subprocess.run([sys.executable, "-c", AUTOGRAD], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+                                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader"))
+    assert done.returncode == 0 and "autograd ok" in done.stdout, done.stdout + done.stderr

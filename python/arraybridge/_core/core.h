@@ -242,6 +242,9 @@ typedef enum { IMPORT_MAY_COPY, IMPORT_NO_COPY, IMPORT_DESTINATION, IMPORT_SHARE
  * capsule, what its type's exchange API exports, or what __dlpack__ returns.
  * role: the argument's name, for errors. */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out);
+/* 0 when dst may be written, else -1 with copy's READ_ONLY exception naming `context`
+ * and the destination's `role`, and why it is read-only. */
+int refuse_read_only(const DLManagedTensorVersioned* dst, const char* context, const char* role);
 /* Whether `t->shape` may be read for its `ndim` extents. */
 int has_readable_shape(const DLTensor* t);
 
@@ -306,6 +309,8 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
 PyObject* core_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
 PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* core_vet_destination(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+PyObject* core_wrote(PyObject* module, PyObject* tensor);
 extern const char core_to_device_doc[];
 extern const char core_to_device_many_doc[];
 extern const char core_copy_many_doc[];

@@ -218,3 +218,24 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   if (traits & PRODUCER_TORCH) return import_torch(x, role, purpose, immutable, out);
   return import_from_producer(x, role, immutable, out);
 }
+
+/* abr_copy_many takes plain DLTensors, which carry no flags, and MPI writes behind the
+ * runtime's back: a READ_ONLY destination (a read-only array, a legacy capsule, a JAX
+ * or TensorFlow array, a Tensor viewing a torch tensor that requires grad) is refused
+ * here, with copy's exception class and the destination's place, before anything
+ * moves, in the words a single copy's refusal ends with (_transfer.py's _READ_ONLY_WHY). */
+int refuse_read_only(const DLManagedTensorVersioned* dst, const char* context, const char* role) {
+  if (!(dst->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return 0;
+  PyObject* like = PyObject_CallFunction(hooks.error, "isO", (int)ABR_ERR_READ_ONLY, context, Py_None);
+  PyObject* name = like ? PyObject_GetAttrString(like, "status_name") : NULL;
+  PyObject* refusal = name
+      ? PyObject_CallFunction((PyObject*)Py_TYPE(like), "NiO",
+                              PyUnicode_FromFormat("%s: %s is marked READ_ONLY%U", context, role, hooks.read_only_why),
+                              (int)ABR_ERR_READ_ONLY, name)
+      : NULL;
+  if (refusal) PyErr_SetObject((PyObject*)Py_TYPE(refusal), refusal);
+  Py_XDECREF(refusal);
+  Py_XDECREF(name);
+  Py_XDECREF(like);
+  return -1;
+}

@@ -24,6 +24,13 @@ static PyMethodDef methods[] = {
     {"copy_many", (PyCFunction)(void (*)(void))core_copy_many, METH_FASTCALL | METH_KEYWORDS, core_copy_many_doc},
     {"from_dlpack", (PyCFunction)(void (*)(void))core_from_dlpack, METH_FASTCALL | METH_KEYWORDS, core_from_dlpack_doc},
     {"copy", (PyCFunction)(void (*)(void))core_copy, METH_FASTCALL | METH_KEYWORDS, core_copy_doc},
+    {"vet_destination", (PyCFunction)(void (*)(void))core_vet_destination, METH_FASTCALL,
+     "vet_destination(x, context) -> None, or raises what copy(..., x) would raise for x as its destination "
+     "before anything moves (read-only; a torch tensor with a conj or neg bit, that requires grad, or made under "
+     "inference_mode outside it), naming context: for writes another library makes (MPI)"},
+    {"wrote", core_wrote, METH_O,
+     "wrote(tensor) -> None: autograd hears of a write into the Tensor made behind the runtime's back (MPI's), "
+     "as of a copy's: the torch tensor whose memory it views has its version bumped"},
     {"transfer", (PyCFunction)(void (*)(void))core_transfer, METH_FASTCALL,
      "transfer(x, dst, copy, context) -> Tensor on the (type, id) pair dst; errors name context"},
     {"export", (PyCFunction)(void (*)(void)) export, METH_FASTCALL,

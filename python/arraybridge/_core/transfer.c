@@ -439,3 +439,36 @@ PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t narg
     return NULL;
   return run(args[0], &request);
 }
+
+/* For writes the runtime does not make (MPI's into a buffer arraybridge.mpi hands it):
+ * x is vetted as a copy's destination is, before anything is written. */
+PyObject* core_vet_destination(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  (void)module;
+  const char* context = nargs == 2 && PyUnicode_Check(args[1]) ? PyUnicode_AsUTF8(args[1]) : NULL;
+  if (!context) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "vet_destination(x, context): context is a str");
+    return NULL;
+  }
+  Imported imported = {0};
+  if (import_source(args[0], "x", IMPORT_DESTINATION, &imported) < 0) return restated(context);
+  DLManagedTensorVersioned* view = imported_for_any_thread(&imported);
+  if (!view) return restated(context);
+  const int refused = refuse_read_only(view, context, "x");
+  if (view->deleter) view->deleter(view);
+  core_drain();
+  if (refused < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* After such a write into a Tensor: autograd hears of it, as of a copy's (its torch twin's version goes up). */
+PyObject* core_wrote(PyObject* module, PyObject* tensor) {
+  (void)module;
+  if (!tensor_check(tensor)) {
+    PyErr_SetString(PyExc_TypeError, "wrote(tensor): an arraybridge Tensor");
+    return NULL;
+  }
+  Imported written = {0};
+  written.written = ((TensorObject*)tensor)->torch_twin;
+  if (torch_tell_written(&written, 1, ABR_OK) < 0) return NULL;
+  Py_RETURN_NONE;
+}

@@ -276,27 +276,6 @@ done:
   return answer ? answer : restated("to_device");
 }
 
-/* abr_copy_many takes plain DLTensors, which carry no flags: a READ_ONLY destination
- * (a read-only array, a legacy capsule, a JAX or TensorFlow array, a Tensor viewing a
- * torch tensor that requires grad) is refused here, with copy's exception class and
- * the destination's place, before anything moves, in the words a single copy's
- * refusal ends with (_transfer.py's _READ_ONLY_WHY). */
-static int refuse_read_only(const DLManagedTensorVersioned* dst, const char* role) {
-  if (!(dst->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return 0;
-  PyObject* like = PyObject_CallFunction(hooks.error, "isO", (int)ABR_ERR_READ_ONLY, "copy", Py_None);
-  PyObject* name = like ? PyObject_GetAttrString(like, "status_name") : NULL;
-  PyObject* refusal = name
-      ? PyObject_CallFunction((PyObject*)Py_TYPE(like), "NiO",
-                              PyUnicode_FromFormat("copy: %s is marked READ_ONLY%U", role, hooks.read_only_why),
-                              (int)ABR_ERR_READ_ONLY, name)
-      : NULL;
-  if (refusal) PyErr_SetObject((PyObject*)Py_TYPE(refusal), refusal);
-  Py_XDECREF(refusal);
-  Py_XDECREF(name);
-  Py_XDECREF(like);
-  return -1;
-}
-
 const char core_copy_many_doc[] =
     "copy_many(srcs, dsts, *, host_staging=True, non_blocking=False, casting=None)\n--\n\n"
     "copy(srcs[i], dsts[i]) for every pair of two lists of the same length, in one\n"
@@ -374,7 +353,7 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     movable[imported] = imported_for_any_thread(&imports[imported]);
     if (!movable[imported]) goto done; /* deleted already */
     tensors[imported] = &movable[imported]->dl_tensor;
-    if (!source && refuse_read_only(movable[imported], role) < 0) {
+    if (!source && refuse_read_only(movable[imported], "copy", role) < 0) {
       ++imported; /* taken: given back below */
       goto done;
     }
