@@ -165,6 +165,12 @@ class _ToImmutable:
 # Frameworks whose arrays cannot be read-only: read-only data reaches them as a copy.
 _ALWAYS_WRITABLE = frozenset({MemoryType.TORCH, MemoryType.CUPY})
 
+# The data alignment a framework's kernels assume of what it imports, and do not check
+# at import: TensorFlow's first op on a view 4 bytes past an allocation (a[1:]) aborts
+# the process ("Check failed: IsAligned()"). Such data reaches it as a copy (ours are
+# 256-byte aligned). JAX copies what it cannot use itself.
+_ALIGNMENT = {MemoryType.TENSORFLOW: 64}
+
 
 _TORCH_DTYPES = []
 
@@ -221,6 +227,13 @@ def _framework_array(tensor, target, copy):
         if copy is False:
             raise CopyRequiredError(f"the data is read-only and {target.value} arrays are always writable, so it "
                                     "needs a copy, which copy=False forbids")
+        tensor = to_device(tensor, tensor.device, copy=True)
+    alignment = _ALIGNMENT.get(target)
+    if alignment and (tensor.data_ptr + tensor.byte_offset) % alignment:
+        if copy is False:
+            raise CopyRequiredError(f"the data is not {alignment}-byte aligned, which {target.value} assumes of "
+                                    "what it imports (its kernels abort the process otherwise), so it needs a copy, "
+                                    "which copy=False forbids")
         tensor = to_device(tensor, tensor.device, copy=True)
     if target is MemoryType.TORCH and tensor.dtype not in _torch_dtypes():
         # Asked anyway, torch's table fails without taking the tensor it was given.
@@ -425,7 +438,8 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     dtype= asks for a cast on the way (the runtime's casts, as to_device's dtype=).
     A layout the target cannot hold is copied compact once: negative strides into
     torch (a flipped image), anything but compact row-major into JAX, TensorFlow or
-    pyclesperanto; the DEBUG log line says why. copy=None copies only where needed,
+    pyclesperanto, and data not 64-byte aligned into TensorFlow (whose kernels abort
+    the process on it); the DEBUG log line says why. copy=None copies only where needed,
     copy=True always, copy=False never: what would need one is refused, naming why.
     What the source's owner treats as immutable (JAX, TensorFlow, read-only NumPy)
     never comes back as a writable alias: a NumPy result is then read-only.
