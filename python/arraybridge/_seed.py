@@ -234,6 +234,7 @@ def _framework_array(tensor, target, copy):
             raise CopyRequiredError(f"the data is not {alignment}-byte aligned, which {target.value} assumes of "
                                     "what it imports (its kernels abort the process otherwise), so it needs a copy, "
                                     "which copy=False forbids")
+        log.debug("convert_memory into %s: copied, the data is not %d-byte aligned", target.value, alignment)
         tensor = to_device(tensor, tensor.device, copy=True)
     if target is MemoryType.TORCH and tensor.dtype not in _torch_dtypes():
         # Asked anyway, torch's table fails without taking the tensor it was given.
