@@ -109,7 +109,18 @@ Runtime::~Runtime() {
 
 DeviceBackend* Runtime::backend_of(DLDeviceType type) {
   const auto index = static_cast<std::size_t>(type);
-  return index < backend_by_type_.size() ? backend_by_type_[index] : find_backend(type);
+  DeviceBackend* backend = index < backend_by_type_.size() ? backend_by_type_[index] : find_backend(type);
+  if (backend && fork_generation() != fork_generation_) refuse_forked(type);
+  return backend;
+}
+
+void Runtime::refuse_forked(DLDeviceType type) const {
+  fail(ABR_ERR_BACKEND_UNAVAILABLE,
+       "the driver of {} memory was opened in process {}, which forked this one ({}): drivers do not survive fork "
+       "(their threads stay in the parent), so device work here would hang or fail. Start this process with "
+       "multiprocessing's \"spawn\" or \"forkserver\" method (a DataLoader's multiprocessing_context), or create "
+       "the runtime (from Python: make the first arraybridge call) after forking; host memory still works here",
+       find_kind(type)->name, opened_by_pid_, this_process_id());
 }
 
 DeviceBackend* Runtime::find_backend(DLDeviceType type) {
@@ -125,7 +136,7 @@ DeviceBackend* Runtime::memory_backend_of(DLDeviceType type) {
 }
 
 bool Runtime::device_lost(DLDevice device) {
-  DeviceBackend* backend = backend_of(device.device_type);
+  DeviceBackend* backend = find_backend(device.device_type);  // a device listing works in a forked child too
   return backend && backend->device_lost(device);
 }
 

@@ -21,6 +21,7 @@
 #include "lib/plan/batch_plan.hpp"
 #include "lib/plan/planner.hpp"
 #include "lib/devices/stream.hpp"
+#include "lib/platform/fork_guard.hpp"
 
 namespace abr {
 
@@ -140,9 +141,11 @@ class Runtime {
   void run_on_host(const Plan& plan, const Layout& src, const Layout& dst);
 
   // The backend serving a device type (a device's, or page-locked host memory's
-  // like cuda_host); nullptr for plain host memory and types without one.
+  // like cuda_host); nullptr for plain host memory and types without one. In a
+  // child forked after the backends opened, ABR_ERR_BACKEND_UNAVAILABLE instead:
+  // every call that reaches a driver asks here first.
   DeviceBackend* backend_of(DLDeviceType type);
-  DeviceBackend* find_backend(DLDeviceType type);  // backend_of without the table
+  DeviceBackend* find_backend(DLDeviceType type);  // backend_of without the table or the fork check
   // The backend of a type's device memory; nullptr for any host memory.
   DeviceBackend* memory_backend_of(DLDeviceType type);
   // The endpoint of an existing tensor's memory: for device memory its backend
@@ -168,6 +171,10 @@ class Runtime {
   std::map<const void*, char> shared_domains_;
   std::atomic<uint32_t> staging_threads_{0};  // abr_runtime_set_staging; 0: the default
   std::atomic<uint64_t> staging_chunk_{0};
+  // The process that opened the backends, and its place among forks: a forked child's copy refuses device work.
+  const uint32_t fork_generation_ = fork_generation();
+  const int32_t opened_by_pid_ = this_process_id();
+  [[noreturn]] void refuse_forked(DLDeviceType type) const;
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
   std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();  // closed first
   std::vector<const BackendDescriptor*> descriptors_;

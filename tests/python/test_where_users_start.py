@@ -451,3 +451,63 @@ def test_a_batch_of_small_reads_on_a_stream_comes_back_256_byte_aligned():
         print("ok", moved[0].report.detail)
     """)
     assert out.startswith("ok"), out
+
+
+# ------------------------------------------------------------------ a forked worker (a DataLoader's)
+
+FORKED = """
+import faulthandler, gc, multiprocessing, sys
+import numpy as np
+import arraybridge as ab
+device = sys.argv[1]
+kept = ab.to_device(np.arange(6, dtype=np.float32), device)  # the parent opened the device's driver
+
+def child(answers):
+    faulthandler.dump_traceback_later(30, exit=True)  # a hang ends, and says where
+    try:
+        ab.to_device(np.ones(4, np.float32), device)
+        answers.put("device work ran")
+    except ab.ArrayBridgeError as error:
+        answers.put(str(error))
+    host = np.zeros(4)
+    ab.copy(np.arange(4.0), host)  # host memory still works
+    answers.put(host.tolist())
+    answers.put([d.name for d in ab.devices()])
+    global kept
+    del kept  # an inherited device tensor goes without a hang
+    gc.collect()
+    answers.put("done")
+
+answers = multiprocessing.get_context("fork").Queue()
+worker = multiprocessing.get_context("fork").Process(target=child, args=(answers,))
+worker.start()
+worker.join(60)
+print(repr([answers.get(timeout=5) for _ in range(4)] if worker.exitcode == 0 else worker.exitcode))
+np.testing.assert_array_equal(np.from_dlpack(kept.to("cpu")), np.arange(6))  # the parent's device still works
+print("parent ok")
+"""
+
+
+@pytest.mark.parametrize("device", ["opencl:0", "cuda:0"])
+def test_a_forked_child_is_refused_device_work_by_name_instead_of_hanging(device):
+    """A newcomer's trial: a multiprocessing worker forked after the parent's first call
+    (a DataLoader's, Linux's default) hung for ever on its first OpenCL transfer: PoCL's
+    threads stayed in the parent. Device work in the child is now refused, naming the fork."""
+    import subprocess
+    import sys
+    from test_cuda_fake import FAKE
+    env = dict(__import__("os").environ)
+    if device == "cuda:0":
+        if not FAKE.exists():
+            pytest.skip(f"the fake CUDA driver is not built ({FAKE}): run make test")
+        env.update(ARRAYBRIDGE_CUDA_LIBRARY=str(FAKE), ARRAYBRIDGE_DISABLE_OPENCL="1")
+    done = subprocess.run([sys.executable, "-c", FORKED, device], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "parent ok" in done.stdout, done.stdout + done.stderr
+    answers = eval(done.stdout.splitlines()[0])
+    assert isinstance(answers, list), f"the forked child hung or failed: exit code {answers}; {done.stderr}"
+    refusal, host, names, finished = answers
+    kind = device.split(":")[0]
+    assert f"to_device({device}): the driver of {kind} memory was opened in process " in refusal, refusal
+    assert "which forked this one" in refusal and 'multiprocessing\'s "spawn"' in refusal, refusal
+    assert host == [0.0, 1.0, 2.0, 3.0] and device in names and finished == "done", done.stdout
