@@ -80,6 +80,28 @@ class Tensor(_core.TensorBase):
                                                               kwargs.pop("strict"))
         return _core.to_device(self, device, **kwargs)
 
+    def __array__(self, dtype=None, copy=None):
+        """NumPy's array of it (np.asarray), where NumPy can view it: most host tensors
+        answer through the buffer protocol before NumPy asks this. A device tensor,
+        or a dtype NumPy lacks, raises TypeError saying what to do, where NumPy would
+        otherwise make a 0-d object array holding the Tensor."""
+        import numpy as np
+        try:
+            array = np.from_dlpack(self)
+        except (BufferError, TypeError, RuntimeError) as error:
+            if self._device[0] != DLDeviceType.CPU:
+                raise TypeError(f"arraybridge: NumPy reads host memory, and this tensor is on {self.device}: "
+                                f"move it first, np.asarray(t.to('cpu'))") from error
+            raise TypeError(f"arraybridge: NumPy has no {self.dtype} arrays: convert it first, "
+                            f"np.asarray(t.to('cpu', dtype='float32')), or hand it to a framework that has "
+                            f"{self.dtype} (torch.from_dlpack(t))") from error
+        if dtype is not None and np.dtype(dtype) != array.dtype:
+            if copy is False:
+                raise ValueError(f"arraybridge: a {self.dtype} tensor as {np.dtype(dtype)} needs a copy, which "
+                                 "copy=False forbids")
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
     def ipc_handle(self):
         """An IpcHandle naming this CUDA tensor's memory for another process (see
         arraybridge.from_ipc); keep this tensor alive until the importers let go."""

@@ -511,3 +511,30 @@ def test_a_forked_child_is_refused_device_work_by_name_instead_of_hanging(device
     assert f"to_device({device}): the driver of {kind} memory was opened in process " in refusal, refusal
     assert "which forked this one" in refusal and 'multiprocessing\'s "spawn"' in refusal, refusal
     assert host == [0.0, 1.0, 2.0, 3.0] and device in names and finished == "done", done.stdout
+
+
+# ------------------------------------------------------------------ np.asarray of a Tensor
+
+def test_np_asarray_of_a_tensor_numpy_cannot_view_raises_instead_of_an_object_array():
+    """A newcomer's trial: np.asarray of an OpenCL (or bfloat16) Tensor gave a 0-d object
+    array holding the Tensor, so a 6-element array silently became one object."""
+    on_device = ab.to_device(np.arange(6, dtype=np.float32), "opencl:0")
+    with pytest.raises(TypeError, match=r"this tensor is on opencl:0: move it first, np.asarray\(t.to\('cpu'\)\)"):
+        np.asarray(on_device)
+    with pytest.raises(TypeError, match="on opencl:0"):
+        np.array(on_device, dtype=np.float64)
+    np.testing.assert_array_equal(np.asarray(on_device.to("cpu")), np.arange(6))
+    if HAVE_TORCH:
+        import torch
+        halves = ab.to_device(torch.tensor([1.5, 2.5], dtype=torch.bfloat16), "cpu")
+        with pytest.raises(TypeError, match="NumPy has no bfloat16 arrays: convert it first"):
+            np.asarray(halves)
+        assert np.asarray(halves.to("cpu", dtype="float32")).tolist() == [1.5, 2.5]
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    host = ab.to_device(frozen, "cpu")
+    viewed = np.asarray(host)
+    assert np.shares_memory(viewed, frozen) and not viewed.flags.writeable  # a view, read-only as its source
+    assert host.__array__(dtype=np.float32).dtype == np.float32 and host.__array__(copy=True).flags.writeable
+    with pytest.raises(ValueError, match="needs a copy, which copy=False forbids"):
+        host.__array__(dtype=np.float32, copy=False)
