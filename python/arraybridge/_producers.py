@@ -28,8 +28,15 @@ def producer_traits(cls):
     of theirs), and NDARRAY for numpy.ndarray itself (a subclass may change what its data means)."""
     roots = {base.__module__.partition(".")[0] for base in cls.__mro__}
     return ((IMMUTABLE if roots & _IMMUTABLE_ROOTS else 0) | (VETTED if "tensorflow" in roots else 0) |
-            (TORCH if "torch" in roots else 0) | (NDARRAY if _is_ndarray(cls) else 0) |
+            (TORCH if "torch" in roots and _is_torch_tensor(cls) else 0) | (NDARRAY if _is_ndarray(cls) else 0) |
             (HOST_BUFFER if roots & _HOST_BUFFER_ROOTS else 0))
+
+
+def _is_torch_tensor(cls):
+    """A torch.Tensor (a Parameter too), not another of torch's objects (a Module, a
+    dtype, a Size): only a tensor has the lazy bits and autograd that _core vets."""
+    torch = sys.modules.get("torch")
+    return torch is not None and issubclass(cls, torch.Tensor)
 
 
 def _is_ndarray(cls):

@@ -538,3 +538,24 @@ def test_np_asarray_of_a_tensor_numpy_cannot_view_raises_instead_of_an_object_ar
     assert host.__array__(dtype=np.float32).dtype == np.float32 and host.__array__(copy=True).flags.writeable
     with pytest.raises(ValueError, match="needs a copy, which copy=False forbids"):
         host.__array__(dtype=np.float32, copy=False)
+
+
+@needs_torch
+def test_torch_objects_that_are_no_tensors_are_refused_as_any_non_array():
+    """A newcomer's trial: a Module, dtype, device or Generator was taken for a tensor
+    (its class is torch's) and failed inside the vetting with an AttributeError ('is_conj')."""
+    import torch
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(TypeError, match=r"x \(a Linear\) is neither a DLPack capsule .*, or this one's "
+                                        r"\.state_dict\(\) \(a structure of tensors\)"):
+        ab.to_device(model, "cpu")
+    for thing in (torch.float32, torch.device("cpu"), torch.Generator(), torch.finfo(torch.float32),
+                  torch.nn.ParameterList([torch.nn.Parameter(torch.ones(2))])):
+        for call in (lambda: ab.to_device(thing, "cpu"), lambda: ab.from_dlpack(thing),
+                     lambda: ab.copy(np.ones(2, np.float32), thing)):
+            with pytest.raises(TypeError, match=r"is neither a DLPack capsule nor an object with __dlpack__"):
+                call()
+    moved = ab.to_device(model.state_dict(), "cpu")  # what the message says works
+    assert torch.equal(torch.from_dlpack(moved["weight"]), model.weight.detach())
+    parameter = torch.nn.Parameter(torch.ones(2))  # a Tensor subclass: still vetted as torch's (autograd's)
+    assert ab.to_device(parameter, "cpu").read_only

@@ -102,10 +102,12 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
   if (!capsule) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, names.dlpack)) {
       PyErr_Clear();
+      const int has_state = PyObject_HasAttrString(x, "state_dict"); /* a torch Module or optimizer */
       PyErr_Format(PyExc_TypeError,
                    "arraybridge: %s (a %s) is neither a DLPack capsule nor an object with __dlpack__: pass an array "
-                   "(NumPy, CuPy, torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule",
-                   role, Py_TYPE(x)->tp_name);
+                   "(NumPy, CuPy, torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule%s",
+                   role, Py_TYPE(x)->tp_name,
+                   has_state ? ", or this one's .state_dict() (a structure of tensors)" : "");
     }
     return -1;
   }
