@@ -114,22 +114,35 @@ def size(x):
     return len(x) if kind(x) != _LEAF else 1
 
 
-def same_shape(src, dst, where="src"):
-    """Raises ValueError naming the first place where two structures differ."""
+def matched(src, dst, where="src"):
+    """src with each mapping's items in dst's key order, as load_state_dict pairs a
+    state dict's tensors by key; src itself where the orders agree already. Raises
+    ValueError naming the first place where the two structures differ."""
     src_kind, dst_kind = kind(src), kind(dst)
     if src_kind == _LEAF and dst_kind == _LEAF:
-        return
+        return src
     if src_kind != dst_kind or len(src) != len(dst):
         raise ValueError(f"copy: {where} is a {type(src).__name__} of {size(src)} but dst there is a "
                          f"{type(dst).__name__} of {size(dst)}: the two structures must match")
     if src_kind == _MAPPING:
-        if list(src) != list(dst):
-            raise ValueError(f"copy: the keys of {where} differ from dst's: {list(src)} and {list(dst)}")
-        for key in src:
-            same_shape(src[key], dst[key], f"{where}[{key!r}]")
-    else:
-        for index, (s, d) in enumerate(zip(src, dst)):
-            same_shape(s, d, f"{where}[{index}]")
+        if src.keys() != dst.keys():
+            lacks = [key for key in dst if key not in src]
+            extra = [key for key in src if key not in dst]
+            raise ValueError(f"copy: the keys of {where} differ from dst's: {where} lacks {lacks}, and dst lacks "
+                             f"{extra}")
+        items = {}
+        for key in dst:
+            items[key] = matched(src[key], dst[key], f"{where}[{key!r}]")
+        same = list(src) == list(items)
+        for key, item in items.items():
+            same = same and item is src[key]
+        return src if same else items
+    items = []
+    same = True
+    for index, (s, d) in enumerate(zip(src, dst)):
+        items.append(matched(s, d, f"{where}[{index}]"))
+        same = same and items[-1] is s
+    return src if same else items
 
 
 # A batch item's place as the flat batch names it: "x[777]" (to_device_many), "src[7]" or "srcs[7]" (copy_many),

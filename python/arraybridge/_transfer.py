@@ -94,14 +94,15 @@ def _to_device_structure(x, device, copy=None, stream=None, dtype=None, host_sta
 
 
 def _copy_structure(src, dst, host_staging=True, non_blocking=False, strict=None, casting=None):
-    """copy of a structure into a structure of the same shape: every pair in one
-    batch (_core.copy_many); with non_blocking, its Event (or None when done)."""
+    """copy of a structure into a structure of the same shape (a mapping's items
+    paired by key): every pair in one batch (_core.copy_many); with non_blocking, its
+    Event (or None when done)."""
     if strict is not None:
         host_staging = _deprecated.host_staging("copy", host_staging, strict)
     if type(src) is list and type(dst) is list and len(src) == len(dst) and _core.is_flat(src) and _core.is_flat(dst):
         # Two lists of arrays, no structure in them: no walk in Python (a third of a small pair's cost).
         return _core.copy_many(src, dst, host_staging=host_staging, non_blocking=non_blocking, casting=casting)
-    _structure.same_shape(src, dst)
+    src = _structure.matched(src, dst)  # a mapping's pairs by key, whatever each side's order
     try:
         return _core.copy_many(_structure.leaves(src, []), _structure.leaves(dst, []), host_staging=host_staging,
                                non_blocking=non_blocking, casting=casting)

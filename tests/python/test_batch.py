@@ -93,9 +93,24 @@ def test_copy_of_a_structure_into_a_structure_of_the_same_shape():
     np.testing.assert_array_equal(np.from_dlpack(ab.to_device(on_device["b"][1][0], "cpu")), np.full((2, 2), 2.0))
 
 
+def test_a_mapping_is_copied_by_key_whatever_the_order_of_either_side():
+    """A newcomer's trial: a state dict saved in one key order, copied into a model's
+    own (load_state_dict pairs by key), was refused: "the keys of src differ"."""
+    src = {"bias": np.full(2, 1.0), "weight": {"b": np.full(3, 2.0), "a": np.full(3, 3.0)}, "n": [np.full(1, 4.0)]}
+    dst = {"weight": {"a": np.zeros(3), "b": np.zeros(3)}, "n": [np.zeros(1)], "bias": np.zeros(2)}
+    ab.copy(src, dst)
+    assert dst["weight"]["a"].tolist() == [3.0] * 3 and dst["weight"]["b"].tolist() == [2.0] * 3
+    assert dst["bias"].tolist() == [1.0, 1.0] and dst["n"][0].tolist() == [4.0]
+    src["weight"]["a"] = np.ones(4)  # a failing pair is named by its key on both sides
+    with pytest.raises(ab.ArrayBridgeError, match=r"src\['weight'\]\['a'\] -> dst\['weight'\]\['a'\]: source shape"):
+        ab.copy(src, dst)
+    assert dst["bias"].tolist() == [1.0, 1.0]
+
+
 def test_copy_refuses_structures_that_differ_and_moves_nothing():
     dst = [np.zeros(4), np.zeros(3)]
-    with pytest.raises(ValueError, match=r"^copy: the keys of src differ from dst's"):
+    with pytest.raises(ValueError, match=r"^copy: the keys of src differ from dst's: src lacks \['x'\], and dst "
+                                         r"lacks \['a'\]$"):
         ab.copy({"a": np.ones(4)}, {"x": np.zeros(4)})
     with pytest.raises(ValueError, match=r"src\[1\] is a list of 1 but dst there is a ndarray"):
         ab.copy([np.ones(4), [np.ones(3)]], dst)
