@@ -32,16 +32,28 @@ def is_structure(x):
 # already made when one of them cannot be (tests/python/oom_walk.py walks every allocation).
 def leaves(x, out):
     """The arrays of a structure, depth first, in mapping order, appended to `out`."""
+    try:
+        return _leaves(x, out)
+    except RecursionError:
+        raise _endless() from None
+
+
+def _leaves(x, out):
     found = kind(x)
     if found == _MAPPING:
         for item in x.values():
-            leaves(item, out)
+            _leaves(item, out)
     elif found == _SEQUENCE:
         for item in x:
-            leaves(item, out)
+            _leaves(item, out)
     else:
         out.append(x)
     return out
+
+
+def _endless():
+    return ValueError("arraybridge: a structure that contains itself (or nests deeper than Python's recursion "
+                      "limit) has no end to walk: pass a tree of mappings, lists and tuples of arrays")
 
 
 def places(x, where, out):
@@ -110,20 +122,31 @@ def _same_sequence(x, items):
         return items if isinstance(x, list) else tuple(items)
 
 
-def size(x):
-    return len(x) if kind(x) != _LEAF else 1
-
-
-def matched(src, dst, where="src"):
+def matched(src, dst):
     """src with each mapping's items in dst's key order, as load_state_dict pairs a
     state dict's tensors by key; src itself where the orders agree already. Raises
     ValueError naming the first place where the two structures differ."""
+    try:
+        return _matched(src, dst, "src")
+    except RecursionError:
+        raise _endless() from None
+
+
+def _described(x):
+    found = kind(x)
+    if found == _LEAF:
+        return f"an array (a {type(x).__name__})"
+    noun = "key" if found == _MAPPING else "item"
+    return f"a {type(x).__name__} of {len(x)} {noun}{'' if len(x) == 1 else 's'}"
+
+
+def _matched(src, dst, where):
     src_kind, dst_kind = kind(src), kind(dst)
     if src_kind == _LEAF and dst_kind == _LEAF:
         return src
     if src_kind != dst_kind or len(src) != len(dst):
-        raise ValueError(f"copy: {where} is a {type(src).__name__} of {size(src)} but dst there is a "
-                         f"{type(dst).__name__} of {size(dst)}: the two structures must match")
+        raise ValueError(f"copy: {where} is {_described(src)} but dst there is {_described(dst)}: the two "
+                         "structures must match")
     if src_kind == _MAPPING:
         if src.keys() != dst.keys():
             lacks = [key for key in dst if key not in src]
@@ -132,7 +155,7 @@ def matched(src, dst, where="src"):
                              f"{extra}")
         items = {}
         for key in dst:
-            items[key] = matched(src[key], dst[key], f"{where}[{key!r}]")
+            items[key] = _matched(src[key], dst[key], f"{where}[{key!r}]")
         same = list(src) == list(items)
         for key, item in items.items():
             same = same and item is src[key]
@@ -140,7 +163,7 @@ def matched(src, dst, where="src"):
     items = []
     same = True
     for index, (s, d) in enumerate(zip(src, dst)):
-        items.append(matched(s, d, f"{where}[{index}]"))
+        items.append(_matched(s, d, f"{where}[{index}]"))
         same = same and items[-1] is s
     return src if same else items
 

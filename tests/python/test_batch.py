@@ -112,8 +112,16 @@ def test_copy_refuses_structures_that_differ_and_moves_nothing():
     with pytest.raises(ValueError, match=r"^copy: the keys of src differ from dst's: src lacks \['x'\], and dst "
                                          r"lacks \['a'\]$"):
         ab.copy({"a": np.ones(4)}, {"x": np.zeros(4)})
-    with pytest.raises(ValueError, match=r"src\[1\] is a list of 1 but dst there is a ndarray"):
+    with pytest.raises(ValueError, match=r"src\[1\] is a list of 1 item but dst there is an array \(a ndarray\)"):
         ab.copy([np.ones(4), [np.ones(3)]], dst)
+    with pytest.raises(ValueError, match=r"^copy: src is a list of 1 item but dst there is an array \(a Tensor\)"):
+        ab.copy([np.ones(4)], ab.to_device(np.zeros(4), "cpu"))
+    endless = [np.ones(4)]
+    endless.append(endless)  # no end to walk: said, not a RecursionError
+    for call in (lambda: ab.copy(endless, endless), lambda: ab.to_device(endless, "cpu"),
+                 lambda: ab.convert.convert_memory(endless, "numpy", "numpy", None)):
+        with pytest.raises(ValueError, match="a structure that contains itself .* has no end to walk"):
+            call()
     with pytest.raises(ab.ArrayBridgeError, match="pair 1: source shape \\[2\\] differs"):
         ab.copy([np.ones(4), np.ones(2)], dst)
     assert not dst[0].any()  # pair 0 did not run either
