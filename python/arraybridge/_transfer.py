@@ -99,13 +99,12 @@ def _copy_structure(src, dst, host_staging=True, non_blocking=False, strict=None
     Event (or None when done)."""
     if strict is not None:
         host_staging = _deprecated.host_staging("copy", host_staging, strict)
-    if type(src) is list and type(dst) is list and len(src) == len(dst) and _core.is_flat(src) and _core.is_flat(dst):
-        # Two lists of arrays, no structure in them: no walk in Python (a third of a small pair's cost).
-        return _core.copy_many(src, dst, host_staging=host_staging, non_blocking=non_blocking, casting=casting)
-    src = _structure.matched(src, dst)  # a mapping's pairs by key, whatever each side's order
+    flat = type(src) is list and type(dst) is list and len(src) == len(dst) and _core.is_flat(src) and _core.is_flat(dst)
+    if not flat:  # two lists of arrays, no structure in them, need no walk in Python (a third of a small pair's cost)
+        src = _structure.matched(src, dst)  # a mapping's pairs by key, whatever each side's order
     try:
-        return _core.copy_many(_structure.leaves(src, []), _structure.leaves(dst, []), host_staging=host_staging,
-                               non_blocking=non_blocking, casting=casting)
+        return _core.copy_many(src if flat else _structure.leaves(src, []), dst if flat else _structure.leaves(dst, []),
+                               host_staging=host_staging, non_blocking=non_blocking, casting=casting)
     except Exception as error:  # noqa: BLE001 - restated naming the place, in its own class
         _structure.raise_placed(error, {"src": src, "dst": dst, "srcs": src, "dsts": dst},
                                 {"srcs": "src", "dsts": "dst"})
