@@ -103,7 +103,11 @@ abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* co
     }
     abr_batch_report filled{};
     filled.version = ABR_BATCH_REPORT_VERSION;
-    if (report) filled.paths = abr::capi::read_versioned(report, kBatchReport).paths;  // handed back as it was
+    if (report) {  // the caller's arrays, handed back as they were
+      const abr_batch_report given = abr::capi::read_versioned(report, kBatchReport);
+      filled.paths = given.paths;
+      filled.result_flags = given.result_flags;
+    }
     runtime_of(runtime).to_device_many(srcs, count, dst, options ? &current : nullptr, stream_of(stream), out, filled);
     if (report) abr::capi::write_versioned(report, filled, kBatchReport);
   });
@@ -124,7 +128,11 @@ abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, cons
     }
     abr_batch_report filled{};
     filled.version = ABR_BATCH_REPORT_VERSION;
-    if (report) filled.paths = abr::capi::read_versioned(report, kBatchReport).paths;  // handed back as it was
+    if (report) {  // the caller's arrays, handed back as they were
+      const abr_batch_report given = abr::capi::read_versioned(report, kBatchReport);
+      filled.paths = given.paths;
+      filled.result_flags = given.result_flags;
+    }
     runtime_of(runtime).copy_many(srcs, dsts, count, options ? &current : nullptr, stream_of(stream), filled);
     if (report) abr::capi::write_versioned(report, filled, kBatchReport);
   });

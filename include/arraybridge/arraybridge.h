@@ -418,7 +418,7 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
  * the message names the index of the first source that failed ("srcs[3]: ...").
  * A source listed twice is ABR_ERR_INVALID_ARGUMENT. options->report is not
  * written: `report` (may be NULL) describes the batch. */
-#define ABR_BATCH_REPORT_VERSION 2u
+#define ABR_BATCH_REPORT_VERSION 3u
 typedef struct abr_batch_report {
   uint32_t version;      /* set by the caller: ABR_BATCH_REPORT_VERSION */
   uint32_t tensors;      /* sources in the call */
@@ -434,8 +434,12 @@ typedef struct abr_batch_report {
    * or ABR_PATH_HOST_WRAP is its source's memory (a write into one is a write into
    * the other). Left as it was when the call fails. */
   abr_path* paths;
+  /* Version 3. NULL, or the caller's array of one entry per source (pair), filled as
+   * `paths` is with the flags each result's own abr_transfer_report would have
+   * (ABR_REPORT_PACKED: a strided source packed; ABR_REPORT_CAST: the dtype cast). */
+  uint32_t* result_flags;
 } abr_batch_report;
-#define ABR_BATCH_REPORT_INIT {ABR_BATCH_REPORT_VERSION, 0, 0, 0, 0, 0, 0, {0}, NULL}
+#define ABR_BATCH_REPORT_INIT {ABR_BATCH_REPORT_VERSION, 0, 0, 0, 0, 0, 0, {0}, NULL, NULL}
 ABR_API abr_status abr_batch_report_init(abr_batch_report* report, unsigned int version);
 ABR_API abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* const* srcs, size_t count,
                                       DLDevice dst, const abr_transfer_options* options, abr_stream* stream,

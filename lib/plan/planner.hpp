@@ -180,6 +180,8 @@ struct Plan {
   // gathers small reads into pinned blocks (plan_batch, lib/plan/batch_plan.hpp).
   bool pageable_bytes = false;
   PlanDetail detail;
+  // What a report says of it: ABR_REPORT_PACKED, ABR_REPORT_CAST.
+  uint32_t report_flags() const { return (strided_source ? ABR_REPORT_PACKED : 0u) | (cast ? ABR_REPORT_CAST : 0u); }
 };
 
 // The one plan for abr_to_device and abr_copy: `src` (described by `from`) to a

@@ -368,6 +368,8 @@ void Runtime::describe_batch(const Batch& batch, abr_batch_report& report) {
   copies -= batch.joined;
   if (report.paths)
     for (std::size_t i = 0; i < batch.count; ++i) report.paths[i] = batch.items[i].plan.path;
+  if (report.result_flags)
+    for (std::size_t i = 0; i < batch.count; ++i) report.result_flags[i] = batch.items[i].plan.report_flags();
   report.tensors = static_cast<uint32_t>(batch.count);
   report.coalesced = static_cast<uint32_t>(coalesced);
   report.views = views;

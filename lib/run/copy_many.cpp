@@ -95,8 +95,11 @@ void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts
   fit_text(report.detail, sizeof report.detail,
            fmt::format("{} copies; the device moves in {} submission(s){}", count, submissions,
                        streamed_words(streamed, one_by_one)));
-  if (report.paths)  // last: a call that fails (the words above may throw) leaves them as they were
+  // Last: a call that fails (the words above may throw) leaves them as they were.
+  if (report.paths)
     for (std::size_t i = 0; i < count; ++i) report.paths[i] = pairs[i].plan.path;
+  if (report.result_flags)
+    for (std::size_t i = 0; i < count; ++i) report.result_flags[i] = pairs[i].plan.report_flags();
 }
 
 }  // namespace abr

@@ -63,7 +63,7 @@ std::vector<const BackendReport*> reports_of(const std::vector<const BackendDesc
 void fill_report(abr_transfer_report* report, const Plan& plan, uint64_t bytes) {
   if (!report) return;
   report->path = plan.path;
-  report->flags = (plan.strided_source ? ABR_REPORT_PACKED : 0u) | (plan.cast ? ABR_REPORT_CAST : 0u);
+  report->flags = plan.report_flags();
   report->bytes_moved = bytes;
   // Only the text and its end are written: clearing all 160 bytes weighs on a zero-copy transfer.
   const std::string_view detail = plan.detail.view();  // shorter than report->detail

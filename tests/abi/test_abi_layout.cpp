@@ -49,9 +49,10 @@ static_assert(sizeof(abr_device_kind) == 152 && offsetof(abr_device_kind, type) 
                   offsetof(abr_device_kind, disable_flag) == 16 && offsetof(abr_device_kind, name) == 24 &&
                   offsetof(abr_device_kind, backend_name) == 56 && offsetof(abr_device_kind, disable_env) == 88,
               "abr_device_kind");
-static_assert(sizeof(abr_batch_report) == 200 && offsetof(abr_batch_report, tensors) == 4 &&
+static_assert(sizeof(abr_batch_report) == 208 && offsetof(abr_batch_report, tensors) == 4 &&
                   offsetof(abr_batch_report, copies) == 16 && offsetof(abr_batch_report, bytes_moved) == 24 &&
-                  offsetof(abr_batch_report, detail) == 32 && offsetof(abr_batch_report, paths) == 192,
+                  offsetof(abr_batch_report, detail) == 32 && offsetof(abr_batch_report, paths) == 192 &&
+                  offsetof(abr_batch_report, result_flags) == 200,
               "abr_batch_report");
 static_assert(sizeof(abr_ipc_handle) == 1536 && offsetof(abr_ipc_handle, size) == 4 &&
                   offsetof(abr_ipc_handle, data) == 8,

@@ -263,6 +263,60 @@ TEST_CASE("batch: a version 2 report says each result's path; a version 1 report
   CHECK(old->views == 2);
 }
 
+TEST_CASE("batch: a version 3 report says each result's flags as its own report would; version 2 within its size") {
+  Runtime rt;
+  Sources sources;
+  for (int i = 0; i < 3; ++i) sources.add(32, static_cast<float>(i));
+  // The second source views every other element of its data: packed on the way.
+  sources.tensors[1] =
+      std::make_unique<Managed>(sources.data[1].data(), f32, std::vector<int64_t>{16}, std::vector<int64_t>{2});
+  sources.pointers[1] = &sources.tensors[1]->managed;
+  std::vector<abr_path> paths(3, ABR_PATH_MAX_ENUM);
+  std::vector<uint32_t> flags(3, 0xFFu);
+  abr_batch_report report = ABR_BATCH_REPORT_INIT;
+  report.paths = paths.data();
+  report.result_flags = flags.data();
+  {
+    Results cast(3);
+    REQUIRE_MESSAGE(many(rt, sources, cast, ocl0, ABR_COPY_ALWAYS, &report, nullptr, f64) == ABR_OK, abr_last_error());
+    CHECK(flags == std::vector<uint32_t>{ABR_REPORT_CAST, ABR_REPORT_CAST | ABR_REPORT_PACKED, ABR_REPORT_CAST});
+    CHECK(report.result_flags == flags.data());  // the caller's array, kept
+    CHECK(read_back<double>(rt, cast.out[1]->dl_tensor)[15] == 31.0);
+  }
+  Sources views;
+  for (int i = 0; i < 3; ++i) views.add(8, 1.0f);
+  Results same(3);
+  REQUIRE(many(rt, views, same, cpu, ABR_COPY_IF_NEEDED, &report) == ABR_OK);
+  CHECK(flags == std::vector<uint32_t>(3, 0u));
+  // abr_copy_many: each pair's flags; a failed call leaves them as they were.
+  std::vector<float> a(8, 2.0f);
+  std::vector<double> wide(8), every_other(16);
+  Managed from(a.data(), f32, {8}), into(wide.data(), f64, {8}), half(a.data(), f32, {4}, {2}),
+      strided_into(every_other.data(), f64, {4}, {4});
+  const DLTensor* srcs[] = {&from.tensor(), &half.tensor()};
+  const DLTensor* dsts[] = {&into.tensor(), &strided_into.tensor()};
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, &report) == ABR_OK, abr_last_error());
+  CHECK(flags[0] == ABR_REPORT_CAST);
+  CHECK(flags[1] == (ABR_REPORT_CAST | ABR_REPORT_PACKED));
+  CHECK(every_other[4] == 2.0);
+  flags[0] = 0xFFu;
+  const DLTensor* mismatched[] = {&from.tensor(), &from.tensor()};
+  CHECK(abr_copy_many(rt, mismatched, dsts, 2, nullptr, nullptr, &report) == ABR_ERR_SHAPE_MISMATCH);
+  CHECK(flags[0] == 0xFFu);
+  // A caller built against version 2: a struct without `result_flags`, exactly its size on the heap.
+  const std::size_t v2_size = offsetof(abr_batch_report, result_flags);
+  std::unique_ptr<unsigned char[]> v2(new unsigned char[v2_size]);
+  auto* old = reinterpret_cast<abr_batch_report*>(v2.get());
+  REQUIRE(abr_batch_report_init(old, 2) == ABR_OK);
+  old->paths = paths.data();
+  Sources third;
+  for (int i = 0; i < 2; ++i) third.add(8, 1.0f);
+  Results results(2);
+  REQUIRE(many(rt, third, results, ocl0, ABR_COPY_ALWAYS, old) == ABR_OK);
+  CHECK(old->version == 2);
+  CHECK(paths[0] == ABR_PATH_HOST_TO_DEVICE);
+}
+
 TEST_CASE("batch: on PoCL a stream holds the sources until its work is done") {
   Runtime rt;
   abr_stream* stream = nullptr;

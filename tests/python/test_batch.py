@@ -137,3 +137,18 @@ def test_convert_memory_of_a_structure():
     out = ab.convert.convert_memory(data, "numpy", "numpy", gpu_id=None)
     assert type(out) is dict and type(out["y"]) is list
     np.testing.assert_array_equal(out["x"], data["x"])
+
+
+def test_each_batch_result_reports_its_own_cast_packing_and_bytes():
+    """A newcomer's trial: results of to_device_many (and of a structure's to_device)
+    said cast=False, packed=False, bytes_moved=0 for float32 -> float16 moves of a
+    strided source; each now says what its own to_device's report would."""
+    a = np.arange(6, dtype=np.float32)
+    for device in ("cpu", "opencl:0"):
+        alone = [ab.to_device(x, device, dtype="float16").report for x in (a, a[::-1])]
+        many = [t.report for t in ab.to_device_many([a, a[::-1]], device, dtype="float16")]
+        assert [(r.cast, r.packed, r.bytes_moved) for r in many] == [(r.cast, r.packed, r.bytes_moved) for r in alone]
+        assert [(r.cast, r.packed, r.bytes_moved) for r in many] == [(True, False, 12), (True, True, 12)], many
+    views = ab.to_device({"w": a, "b": a[::-1]}, "cpu")
+    assert [(t.report.path, t.report.cast, t.report.packed, t.report.bytes_moved) for t in views.values()] == \
+        [("zero_copy", False, False, 0)] * 2

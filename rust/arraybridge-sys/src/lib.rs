@@ -407,7 +407,7 @@ pub const ABR_DEVICE_KIND_INIT: abr_device_kind = abr_device_kind {
     disable_env: [0; 64],
 };
 
-pub const ABR_BATCH_REPORT_VERSION: u32 = 2;
+pub const ABR_BATCH_REPORT_VERSION: u32 = 3;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -422,6 +422,9 @@ pub struct abr_batch_report {
     pub detail: [c_char; 160],
     /// Version 2: null, or one entry per source (pair) that a successful call fills.
     pub paths: *mut abr_path,
+    /// Version 3: null, or one entry per source (pair), filled as `paths` is with
+    /// `ABR_REPORT_PACKED` / `ABR_REPORT_CAST`.
+    pub result_flags: *mut u32,
 }
 pub const ABR_BATCH_REPORT_INIT: abr_batch_report = abr_batch_report {
     version: ABR_BATCH_REPORT_VERSION,
@@ -433,6 +436,7 @@ pub const ABR_BATCH_REPORT_INIT: abr_batch_report = abr_batch_report {
     bytes_moved: 0,
     detail: [0; 160],
     paths: core::ptr::null_mut(),
+    result_flags: core::ptr::null_mut(),
 };
 
 // ======================================================================== pinned pool

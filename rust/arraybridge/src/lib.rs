@@ -703,10 +703,13 @@ pub struct BatchReport {
     /// Each result's (pair's) path: `ABR_PATH_ZERO_COPY` and `ABR_PATH_HOST_WRAP`
     /// results are their sources' memory.
     pub paths: Vec<sys::abr_path>,
+    /// Each result's (pair's) report flags, as its own `Report` would say them:
+    /// `ABR_REPORT_PACKED`, `ABR_REPORT_CAST`.
+    pub result_flags: Vec<u32>,
 }
 
 impl BatchReport {
-    fn from_raw(r: &sys::abr_batch_report, paths: Vec<sys::abr_path>) -> BatchReport {
+    fn from_raw(r: &sys::abr_batch_report, paths: Vec<sys::abr_path>, result_flags: Vec<u32>) -> BatchReport {
         BatchReport {
             tensors: r.tensors,
             coalesced: r.coalesced,
@@ -715,6 +718,7 @@ impl BatchReport {
             bytes_moved: r.bytes_moved,
             detail: text_of(&r.detail),
             paths,
+            result_flags,
         }
     }
 }
@@ -973,8 +977,10 @@ impl Runtime {
         let srcs: Vec<*mut sys::DLManagedTensorVersioned> = sources.into_iter().map(Tensor::into_raw_now).collect();
         let mut outs = vec![ptr::null_mut(); srcs.len()];
         let mut paths = vec![sys::ABR_PATH_NONE; srcs.len()];
+        let mut result_flags = vec![0u32; srcs.len()];
         let mut report = sys::ABR_BATCH_REPORT_INIT;
         report.paths = paths.as_mut_ptr();
+        report.result_flags = result_flags.as_mut_ptr();
         let options = options.raw(ptr::null_mut());
         let status = unsafe {
             sys::abr_to_device_many(
@@ -1005,7 +1011,7 @@ impl Runtime {
                 }
             }
         }
-        Ok((results, BatchReport::from_raw(&report, paths)))
+        Ok((results, BatchReport::from_raw(&report, paths, result_flags)))
     }
 
     /// Copies `src` into `dst` (same shape; a dtype difference is converted as
@@ -1042,8 +1048,10 @@ impl Runtime {
         let srcs: Vec<*const sys::DLTensor> = pairs.iter().map(|(s, _)| s.dl_tensor() as *const _).collect();
         let dsts: Vec<*const sys::DLTensor> = pairs.iter().map(|(_, d)| d.dl_tensor() as *const _).collect();
         let mut paths = vec![sys::ABR_PATH_NONE; srcs.len()];
+        let mut result_flags = vec![0u32; srcs.len()];
         let mut report = sys::ABR_BATCH_REPORT_INIT;
         report.paths = paths.as_mut_ptr();
+        report.result_flags = result_flags.as_mut_ptr();
         let mut o = options.raw(ptr::null_mut());
         o.copy = sys::ABR_COPY_IF_NEEDED;
         o.dtype = sys::DLDataType::default();
@@ -1053,7 +1061,7 @@ impl Runtime {
         if let Some(stream) = stream {
             stream.synchronize()?;
         }
-        Ok(BatchReport::from_raw(&report, paths))
+        Ok(BatchReport::from_raw(&report, paths, result_flags))
     }
 
     pub fn pool_stats(&self) -> Result<PoolStats> {

@@ -52,6 +52,7 @@ fn copy_many_fills_each_destination() {
     let report = rt.copy_many(&mut [(&a, &mut da), (&b, &mut db)], &TransferOptions::default(), None).unwrap();
     assert_eq!(report.tensors, 2);
     assert_eq!(report.paths, vec![sys::ABR_PATH_DEVICE_TO_HOST, sys::ABR_PATH_HOST_COPY]);
+    assert_eq!(report.result_flags, vec![0, sys::ABR_REPORT_CAST], "the f32 -> f64 pair says it was cast");
     assert_eq!(da.to_vec::<f32>().unwrap(), values(16));
     let expected: Vec<f64> = values(8).into_iter().map(f64::from).collect();
     assert_eq!(db.to_vec::<f64>().unwrap(), expected, "a dtype difference is converted");

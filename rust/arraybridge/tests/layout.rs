@@ -81,11 +81,11 @@ fn arraybridge_structs_match_the_c_layout() {
          offset!(abr_device_kind, disable_env)],
         [4, 8, 12, 16, 24, 56, 88]
     );
-    assert_eq!(size_of::<abr_batch_report>(), 200);
+    assert_eq!(size_of::<abr_batch_report>(), 208);
     assert_eq!(
         [offset!(abr_batch_report, tensors), offset!(abr_batch_report, copies), offset!(abr_batch_report, bytes_moved),
-         offset!(abr_batch_report, detail), offset!(abr_batch_report, paths)],
-        [4, 16, 24, 32, 192]
+         offset!(abr_batch_report, detail), offset!(abr_batch_report, paths), offset!(abr_batch_report, result_flags)],
+        [4, 16, 24, 32, 192, 200]
     );
     assert_eq!(
         (size_of::<abr_ipc_handle>(), offset!(abr_ipc_handle, size), offset!(abr_ipc_handle, data)),
