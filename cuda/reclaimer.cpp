@@ -1,10 +1,17 @@
 #include "cuda/reclaimer.hpp"
 
+#include <new>
+
 #include "lib/base/log.hpp"
 
 namespace abr::cuda {
 
 Reclaimer::~Reclaimer() {
+  if (forked()) {  // no thread to join here, and what is pending is the parent's driver's to free
+    for (auto& storage : pending_) (void)storage.release();
+    new (&thread_) std::thread();  // forgets the parent's thread (joining it, or destroying it joinable, is fatal)
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -15,6 +22,10 @@ Reclaimer::~Reclaimer() {
 
 void Reclaimer::release_after_device_work(std::unique_ptr<Storage> storage, uint64_t pooled_bytes) noexcept {
   if (!storage) return;
+  if (forked()) {  // the parent's device memory, an inherited tensor's: this child's driver cannot free it
+    (void)storage.release();
+    return;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   try {
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
@@ -38,6 +49,7 @@ bool Reclaimer::returning() noexcept {
 }
 
 void Reclaimer::drain() noexcept {
+  if (forked()) return;  // nothing is released here (release_after_device_work), and no thread would wake this
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t target = handed_over_;
   released_.wait(lock, [&] { return released_count_ >= target; });

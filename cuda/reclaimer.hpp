@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lib/memory/staging.hpp"
+#include "lib/platform/fork_guard.hpp"
 #include "lib/tensor/storage.hpp"
 #include "cuda/device.hpp"
 
@@ -41,7 +42,10 @@ class Reclaimer final : public ReturningBlocks {
  private:
   void run() noexcept;
   void barrier() noexcept;
+  // A forked child's copy: its thread stayed in the parent, and the memory is the parent's driver's.
+  bool forked() const noexcept { return fork_generation() != fork_generation_; }
 
+  const uint32_t fork_generation_ = fork_generation();
   std::vector<std::shared_ptr<Device>> devices_;
   std::mutex mutex_;
   std::condition_variable wake_, released_;

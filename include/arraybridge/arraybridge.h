@@ -140,9 +140,12 @@ typedef struct abr_runtime_options {
 /* Every abr_X_init zeroes the fields `version` has (defaults) and sets it. */
 ABR_API abr_status abr_runtime_options_init(abr_runtime_options* options, unsigned int version);
 /* options may be NULL (defaults). Thread-safe: one runtime may serve many threads.
- * Drivers do not survive fork: in a child forked after this call, every call that
- * would reach a device backend fails with ABR_ERR_BACKEND_UNAVAILABLE (host memory
- * still works); create a runtime in the child only when the parent made none. */
+ * Drivers do not survive fork: in a child forked after this call, a transfer, stream
+ * or IPC call that would reach a device backend fails with ABR_ERR_BACKEND_UNAVAILABLE
+ * (host memory still works), and abr_pool_trim, abr_runtime_destroy and the deleters
+ * of inherited CUDA tensors leave the parent's driver state alone. Streams and
+ * events made before the fork must not be used in the child. Create a runtime in
+ * the child only when the parent made none. */
 ABR_API abr_status abr_runtime_create(const abr_runtime_options* options, abr_runtime** out);
 /* Accepts NULL. Tensors it exported stay valid and may be deleted afterwards. */
 ABR_API void abr_runtime_destroy(abr_runtime* runtime);

@@ -112,7 +112,7 @@ struct Runtime::Batch {
 void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
                              const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
                              abr_batch_report& report) {
-  releases_->collect();
+  collect_releases();
   check_sources(srcs, count);
   Batch batch(srcs, count, dst, stream);
   // Until the commit, every source stays the caller's, whatever fails.

@@ -18,7 +18,7 @@ namespace abr {
 // too, so every pair sees the ones before it.
 void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
                         const abr_transfer_options* options, Stream* stream, abr_batch_report& report) {
-  releases_->collect();
+  collect_releases();
   if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} pairs per call", count, kMaxBatch);
   TransferOptions opts = resolve_options(options);
   opts.report = nullptr;

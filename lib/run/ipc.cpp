@@ -26,6 +26,7 @@ DLManagedTensorVersioned* Runtime::ipc_import(const unsigned char* handle, std::
   for (const BackendDescriptor* descriptor : descriptors_)
     if (descriptor->ipc && !with_ipc) with_ipc = descriptor;
   if (!with_ipc) fail(ABR_ERR_UNSUPPORTED, "no backend of this runtime has interprocess memory handles");
+  if (forked()) refuse_forked(fmt::format("{} memory", with_ipc->name));
   const BackendInfo& info = devices_.backend(with_ipc->id);
   DeviceBackend* backend = nullptr;
   for (const auto& opened : backends_)

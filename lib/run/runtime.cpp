@@ -103,6 +103,12 @@ Runtime::Runtime(const abr_runtime_options& resolved, const std::vector<const Ba
 }
 
 Runtime::~Runtime() {
+  if (forked()) {  // a forked child's copy: the parent's driver state is left as it is, and goes with the process
+    for (auto& backend : backends_) (void)backend.release();
+    (void)new std::shared_ptr<PendingReleases>(std::move(releases_));
+    (void)new std::shared_ptr<PinnedPool>(std::move(pool_));
+    return;
+  }
   releases_->close();  // while the backends whose events it waits on are open
   for (auto& domain : shared_domains_) pool_->release_domain(&domain.second);
 }
@@ -110,17 +116,17 @@ Runtime::~Runtime() {
 DeviceBackend* Runtime::backend_of(DLDeviceType type) {
   const auto index = static_cast<std::size_t>(type);
   DeviceBackend* backend = index < backend_by_type_.size() ? backend_by_type_[index] : find_backend(type);
-  if (backend && fork_generation() != fork_generation_) refuse_forked(type);
+  if (backend && forked()) refuse_forked(fmt::format("{} memory", find_kind(type)->name));
   return backend;
 }
 
-void Runtime::refuse_forked(DLDeviceType type) const {
+void Runtime::refuse_forked(const std::string& what) const {
   fail(ABR_ERR_BACKEND_UNAVAILABLE,
-       "the driver of {} memory was opened in process {}, which forked this one ({}): drivers do not survive fork "
+       "the driver of {} was opened in process {}, which forked this one ({}): drivers do not survive fork "
        "(their threads stay in the parent), so device work here would hang or fail. Start this process with "
        "multiprocessing's \"spawn\" or \"forkserver\" method (a DataLoader's multiprocessing_context), or create "
        "the runtime (from Python: make the first arraybridge call) after forking; host memory still works here",
-       find_kind(type)->name, opened_by_pid_, this_process_id());
+       what, opened_by_pid_, this_process_id());
 }
 
 DeviceBackend* Runtime::find_backend(DLDeviceType type) {
@@ -178,6 +184,10 @@ void Runtime::set_staging(const StagingChoice& choice) {
 }
 
 uint64_t Runtime::trim_pool() {
+  if (forked()) {  // the pinned blocks and device caches are the parent's drivers'
+    HostBuffer::trim_kept();
+    return 0;
+  }
   uint64_t released = 0;
   for (const auto& backend : backends_) {
     backend->finish_deferred_releases();
@@ -205,6 +215,7 @@ PoolStats Runtime::device_cache_stats() {
 }
 
 void Runtime::set_device_cache_limit(uint64_t limit_bytes) {
+  if (forked()) refuse_forked("the device caches");
   for (const auto& backend : backends_) backend->set_device_cache_limit(limit_bytes);
 }
 
@@ -241,7 +252,7 @@ DLManagedTensorVersioned* Runtime::to_device(DLManagedTensor* src, DLDevice dst,
 
 DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, const abr_transfer_options* options,
                                             Stream* stream) {
-  releases_->collect();
+  collect_releases();
   if (source.versioned()) validate_header(*source.versioned(), "source");
   TransferOptions opts = resolve_options(options);
   opts.staging = staging_choice();
@@ -425,7 +436,7 @@ void Runtime::run_staged(const Plan& plan, const Layout& src, const Layout& dst,
 
 void Runtime::copy(const DLTensor& src_tensor, const DLTensor& dst_tensor, const abr_transfer_options* options,
                    Stream* stream) {
-  releases_->collect();
+  collect_releases();
   TransferOptions opts = resolve_options(options);
   opts.staging = staging_choice();
   const Layout src = validate_tensor(src_tensor, Role::Source, "source");

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "arraybridge/arraybridge.h"
@@ -143,7 +144,7 @@ class Runtime {
   // The backend serving a device type (a device's, or page-locked host memory's
   // like cuda_host); nullptr for plain host memory and types without one. In a
   // child forked after the backends opened, ABR_ERR_BACKEND_UNAVAILABLE instead:
-  // every call that reaches a driver asks here first.
+  // every transfer, stream and IPC call asks here (or checks forked()) before a driver.
   DeviceBackend* backend_of(DLDeviceType type);
   DeviceBackend* find_backend(DLDeviceType type);  // backend_of without the table or the fork check
   // The backend of a type's device memory; nullptr for any host memory.
@@ -171,10 +172,15 @@ class Runtime {
   std::map<const void*, char> shared_domains_;
   std::atomic<uint32_t> staging_threads_{0};  // abr_runtime_set_staging; 0: the default
   std::atomic<uint64_t> staging_chunk_{0};
-  // The process that opened the backends, and its place among forks: a forked child's copy refuses device work.
+  // The process that opened the backends, and its place among forks: a forked child's copy of the runtime
+  // refuses device work and leaves the parent's driver state alone (queued releases, caches, its teardown).
   const uint32_t fork_generation_ = fork_generation();
   const int32_t opened_by_pid_ = this_process_id();
-  [[noreturn]] void refuse_forked(DLDeviceType type) const;
+  bool forked() const noexcept { return fork_generation() != fork_generation_; }
+  [[noreturn]] void refuse_forked(const std::string& what) const;
+  void collect_releases() noexcept {
+    if (!forked()) releases_->collect();
+  }
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
   std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();  // closed first
   std::vector<const BackendDescriptor*> descriptors_;

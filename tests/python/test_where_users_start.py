@@ -456,10 +456,12 @@ def test_a_batch_of_small_reads_on_a_stream_comes_back_256_byte_aligned():
 # ------------------------------------------------------------------ a forked worker (a DataLoader's)
 
 FORKED = """
-import faulthandler, gc, multiprocessing, sys
+import faulthandler, gc, multiprocessing, os, sys
 import numpy as np
 import arraybridge as ab
 device = sys.argv[1]
+released = ab.to_device(np.arange(1 << 16, dtype=np.float32), device)
+del released  # a release queued in the parent (CUDA: its reclaimer's thread, which the child lacks)
 kept = ab.to_device(np.arange(6, dtype=np.float32), device)  # the parent opened the device's driver
 
 def child(answers):
@@ -484,6 +486,14 @@ worker.start()
 worker.join(60)
 print(repr([answers.get(timeout=5) for _ in range(4)] if worker.exitcode == 0 else worker.exitcode))
 np.testing.assert_array_equal(np.from_dlpack(kept.to("cpu")), np.arange(6))  # the parent's device still works
+pid = os.fork()  # a plain fork whose child exits normally: atexit's pool_trim, after trimming and deleting
+if pid == 0:
+    faulthandler.dump_traceback_later(30, exit=True)
+    del kept
+    gc.collect()
+    ab.pool_trim()
+    sys.exit(0)
+assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "the forked child hung or failed at its exit"
 print("parent ok")
 """
 
