@@ -75,14 +75,15 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
                                             stacklevel=5)  # under contextlib's __enter__
     if mode not in _MODES:
         raise ValueError(f"arraybridge.mpi.buffer: mode must be one of {_MODES}, not {mode!r}")
-    if mode != "r":  # refused as a copy into x would be (read-only, autograd's, torch's lazy bits), before MPI writes
-        _core.vet_destination(x, "arraybridge.mpi.buffer")
+    capsule = type(x).__name__ == "PyCapsule"  # used up by its import: vetted as the Tensor it became
     tensor = x if isinstance(x, Tensor) else _core.from_dlpack(x)
-    dst = tensor if tensor is x or tensor.report.path == "zero_copy" else x  # where MPI's writes must land
+    if mode != "r":  # refused as a copy into x would be (read-only, autograd's, torch's lazy bits), before MPI writes
+        _core.vet_destination(tensor if capsule else x, "arraybridge.mpi.buffer")
+    dst = tensor if tensor is x or capsule or tensor.report.path == "zero_copy" else x  # where MPI's writes land
     kind = tensor.device.split(":")[0]
     reachable = kind in _HOST_MEMORY or (  # memory the MPI library reads and writes itself
         kind == "cuda" and (mpi_cuda_aware() if cuda_aware is None else cuda_aware))
-    if reachable and _compact(tensor) and dst is tensor:
+    if reachable and _compact(tensor) and (mode == "r" or dst is tensor):
         try:
             yield tensor
         finally:  # MPI wrote x's memory itself: autograd hears of it as of a copy (a failed block may have written)

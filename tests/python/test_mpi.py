@@ -111,6 +111,12 @@ for x, words in refused:  # refused before MPI writes: a conj view's copy took M
     except ab.DLPackError as error:
         assert words in str(error), error
     assert not np.asarray(x).any() if isinstance(x, np.ndarray) else not x.detach().resolve_conj().resolve_neg().any()
+capsule = np.zeros(4, np.float32).__dlpack__(max_version=(1, 0))  # a capsule is vetted as the Tensor it becomes
+assert receive(capsule) == "zero_copy"
+for conjugate in (torch.tensor([1 + 2j, 3 - 1j]).conj(),):  # read: resolved once, not copied again
+    with abmpi.buffer(conjugate, "r") as b:
+        assert b.report.path == "host_copy", b.report  # the resolved copy, handed to MPI as it is
+        assert "resolve" in b.report.detail, b.report
 print("autograd ok")
 """
 

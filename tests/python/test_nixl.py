@@ -189,6 +189,20 @@ with nixl.Peer("a") as a, nixl.Peer("b") as b:
     except ab.ArrayBridgeError as error:
         assert "could not receive" in str(error) and "complex128 -> float64" in str(error), error
     assert a.stats()["slots_in_use"] == 0 and b.stats()["slots_in_use"] == 0, (a.stats(), b.stats())
+    frozen = np.zeros(2, np.complex128)
+    frozen.flags.writeable = False
+    sent = a.send(np.array([1 + 2j, 3 - 1j]), to="b")
+    try:  # a read-only out=: refused before the READ too
+        b.recv("a", out=frozen)
+        raise SystemExit("a read-only out= was received into")
+    except ab.DLPackError as error:
+        assert "x is marked READ_ONLY" in str(error), error
+    try:
+        sent.wait(timeout=20)
+        raise SystemExit("the refused send reads as done")
+    except ab.ArrayBridgeError as error:
+        assert "could not receive" in str(error) and "READ_ONLY" in str(error), error
+    assert b.stats()["receives"] == 0 and a.stats()["slots_in_use"] == 0, (a.stats(), b.stats())
     sent = a.send(np.array([1 + 2j, 3 - 1j]), to="b")  # asked for: converts, the link unharmed
     b.recv("a", out=landing, casting="unsafe").wait()
     sent.wait()

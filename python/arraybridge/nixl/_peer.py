@@ -293,9 +293,9 @@ class Peer:
         connected): waits for its offer (at most `timeout` seconds), then starts reading it
         through NIXL and returns a Transfer, whose wait() returns the tensor: `out`
         (any DLPack array of the same shape, strided allowed, filled in place; another dtype
-        is converted as copy's `casting` allows, by default "same_kind": a refused cast
-        raises CastingError here, before anything is read, and the sender's wait() says
-        why), or a new arraybridge Tensor on `device`."""
+        is converted as copy's `casting` allows, by default "same_kind"; an `out` copy
+        would refuse, read-only or a refused cast, raises here, before anything is read,
+        and the sender's wait() says why), or a new arraybridge Tensor on `device`."""
         link = self._link(source)
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
@@ -314,9 +314,11 @@ class Peer:
             tell(link, {"type": "failed", "id": ident, "reason": f"out= has shape {landing.shape}"})
             raise ValueError(f"arraybridge.nixl: peer {link.name!r} sent shape {shape}, but out= has shape "
                              f"{tuple(landing.shape)}")
-        if landing is not None and landing.dtype != kind:
+        if out is not None:  # what copy into out would refuse, refused before a byte is read
             try:
-                _refuse_a_refused_cast(kind, landing.dtype, casting)
+                _core.vet_destination(out if hasattr(out, "__dlpack__") else landing, "arraybridge.nixl recv")
+                if landing.dtype != kind:
+                    _refuse_a_refused_cast(kind, landing.dtype, casting)
             except Exception as error:
                 tell(link, {"type": "failed", "id": ident, "reason": f"out= refused it: {error}"})
                 raise
