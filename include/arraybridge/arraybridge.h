@@ -55,7 +55,9 @@ ABR_API const char* abr_version_string(void);
 /* ------------------------------------------------------------------- status */
 
 /* Values are never renumbered. Ranges: general -1..-39, memory -40..-59,
- * device/backend -60..-79, transfer -80..-89, DLPack descriptor -90..-119. */
+ * device/backend -60..-79, transfer -80..-89, DLPack descriptor -90..-119.
+ * abr_copy and abr_copy_many return a transfer or descriptor status before they
+ * write anything: a destination is then as it was. */
 typedef int32_t abr_status;
 
 #define ABR_OK 0

@@ -273,7 +273,7 @@ def test_a_write_into_a_tensor_autograd_saved_makes_backward_raise(how):
 
 @needs_torch
 @pytest.mark.parametrize("how", ["cast refused", "shape refused", "structure cast refused", "copy_many later pair",
-                                 "copy_many bad source", "a Tensor's twin", "bad source"])
+                                 "copy_many bad source", "a Tensor's twin", "bad source", "non_blocking refused"])
 def test_a_copy_refused_before_anything_moves_leaves_the_version_and_backward_alone(how):
     """A refused copy bumped its torch destination's version all the same (the bump came
     at import), so a backward pass that had saved the untouched tensor then raised
@@ -295,6 +295,8 @@ def test_a_copy_refused_before_anything_moves_leaves_the_version_and_backward_al
             ab.copy_many([src, np.ones(4, np.float32)], [target, torch.zeros(3)])
         elif how == "copy_many bad source":
             ab.copy_many([src, object()], [target, torch.zeros(3)])
+        elif how == "non_blocking refused":
+            ab.copy(src.astype(np.complex64), target, non_blocking=True)
         else:
             ab.copy(object(), target)
     assert b._version == 0 and torch.equal(b, torch.ones(3))

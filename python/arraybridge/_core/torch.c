@@ -106,7 +106,7 @@ static int call_bump(PyObject* x, int one_tensor) {
 }
 
 /* A sequence first; a TypeError on the first call tries one tensor, and the form that
- * worked is kept (a later failure raises, and the write is refused, not hidden). */
+ * worked is kept (a later failure raises: the write is done, but not hidden). */
 static int bump_version(PyObject* x) {
   if (bump_takes_tensor >= 0) return call_bump(x, bump_takes_tensor);
   if (call_bump(x, 0) == 0) {
@@ -132,20 +132,49 @@ int torch_may_write(PyObject* x, const char* role) {
   return inside < 0 ? -1 : inside ? 0 : refuse(x, role, "inference", "destination");
 }
 
+/* Statuses a copy returns before it writes anything (arraybridge.h says so): the
+ * transfer refusals and the DLPack descriptor errors. */
+static int refused_before_writing(abr_status status) {
+  switch (status) {
+    case ABR_ERR_COPY_REQUIRED:
+    case ABR_ERR_READ_ONLY:
+    case ABR_ERR_SHAPE_MISMATCH:
+    case ABR_ERR_CASTING:
+    case ABR_ERR_DLPACK_VERSION:
+    case ABR_ERR_DLPACK_NDIM:
+    case ABR_ERR_DLPACK_SHAPE:
+    case ABR_ERR_DLPACK_STRIDES:
+    case ABR_ERR_DLPACK_OVERFLOW:
+    case ABR_ERR_DLPACK_DATA:
+    case ABR_ERR_DLPACK_DTYPE:
+    case ABR_ERR_DLPACK_DEVICE:
+    case ABR_ERR_DLPACK_FLAGS: return 1;
+    default: return 0;
+  }
+}
+
 /* Tells autograd that the destinations were written behind torch's back, as torch's
  * own in-place ops do: each one's version counter (shared with its views) goes up,
  * so a backward pass that saved it raises torch's own error instead of computing
  * from the new values. After the call, not at import: a copy refused before anything
- * moved (a refused cast, a shape or descriptor error: statuses -80 to -119, or an
- * import that failed) changed nothing, and a backward pass that saved the tensor
- * still runs. A call that failed part way may have written, so it bumps too. */
+ * moved (refused_before_writing, or an import that failed) changed nothing, and a
+ * backward pass that saved the tensor still runs. A call that failed part way may
+ * have written, so it bumps too; a queued copy (non_blocking) bumps once queued.
+ * Every destination is bumped even when one bump fails, and the first failure raised. */
 int torch_tell_written(const Imported* destinations, Py_ssize_t n, abr_status status) {
-  if (status <= ABR_ERR_COPY_REQUIRED && status >= -119 /* arraybridge.h: the descriptor range's end */) return 0;
+  if (refused_before_writing(status)) return 0;
+  PyObject *type = NULL, *value = NULL, *traceback = NULL;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* x = destinations[i].written;
-    if (x && (written_ready() < 0 || bump_version(x) < 0)) return -1;
+    if (!x || (written_ready() == 0 && bump_version(x) == 0)) continue;
+    if (!type)
+      PyErr_Fetch(&type, &value, &traceback);
+    else
+      PyErr_Clear();
   }
-  return 0;
+  if (!type) return 0;
+  PyErr_Restore(type, value, traceback);
+  return -1;
 }
 
 int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_conjugate, PyObject** replacement,
