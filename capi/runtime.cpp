@@ -3,6 +3,7 @@
 
 #include "capi/handles.hpp"
 #include "capi/struct_versions.hpp"
+#include "lib/base/enum_value.hpp"
 
 using abr::capi::guarded;
 using abr::capi::kBackendInfo;
@@ -60,7 +61,7 @@ abr_status abr_device_info(abr_runtime* runtime, int32_t index, struct abr_devic
 abr_status abr_backend_info(abr_runtime* runtime, abr_backend backend, struct abr_backend_info* info) {
   return guarded(__func__, [&] {
     abr::capi::caller_size(require_pointer(info, "info")->version, kBackendInfo);
-    abr::capi::write_versioned(info, runtime_of(runtime).devices().backend(backend), kBackendInfo);
+    abr::capi::write_versioned(info, runtime_of(runtime).devices().backend(abr::enum_value(backend)), kBackendInfo);
   });
 }
 

@@ -1,5 +1,6 @@
 // Version, status, last error and logging entry points.
 #include "capi/guard.hpp"
+#include "lib/base/enum_value.hpp"
 
 #define ABR_STRINGIFY2(x) #x
 #define ABR_STRINGIFY(x) ABR_STRINGIFY2(x)
@@ -19,7 +20,7 @@ int64_t abr_last_error_backend_code(void) { return abr::last_error_backend_code(
 void abr_clear_error(void) { abr::clear_last_error(); }
 
 abr_status abr_log_set_level(abr_log_level level) {
-  return abr::capi::guarded(__func__, [&] { abr::log::set_level(level); });
+  return abr::capi::guarded(__func__, [&] { abr::log::set_level(abr::enum_value(level)); });
 }
 
 abr_log_level abr_log_get_level(void) { return abr::log::level(); }

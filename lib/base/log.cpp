@@ -88,10 +88,10 @@ void write(abr_log_level level, const std::string& message) noexcept {
   }
 }
 
-void set_level(abr_log_level level) {
-  const int value = static_cast<int>(level);
+void set_level(int32_t value) {
   if (value < ABR_LOG_TRACE || value > ABR_LOG_OFF || value == 5)  // 5 is spdlog's "critical": not ours
     fail(ABR_ERR_INVALID_ARGUMENT, "log level {} is not an abr_log_level", value);
+  const auto level = static_cast<abr_log_level>(value);
   logging().logger.set_level(static_cast<spdlog::level::level_enum>(level));
   detail::threshold.store(level, std::memory_order_relaxed);
 }

@@ -24,7 +24,9 @@ inline bool enabled(abr_log_level level) noexcept {
   return threshold < 0 ? detail::enabled_slow(level) : static_cast<int>(level) >= threshold;
 }
 void write(abr_log_level level, const std::string& message) noexcept;
-void set_level(abr_log_level level);  // throws ABR_ERR_INVALID_ARGUMENT for an unknown level
+// An abr_log_level as the caller's int (capi reads it with enum_value); throws ABR_ERR_INVALID_ARGUMENT for an
+// unknown level.
+void set_level(int32_t level);
 abr_log_level level() noexcept;
 void set_callback(abr_log_callback callback, void* user_data);
 

@@ -66,10 +66,10 @@ const DeviceInfo& DeviceRegistry::at(int32_t index) const {
   return devices_[static_cast<std::size_t>(index)];
 }
 
-const BackendInfo& DeviceRegistry::backend(abr_backend backend) const {
+const BackendInfo& DeviceRegistry::backend(int32_t backend) const {
   for (const BackendInfo& info : backends_)
-    if (info.backend == backend) return info;
-  fail(ABR_ERR_INVALID_ARGUMENT, "unknown backend {}", static_cast<int>(backend));
+    if (static_cast<int32_t>(info.backend) == backend) return info;
+  fail(ABR_ERR_INVALID_ARGUMENT, "unknown backend {}", backend);
 }
 
 void DeviceRegistry::refuse_missing(DLDevice device, const char* what) const {

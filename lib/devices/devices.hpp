@@ -31,7 +31,7 @@ class DeviceRegistry {
   }
   // find() calls made on this thread so far: a test counts them per transfer.
   static uint64_t lookups_on_this_thread() { return lookups_; }
-  const BackendInfo& backend(abr_backend backend) const;
+  const BackendInfo& backend(int32_t backend) const;  // an abr_backend, as the caller's int (enum_value)
 
   // Throws ABR_ERR_NO_DEVICE (or ABR_ERR_DLPACK_DEVICE for a malformed id) naming
   // the device and, when its backend is missing, why.

@@ -6,6 +6,7 @@
 
 #include "lib/tensor/device_kinds.hpp"
 #include "lib/tensor/dtype.hpp"
+#include "lib/base/enum_value.hpp"
 #include "lib/base/error.hpp"
 #include "lib/host/host_copy.hpp"
 #include "lib/base/log.hpp"
@@ -314,16 +315,6 @@ TransferOptions after_locked_result_refused(TransferOptions options) {
   options.locked_result_budget = 0;
   options.pinned_blocks = false;
   return options;
-}
-
-// A caller's enum field as the integer it holds: a value that is no enumerator (a C
-// caller's garbage) is undefined read as the enum (UBSan), so it is judged as an int.
-template <class Enum>
-static int32_t enum_value(const Enum& field) {
-  static_assert(sizeof(Enum) == sizeof(int32_t));
-  int32_t value = 0;
-  std::memcpy(&value, &field, sizeof value);
-  return value;
 }
 
 TransferOptions resolve_options(const abr_transfer_options* options) {

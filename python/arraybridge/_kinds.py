@@ -5,7 +5,8 @@ from collections import namedtuple
 
 from ._lib import ffi, lib
 
-Kind = namedtuple("Kind", "name type backend backend_name numbered disable_flag disable_env addresses dlpack_streams")
+Kind = namedtuple("Kind", "name type backend backend_name numbered disable_flag disable_env addresses dlpack_streams "
+                         "host_memory")
 
 
 def _read_kinds():
@@ -21,7 +22,8 @@ def _read_kinds():
         kinds.append(Kind(ffi.string(kind.name).decode(), int(kind.type), int(kind.backend),
                           ffi.string(kind.backend_name).decode(), bool(kind.flags & lib.ABR_KIND_NUMBERED),
                           int(kind.disable_flag), ffi.string(kind.disable_env).decode(),
-                          bool(kind.flags & lib.ABR_KIND_ADDRESSES), bool(kind.flags & lib.ABR_KIND_DLPACK_STREAMS)))
+                          bool(kind.flags & lib.ABR_KIND_ADDRESSES), bool(kind.flags & lib.ABR_KIND_DLPACK_STREAMS),
+                          bool(kind.flags & lib.ABR_KIND_HOST_MEMORY)))
     return kinds
 
 
@@ -32,5 +34,7 @@ BACKENDS = {kind.backend: kind.backend_name for kind in KINDS}
 DISABLING = {kind.disable_env: kind.disable_flag for kind in KINDS if kind.disable_env}
 # Device types whose queues DLPack's stream= values name (a consumer's stream orders work there).
 DLPACK_STREAMS = frozenset(kind.type for kind in KINDS if kind.dlpack_streams)
+# Device types whose memory the host reads in place (cpu, cuda_host).
+HOST_READABLE = frozenset(kind.type for kind in KINDS if kind.host_memory)
 # Device types whose DLTensor.data is a handle (a cl_mem), not an address.
 HANDLES = frozenset(kind.type for kind in KINDS if not kind.addresses)

@@ -135,7 +135,7 @@ def matched(src, dst):
 def _described(x):
     found = kind(x)
     if found == _LEAF:
-        return f"an array (a {type(x).__name__})"
+        return f"an array (a {type(x).__name__})" if hasattr(x, "__dlpack__") else f"a {type(x).__name__}"
     noun = "key" if found == _MAPPING else "item"
     return f"a {type(x).__name__} of {len(x)} {noun}{'' if len(x) == 1 else 's'}"
 

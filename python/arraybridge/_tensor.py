@@ -5,7 +5,7 @@ from . import _deprecated
 from ._device import DLDeviceType
 from ._errors import CopyRequiredError, DeviceError, DLPackError, StreamError
 from ._ipc import IpcHandle
-from ._kinds import DLPACK_STREAMS, HANDLES
+from ._kinds import DLPACK_STREAMS, HANDLES, HOST_READABLE
 from ._lib import _core, lib
 from ._stream import stream_handle
 
@@ -19,6 +19,9 @@ dtype cast, and the runtime's one-line explanation."""
 _NOT_THERE = (lib.ABR_ERR_NO_DEVICE, lib.ABR_ERR_BACKEND_UNAVAILABLE, lib.ABR_ERR_UNSUPPORTED)
 _PACKED, _CAST = lib.ABR_REPORT_PACKED, lib.ABR_REPORT_CAST
 _DEVICE_TYPES = {int(t): t for t in DLDeviceType}
+# The dtypes NumPy has (our names are NumPy's for these).
+_NUMPY_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                           "float32", "float64", "complex64", "complex128"})
 
 
 @_core.untracked_type  # the same class, but the cycle collector does not track its instances (see _core)
@@ -82,19 +85,18 @@ class Tensor(_core.TensorBase):
 
     def __array__(self, dtype=None, copy=None):
         """NumPy's array of it (np.asarray), where NumPy can view it: most host tensors
-        answer through the buffer protocol before NumPy asks this. A device tensor,
-        or a dtype NumPy lacks, raises TypeError saying what to do, where NumPy would
-        otherwise make a 0-d object array holding the Tensor."""
+        answer through the buffer protocol before NumPy asks this. A dtype NumPy lacks,
+        or memory the host cannot read, raises TypeError saying what to do, where NumPy
+        would otherwise make a 0-d object array holding the Tensor."""
         import numpy as np
-        try:
-            array = np.from_dlpack(self)
-        except (BufferError, TypeError, RuntimeError) as error:
-            if self._device[0] != DLDeviceType.CPU:
-                raise TypeError(f"arraybridge: NumPy reads host memory, and this tensor is on {self.device}: "
-                                f"move it first, np.asarray(t.to('cpu'))") from error
+        if self.dtype not in _NUMPY_DTYPES:
             raise TypeError(f"arraybridge: NumPy has no {self.dtype} arrays: convert it first, "
                             f"np.asarray(t.to('cpu', dtype='float32')), or hand it to a framework that has "
-                            f"{self.dtype} (torch.from_dlpack(t))") from error
+                            f"{self.dtype} (torch.from_dlpack(t))")
+        if self._device[0] not in HOST_READABLE:
+            raise TypeError(f"arraybridge: NumPy reads host memory, and this tensor is on {self.device}: "
+                            f"move it first, np.asarray(t.to('cpu'))")
+        array = np.from_dlpack(self)
         if dtype is not None and np.dtype(dtype) != array.dtype:
             if copy is False:
                 raise ValueError(f"arraybridge: a {self.dtype} tensor as {np.dtype(dtype)} needs a copy, which "

@@ -43,7 +43,7 @@ def producer_strides(producer, itemsize):
 
 
 # Why a destination is read-only, said where a copy into one is refused (for a batch,
-# by transfer_many.c's refuse_read_only, given it by setup).
+# and for writes MPI or NIXL make, by import.c's refuse_read_only, given it by setup).
 _READ_ONLY_WHY = ("; JAX and TensorFlow arrays are immutable, a legacy DLPack capsule cannot say it may be written, "
                   "a read-only NumPy array says so, and a Tensor viewing a torch tensor that requires grad is "
                   "autograd's (view its .detach() to write): copy into a writable array")

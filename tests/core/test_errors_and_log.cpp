@@ -102,6 +102,9 @@ TEST_CASE("log records reach the callback at or above the level") {
   out->deleter(out);
   CHECK(captured.records.empty());
   CHECK(abr_log_set_level(static_cast<abr_log_level>(42)) == ABR_ERR_INVALID_ARGUMENT);
+  // A C caller passes any int where the header says abr_log_level (undefined for C++ to make here): judged as an int.
+  const auto as_c_caller = reinterpret_cast<abr_status (*)(int32_t)>(&abr_log_set_level);
+  CHECK(as_c_caller(-286331154) == ABR_ERR_INVALID_ARGUMENT);
   // A refused level changes nothing, the check every transfer makes (inline) included.
   CHECK(abr_log_get_level() == ABR_LOG_WARN);
   Managed third(data, f32, {2});
@@ -136,6 +139,9 @@ TEST_CASE("devices: the CPU first, backends say why they are absent") {
   REQUIRE(abr_backend_info(rt, ABR_BACKEND_CUDA, &backend) == ABR_OK);
   if (!backend.available) CHECK(std::string(backend.detail).find("CUDA unavailable") == 0);
   CHECK(abr_backend_info(rt, static_cast<abr_backend>(9), &backend) == ABR_ERR_INVALID_ARGUMENT);
+  const auto as_c_caller =
+      reinterpret_cast<abr_status (*)(abr_runtime*, int32_t, struct abr_backend_info*)>(&abr_backend_info);
+  CHECK(as_c_caller(rt, -286331154, &backend) == ABR_ERR_INVALID_ARGUMENT);  // any int, judged as one
 }
 
 TEST_CASE("CPU streams: inline, synchronizable, checked against the transfer's devices") {

@@ -116,6 +116,8 @@ def test_copy_refuses_structures_that_differ_and_moves_nothing():
         ab.copy([np.ones(4), [np.ones(3)]], dst)
     with pytest.raises(ValueError, match=r"^copy: src is a list of 1 item but dst there is an array \(a Tensor\)"):
         ab.copy([np.ones(4)], ab.to_device(np.zeros(4), "cpu"))
+    with pytest.raises(ValueError, match=r"src\['a'\] is a float but dst there is a list of 1 item"):
+        ab.copy({"a": 1.5}, {"a": [np.zeros(2)]})
     endless = [np.ones(4)]
     endless.append(endless)  # no end to walk: said, not a RecursionError
     for call in (lambda: ab.copy(endless, endless), lambda: ab.to_device(endless, "cpu"),

@@ -51,7 +51,8 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "setup(): tensor_type must subclass _core.TensorBase");
     return NULL;
   }
-  if (!PyUnicode_Check(found[kCount - 2])) {
+  PyObject* read_only_why = keyword(kwargs, "read_only_why"); /* found above: a str, as it is said in messages */
+  if (!PyUnicode_Check(read_only_why)) {
     PyErr_SetString(PyExc_TypeError, "setup(): read_only_why must be a str");
     return NULL;
   }

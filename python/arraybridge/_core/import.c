@@ -102,7 +102,8 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
   if (!capsule) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, names.dlpack)) {
       PyErr_Clear();
-      const int has_state = PyObject_HasAttrString(x, "state_dict"); /* a torch Module or optimizer */
+      /* A torch Module: its state_dict() is tensors (an optimizer's also holds numbers). */
+      const int has_state = PyObject_HasAttrString(x, "state_dict") && PyObject_HasAttrString(x, "named_parameters");
       PyErr_Format(PyExc_TypeError,
                    "arraybridge: %s (a %s) is neither a DLPack capsule nor an object with __dlpack__: pass an array "
                    "(NumPy, CuPy, torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule%s",

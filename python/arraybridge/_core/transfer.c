@@ -445,6 +445,7 @@ PyObject* core_transfer(PyObject* module, PyObject* const* args, Py_ssize_t narg
  * x is vetted as a copy's destination is, before anything is written. */
 PyObject* core_vet_destination(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
   (void)module;
+  if (hooks_ready() < 0) return NULL;
   const char* context = nargs == 2 && PyUnicode_Check(args[1]) ? PyUnicode_AsUTF8(args[1]) : NULL;
   if (!context) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "vet_destination(x, context): context is a str");
@@ -464,6 +465,7 @@ PyObject* core_vet_destination(PyObject* module, PyObject* const* args, Py_ssize
 /* After such a write into a Tensor: autograd hears of it, as of a copy's (its torch twin's version goes up). */
 PyObject* core_wrote(PyObject* module, PyObject* tensor) {
   (void)module;
+  if (hooks_ready() < 0) return NULL;
   if (!tensor_check(tensor)) {
     PyErr_SetString(PyExc_TypeError, "wrote(tensor): an arraybridge Tensor");
     return NULL;
