@@ -35,7 +35,7 @@ def leaves(x, out):
     try:
         return _leaves(x, out)
     except RecursionError:
-        raise _endless() from None
+        raise endless() from None
 
 
 def _leaves(x, out):
@@ -51,7 +51,7 @@ def _leaves(x, out):
     return out
 
 
-def _endless():
+def endless():
     return ValueError("arraybridge: a structure that contains itself (or nests deeper than Python's recursion "
                       "limit) has no end to walk: pass a tree of mappings, lists and tuples of arrays")
 
@@ -122,14 +122,6 @@ def _same_sequence(x, items):
         return items if isinstance(x, list) else tuple(items)
 
 
-def matched(src, dst):
-    """src with each mapping's items in dst's key order, as load_state_dict pairs a
-    state dict's tensors by key; src itself where the orders agree already. Raises
-    ValueError naming the first place where the two structures differ."""
-    try:
-        return _matched(src, dst, "src")
-    except RecursionError:
-        raise _endless() from None
 
 
 def _described(x):
@@ -140,32 +132,56 @@ def _described(x):
     return f"a {type(x).__name__} of {len(x)} {noun}{'' if len(x) == 1 else 's'}"
 
 
-def _matched(src, dst, where):
+def same_shape(src, dst, where="src"):
+    """Whether two structures pair up as they lie (every mapping's keys in the same
+    order; copy then pairs them by key, in_order_of). Raises ValueError naming the
+    first place where they differ (RecursionError for one that contains itself:
+    see endless). Its frame is kept small: CPython 3.11 leaks a call's arguments when
+    pushing its frame fails (tests/python/oom_walk.py)."""
     src_kind, dst_kind = kind(src), kind(dst)
     if src_kind == _LEAF and dst_kind == _LEAF:
-        return src
-    if src_kind != dst_kind or len(src) != len(dst):
-        raise ValueError(f"copy: {where} is {_described(src)} but dst there is {_described(dst)}: the two "
-                         "structures must match")
+        return True
+    if src_kind != dst_kind or len(src) != len(dst) or (src_kind == _MAPPING and src.keys() != dst.keys()):
+        _differ(src, dst, where)
     if src_kind == _MAPPING:
-        if src.keys() != dst.keys():
-            lacks = [key for key in dst if key not in src]
-            extra = [key for key in src if key not in dst]
-            raise ValueError(f"copy: the keys of {where} differ from dst's: {where} lacks {lacks}, and dst lacks "
-                             f"{extra}")
+        in_order = list(src) == list(dst)
+        for key in dst:
+            in_order = same_shape(src[key], dst[key], f"{where}[{key!r}]") and in_order
+        return in_order
+    in_order = True
+    for index, (s, d) in enumerate(zip(src, dst)):
+        in_order = same_shape(s, d, f"{where}[{index}]") and in_order
+    return in_order
+
+
+def _differ(src, dst, where):
+    if kind(src) == kind(dst) == _MAPPING and src.keys() != dst.keys():
+        lacks, extra = [], []
+        for key in dst:
+            if key not in src:
+                lacks.append(key)
+        for key in src:
+            if key not in dst:
+                extra.append(key)
+        raise ValueError(f"copy: the keys of {where} differ from dst's: {where} lacks {lacks}, and dst lacks {extra}")
+    raise ValueError(f"copy: {where} is {_described(src)} but dst there is {_described(dst)}: the two structures "
+                     "must match")
+
+
+def in_order_of(src, dst):
+    """src (of the same shape: same_shape) with each mapping's items in dst's key order."""
+    found = kind(dst)
+    if found == _MAPPING:
         items = {}
         for key in dst:
-            items[key] = _matched(src[key], dst[key], f"{where}[{key!r}]")
-        same = list(src) == list(items)
-        for key, item in items.items():
-            same = same and item is src[key]
-        return src if same else items
-    items = []
-    same = True
-    for index, (s, d) in enumerate(zip(src, dst)):
-        items.append(_matched(s, d, f"{where}[{index}]"))
-        same = same and items[-1] is s
-    return src if same else items
+            items[key] = in_order_of(src[key], dst[key])
+        return items
+    if found == _SEQUENCE:
+        items = []
+        for s, d in zip(src, dst):
+            items.append(in_order_of(s, d))
+        return items
+    return src
 
 
 # A batch item's place as the flat batch names it: "x[777]" (to_device_many), "src[7]" or "srcs[7]" (copy_many),

@@ -101,7 +101,11 @@ def _copy_structure(src, dst, host_staging=True, non_blocking=False, strict=None
         host_staging = _deprecated.host_staging("copy", host_staging, strict)
     flat = type(src) is list and type(dst) is list and len(src) == len(dst) and _core.is_flat(src) and _core.is_flat(dst)
     if not flat:  # two lists of arrays, no structure in them, need no walk in Python (a third of a small pair's cost)
-        src = _structure.matched(src, dst)  # a mapping's pairs by key, whatever each side's order
+        try:
+            if not _structure.same_shape(src, dst):  # a mapping's pairs by key, whatever each side's order
+                src = _structure.in_order_of(src, dst)
+        except RecursionError:
+            raise _structure.endless() from None
     try:
         return _core.copy_many(src if flat else _structure.leaves(src, []), dst if flat else _structure.leaves(dst, []),
                                host_staging=host_staging, non_blocking=non_blocking, casting=casting)

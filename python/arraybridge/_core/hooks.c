@@ -51,10 +51,11 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "setup(): tensor_type must subclass _core.TensorBase");
     return NULL;
   }
-  PyObject* read_only_why = keyword(kwargs, "read_only_why"); /* found above: a str, as it is said in messages */
-  if (!PyUnicode_Check(read_only_why)) {
-    PyErr_SetString(PyExc_TypeError, "setup(): read_only_why must be a str");
-    return NULL;
+  for (int i = 0; i < kCount; ++i) { /* said in messages as it is: a str (found by its slot: no allocation) */
+    if (kHooks[i].slot == &hooks.read_only_why && !PyUnicode_Check(found[i])) {
+      PyErr_SetString(PyExc_TypeError, "setup(): read_only_why must be a str");
+      return NULL;
+    }
   }
   PyObject* flags = keyword(kwargs, "runtime_flags");
   const uint32_t runtime_flags = flags ? (uint32_t)PyLong_AsUnsignedLong(flags) : 0;
