@@ -4,13 +4,18 @@
 // count it was made at, and its backends refuse work in a forked child.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace abr {
 
-// How many forks separate this process from the one that first called it (0 there).
-// Counted from that first call on (pthread_atfork); a relaxed atomic load after it.
-uint32_t fork_generation() noexcept;
+namespace detail {
+extern std::atomic<uint32_t> forks;  // counted in each child by a pthread_atfork handler set when the library loads
+}
+
+// How many forks separate this process from the one that loaded the library (0 there):
+// one relaxed load, asked on every transfer.
+inline uint32_t fork_generation() noexcept { return detail::forks.load(std::memory_order_relaxed); }
 
 // getpid(), for messages.
 int32_t this_process_id() noexcept;

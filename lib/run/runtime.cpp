@@ -116,8 +116,13 @@ Runtime::~Runtime() {
 DeviceBackend* Runtime::backend_of(DLDeviceType type) {
   const auto index = static_cast<std::size_t>(type);
   DeviceBackend* backend = index < backend_by_type_.size() ? backend_by_type_[index] : find_backend(type);
-  if (backend && forked()) refuse_forked(fmt::format("{} memory", find_kind(type)->name));
+  if (backend && forked()) [[unlikely]]
+    refuse_forked_memory(type);
   return backend;
+}
+
+void Runtime::refuse_forked_memory(DLDeviceType type) const {
+  refuse_forked(fmt::format("{} memory", find_kind(type)->name));
 }
 
 void Runtime::refuse_forked(const std::string& what) const {

@@ -178,8 +178,9 @@ class Runtime {
   const int32_t opened_by_pid_ = this_process_id();
   bool forked() const noexcept { return fork_generation() != fork_generation_; }
   [[noreturn]] void refuse_forked(const std::string& what) const;
+  [[noreturn, gnu::noinline, gnu::cold]] void refuse_forked_memory(DLDeviceType type) const;  // keeps backend_of small
   void collect_releases() noexcept {
-    if (!forked()) releases_->collect();
+    if (releases_->pending() != 0 && !forked()) releases_->collect();  // the fork asked only when something waits
   }
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
   std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();  // closed first
