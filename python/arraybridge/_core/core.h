@@ -22,6 +22,12 @@
 
 /* Bytes of one element (lanes included), rounded up for sub-byte types. */
 static inline int64_t dtype_item_bytes(DLDataType dtype) { return ((int64_t)dtype.bits * dtype.lanes + 7) / 8; }
+/* The bytes of t's elements, laid compact (its shape readable): what copying all of it writes. */
+static inline uint64_t tensor_bytes(const DLTensor* t) {
+  uint64_t bytes = (uint64_t)dtype_item_bytes(t->dtype);
+  for (int32_t d = 0; d < t->ndim; ++d) bytes *= (uint64_t)t->shape[d];
+  return bytes;
+}
 
 /* ---------------------------------------------------------- release.c */
 

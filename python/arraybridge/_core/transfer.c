@@ -49,10 +49,8 @@ int is_small_host_copy(const DLTensor* src, DLDevice dst, uintptr_t stream) {
  * of the producer's memory: the report says the copy. */
 static void say_resolved(abr_transfer_report* report, const DLManagedTensorVersioned* out) {
   const DLTensor* t = &out->dl_tensor;
-  uint64_t bytes = (uint64_t)dtype_item_bytes(t->dtype);
-  for (int32_t i = 0; i < t->ndim; ++i) bytes *= (uint64_t)t->shape[i];
   report->path = t->device.device_type == kDLCPU ? ABR_PATH_HOST_COPY : ABR_PATH_DEVICE_COPY;
-  report->bytes_moved = bytes;
+  report->bytes_moved = tensor_bytes(t);
   snprintf(report->detail, sizeof report->detail, "%s",
            "copied by the producer to resolve its conj/neg bits (torch's resolve_conj/resolve_neg), then viewed");
 }

@@ -7,13 +7,6 @@
 
 #include "core.h"
 
-/* The bytes of a compact tensor (a batch's copied result): what writing it wrote. */
-static uint64_t compact_bytes(const DLTensor* t) {
-  uint64_t elements = 1;
-  for (int32_t d = 0; d < t->ndim; ++d) elements *= (uint64_t)t->shape[d];
-  return (elements * t->dtype.bits * t->dtype.lanes + 7) / 8;
-}
-
 const char core_to_device_many_doc[] =
     "to_device_many(xs, device, *, copy=None, dtype=None, host_staging=True, contiguous=False,\n"
     "               non_blocking=False, casting=None)\n--\n\n"
@@ -179,9 +172,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     const DLTensor* t = imported_tensor(&imports[i]);
     hold_gil = imports[i].versioned && is_small_host_copy(t, request.dst, 0);
     if (!hold_gil) break; /* t's shape may be unreadable */
-    uint64_t bytes = (uint64_t)dtype_item_bytes(t->dtype);
-    for (int32_t d = 0; d < t->ndim; ++d) bytes *= (uint64_t)t->shape[d];
-    host_bytes += bytes;
+    host_bytes += tensor_bytes(t);
   }
   hold_gil = hold_gil && host_bytes <= HOLD_GIL_HOST_BYTES;
   for (Py_ssize_t i = 0; i < n; ++i) hold_gil = hold_gil && !imports[i].work_stream && !imports[i].after;
@@ -263,7 +254,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     tensor->report.path = paths[i];
     tensor->report.flags = flags[i];
     if (paths[i] != ABR_PATH_ZERO_COPY && paths[i] != ABR_PATH_HOST_WRAP) /* what it wrote: all of itself */
-      tensor->report.bytes_moved = compact_bytes(&out[i]->dl_tensor);
+      tensor->report.bytes_moved = tensor_bytes(&out[i]->dl_tensor);
     keep_torch_twin((PyObject*)tensor, &imports[i]);
   }
   PyObject* ready = NULL; /* the batch's one Event, held by every Tensor */
