@@ -165,6 +165,52 @@ class _ToImmutable:
 # Frameworks whose arrays cannot be read-only: read-only data reaches them as a copy.
 _ALWAYS_WRITABLE = frozenset({MemoryType.TORCH, MemoryType.CUPY})
 
+# Frameworks whose arrays are immutable to their owners: what they import is never
+# written, by them or (they assume) by anyone. JAX compiles a jitted function's
+# closed-over arrays in as constants, so a JAX array whose memory its source still
+# writes would show one function the old values and the next the new. Writable data
+# reaches them as a copy, as their own jnp.asarray, device_put and convert_to_tensor
+# copy it; only their DLPack imports (jax.dlpack.from_dlpack) alias it, on request.
+_IMMUTABLE = frozenset({MemoryType.JAX, MemoryType.TENSORFLOW})
+
+
+def _numpy_still_writable(array):
+    """Whether anyone may still write the memory of NumPy `array`: it is writable, or
+    is a read-only view of something writable (a broadcast_to view of an array, a
+    read-only view of a bytearray). A read-only array of bytes or of an immutable
+    framework's memory is not."""
+    while True:
+        flags = getattr(array, "flags", None)
+        if flags is None:  # the owner at the end of the chain
+            view = memoryview(array) if isinstance(array, (bytearray, memoryview)) else None
+            return view is not None and not view.readonly
+        if flags.writeable:
+            return True
+        array = array.base
+        if array is None:
+            return False
+
+
+# Each source type's test of whether its data's memory may still be written: NumPy's
+# as above; torch, CuPy and pyclesperanto arrays always may be; JAX's and TensorFlow's never.
+def _always(data):
+    return True
+
+
+_STILL_WRITABLE = {MemoryType.NUMPY: _numpy_still_writable, MemoryType.TORCH: _always, MemoryType.CUPY: _always,
+                   MemoryType.PYCLESPERANTO: _always}
+
+
+def _private_copy(source, target, copy):
+    """copy= for the move of data `source` still writes into immutable `target`: True,
+    or a refusal where copy=False forbids it."""
+    if copy is False:
+        raise CopyRequiredError(f"{target.value} arrays are immutable and this {source.value} array's memory can "
+                                f"still be written, which would change the {target.value} array; it needs a copy, "
+                                f"which copy=False forbids ({target.value}'s DLPack import shares memory on request)")
+    return True
+
+
 # The data alignment a framework's kernels assume of what it imports, and do not check
 # at import: TensorFlow's first op on a view 4 bytes past an allocation (a[1:]) aborts
 # the process ("Check failed: IsAligned()"). Such data reaches it as a copy (ours are
@@ -356,7 +402,9 @@ def _convert_structure(data, source_type, target_type, gpu_id, host_staging, dty
 # What convert_memory found for a (type of data, source_type, target_type, gpu_id)
 # once it checked them: the route to take, so that a loop of conversions pays for the
 # checks once (each was a microsecond or more). Only what succeeded is kept.
-# A route: (source MemoryType, target MemoryType, device text, contiguous=, finish),
+# A route: (source MemoryType, target MemoryType, device text, contiguous=,
+# still_writable, finish): still_writable(data) tells whether data into an immutable
+# target needs a copy of its own (None for other targets),
 # finish(tensor, copy) making the target's array of the moved Tensor (None until the
 # first move succeeded: the target framework is imported then, so that what is refused
 # before, a copy=False that needs a copy, never imports it).
@@ -386,8 +434,9 @@ def _route(data, source_type, target_type, gpu_id):
     except ValueError as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
     if target is MemoryType.PYCLESPERANTO:
-        return source, target, device, True, _into_pyclesperanto
-    return source, target, device, _LAYOUT_NEEDED.get(target.value, False), None
+        return source, target, device, True, None, _into_pyclesperanto
+    still_writable = _STILL_WRITABLE.get(source) if target in _IMMUTABLE else None
+    return source, target, device, _LAYOUT_NEEDED.get(target.value, False), still_writable, None
 
 
 def _finished_route(key, route):
@@ -399,7 +448,7 @@ def _finished_route(key, route):
     except ImportError as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
     if key is not None and len(_ROUTES) < 1024:  # a program converts between few kinds; past that, checked each time
-        _ROUTES[key] = route[:4] + (finish,)
+        _ROUTES[key] = route[:5] + (finish,)
     return finish
 
 
@@ -443,7 +492,11 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     the process on it); the DEBUG log line says why. copy=None copies only where needed,
     copy=True always, copy=False never: what would need one is refused, naming why.
     What the source's owner treats as immutable (JAX, TensorFlow, read-only NumPy)
-    never comes back as a writable alias: a NumPy result is then read-only.
+    never comes back as a writable alias: a NumPy result is then read-only. Nor does
+    a JAX or TensorFlow array (immutable to its owner) alias memory its source may
+    still write (a torch or CuPy tensor, a writable NumPy array or a read-only view of
+    one): that reaches it as a copy, as jnp.asarray's and convert_to_tensor's, and
+    copy=False is refused.
     Any failure raises MemoryConversionError with the source, target and reason, but
     Python's memory running out, which stays a MemoryError.
     """
@@ -454,22 +507,26 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
         route = _ROUTES[key]
     except KeyError:
         route = _route(data, source_type, target_type, gpu_id)
-        if (route is _STRUCTURE or route[4] is not None) and len(_ROUTES) < 1024:
+        if (route is _STRUCTURE or route[5] is not None) and len(_ROUTES) < 1024:
             _ROUTES[key] = route  # complete already; a framework's is kept once its first move succeeded
     except TypeError:  # an unhashable argument: checked each time (and refused there, or a structure)
         key, route = None, _route(data, source_type, target_type, gpu_id)
     if route is _STRUCTURE:
         return _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy)
-    source, target, device, contiguous, finish = route
+    source, target, device, contiguous, still_writable, finish = route
     try:
         if finish is _into_pyclesperanto:
             result = _into_pyclesperanto(data, int(device[len("opencl:"):]), host_staging, dtype, copy)
             log.debug("convert_memory %s -> pyclesperanto: one copy into its context", source.value)
             return result
-        if copy is None and host_staging and dtype is None:
+        moved_copy = copy
+        if still_writable is not None and copy is not True and still_writable(data):
+            moved_copy = _private_copy(source, target, copy)
+        if moved_copy is None and host_staging and dtype is None:
             tensor = to_device(data, device, contiguous=contiguous)
         else:
-            tensor = to_device(data, device, copy=copy, host_staging=host_staging, contiguous=contiguous, dtype=dtype)
+            tensor = to_device(data, device, copy=moved_copy, host_staging=host_staging, contiguous=contiguous,
+                               dtype=dtype)
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error

@@ -40,7 +40,8 @@ CONVERSIONS = textwrap.dedent("""
         assert isinstance(y, tf.Tensor) and y.dtype.name == source.dtype.name, (y.dtype, dtype)
         np.testing.assert_array_equal(y.numpy(), source)
     # A view 4 bytes past an allocation: TensorFlow's first op on it aborted the process (IsAligned()).
-    unaligned = np.arange(1025, dtype=np.float32)[1:]
+    # Of bytes, which nobody may write: writable memory reaches TensorFlow as a copy of its own anyway.
+    unaligned = np.frombuffer(np.arange(1025, dtype=np.float32).tobytes(), np.float32)[1:]
     y = ab.convert.convert_memory(unaligned, "numpy", "tensorflow", gpu_id=None)
     assert float(y[0]) == 1.0 and float(tf.reduce_sum(y)) == 524800.0, y
     try:

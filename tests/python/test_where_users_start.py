@@ -237,10 +237,48 @@ def test_copy_false_refuses_what_a_target_must_copy_naming_why():
     if HAVE_TORCH:
         with pytest.raises(ab.MemoryConversionError, match="read-only.*copy=False"):
             ab.convert.convert_memory(frozen, "numpy", "torch", None, copy=False)
-    with pytest.raises(ab.MemoryConversionError, match="copy=False"):
-        ab.convert.convert_memory(np.arange(4.0)[::2], "numpy", "jax", None, copy=False)
+    jnp = pytest.importorskip("jax.numpy")
+    stepped = np.asarray(jnp.arange(4.0))[::2]  # nobody may write it: what is refused is a layout JAX cannot hold
+    with pytest.raises(ab.MemoryConversionError, match="copy=False.*contiguous=True, source strided"):
+        ab.convert.convert_memory(stepped, "numpy", "jax", None, copy=False)
     got = ab.convert.convert_memory(np.arange(4.0), "numpy", "numpy", None, copy=True)
     assert got.flags.writeable and not np.shares_memory(got, frozen)
+
+
+# ------------------------------------------------------------------ JAX arrays never change
+
+@pytest.mark.parametrize("source", ["numpy", "a read-only view", "torch"])
+def test_memory_its_source_may_still_write_reaches_jax_as_a_copy_so_a_jax_array_never_changes(source):
+    """Snapshots of weights a training loop updates in place: each JAX array keeps the
+    values it was made with (as jnp.asarray's copy does), so jit, which compiles a
+    closed-over array in as a constant, and eager code agree. copy=False is refused."""
+    jax = pytest.importorskip("jax")
+    if source == "torch" and not HAVE_TORCH:
+        pytest.skip("torch is installed by `make test`; run it through make")
+    weights = np.arange(1024, dtype=np.float32)
+    kind, given = "numpy", weights
+    if source == "a read-only view":
+        given = weights.view()
+        given.flags.writeable = False  # read-only to us, still written through `weights`
+    elif source == "torch":
+        kind, given = "torch", importlib.import_module("torch").from_numpy(weights)
+    snapshots = []
+    for _ in range(3):
+        snapshots.append(ab.convert.convert_memory(given, kind, "jax", None))
+        weights += 1  # the optimizer's in-place step
+    for step, snapshot in enumerate(snapshots):
+        np.testing.assert_array_equal(np.asarray(snapshot), np.arange(1024, dtype=np.float32) + step)
+        assert float(jax.jit(lambda: snapshot.sum())()) == float(snapshot.sum())
+    with pytest.raises(ab.MemoryConversionError, match="immutable.*still be written.*copy=False forbids"):
+        ab.convert.convert_memory(given, kind, "jax", None, copy=False)
+
+
+def test_memory_nobody_may_write_still_reaches_jax_without_a_copy():
+    jnp = pytest.importorskip("jax.numpy")
+    owned = jnp.arange(1024.0)
+    for given, kind in [(owned, "jax"), (np.asarray(owned), "numpy")]:  # NumPy's read-only view of JAX's memory
+        got = ab.convert.convert_memory(given, kind, "jax", None, copy=False)
+        assert got.unsafe_buffer_pointer() == owned.unsafe_buffer_pointer()
 
 
 # ------------------------------------------------------------------ autograd sees our writes
