@@ -51,17 +51,31 @@ inline Runtime& runtime_of(abr_runtime* handle) {
   return handle->impl;
 }
 
-// NULL is allowed where a stream is optional.
+// NULL is allowed where a stream is optional. One made before this process forked is refused.
 inline Stream* stream_of(abr_stream* handle) {
   if (!handle) return nullptr;
   if (handle->magic != abr_stream::kAlive) fail(ABR_ERR_INVALID_ARGUMENT, "stream handle is invalid or destroyed");
+  if (handle->impl->inherited()) [[unlikely]]
+    refuse_inherited("this stream");
   return handle->impl.get();
 }
 
+// One made before this process forked is refused, unless its work was complete when recorded.
 inline abr_event& event_of(abr_event* handle) {
   if (!handle) fail(ABR_ERR_INVALID_ARGUMENT, "event is NULL");
   if (handle->magic != abr_event::kAlive) fail(ABR_ERR_INVALID_ARGUMENT, "event handle is invalid or destroyed");
+  if (handle->impl && handle->impl->inherited()) [[unlikely]]
+    refuse_inherited("this event");
   return *handle;
+}
+
+// A stream's or event's driver object made before this process forked is the parent's:
+// let go of without a call into the driver (it goes with the process). True if it was.
+template <typename DriverObject>
+bool leak_if_inherited(std::unique_ptr<DriverObject>& impl) noexcept {
+  if (!impl || !impl->inherited()) return false;
+  (void)impl.release();
+  return true;
 }
 
 }  // namespace abr::capi

@@ -3,6 +3,7 @@
 
 using abr::capi::event_of;
 using abr::capi::guarded;
+using abr::capi::leak_if_inherited;
 using abr::capi::require_pointer;
 using abr::capi::runtime_of;
 using abr::capi::stream_of;
@@ -44,6 +45,10 @@ abr_status abr_stream_wait(abr_stream* stream, abr_stream* other) {
 
 void abr_stream_destroy(abr_stream* stream) {
   if (!stream || stream->magic != abr_stream::kAlive) return;
+  if (leak_if_inherited(stream->impl)) {  // the parent's queue: neither waited for nor freed
+    delete stream;
+    return;
+  }
   guarded(__func__, [&] { stream->impl->synchronize(); });  // pending work finishes first
   stream->releases->collect();                              // what an event recorded on it handed over
   delete stream;
@@ -51,6 +56,10 @@ void abr_stream_destroy(abr_stream* stream) {
 
 void abr_stream_release(abr_stream* stream) {
   if (!stream || stream->magic != abr_stream::kAlive) return;
+  if (leak_if_inherited(stream->impl)) {
+    delete stream;
+    return;
+  }
   const abr_status handed = guarded(__func__, [&] { stream->releases->add(stream->impl->let_go()); });
   if (handed != ABR_OK) guarded(__func__, [&] { stream->impl->synchronize(); });  // could not hand over: wait
   delete stream;
@@ -97,6 +106,7 @@ abr_status abr_stream_wait_event(abr_stream* stream, abr_event* event) {
 
 void abr_event_destroy(abr_event* event) {
   if (!event || event->magic != abr_event::kAlive) return;
+  leak_if_inherited(event->impl);
   delete event;
 }
 

@@ -145,9 +145,11 @@ ABR_API abr_status abr_runtime_options_init(abr_runtime_options* options, unsign
  * Drivers do not survive fork: in a child forked after this call, a transfer, stream
  * or IPC call that would reach a device backend fails with ABR_ERR_BACKEND_UNAVAILABLE
  * (host memory still works), and abr_pool_trim, abr_runtime_destroy and the deleters
- * of inherited CUDA tensors leave the parent's driver state alone. Streams and
- * events made before the fork must not be used in the child. Create a runtime in
- * the child only when the parent made none. */
+ * of inherited CUDA tensors leave the parent's driver state alone. A stream or
+ * event made before the fork is refused in the child the same way (unless its work
+ * was complete when recorded); its destroy or release lets it go without a driver
+ * call. A runtime created in a child whose parent opened drivers opens no device
+ * backend (abr_backend_info says why): create runtimes in the parent, or spawn. */
 ABR_API abr_status abr_runtime_create(const abr_runtime_options* options, abr_runtime** out);
 /* Accepts NULL. Tensors it exported stay valid and may be deleted afterwards. */
 ABR_API void abr_runtime_destroy(abr_runtime* runtime);

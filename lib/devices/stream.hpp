@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "arraybridge/arraybridge.h"
+#include "lib/platform/fork_guard.hpp"
 #include "lib/tensor/storage.hpp"
 
 namespace abr {
@@ -26,6 +27,11 @@ class Event {
     wait();
     return true;
   }
+  // Made before this process forked: the parent's, unusable here (every call refuses it, and its release leaks it).
+  bool inherited() const noexcept { return born_.inherited(); }
+
+ private:
+  ForkStamp born_;
 };
 
 // Storage kept alive until the work that uses it completes: what a stream let go
@@ -64,6 +70,11 @@ class Stream {
   virtual std::vector<Retained> take_retained() { return {}; }
   // An event after the work submitted so far; nullptr when that work is already complete.
   virtual std::unique_ptr<Event> record() = 0;
+  // Made before this process forked: the parent's, unusable here (every call refuses it, and its release leaks it).
+  bool inherited() const noexcept { return born_.inherited(); }
+
+ private:
+  ForkStamp born_;
 };
 
 class InlineHostStream final : public Stream {

@@ -20,4 +20,24 @@ inline uint32_t fork_generation() noexcept { return detail::forks.load(std::memo
 // getpid(), for messages.
 int32_t this_process_id() noexcept;
 
+// When a driver object (a stream, an event) was made among forks: one made before
+// this process forked is the parent's, and any call on it here would hang or fail.
+class ForkStamp {
+ public:
+  bool inherited() const noexcept { return fork_generation() != generation_; }
+
+ private:
+  uint32_t generation_ = fork_generation();
+};
+
+// ABR_ERR_BACKEND_UNAVAILABLE for a call on `what` ("this stream") made before this process forked.
+[[noreturn]] void refuse_inherited(const char* what);
+
+// A runtime of this process opened device drivers (cudaInit, an OpenCL platform's).
+void note_drivers_opened() noexcept;
+// The process that opened device drivers and then forked this one (an ancestor), or
+// 0 when none did: their state came with the fork and their threads did not, so a
+// runtime made here must not open them again.
+int32_t drivers_opened_before_fork() noexcept;
+
 }  // namespace abr

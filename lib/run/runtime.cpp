@@ -27,6 +27,7 @@ std::vector<std::unique_ptr<DeviceBackend>> open_backends(const abr_runtime_opti
                                                           const std::vector<const BackendDescriptor*>& descriptors,
                                                           std::vector<BackendReport>& unopened) {
   std::vector<std::unique_ptr<DeviceBackend>> backends;
+  const int32_t opener = drivers_opened_before_fork();
   for (const BackendDescriptor* descriptor : descriptors) {
     register_backend(*descriptor);
     std::string why;
@@ -34,7 +35,14 @@ std::vector<std::unique_ptr<DeviceBackend>> open_backends(const abr_runtime_opti
       why = fmt::format("left out of this build ({})", descriptor->left_out_because);
     else if (descriptor->disable_flag & options.flags)
       why = fmt::format("disabled by {}", descriptor->disable_flag_name);
+    else if (opener != 0)
+      why = fmt::format(
+          "its driver was opened in process {}, which forked this one ({}), and drivers do not "
+          "survive fork: create runtimes in the parent, or start this process with \"spawn\" or "
+          "\"forkserver\"",
+          opener, this_process_id());
     if (why.empty()) {
+      note_drivers_opened();
       backends.push_back(descriptor->make(options, pool));
       continue;
     }

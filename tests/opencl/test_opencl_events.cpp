@@ -1,6 +1,9 @@
 // Events and streams let go of without waiting (abr_event_*, abr_stream_release)
 // on a real OpenCL driver (PoCL here): a queue held shut by a user event keeps
 // the work pending for as long as a test needs, so nothing depends on timing.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -146,4 +149,75 @@ TEST_CASE("OpenCL abr_stream_release: the source lives until its work is done, t
     clReleaseEvent(gate);
     clReleaseCommandQueue(queue);
   }
+}
+
+// A forked child (a DataLoader's worker) waited for ever on the parent's queued work:
+// the driver's threads stay in the parent. Bits of the child's exit code say which check failed.
+int forked_child_checks(abr_stream* queued_on, abr_stream* own, abr_event* pending, abr_event* complete) {
+  alarm(30);  // a hang ends the child with SIGALRM, which the parent sees
+  int failed = 0;
+  const auto expect = [&failed](bool ok, int bit) { failed |= ok ? 0 : bit; };
+  expect(abr_event_query(pending) == ABR_ERR_BACKEND_UNAVAILABLE &&
+             error_mentions("this event was made before this process"),
+         1);
+  expect(abr_event_synchronize(pending) == ABR_ERR_BACKEND_UNAVAILABLE, 2);
+  expect(abr_stream_synchronize(queued_on) == ABR_ERR_BACKEND_UNAVAILABLE &&
+             error_mentions("this stream was made before this process"),
+         4);
+  abr_event* more = nullptr;
+  expect(abr_event_record(own, &more) == ABR_ERR_BACKEND_UNAVAILABLE && more == nullptr, 8);
+  expect(abr_event_synchronize(complete) == ABR_OK, 16);  // complete when recorded: no driver to ask
+  abr_event_destroy(pending);  // each lets the parent's driver object go without a call into it
+  abr_stream_destroy(queued_on);
+  abr_stream_release(own);
+  abr_runtime* second = nullptr;  // a runtime of the child's own leaves the inherited drivers shut
+  expect(abr_runtime_create(nullptr, &second) == ABR_OK, 32);
+  int32_t devices = 0;
+  expect(abr_device_count(second, &devices) == ABR_OK && devices == 1, 64);  // the CPU
+  struct abr_backend_info said = ABR_BACKEND_INFO_INIT;
+  expect(abr_backend_info(second, ABR_BACKEND_OPENCL, &said) == ABR_OK && said.available == 0 &&
+             std::strstr(said.detail, "which forked this one") != nullptr,
+         128);
+  abr_runtime_destroy(second);
+  return failed;
+}
+
+TEST_CASE(
+    "OpenCL after fork: the parent's streams and events are refused in the child, never waited on, and let go "
+    "of without a hang; a runtime made there opens no driver") {
+  Runtime rt;
+  ClEnv env;
+  GatedQueue gated(env);  // the parent's work stays queued across the fork
+  abr_stream *queued_on = nullptr, *own = nullptr, *host = nullptr;
+  REQUIRE(abr_stream_wrap(rt, ocl0, env.queue, &queued_on) == ABR_OK);
+  REQUIRE(abr_stream_create(rt, ocl0, &own) == ABR_OK);
+  REQUIRE(abr_stream_create(rt, cpu, &host) == ABR_OK);
+  std::vector<int32_t> data(4096);
+  for (int i = 0; i < 4096; ++i) data[i] = 5 * i + 1;
+  cl_mem buffer = env.buffer(data.size() * 4);
+  std::vector<int64_t> shape{4096};
+  DLTensor from{data.data(), cpu, 1, i32, shape.data(), nullptr, 0};
+  DLTensor to{buffer, ocl0, 1, i32, shape.data(), nullptr, 0};
+  REQUIRE(abr_copy(rt, &from, &to, nullptr, queued_on) == ABR_OK);
+  abr_event *pending = nullptr, *complete = nullptr;
+  REQUIRE(abr_event_record(queued_on, &pending) == ABR_OK);
+  REQUIRE(abr_event_record(host, &complete) == ABR_OK);
+
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(forked_child_checks(queued_on, own, pending, complete));
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));  // not SIGALRM: nothing hung
+  CHECK(WEXITSTATUS(status) == 0);
+
+  gated.open();  // the parent's are still its own
+  REQUIRE(abr_event_synchronize(pending) == ABR_OK);
+  CHECK(std::memcmp(read_mem(buffer, 0, 4096 * 4).data(), data.data(), 4096 * 4) == 0);
+  abr_event_destroy(pending);
+  abr_event_destroy(complete);
+  abr_stream_destroy(queued_on);
+  abr_stream_destroy(own);
+  abr_stream_destroy(host);
+  clReleaseMemObject(buffer);
 }

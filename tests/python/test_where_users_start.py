@@ -503,8 +503,10 @@ device = sys.argv[1]
 released = ab.to_device(np.arange(1 << 16, dtype=np.float32), device)
 del released  # a release queued in the parent (CUDA: its reclaimer's thread, which the child lacks)
 kept = ab.to_device(np.arange(6, dtype=np.float32), device)  # the parent opened the device's driver
+pending = ab.to_device(np.arange(1 << 22, dtype=np.float32), device, non_blocking=True)  # the parent's queued work
 
 def child(answers):
+    global kept, pending
     faulthandler.dump_traceback_later(30, exit=True)  # a hang ends, and says where
     try:
         ab.to_device(np.ones(4, np.float32), device)
@@ -515,8 +517,12 @@ def child(answers):
     ab.copy(np.arange(4.0), host)  # host memory still works
     answers.put(host.tolist())
     answers.put([d.name for d in ab.devices()])
-    global kept
-    del kept  # an inherited device tensor goes without a hang
+    for ask in (pending.wait, pending.is_ready):  # the parent's work: nothing here can wait for it
+        try:
+            answers.put(f"{ask.__name__}() returned {ask()}")
+        except ab.ArrayBridgeError as error:
+            answers.put(str(error))
+    del kept, pending  # inherited device tensors go without a hang, and without a word
     gc.collect()
     answers.put("done")
 
@@ -524,15 +530,18 @@ answers = multiprocessing.get_context("fork").Queue()
 worker = multiprocessing.get_context("fork").Process(target=child, args=(answers,))
 worker.start()
 worker.join(60)
-print(repr([answers.get(timeout=5) for _ in range(4)] if worker.exitcode == 0 else worker.exitcode))
+print(repr([answers.get(timeout=5) for _ in range(6)] if worker.exitcode == 0 else worker.exitcode))
 np.testing.assert_array_equal(np.from_dlpack(kept.to("cpu")), np.arange(6))  # the parent's device still works
+queued = ab.to_device(np.arange(1 << 22, dtype=np.float32), device, non_blocking=True)
 pid = os.fork()  # a plain fork whose child exits normally: atexit's pool_trim, after trimming and deleting
 if pid == 0:
     faulthandler.dump_traceback_later(30, exit=True)
     del kept
     gc.collect()
     ab.pool_trim()
-    sys.exit(0)
+    sys.exit(0)  # `queued` is still the parent's work: it goes at exit, unwaited
+pending.wait(), queued.wait()  # the parent's own waits still work
+np.testing.assert_array_equal(np.from_dlpack(pending.to("cpu")), np.arange(1 << 22, dtype=np.float32))
 assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "the forked child hung or failed at its exit"
 print("parent ok")
 """
@@ -556,11 +565,14 @@ def test_a_forked_child_is_refused_device_work_by_name_instead_of_hanging(device
     assert done.returncode == 0 and "parent ok" in done.stdout, done.stdout + done.stderr
     answers = eval(done.stdout.splitlines()[0])
     assert isinstance(answers, list), f"the forked child hung or failed: exit code {answers}; {done.stderr}"
-    refusal, host, names, finished = answers
+    refusal, host, names, waited, asked, finished = answers
     kind = device.split(":")[0]
     assert f"to_device({device}): the driver of {kind} memory was opened in process " in refusal, refusal
     assert "which forked this one" in refusal and 'multiprocessing\'s "spawn"' in refusal, refusal
     assert host == [0.0, 1.0, 2.0, 3.0] and device in names and finished == "done", done.stdout
+    for said in (waited, asked):  # the wait hung on PoCL when the parent's work was still queued at the fork
+        assert "cannot wait here for queued work: this event was made before this process" in said, said
+    assert "Exception ignored" not in done.stderr, done.stderr  # an inherited tensor goes without a word
 
 
 # ------------------------------------------------------------------ np.asarray of a Tensor

@@ -122,6 +122,9 @@ int event_settle(PyObject* event);        /* blocks (without the GIL) until done
 int event_ready(PyObject* event);         /* 1 done, 0 not yet, -1 with an exception; never blocks */
 abr_event* event_handle(PyObject* event); /* NULL once known to be done */
 int event_failed(PyObject* event); /* 1 once its failure was raised (or another Event tells it): not reported again */
+/* 1 when its wait was refused because it was made before this process forked: a
+ * dealloc lets its failure go unsaid (the parent's work, which nothing here reads). */
+int event_quiet(PyObject* event);
 /* Waits on the host for a Tensor's queued work, if any: 0, or -1 with an exception. */
 int tensor_settle(PyObject* tensor);
 

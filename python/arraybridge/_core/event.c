@@ -15,11 +15,13 @@ typedef struct {
    * this Event: a cycle through objects the collector does not track). Or NULL. */
   PyObject* failure;
   int told_elsewhere; /* a Tensor's copy of a copy's completion: the caller's Event tells its failure */
+  int forked_away;    /* made before this process forked: the parent's work, which nothing here can wait for */
 } EventObject;
 
 static void event_dealloc(EventObject* self) {
   if (self->keep) { /* the work must be done before what it uses may go */
-    if (event_settle((PyObject*)self) < 0) PyErr_WriteUnraisable((PyObject*)self);
+    if (event_settle((PyObject*)self) < 0)
+      event_quiet((PyObject*)self) ? PyErr_Clear() : PyErr_WriteUnraisable((PyObject*)self);
     Py_CLEAR(self->keep);
   }
   Py_CLEAR(self->failure);
@@ -36,6 +38,7 @@ PyObject* event_new(abr_event* event, PyObject* keep) {
   self->keep = keep;
   self->failure = NULL;
   self->told_elsewhere = 0;
+  self->forked_away = 0;
   return (PyObject*)self;
 }
 
@@ -68,7 +71,8 @@ static PyObject* failure_recipe(PyObject* value) {
 static int finish(EventObject* self, abr_status status) {
   if (status != ABR_OK && self->failure) return raise_failure(self); /* another thread kept it first */
   if (status != ABR_OK) {
-    raise_status(status, "queued work failed", NULL);
+    self->forked_away = status == ABR_ERR_BACKEND_UNAVAILABLE; /* the only way an event's wait is refused */
+    raise_status(status, self->forked_away ? "cannot wait here for queued work" : "queued work failed", NULL);
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
     PyErr_NormalizeException(&type, &value, &traceback);
@@ -107,6 +111,8 @@ int event_ready(PyObject* event) {
 int event_failed(PyObject* event) {
   return ((EventObject*)event)->failure != NULL || ((EventObject*)event)->told_elsewhere;
 }
+
+int event_quiet(PyObject* event) { return ((EventObject*)event)->forked_away; }
 
 abr_event* event_handle(PyObject* event) { return ((EventObject*)event)->done ? NULL : ((EventObject*)event)->event; }
 

@@ -25,7 +25,8 @@ static void tensor_dealloc(TensorObject* self) {
   if (self->weakrefs) PyObject_ClearWeakRefs((PyObject*)self);
   if (self->ready) {                            /* queued work may still write the memory the deleter frees */
     const int seen = event_failed(self->ready); /* a failure the caller was told of is not told again */
-    if (event_settle(self->ready) < 0) seen ? PyErr_Clear() : PyErr_WriteUnraisable((PyObject*)self);
+    if (event_settle(self->ready) < 0)
+      seen || event_quiet(self->ready) ? PyErr_Clear() : PyErr_WriteUnraisable((PyObject*)self);
     Py_CLEAR(self->ready);
   }
   DLManagedTensorVersioned* tensor = self->tensor;
