@@ -175,24 +175,27 @@ _IMMUTABLE = frozenset({MemoryType.JAX, MemoryType.TENSORFLOW})
 
 
 def _numpy_still_writable(array):
-    """Whether anyone may still write the memory of NumPy `array`: it is writable, or
-    is a read-only view of something writable (a broadcast_to view of an array, a
-    read-only view of a bytearray). A read-only array of bytes or of an immutable
-    framework's memory is not."""
+    """Whether anyone may still write the memory of NumPy `array`: unless it is
+    read-only all the way down to memory nobody writes (its own, bytes, a JAX or
+    TensorFlow array's), someone may: a read-only view of a writable array, of a
+    torch tensor (t.numpy()), of a bytearray or of a file's mapping."""
     while True:
-        flags = getattr(array, "flags", None)
-        if flags is None:  # the owner at the end of the chain
-            view = memoryview(array) if isinstance(array, (bytearray, memoryview)) else None
-            return view is not None and not view.readonly
-        if flags.writeable:
-            return True
-        array = array.base
-        if array is None:
+        if isinstance(array, memoryview):
+            if not array.readonly:
+                return True
+            array = array.obj
+        elif hasattr(array, "flags"):
+            if array.flags.writeable:
+                return True
+            array = array.base
+        else:
+            break
+        if array is None:  # read-only memory of its own
             return False
+    owner = _MODULE_ROOTS.get(type(array).__module__.partition(".")[0])
+    return not isinstance(array, bytes) and owner not in _IMMUTABLE
 
 
-# Each source type's test of whether its data's memory may still be written: NumPy's
-# as above; torch, CuPy and pyclesperanto arrays always may be; JAX's and TensorFlow's never.
 def _always(data):
     return True
 

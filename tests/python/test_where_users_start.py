@@ -247,21 +247,30 @@ def test_copy_false_refuses_what_a_target_must_copy_naming_why():
 
 # ------------------------------------------------------------------ JAX arrays never change
 
-@pytest.mark.parametrize("source", ["numpy", "a read-only view", "torch"])
+@pytest.mark.parametrize("source", ["numpy", "a read-only view", "torch", "a read-only view of torch's",
+                                    "a read-only view of a bytearray"])
 def test_memory_its_source_may_still_write_reaches_jax_as_a_copy_so_a_jax_array_never_changes(source):
     """Snapshots of weights a training loop updates in place: each JAX array keeps the
     values it was made with (as jnp.asarray's copy does), so jit, which compiles a
-    closed-over array in as a constant, and eager code agree. copy=False is refused."""
+    closed-over array in as a constant, and eager code agree. copy=False is refused.
+    A read-only view is no proof: what it views may still be written."""
     jax = pytest.importorskip("jax")
-    if source == "torch" and not HAVE_TORCH:
+    if "torch" in source and not HAVE_TORCH:
         pytest.skip("torch is installed by `make test`; run it through make")
     weights = np.arange(1024, dtype=np.float32)
     kind, given = "numpy", weights
     if source == "a read-only view":
         given = weights.view()
-        given.flags.writeable = False  # read-only to us, still written through `weights`
-    elif source == "torch":
+    elif "torch" in source:
         kind, given = "torch", importlib.import_module("torch").from_numpy(weights)
+        if source == "a read-only view of torch's":
+            kind, given = "numpy", given.numpy()  # a view of the tensor's memory (its base is the tensor)
+    elif source == "a read-only view of a bytearray":
+        memory = bytearray(weights.tobytes())
+        weights = np.frombuffer(memory, np.float32)  # written through below
+        given = np.frombuffer(memoryview(memory).toreadonly(), np.float32)
+    if given is not weights and kind == "numpy":
+        given.flags.writeable = False  # read-only to us, still written through `weights`
     snapshots = []
     for _ in range(3):
         snapshots.append(ab.convert.convert_memory(given, kind, "jax", None))
