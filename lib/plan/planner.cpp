@@ -53,8 +53,15 @@ const char* casting_name(abr_casting casting) {
 // not chosen for this data), and a new tensor of an asked-for dtype as astype does.
 // Out of line, and asked only for a cast: inlined, its messages weighed on every plan
 // (a 4 KiB copy from Python took 45 ns more).
-[[gnu::noinline]] void require_cast(DLDataType from, DLDataType to, abr_casting casting, bool into) {
+// A new tensor's bytes in the new dtype must fit too, as validate_tensor proved the
+// source's do: 2**62 broadcast bytes cast to float32 wrapped to 0, and the cast wrote past it.
+[[gnu::noinline]] void require_cast(const Layout& src, DLDataType to, abr_casting casting, bool into) {
+  const DLDataType from = src.dtype;
   if (!can_cast(from, to)) fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));
+  uint64_t result_bytes = 0;
+  if (!into && (__builtin_mul_overflow(src.numel, uint64_t{itemsize(to)}, &result_bytes) || result_bytes > INT64_MAX))
+    fail(ABR_ERR_DLPACK_OVERFLOW, "a {} result of shape {} ({} x {} bytes) overflows 64 bits", dtype_name(to),
+         shape_string(src.shape), src.numel, itemsize(to));
   const bool by_default = casting == ABR_CASTING_DEFAULT;
   if (by_default) casting = into ? ABR_CASTING_SAME_KIND : ABR_CASTING_UNSAFE;
   if (casting_allows(casting, from, to)) return;
@@ -350,7 +357,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   plan.cast = !same_dtype(plan.dtype, src.dtype);
   plan.src_context = from.context;
   plan.dst_context = to.context;
-  if (plan.cast) require_cast(src.dtype, plan.dtype, options.casting, into);
+  if (plan.cast) require_cast(src, plan.dtype, options.casting, into);
   const bool src_host = from.host;
   const bool dst_host = into ? to.host : is_host_destination(to);
   // Host memory on the destination side is page-locked when it says so, or a new tensor in page-locked memory

@@ -301,3 +301,28 @@ TEST_CASE("packed sub-byte lanes and complex32 move as whole bytes, strided and 
     CHECK(error_mentions("sub-byte lanes packed into one byte"));
   }
 }
+
+// A broadcast view (stride 0) is small in its own dtype, but not always in the one it is cast to: 2^62 uint8
+// elements as float32 are 2^64 bytes, which wrapped to 0, and the cast wrote past the buffer (SIGSEGV).
+TEST_CASE("a cast whose new tensor's byte size overflows 64 bits is refused, never allocated short") {
+  Runtime rt;
+  uint8_t byte = 7;
+  const DLDataType f16 = dt(kDLFloat, 16);
+  // 2^64 and 2^64 bytes wrap to 0; 2^63 passes INT64_MAX, within which every size stays
+  for (const auto& [elements, to] :
+       {std::pair{int64_t{1} << 62, f32}, std::pair{int64_t{1} << 61, f64}, std::pair{int64_t{1} << 62, f16}}) {
+    CAPTURE(elements);
+    CAPTURE(to.bits);
+    Managed m(&byte, u8, {elements});
+    m.strides = {0};
+    m.tensor().strides = m.strides.data();
+    abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+    options.dtype = to;
+    DLManagedTensorVersioned* out = nullptr;
+    CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_DLPACK_OVERFLOW);
+    CHECK_MESSAGE(error_mentions("result of shape ["), abr_last_error());
+    CHECK_MESSAGE(error_mentions("overflows 64 bits"), abr_last_error());
+    CHECK(out == nullptr);
+    CHECK(m.deleted == 0);
+  }
+}
