@@ -138,6 +138,12 @@ void* Backend::memory_context(const Layout& tensor, AllocationRange* allocation)
   cl_context context = nullptr;
   check(cl_->GetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, nullptr),
         "clGetMemObjectInfo(CL_MEM_CONTEXT)");
+  if (allocation) {  // a buffer made over host memory (CL_MEM_USE_HOST_PTR): which host bytes it uses
+    void* host = nullptr;
+    check(cl_->GetMemObjectInfo(mem, CL_MEM_HOST_PTR, sizeof host, &host, nullptr),
+          "clGetMemObjectInfo(CL_MEM_HOST_PTR)");
+    allocation->host_base = reinterpret_cast<uintptr_t>(host);
+  }
   return context_for(context, tensor.device).get();
 }
 

@@ -472,7 +472,9 @@ ABR_API abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* sr
 /* Copy into an existing tensor. Both are borrowed; any strides; same shape. A dtype
  * difference is converted where options.casting allows it (by default within a kind or
  * up, as NumPy's copyto: complex into float64 is ABR_ERR_CASTING). Overlapping src and dst are handled as if through a
- * temporary. The destination must not have zero strides on extents > 1.
+ * temporary, in host memory (OpenCL buffers made over host memory, host wraps, included) and within one device
+ * buffer; host memory and a device buffer over the same bytes are ABR_ERR_UNSUPPORTED. The destination must not have
+ * zero strides on extents > 1.
  * options may be NULL; of them abr_copy uses the flags (ABR_TRANSFER_NO_HOST_STAGING
  * refuses a path through host memory; ABR_TRANSFER_REQUIRE_CONTIGUOUS refuses a
  * destination that is not compact row-major), the casting and the report; `copy` must be

@@ -64,6 +64,9 @@ struct DeviceMemory {
 struct AllocationRange {
   uintptr_t begin = 0;
   uintptr_t end = 0;
+  // The host address of the memory's first byte where it uses host memory in place (an
+  // OpenCL buffer made over host memory: a host wrap), else 0: a copy's overlap is in those bytes.
+  uintptr_t host_base = 0;
   bool holds(uintptr_t from, uintptr_t to) const { return begin < end && begin <= from && to <= end; }
 };
 

@@ -274,11 +274,28 @@ void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, 
            staged_words(plan, /*host_side=*/false).c_str());
 }
 
-bool ranges_overlap(const Layout& a, const Layout& b) {
+// Whether two views' bytes meet, each at `base` (its memory's first byte, in one address space).
+bool ranges_overlap(const Layout& a, uintptr_t a_base, const Layout& b, uintptr_t b_base) {
   if (a.numel == 0 || b.numel == 0) return false;
-  const intptr_t a0 = reinterpret_cast<intptr_t>(a.data) + static_cast<intptr_t>(a.byte_offset);
-  const intptr_t b0 = reinterpret_cast<intptr_t>(b.data) + static_cast<intptr_t>(b.byte_offset);
+  const intptr_t a0 = static_cast<intptr_t>(a_base) + static_cast<intptr_t>(a.byte_offset);
+  const intptr_t b0 = static_cast<intptr_t>(b_base) + static_cast<intptr_t>(b.byte_offset);
   return a0 + a.min_byte < b0 + b.max_byte_end && b0 + b.min_byte < a0 + a.max_byte_end;
+}
+
+// Where a side's bytes live in host memory: host memory itself, or device memory made
+// over it (a host wrap); 0 for device memory of its own.
+uintptr_t host_bytes_at(const Layout& side, const Endpoint& end, bool host) {
+  return host ? reinterpret_cast<uintptr_t>(side.data) : end.allocation.host_base;
+}
+
+// abr_copy's source and destination share bytes: in host memory (either side may be a
+// device's view of it, each wrap a handle of its own), or in one device allocation.
+bool copy_overlaps(const Layout& src, const Endpoint& from, bool src_host, const Layout& dst, const Endpoint& to,
+                   bool dst_host) {
+  const uintptr_t src_at = host_bytes_at(src, from, src_host), dst_at = host_bytes_at(dst, to, dst_host);
+  if (src_at && dst_at) return ranges_overlap(src, src_at, dst, dst_at);
+  return !src_host && !dst_host && src.data == dst.data &&
+      ranges_overlap(src, reinterpret_cast<uintptr_t>(src.data), dst, reinterpret_cast<uintptr_t>(dst.data));
 }
 
 // abr_copy's arguments: an existing destination of the source's shape, and options
@@ -422,7 +439,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
     plan.path = ABR_PATH_HOST_COPY;
     plan.move = Move::HostWalk;
     plan.executor = Executor::Host;
-    plan.overlap = into && ranges_overlap(src, *dst);
+    plan.overlap = into && copy_overlaps(src, from, true, *dst, to, true);
     const ThreadsWords threads = host_threads_words(plan.staging.threads);
     if (into)
       plan.detail.join({"host copy into an existing tensor", plan.cast ? ", converted" : "",
@@ -431,13 +448,19 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
       plan.detail.join({"host copy (", reason.view(), ")", plan.strided_source ? ", strided source packed" : "",
                         plan.cast ? ", converted on the host" : "", threads.view()});
   } else if (src_host || dst_host) {
+    if (into && copy_overlaps(src, from, src_host, *dst, to, dst_host)) [[unlikely]]
+      fail(ABR_ERR_UNSUPPORTED,
+           "the source and destination share host bytes ({} uses that host memory in place): a copy between host "
+           "memory and a device's view of it is not staged through a temporary; copy the source into a new tensor "
+           "first, then copy that",
+           device_string(src_host ? to.device : from.device));
     // The host side's rows, when the host engine reshapes it in chunks; a new destination is compact.
     const uint64_t host_rows = src_host ? row_bytes(src, plan.dtype) : into ? row_bytes(*dst, plan.dtype) : 0;
     const Reshaping r{src_reshape, dst_strided, bytes, host_rows};
     plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r,
                      options.pinned_blocks, reason.view());
   } else {
-    plan.overlap = into && src.data == dst->data && ranges_overlap(src, *dst);
+    plan.overlap = into && copy_overlaps(src, from, false, *dst, to, false);
     plan_between_devices(plan, from, to, options, src_reshape, dst_strided, reason.view());
   }
   return plan;

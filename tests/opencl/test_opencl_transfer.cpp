@@ -513,6 +513,43 @@ TEST_CASE("abr_copy within one buffer whose ranges overlap behaves like memmove"
   CHECK(std::memcmp(got.data(), expected.data(), got.size()) == 0);
 }
 
+// Each host wrap is a cl_mem of its own over the host bytes: two wraps of one array
+// never compared equal, so a transposed self-copy between them ran without the
+// temporary and left 2016 of 4096 values wrong (a helper's hunt found it).
+TEST_CASE(
+    "abr_copy between host wraps of the same memory behaves as through a temporary; host memory into its own "
+    "wrap is refused") {
+  Runtime rt;
+  DLDevice shared;  // chosen by capability: opencl:0 may be a GPU
+  if (!opencl_sharing_host_memory(rt, &shared)) return;
+  constexpr int n = 64;
+  float* m = static_cast<float*>(std::aligned_alloc(4096, n * n * 4));
+  for (int i = 0; i < n * n; ++i) m[i] = static_cast<float>(i);
+  Managed whole(m, f32, {n, n});
+  Managed transposed(m, f32, {n, n}, {1, n});
+  Owned a(move_to(rt, &whole.managed, shared, ABR_COPY_NEVER, ABR_PATH_HOST_WRAP));
+  Owned a_t(move_to(rt, &transposed.managed, shared, ABR_COPY_NEVER, ABR_PATH_HOST_WRAP));
+  REQUIRE(a->data != a_t->data);  // two handles, one set of bytes
+  REQUIRE_MESSAGE(abr_copy(rt, &a.t->dl_tensor, &a_t.t->dl_tensor, nullptr, nullptr) == ABR_OK, abr_last_error());
+  int wrong = 0;  // m.T = m, as NumPy's copyto does it: m[i][j] becomes the old m[j][i]
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) wrong += m[i * n + j] != static_cast<float>(j * n + i);
+  CHECK(wrong == 0);
+
+  for (int i = 0; i < n * n; ++i) m[i] = static_cast<float>(i);
+  std::vector<int64_t> shape{n, n};
+  DLTensor host{m, cpu, 2, f32, shape.data(), nullptr, 0};
+  CHECK(abr_copy(rt, &host, &a_t.t->dl_tensor, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
+  CHECK_MESSAGE(error_mentions("share host bytes"), abr_last_error());
+  CHECK(abr_copy(rt, &a_t.t->dl_tensor, &host, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
+  bool untouched = true;
+  for (int i = 0; i < n * n; ++i) untouched = untouched && m[i] == static_cast<float>(i);
+  CHECK(untouched);
+  a.reset();
+  a_t.reset();
+  std::free(m);
+}
+
 TEST_CASE("transfers on a stream run in its order, asynchronously, and keep their sources until done") {
   Runtime rt;
   ClEnv env;
