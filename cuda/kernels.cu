@@ -154,8 +154,8 @@ __device__ void write(char* p, int kind, const Value& v) {
     case kUInt16: store_integer<uint16_t>(p, v, 0.0, 65535.0, 0, UINT16_MAX); break;
     case kUInt32: store_integer<uint32_t>(p, v, 0.0, 4294967295.0, 0, UINT32_MAX); break;
     case kUInt64: store_integer<uint64_t>(p, v, 0.0, 18446744073709551615.0, 0, UINT64_MAX); break;
-    case kFloat16: store<uint16_t>(p, abr::float_to_half(static_cast<float>(v.re))); break;
-    case kBFloat16: store<uint16_t>(p, abr::float_to_bfloat16(static_cast<float>(v.re))); break;
+    case kFloat16: store<uint16_t>(p, abr::double_to_half(v.re)); break;  // rounded once, as the host cast
+    case kBFloat16: store<uint16_t>(p, abr::double_to_bfloat16(v.re)); break;
     case kFloat32: store<float>(p, to_float<float>(v)); break;
     case kFloat64: store<double>(p, to_float<double>(v)); break;
     case kComplex64:

@@ -46,8 +46,17 @@ ABR_COPY_KERNEL(abr_copy_4, uint)
 ABR_COPY_KERNEL(abr_copy_8, ulong)
 )CL";
 
-// bfloat16 by hand, rounding to nearest even and keeping NaN quiet, as lib/host/host_cast.cpp.
+// bfloat16 by hand, rounding to nearest even and keeping NaN quiet, as lib/host/host_cast.cpp;
+// and `wide` narrowed to a float rounded to odd, so that a double rounds once into half or
+// bfloat16 (as double_to_float_odd in lib/tensor/half_bits.hpp; a float is already a float).
 constexpr const char* kBfloat16 = R"CL(
+static float abr_narrow(wide v) {
+  const float f = (float)v;
+  if (isnan(v) || (wide)f == v) return f;
+  uint bits = as_uint(f);
+  if (fabs((wide)f) > fabs(v)) bits -= 1u;
+  return as_float(bits | 1u);
+}
 static float abr_bf16_to_float(ushort b) { return as_float((uint)b << 16); }
 static ushort abr_float_to_bf16(float f) {
   uint bits = as_uint(f);
@@ -125,8 +134,8 @@ std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
   switch (d.kind) {
     case Kind::Bool: return "*d = " + nonzero + " ? 1 : 0;";
     case Kind::Complex: return fmt::format("d->x = ({0}){1}; d->y = ({0}){2};", d.real, value, imag);
-    case Kind::Half: return "vstore_half_rte((float)" + value + ", 0, (__global half*)d);";
-    case Kind::BFloat16: return "*d = abr_float_to_bf16((float)" + value + ");";
+    case Kind::Half: return "vstore_half_rte(abr_narrow(" + value + "), 0, (__global half*)d);";
+    case Kind::BFloat16: return "*d = abr_float_to_bf16(abr_narrow(" + value + "));";
     case Kind::Signed:
     case Kind::Unsigned:
       if (s.kind == Kind::Bool) return fmt::format("*d = ({})(*s ? 1 : 0);", d.storage);

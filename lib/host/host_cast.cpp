@@ -92,9 +92,9 @@ D convert(S s) {
   } else if constexpr (std::is_integral_v<D>) {
     return saturate<D>(as_double(s));
   } else if constexpr (std::is_same_v<D, Half>) {
-    return Half{float_to_half(static_cast<float>(as_double(s)))};
+    return Half{double_to_half(as_double(s))};  // rounded once, as NumPy's astype
   } else if constexpr (std::is_same_v<D, BFloat16>) {
-    return BFloat16{float_to_bfloat16(static_cast<float>(as_double(s)))};
+    return BFloat16{double_to_bfloat16(as_double(s))};
   } else if constexpr (std::is_integral_v<S>) {
     return static_cast<D>(s);  // integer to float directly, no double rounding for float32
   } else {

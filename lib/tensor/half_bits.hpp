@@ -77,4 +77,24 @@ ABR_HOST_DEVICE inline uint16_t float_to_bfloat16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// A double as a float rounded to odd: where inexact, the neighbour toward zero with its
+// last bit set. Narrowed on to half or bfloat16 (round to nearest even) it rounds once,
+// as a direct conversion does, since a float keeps more than the 2 extra bits that
+// needs; through a float rounded to nearest, 1 + 2^-11 + 2^-40 became 1.0, not 1.001.
+ABR_HOST_DEVICE inline float double_to_float_odd(double d) {
+  float f = static_cast<float>(d);
+  const double back = static_cast<double>(f);
+  if (d != d || back == d) return f;  // NaN, or exact
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, sizeof bits);
+  if ((back < 0 ? -back : back) > (d < 0 ? -d : d)) --bits;  // rounded away from zero: step back (magnitude bits)
+  bits |= 1u;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+ABR_HOST_DEVICE inline uint16_t double_to_half(double d) { return float_to_half(double_to_float_odd(d)); }
+
+ABR_HOST_DEVICE inline uint16_t double_to_bfloat16(double d) { return float_to_bfloat16(double_to_float_odd(d)); }
+
 }  // namespace abr

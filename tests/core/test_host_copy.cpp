@@ -211,6 +211,27 @@ TEST_CASE("half and bfloat16 conversions round to nearest even and keep specials
   CHECK(std::isnan(bfloat16_to_float(float_to_bfloat16(std::nanf("")))));
 }
 
+// Through a float rounded to nearest these rounded twice (1.0, 613.0, 0, 1.0, and 1.0 for the last).
+TEST_CASE("a double narrows to half and bfloat16 rounding once, as NumPy's astype") {
+  using abr::double_to_bfloat16;
+  using abr::double_to_half;
+  CHECK(double_to_half(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)) == 0x3C01);
+  CHECK(double_to_half(-(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40))) == 0xBC01);
+  CHECK(double_to_half(612.7499994) == 0x60C9);                                  // 612.5
+  CHECK(double_to_half(std::ldexp(1.0, -25) + std::ldexp(1.0, -60)) == 0x0001);  // up to the smallest subnormal
+  CHECK(double_to_half(std::ldexp(1.0, -25)) == 0x0000);                         // a tie, to even
+  CHECK(double_to_half(1.0 + std::ldexp(1.0, -11)) == 0x3C00);                   // a tie, to even
+  CHECK(double_to_half(65519.99) == 0x7BFF);                                     // below the tie to infinity
+  CHECK(double_to_half(1e300) == 0x7C00);
+  CHECK(double_to_half(std::numeric_limits<double>::infinity()) == 0x7C00);
+  CHECK((double_to_half(std::nan("")) & 0x7E00) == 0x7E00);
+  CHECK(double_to_bfloat16(1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)) == 0x3F81);
+  CHECK(double_to_bfloat16(1.0 + std::ldexp(1.0, -8)) == 0x3F80);  // a tie, to even
+  CHECK(double_to_bfloat16(1e300) == 0x7F80);
+  for (uint32_t h = 0; h < 0x7C00; ++h)  // every finite half is itself
+    CHECK(double_to_half(abr::half_to_float(static_cast<uint16_t>(h))) == h);
+}
+
 TEST_CASE("conversions: saturation, NaN, bool and complex follow the documented rules") {
   Runtime rt;
   abr_transfer_options unsafe = ABR_TRANSFER_OPTIONS_INIT;

@@ -5,6 +5,9 @@ otherwise, so complex into float, float into an integer, signed into unsigned an
 anything but bool into bool raise CastingError and write nothing; to_device's dtype=
 is asked for, so it casts as astype does ("unsafe") unless asked otherwise. NumPy
 itself is the oracle: np.can_cast for the rule, np.copyto for the values."""
+import ctypes
+import math
+
 import numpy as np
 import pytest
 
@@ -132,3 +135,36 @@ def test_a_torch_destination_is_judged_as_numpy_judges_it():
     with pytest.raises(ab.CastingError, match="refuses float32 -> int64"):
         ab.copy(np.array([0.5, 3.0], np.float32), counts)
     assert counts.tolist() == [0, 0]
+
+
+def _near_ties(ulps):
+    """Doubles a hair either side of each rounding tie between `ulps` (a format's
+    neighbouring values, as float64) and on it: where a float32 in between rounds twice."""
+    ties = (ulps[:-1] + ulps[1:]) / 2
+    nudged = np.concatenate([ties, ties * (1 + 2.0**-40), ties * (1 - 2.0**-40), ties + 2.0**-60])
+    return np.concatenate([nudged, -nudged])
+
+
+def _bfloat16_bits(values):
+    """bfloat16 of each double, rounded once to nearest even (8 significant bits), for
+    values in its normal range: the oracle (torch, like ml_dtypes, rounds twice)."""
+    rounded = [math.ldexp(round(m * 256), e - 8) for m, e in map(math.frexp, values)]
+    return (np.array(rounded, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize("device", ["cpu", "opencl:0"])
+def test_float64_narrows_to_float16_and_bfloat16_rounding_once_as_astype(device):
+    """Through a float32 rounded to nearest, 1 + 2**-11 + 2**-40 became 1.0 (NumPy:
+    1.001), 612.7499994 became 613.0 and 2**-25 + 2**-60 became 0: rounded twice."""
+    halves = np.arange(0, 0x7C00, 7, dtype=np.uint16).view(np.float16).astype(np.float64)  # subnormals too
+    values = np.concatenate([_near_ties(halves), [1 + 2.0**-11 + 2.0**-40, 612.7499994, 2.0**-25 + 2.0**-60]])
+    expected = values.astype(np.float16).view(np.uint16)
+    into = ab.to_device(np.zeros(values.size, np.float16), device)
+    ab.copy(values, into, casting="same_kind")
+    for got in (ab.to_device(values, device, dtype="float16"), into):
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(got, "cpu")).view(np.uint16), expected)
+    normal = (np.arange(0x0C00, 0x7200, 5, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)  # 2**-103..2**101
+    values = np.concatenate([_near_ties(normal), [1 + 2.0**-8 + 2.0**-40]])
+    got = ab.to_device(ab.to_device(values, device, dtype="bfloat16"), "cpu")
+    bits = np.ctypeslib.as_array((ctypes.c_uint16 * values.size).from_address(got.data_ptr + got.byte_offset))
+    np.testing.assert_array_equal(bits, _bfloat16_bits(values))  # NumPy has no bfloat16: its bits
