@@ -46,10 +46,9 @@ ABR_COPY_KERNEL(abr_copy_4, uint)
 ABR_COPY_KERNEL(abr_copy_8, ulong)
 )CL";
 
-// bfloat16 by hand, rounding to nearest even and keeping NaN quiet, as lib/host/host_cast.cpp;
-// and `wide` narrowed to a float rounded to odd, so that a double rounds once into half or
-// bfloat16 (as double_to_float_odd in lib/tensor/half_bits.hpp; a float is already a float).
-constexpr const char* kBfloat16 = R"CL(
+// `wide` narrowed to a float rounded to odd, for a half or bfloat16 destination: a double
+// then rounds once (as double_to_float_odd in lib/tensor/half_bits.hpp); a float stays itself.
+constexpr const char* kNarrow = R"CL(
 static float abr_narrow(wide v) {
   const float f = (float)v;
   if (isnan(v) || (wide)f == v) return f;
@@ -57,6 +56,10 @@ static float abr_narrow(wide v) {
   if (fabs((wide)f) > fabs(v)) bits -= 1u;
   return as_float(bits | 1u);
 }
+)CL";
+
+// bfloat16 by hand, rounding to nearest even and keeping NaN quiet, as lib/host/host_cast.cpp.
+constexpr const char* kBfloat16 = R"CL(
 static float abr_bf16_to_float(ushort b) { return as_float((uint)b << 16); }
 static ushort abr_float_to_bf16(float f) {
   uint bits = as_uint(f);
@@ -182,6 +185,7 @@ std::string cast_program_source(DLDataType from, DLDataType to, bool fp64) {
       fp64 ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\ntypedef double wide;\n" : "typedef float wide;\n";
   text += kWalk;
   text += kBfloat16;
+  if (d.kind == Kind::Half || d.kind == Kind::BFloat16) text += kNarrow;
   text += fmt::format(R"CL(
 __kernel void abr_cast(ABR_ARGS) {{
   const ulong i = get_global_id(0);
