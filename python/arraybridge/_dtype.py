@@ -17,6 +17,8 @@ def parse_dtype(dtype):
     if isinstance(dtype, tuple) and len(dtype) == 3:
         return tuple(int(v) for v in dtype)
     name = getattr(dtype, "name", None)  # numpy.dtype
+    if getattr(dtype, "isnative", True) is False:
+        _native_only(dtype, dtype)
     if not isinstance(name, str):
         name = getattr(dtype, "__name__", dtype)  # numpy.float32 and friends
     if not isinstance(name, str):
@@ -35,9 +37,21 @@ def parse_dtype(dtype):
 
 
 def _numpy_name(dtype):
-    """NumPy's name for what numpy.dtype() accepts (float is float64, "f8" too), or None."""
+    """NumPy's name for what numpy.dtype() accepts (float is float64, "f8" too), or None.
+    A byte order other than this machine's is refused: DLPack data is in native order,
+    and ">f4" must not quietly come back native float32."""
     try:
         import numpy
-        return numpy.dtype(dtype).name
+        found = numpy.dtype(dtype)
     except (ImportError, TypeError, ValueError):
         return None
+    _native_only(dtype, found)
+    return found.name
+
+
+def _native_only(asked, dtype):
+    """Refuses a NumPy dtype of the other byte order, by name."""
+    if not dtype.isnative:
+        raise ValueError(f"arraybridge: dtype {asked!r} is {'big' if dtype.byteorder == '>' else 'little'}-endian, "
+                         f"and DLPack holds data in this machine's byte order only; ask for "
+                         f"{dtype.newbyteorder('=').name!r} and swap the bytes afterwards (.byteswap()) if you must")

@@ -27,7 +27,8 @@ def producer_traits(cls):
     """IMMUTABLE, VETTED, TORCH and HOST_BUFFER bits for arrays of `cls` (or of a subclass
     of theirs), and NDARRAY for numpy.ndarray itself (a subclass may change what its data means)."""
     roots = {base.__module__.partition(".")[0] for base in cls.__mro__}
-    return ((IMMUTABLE if roots & _IMMUTABLE_ROOTS else 0) | (VETTED if "tensorflow" in roots else 0) |
+    vetted = "tensorflow" in roots or _is_masked(cls)
+    return ((IMMUTABLE if roots & _IMMUTABLE_ROOTS else 0) | (VETTED if vetted else 0) |
             (TORCH if "torch" in roots and _is_torch_tensor(cls) else 0) | (NDARRAY if _is_ndarray(cls) else 0) |
             (HOST_BUFFER if roots & _HOST_BUFFER_ROOTS else 0))
 
@@ -37,6 +38,12 @@ def _is_torch_tensor(cls):
     dtype, a Size): only a tensor has the lazy bits and autograd that _core vets."""
     torch = sys.modules.get("torch")
     return torch is not None and issubclass(cls, torch.Tensor)
+
+
+def _is_masked(cls):
+    """A NumPy masked array: its __dlpack__ exports the data and drops the mask."""
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and issubclass(cls, ma.MaskedArray)
 
 
 def _is_ndarray(cls):
@@ -70,7 +77,11 @@ def _tensorflow_kind(cls):
 def vet_producer(data):
     """What to import in place of a TensorFlow object: a variable's value, the legacy
     capsule of a tensor without __dlpack__ (TensorFlow before 2.15), or a DLPackError
-    for what DLPack cannot carry."""
+    for what DLPack cannot carry (a NumPy masked array's mask among it)."""
+    if _is_masked(type(data)):
+        raise DLPackError("arraybridge: a NumPy masked array's mask has no place in DLPack, so its masked elements "
+                          "would pass as numbers; pass x.filled(value) for the values, or x.data for the data as "
+                          "it is (JAX refuses it too)")
     if "module" not in _TENSORFLOW:
         tf = importlib.import_module("tensorflow")
         _TENSORFLOW["module"] = tf

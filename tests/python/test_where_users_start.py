@@ -635,3 +635,31 @@ def test_torch_objects_that_are_no_tensors_are_refused_as_any_non_array():
     assert torch.equal(torch.from_dlpack(moved["weight"]), model.weight.detach())
     parameter = torch.nn.Parameter(torch.ones(2))  # a Tensor subclass: still vetted as torch's (autograd's)
     assert ab.to_device(parameter, "cpu").read_only
+
+
+# ------------------------------------------------------------------ what DLPack cannot say
+
+def test_a_masked_array_is_refused_instead_of_its_masked_elements_passing_as_numbers():
+    """NumPy's __dlpack__ of a masked array exports its data and drops the mask, so its
+    masked elements came through as numbers (JAX refuses it, as now we do)."""
+    masked = np.ma.array([1.0, -999.0, 3.0], mask=[0, 1, 0])
+    for call in (lambda: ab.to_device(masked, "cpu"), lambda: ab.to_device(masked, "opencl:0"),
+                 lambda: ab.copy(np.ones(3), masked), lambda: ab.from_dlpack(masked)):
+        with pytest.raises(ab.DLPackError, match=r"masked array's mask has no place in DLPack.*x.filled\(value\)"):
+            call()
+    with pytest.raises(ab.MemoryConversionError, match="masked array"):
+        ab.convert.convert_memory(masked, "numpy", "numpy", None)
+    np.testing.assert_array_equal(masked.data, [1.0, -999.0, 3.0])  # nothing written
+    np.testing.assert_array_equal(np.from_dlpack(ab.to_device(masked.filled(0.0), "cpu")), [1.0, 0.0, 3.0])
+
+
+@pytest.mark.parametrize("dtype", [">f4", np.dtype(">i2"), "<u8" if np.little_endian else ">u8"])
+def test_a_dtype_of_the_other_byte_order_is_refused_not_made_native(dtype):
+    """dtype=">f4" quietly gave native float32: a big-endian file format's reader got
+    bytes in the wrong order."""
+    native = np.dtype(dtype).isnative
+    if native:  # this machine's order, spelled out: taken
+        assert ab.to_device(np.ones(2), "cpu", dtype=dtype).dtype == np.dtype(dtype).name
+        return
+    with pytest.raises(ValueError, match=r"-endian, and DLPack holds data in this machine's byte order only"):
+        ab.to_device(np.ones(2), "cpu", dtype=dtype)
