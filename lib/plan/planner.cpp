@@ -51,10 +51,10 @@ const char* casting_name(abr_casting casting) {
 // A cast the runtime has and the call's casting rule allows. By default a copy into an
 // existing tensor casts as NumPy's copyto does (same_kind: the destination's dtype was
 // not chosen for this data), and a new tensor of an asked-for dtype as astype does.
-// Out of line, and asked only for a cast: inlined, its messages weighed on every plan
-// (a 4 KiB copy from Python took 45 ns more).
 // A new tensor's bytes in the new dtype must fit too, as validate_tensor proved the
-// source's do: 2**62 broadcast bytes cast to float32 wrapped to 0, and the cast wrote past it.
+// source's do: 2**62 broadcast bytes cast to float32 wrapped to 0, and the cast wrote
+// past them. Out of line, and asked only for a cast: inlined, its messages weighed on
+// every plan (a 4 KiB copy from Python took 45 ns more).
 [[gnu::noinline]] void require_cast(const Layout& src, DLDataType to, abr_casting casting, bool into) {
   const DLDataType from = src.dtype;
   if (!can_cast(from, to)) fail(ABR_ERR_UNSUPPORTED, "no conversion from {} to {}", dtype_name(from), dtype_name(to));

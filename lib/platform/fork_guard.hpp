@@ -33,7 +33,7 @@ class ForkStamp {
 // ABR_ERR_BACKEND_UNAVAILABLE for a call on `what` ("this stream") made before this process forked.
 [[noreturn]] void refuse_inherited(const char* what);
 
-// A runtime of this process opened device drivers (cudaInit, an OpenCL platform's).
+// A runtime of this process opened device drivers (cuInit, an OpenCL platform's).
 void note_drivers_opened() noexcept;
 // The process that opened device drivers and then forked this one (an ancestor), or
 // 0 when none did: their state came with the fork and their threads did not, so a
