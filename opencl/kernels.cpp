@@ -48,6 +48,8 @@ ABR_COPY_KERNEL(abr_copy_8, ulong)
 
 // `wide` narrowed to a float rounded to odd, for a half or bfloat16 destination: a double
 // then rounds once (as double_to_float_odd in lib/tensor/half_bits.hpp); a float stays itself.
+// A NaN becomes the host cast's quiet half NaN with its sign (vstore_half's is the driver's:
+// PoCL's 0x7fff).
 constexpr const char* kNarrow = R"CL(
 static float abr_narrow(wide v) {
   const float f = (float)v;
@@ -55,6 +57,10 @@ static float abr_narrow(wide v) {
   uint bits = as_uint(f);
   if (fabs((wide)f) > fabs(v)) bits -= 1u;
   return as_float(bits | 1u);
+}
+static void abr_store_half(wide v, __global ushort* d) {
+  if (isnan(v)) *d = signbit(v) ? (ushort)0xFE00u : (ushort)0x7E00u;
+  else vstore_half_rte(abr_narrow(v), 0, (__global half*)d);
 }
 )CL";
 
@@ -137,7 +143,7 @@ std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
   switch (d.kind) {
     case Kind::Bool: return "*d = " + nonzero + " ? 1 : 0;";
     case Kind::Complex: return fmt::format("d->x = ({0}){1}; d->y = ({0}){2};", d.real, value, imag);
-    case Kind::Half: return "vstore_half_rte(abr_narrow(" + value + "), 0, (__global half*)d);";
+    case Kind::Half: return "abr_store_half(" + value + ", d);";
     case Kind::BFloat16: return "*d = abr_float_to_bf16(abr_narrow(" + value + "));";
     case Kind::Signed:
     case Kind::Unsigned:

@@ -160,11 +160,29 @@ def test_float64_narrows_to_float16_and_bfloat16_rounding_once_as_astype(device)
     values = np.concatenate([_near_ties(halves), [1 + 2.0**-11 + 2.0**-40, 612.7499994, 2.0**-25 + 2.0**-60]])
     expected = values.astype(np.float16).view(np.uint16)
     into = ab.to_device(np.zeros(values.size, np.float16), device)
-    ab.copy(values, into, casting="same_kind")
-    for got in (ab.to_device(values, device, dtype="float16"), into):
+    ab.copy(values, into, casting="same_kind")  # cast on the way (by the host)
+    there = ab.to_device(values, device)
+    for got in (ab.to_device(values, device, dtype="float16"), into, ab.to_device(there, device, dtype="float16")):
         np.testing.assert_array_equal(np.from_dlpack(ab.to_device(got, "cpu")).view(np.uint16), expected)
     normal = (np.arange(0x0C00, 0x7200, 5, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)  # 2**-103..2**101
     values = np.concatenate([_near_ties(normal), [1 + 2.0**-8 + 2.0**-40]])
-    got = ab.to_device(ab.to_device(values, device, dtype="bfloat16"), "cpu")
-    bits = np.ctypeslib.as_array((ctypes.c_uint16 * values.size).from_address(got.data_ptr + got.byte_offset))
-    np.testing.assert_array_equal(bits, _bfloat16_bits(values))  # NumPy has no bfloat16: its bits
+    for got in (ab.to_device(values, device, dtype="bfloat16"),  # cast where the data is, and where it goes
+                ab.to_device(ab.to_device(values, device), device, dtype="bfloat16")):
+        got = ab.to_device(got, "cpu")
+        bits = np.ctypeslib.as_array((ctypes.c_uint16 * values.size).from_address(got.data_ptr + got.byte_offset))
+        np.testing.assert_array_equal(bits, _bfloat16_bits(values))  # NumPy has no bfloat16: its bits
+
+
+@pytest.mark.parametrize("source", ["float32", "float64"])
+def test_a_nan_into_float16_has_the_same_bits_on_the_host_and_on_opencl(source):
+    """OpenCL's vstore_half gave the driver's NaN (PoCL's 0x7fff, sign dropped) where the
+    host cast gives its quiet NaN with the sign: which path ran showed in the bits."""
+    bits = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FFFFFFF, 0xFF812345], np.uint32)
+    with np.errstate(invalid="ignore"):  # NumPy warns of a signalling NaN it quiets
+        nans = bits.view(np.float32).astype(source)
+    got = {}
+    for device in ("cpu", "opencl:0"):  # cast where the data is: by the host, by a kernel
+        halves = ab.to_device(ab.to_device(nans, device), device, dtype="float16")
+        got[device] = np.from_dlpack(ab.to_device(halves, "cpu")).view(np.uint16)
+    np.testing.assert_array_equal(got["cpu"], [0x7E00, 0xFE00, 0x7E00, 0x7E00, 0xFE00])
+    np.testing.assert_array_equal(got["opencl:0"], got["cpu"])
