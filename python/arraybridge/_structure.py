@@ -163,7 +163,8 @@ def _differ(src, dst, where):
         for key in src:
             if key not in dst:
                 extra.append(key)
-        raise ValueError(f"copy: the keys of {where} differ from dst's: {where} lacks {lacks}, and dst lacks {extra}")
+        said = [f"{side} lacks {keys}" for side, keys in ((where, lacks), ("dst", extra)) if keys]
+        raise ValueError(f"copy: the keys of {where} differ from dst's: {', and '.join(said)}")
     raise ValueError(f"copy: {where} is {_described(src)} but dst there is {_described(dst)}: the two structures "
                      "must match")
 

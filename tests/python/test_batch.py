@@ -112,6 +112,8 @@ def test_copy_refuses_structures_that_differ_and_moves_nothing():
     with pytest.raises(ValueError, match=r"^copy: the keys of src differ from dst's: src lacks \['x'\], and dst "
                                          r"lacks \['a'\]$"):
         ab.copy({"a": np.ones(4)}, {"x": np.zeros(4)})
+    with pytest.raises(ValueError, match=r"^copy: the keys of src differ from dst's: src lacks \['x'\]$"):
+        ab.copy({"a": np.ones(4)}, {"a": np.zeros(4), "x": np.zeros(4)})  # no "and dst lacks []"
     with pytest.raises(ValueError, match=r"src\[1\] is a list of 1 item but dst there is an array \(a ndarray\)"):
         ab.copy([np.ones(4), [np.ones(3)]], dst)
     with pytest.raises(ValueError, match=r"^copy: src is a list of 1 item but dst there is an array \(a Tensor\)"):
