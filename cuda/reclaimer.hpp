@@ -43,9 +43,9 @@ class Reclaimer final : public ReturningBlocks {
   void run() noexcept;
   void barrier() noexcept;
   // A forked child's copy: its thread stayed in the parent, and the memory is the parent's driver's.
-  bool forked() const noexcept { return fork_generation() != fork_generation_; }
+  bool forked() const noexcept { return born_.inherited(); }
 
-  const uint32_t fork_generation_ = fork_generation();
+  const ForkStamp born_;
   std::vector<std::shared_ptr<Device>> devices_;
   std::mutex mutex_;
   std::condition_variable wake_, released_;

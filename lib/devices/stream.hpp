@@ -70,8 +70,9 @@ class Stream {
   virtual std::vector<Retained> take_retained() { return {}; }
   // An event after the work submitted so far; nullptr when that work is already complete.
   virtual std::unique_ptr<Event> record() = 0;
-  // Made before this process forked: the parent's, unusable here (every call refuses it, and its release leaks it).
-  bool inherited() const noexcept { return born_.inherited(); }
+  // A driver's queue made before this process forked: the parent's, unusable here
+  // (every call refuses it, and its release leaks it).
+  virtual bool inherited() const noexcept { return born_.inherited(); }
 
  private:
   ForkStamp born_;
@@ -84,6 +85,7 @@ class InlineHostStream final : public Stream {
   void retain(std::unique_ptr<Storage>) noexcept override {}  // the work is already complete
   void wait_for(Stream& other) override { other.synchronize(); }
   std::unique_ptr<Event> record() override { return nullptr; }
+  bool inherited() const noexcept override { return false; }  // no driver: the CPU's works in a forked child too
 };
 
 }  // namespace abr

@@ -16,9 +16,21 @@ void wait_quietly(Event& event) noexcept {
   }
 }
 
+// The parent's work and storage, in a forked child: left as they are.
+void leak(std::vector<Retained>& retained) noexcept {
+  for (auto& item : retained) {
+    (void)item.done.release();
+    (void)item.storage.release();
+  }
+}
+
 }  // namespace
 
 void PendingReleases::add(std::vector<Retained> retained) noexcept {
+  if (born_.inherited()) [[unlikely]] {
+    leak(retained);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!closed_) {
@@ -38,6 +50,8 @@ void PendingReleases::add(std::vector<Retained> retained) noexcept {
 }
 
 void PendingReleases::collect_completed() noexcept {
+  if (born_.inherited()) [[unlikely]]
+    return;  // the parent's events: asking them would call its driver
   std::vector<Retained> done;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -66,6 +80,10 @@ void PendingReleases::close() noexcept {
     closed_ = true;
     left.swap(pending_);
     count_.store(0, std::memory_order_release);
+  }
+  if (born_.inherited()) [[unlikely]] {
+    leak(left);
+    return;
   }
   for (auto& item : left) wait_quietly(*item.done);
 }

@@ -2,7 +2,9 @@
 // an event is recorded on them (abr_event_record), keeps its storage (sources the
 // queued work still reads) until that work completes. The runtime
 // releases what has completed on its later calls and waits for the rest when it
-// is destroyed; a stream let go of after that waits for its own work.
+// is destroyed; a stream let go of after that waits for its own work. In a forked
+// child what it holds is the parent's: never asked about, never released (it goes
+// with the process), since asking its events would call the parent's driver.
 #pragma once
 
 #include <atomic>
@@ -29,6 +31,7 @@ class PendingReleases {
 
  private:
   void collect_completed() noexcept;
+  ForkStamp born_;
   std::mutex mutex_;
   std::vector<Retained> pending_;
   std::atomic<std::size_t> count_{0};

@@ -247,6 +247,10 @@ void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, 
                                                           : ": one buffer copy"});
     return;
   }
+  if (plan.overlap)  // two contexts' buffers over the same host bytes: no temporary on these paths
+    fail(ABR_ERR_UNSUPPORTED,
+         "the source and destination share host bytes (buffers of two contexts over one host memory): a copy "
+         "between them is not staged through a temporary; copy the source into a new tensor first, then copy that");
   plan.pack = pack ? Step::Device : Step::None;
   plan.scatter = scatter ? Step::Device : Step::None;
   if (src_can.peer_domain && src_can.peer_domain == dst_can.peer_domain) {

@@ -1,6 +1,7 @@
 #include "lib/platform/fork_guard.hpp"
 
 #include <pthread.h>
+#include <cstddef>
 #include <unistd.h>
 
 #include "lib/base/error.hpp"
@@ -31,20 +32,27 @@ void refuse_inherited(const char* what) {
 }
 
 namespace {
-// The process that opened drivers, and its fork generation; 0 and 0 until one does.
-std::atomic<int32_t> drivers_opener{0};
-std::atomic<uint32_t> drivers_opener_generation{0};
+// Per backend (its abr_backend, a small number): the process that opened its driver,
+// 0 until one did, and that process's fork generation.
+constexpr std::size_t kBackendSlots = 8;
+std::atomic<int32_t> driver_opener[kBackendSlots];
+std::atomic<uint32_t> driver_opener_generation[kBackendSlots];
+
+std::size_t slot_of(int32_t id) noexcept { return static_cast<std::size_t>(id) % kBackendSlots; }
 }  // namespace
 
-void note_drivers_opened() noexcept {
-  if (drivers_opened_before_fork() != 0) return;  // an ancestor's stay the first (and this one opened none)
-  drivers_opener_generation.store(fork_generation(), std::memory_order_relaxed);
-  drivers_opener.store(this_process_id(), std::memory_order_relaxed);
+void note_driver_opened(int32_t id) noexcept {
+  const std::size_t slot = slot_of(id);
+  if (driver_opened_before_fork(id) != 0) return;  // an ancestor's: this process opened none (it was refused)
+  driver_opener_generation[slot].store(fork_generation(), std::memory_order_relaxed);
+  driver_opener[slot].store(this_process_id(), std::memory_order_relaxed);
 }
 
-int32_t drivers_opened_before_fork() noexcept {
-  const int32_t opener = drivers_opener.load(std::memory_order_relaxed);
-  return opener != 0 && drivers_opener_generation.load(std::memory_order_relaxed) != fork_generation() ? opener : 0;
+int32_t driver_opened_before_fork(int32_t id) noexcept {
+  const std::size_t slot = slot_of(id);
+  const int32_t opener = driver_opener[slot].load(std::memory_order_relaxed);
+  return opener != 0 && driver_opener_generation[slot].load(std::memory_order_relaxed) != fork_generation() ? opener
+                                                                                                            : 0;
 }
 
 }  // namespace abr

@@ -33,11 +33,12 @@ class ForkStamp {
 // ABR_ERR_BACKEND_UNAVAILABLE for a call on `what` ("this stream") made before this process forked.
 [[noreturn]] void refuse_inherited(const char* what);
 
-// A runtime of this process opened device drivers (cuInit, an OpenCL platform's).
-void note_drivers_opened() noexcept;
-// The process that opened device drivers and then forked this one (an ancestor), or
-// 0 when none did: their state came with the fork and their threads did not, so a
-// runtime made here must not open them again.
-int32_t drivers_opened_before_fork() noexcept;
+// A runtime of this process opened the driver of backend `id` (an abr_backend: cuInit,
+// an OpenCL platform's).
+void note_driver_opened(int32_t id) noexcept;
+// The process that opened backend `id`'s driver and then forked this one (an
+// ancestor), or 0 when none did: its state came with the fork and its threads did
+// not, so a runtime made here must not open it again.
+int32_t driver_opened_before_fork(int32_t id) noexcept;
 
 }  // namespace abr

@@ -27,8 +27,8 @@ std::vector<std::unique_ptr<DeviceBackend>> open_backends(const abr_runtime_opti
                                                           const std::vector<const BackendDescriptor*>& descriptors,
                                                           std::vector<BackendReport>& unopened) {
   std::vector<std::unique_ptr<DeviceBackend>> backends;
-  const int32_t opener = drivers_opened_before_fork();
   for (const BackendDescriptor* descriptor : descriptors) {
+    const int32_t opener = driver_opened_before_fork(descriptor->id);
     register_backend(*descriptor);
     std::string why;
     if (!descriptor->make)
@@ -42,8 +42,8 @@ std::vector<std::unique_ptr<DeviceBackend>> open_backends(const abr_runtime_opti
           "\"forkserver\"",
           opener, this_process_id());
     if (why.empty()) {
-      note_drivers_opened();
       backends.push_back(descriptor->make(options, pool));
+      if (backends.back()->report().info.available) note_driver_opened(descriptor->id);
       continue;
     }
     BackendReport& report = unopened.emplace_back();

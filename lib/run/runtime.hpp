@@ -174,13 +174,13 @@ class Runtime {
   std::atomic<uint64_t> staging_chunk_{0};
   // The process that opened the backends, and its place among forks: a forked child's copy of the runtime
   // refuses device work and leaves the parent's driver state alone (queued releases, caches, its teardown).
-  const uint32_t fork_generation_ = fork_generation();
+  const ForkStamp born_;
   const int32_t opened_by_pid_ = this_process_id();
-  bool forked() const noexcept { return fork_generation() != fork_generation_; }
+  bool forked() const noexcept { return born_.inherited(); }
   [[noreturn]] void refuse_forked(const std::string& what) const;
   [[noreturn, gnu::noinline, gnu::cold]] void refuse_forked_memory(DLDeviceType type) const;  // keeps backend_of small
   void collect_releases() noexcept {
-    if (releases_->pending() != 0 && !forked()) releases_->collect();  // the fork asked only when something waits
+    releases_->collect();  // in a forked child it leaves the parent's alone
   }
   std::shared_ptr<PinnedPool> pool_;  // before the backends: it outlives them
   std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();  // closed first

@@ -221,3 +221,62 @@ TEST_CASE(
   abr_stream_destroy(host);
   clReleaseMemObject(buffer);
 }
+
+// The runtime's pending releases came with the fork: asking their events, and
+// releasing what they keep, would call the parent's driver from the child (a
+// deadlock if a parent thread held a lock the driver needs at the fork). What
+// the child asks of its own CPU stream, made before the fork, must not do that.
+TEST_CASE("OpenCL after fork: what the parent's released streams keep is left to the parent; a CPU stream works") {
+  abr_runtime* rt = nullptr;
+  REQUIRE(abr_runtime_create(nullptr, &rt) == ABR_OK);
+  std::vector<float> seed(16, 0.0f);  // a queue of the runtime's own context, held shut by a user event
+  Managed seed_src(seed.data(), f32, {16});
+  Owned probe(copy_to(rt, &seed_src.managed, ocl0, nullptr));
+  cl_context context = nullptr;
+  REQUIRE(clGetMemObjectInfo(static_cast<cl_mem>(probe->data), CL_MEM_CONTEXT, sizeof context, &context, nullptr) ==
+          CL_SUCCESS);
+  cl_device_id device_id = nullptr;
+  REQUIRE(clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device_id, &device_id, nullptr) == CL_SUCCESS);
+  cl_int status = CL_SUCCESS;
+  cl_command_queue queue = clCreateCommandQueueWithProperties(context, device_id, nullptr, &status);
+  REQUIRE(status == CL_SUCCESS);
+  cl_event gate = clCreateUserEvent(context, &status);
+  REQUIRE(status == CL_SUCCESS);
+  REQUIRE(clEnqueueBarrierWithWaitList(queue, 1, &gate, nullptr) == CL_SUCCESS);
+  abr_stream *released = nullptr, *host = nullptr;
+  REQUIRE(abr_stream_wrap(rt, ocl0, queue, &released) == ABR_OK);
+  REQUIRE(abr_stream_create(rt, cpu, &host) == ABR_OK);
+  std::vector<float> data(1 << 14, 1.5f);
+  Managed src(data.data(), f32, {1 << 14});
+  Owned device(copy_to(rt, &src.managed, ocl0, released));
+  abr_stream_release(released);  // the source goes to the runtime's pending releases
+  abr_event* complete = nullptr;
+  REQUIRE(abr_event_record(host, &complete) == ABR_OK);  // complete when recorded; it collects releases
+  clSetUserEventStatus(gate, CL_COMPLETE);
+  REQUIRE(clFinish(queue) == CL_SUCCESS);  // done, and not yet collected: no call of ours since
+  REQUIRE(src.deleted == 0);
+
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    alarm(30);
+    int failed = abr_event_synchronize(complete) == ABR_OK ? 0 : 1;
+    failed |= abr_stream_synchronize(host) == ABR_OK ? 0 : 2;
+    failed |= src.deleted == 0 ? 0 : 4;  // the parent's to release, not this child's
+    abr_stream_destroy(host);
+    _exit(failed);
+  }
+  int exit_status = 0;
+  REQUIRE(waitpid(child, &exit_status, 0) == child);
+  CHECK(WIFEXITED(exit_status));
+  CHECK(WEXITSTATUS(exit_status) == 0);
+  REQUIRE(abr_event_synchronize(complete) == ABR_OK);
+  CHECK(src.deleted == 1);  // the parent released it
+  abr_event_destroy(complete);
+  abr_stream_destroy(host);
+  device.reset();
+  probe.reset();
+  abr_runtime_destroy(rt);
+  clReleaseEvent(gate);
+  clReleaseCommandQueue(queue);
+}

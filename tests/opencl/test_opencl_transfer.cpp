@@ -542,6 +542,16 @@ TEST_CASE(
   CHECK(abr_copy(rt, &host, &a_t.t->dl_tensor, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
   CHECK_MESSAGE(error_mentions("share host bytes"), abr_last_error());
   CHECK(abr_copy(rt, &a_t.t->dl_tensor, &host, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
+  ClEnv env;  // a caller's buffer over the same bytes, in a context of its own: no temporary between contexts
+  cl_int made = CL_SUCCESS;
+  cl_mem theirs = clCreateBuffer(env.context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, n * n * 4, m, &made);
+  REQUIRE(made == CL_SUCCESS);
+  DLTensor caller{theirs, ocl0, 2, f32, shape.data(), nullptr, 0};
+  if (shared.device_id == 0) {
+    CHECK(abr_copy(rt, &caller, &a_t.t->dl_tensor, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
+    CHECK_MESSAGE(error_mentions("buffers of two contexts over one host memory"), abr_last_error());
+  }
+  clReleaseMemObject(theirs);
   bool untouched = true;
   for (int i = 0; i < n * n; ++i) untouched = untouched && m[i] == static_cast<float>(i);
   CHECK(untouched);
