@@ -15,6 +15,7 @@ import sys
 from ._errors import ArrayBridgeError, CopyRequiredError, MemoryConversionError
 from ._lib import _core, lib
 from . import _deprecated, _structure
+from ._producers import IMMUTABLE, producer_traits
 from ._transfer import copy as copy_into, from_dlpack, to_device
 
 log = logging.getLogger("arraybridge")
@@ -176,9 +177,10 @@ _IMMUTABLE = frozenset({MemoryType.JAX, MemoryType.TENSORFLOW})
 
 def _numpy_still_writable(array):
     """Whether anyone may still write the memory of NumPy `array`: unless it is
-    read-only all the way down to memory nobody writes (its own, bytes, a JAX or
-    TensorFlow array's), someone may: a read-only view of a writable array, of a
-    torch tensor (t.numpy()), of a bytearray or of a file's mapping."""
+    read-only all the way down to memory nobody writes (bytes, a JAX or TensorFlow
+    array's), someone may: a read-only view of a writable array, of a torch tensor
+    (t.numpy()), of a bytearray or a file's mapping, and read-only memory NumPy owns
+    (its owner may make it writable again)."""
     while True:
         if isinstance(array, memoryview):
             if not array.readonly:
@@ -190,10 +192,9 @@ def _numpy_still_writable(array):
             array = array.base
         else:
             break
-        if array is None:  # read-only memory of its own
-            return False
-    owner = _MODULE_ROOTS.get(type(array).__module__.partition(".")[0])
-    return not isinstance(array, bytes) and owner not in _IMMUTABLE
+        if array is None:  # NumPy's own memory (flags.writeable can be set again), or a view without an owner
+            return True
+    return not isinstance(array, bytes) and not producer_traits(type(array)) & IMMUTABLE
 
 
 def _always(data):
@@ -497,9 +498,9 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     What the source's owner treats as immutable (JAX, TensorFlow, read-only NumPy)
     never comes back as a writable alias: a NumPy result is then read-only. Nor does
     a JAX or TensorFlow array (immutable to its owner) alias memory its source may
-    still write (a torch or CuPy tensor, a writable NumPy array or a read-only view of
-    one): that reaches it as a copy, as jnp.asarray's and convert_to_tensor's, and
-    copy=False is refused.
+    still write (a torch or CuPy tensor, any NumPy array but a read-only view of bytes
+    or of a JAX or TensorFlow array): that reaches it as a copy, as jnp.asarray's and
+    convert_to_tensor's, and copy=False is refused.
     Any failure raises MemoryConversionError with the source, target and reason, but
     Python's memory running out, which stays a MemoryError.
     """

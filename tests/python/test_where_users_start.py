@@ -248,7 +248,7 @@ def test_copy_false_refuses_what_a_target_must_copy_naming_why():
 # ------------------------------------------------------------------ JAX arrays never change
 
 @pytest.mark.parametrize("source", ["numpy", "a read-only view", "torch", "a read-only view of torch's",
-                                    "a read-only view of a bytearray"])
+                                    "a read-only view of a bytearray", "read-only memory of its own"])
 def test_memory_its_source_may_still_write_reaches_jax_as_a_copy_so_a_jax_array_never_changes(source):
     """Snapshots of weights a training loop updates in place: each JAX array keeps the
     values it was made with (as jnp.asarray's copy does), so jit, which compiles a
@@ -273,11 +273,15 @@ def test_memory_its_source_may_still_write_reaches_jax_as_a_copy_so_a_jax_array_
         given.flags.writeable = False  # read-only to us, still written through `weights`
     snapshots = []
     for _ in range(3):
+        if source == "read-only memory of its own":
+            weights.flags.writeable = False  # NumPy lets its owner set it back
         snapshots.append(ab.convert.convert_memory(given, kind, "jax", None))
+        weights.flags.writeable = True
         weights += 1  # the optimizer's in-place step
     for step, snapshot in enumerate(snapshots):
         np.testing.assert_array_equal(np.asarray(snapshot), np.arange(1024, dtype=np.float32) + step)
         assert float(jax.jit(lambda: snapshot.sum())()) == float(snapshot.sum())
+    weights.flags.writeable = source != "read-only memory of its own"
     with pytest.raises(ab.MemoryConversionError, match="immutable.*still be written.*copy=False forbids"):
         ab.convert.convert_memory(given, kind, "jax", None, copy=False)
 
