@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -102,24 +103,9 @@ TEST_CASE("OpenCL abr_stream_release: the source lives until its work is done, t
     CAPTURE(by_query);
     abr_runtime* rt = nullptr;
     REQUIRE(abr_runtime_create(nullptr, &rt) == ABR_OK);
-    // A queue of the runtime's own context (found from a buffer of its), held shut by
-    // a user event: the write stays queued until the test opens it.
-    std::vector<float> seed(16, 0.0f);
-    Managed seed_src(seed.data(), f32, {16});
-    Owned probe(copy_to(rt, &seed_src.managed, ocl0, nullptr));
-    cl_context context = nullptr;
-    REQUIRE(clGetMemObjectInfo(static_cast<cl_mem>(probe->data), CL_MEM_CONTEXT, sizeof context, &context, nullptr) ==
-            CL_SUCCESS);
-    cl_device_id device_id = nullptr;
-    REQUIRE(clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device_id, &device_id, nullptr) == CL_SUCCESS);
-    cl_int status = CL_SUCCESS;
-    cl_command_queue queue = clCreateCommandQueueWithProperties(context, device_id, nullptr, &status);
-    REQUIRE(status == CL_SUCCESS);
-    cl_event gate = clCreateUserEvent(context, &status);
-    REQUIRE(status == CL_SUCCESS);
-    REQUIRE(clEnqueueBarrierWithWaitList(queue, 1, &gate, nullptr) == CL_SUCCESS);
+    auto gated = std::make_unique<RuntimeGatedQueue>(rt);  // the write stays queued until the test opens it
     abr_stream* stream = nullptr;
-    REQUIRE(abr_stream_wrap(rt, ocl0, queue, &stream) == ABR_OK);
+    REQUIRE(abr_stream_wrap(rt, ocl0, gated->queue, &stream) == ABR_OK);
 
     std::vector<float> data(1 << 16);
     for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0.5f * static_cast<float>(i);
@@ -131,7 +117,7 @@ TEST_CASE("OpenCL abr_stream_release: the source lives until its work is done, t
     CHECK(abr_event_query(done) == ABR_NOT_READY);
     CHECK(src.deleted == 0);  // still read by the queued write
 
-    clSetUserEventStatus(gate, CL_COMPLETE);
+    gated->open();
     if (by_query) {
       while (abr_event_query(done) == ABR_NOT_READY) {
       }
@@ -139,15 +125,12 @@ TEST_CASE("OpenCL abr_stream_release: the source lives until its work is done, t
       REQUIRE(abr_event_synchronize(done) == ABR_OK);
     }
     CHECK(src.deleted == 1);  // seeing the event complete released it, not the runtime's next call
+    gated.reset();
     abr_runtime_destroy(rt);
     CHECK(src.deleted == 1);
     CHECK(std::memcmp(read_mem(static_cast<cl_mem>(device->data), 0, data.size() * 4).data(), data.data(),
                       data.size() * 4) == 0);
     abr_event_destroy(done);
-    device.reset();
-    probe.reset();
-    clReleaseEvent(gate);
-    clReleaseCommandQueue(queue);
   }
 }
 
@@ -229,22 +212,9 @@ TEST_CASE(
 TEST_CASE("OpenCL after fork: what the parent's released streams keep is left to the parent; a CPU stream works") {
   abr_runtime* rt = nullptr;
   REQUIRE(abr_runtime_create(nullptr, &rt) == ABR_OK);
-  std::vector<float> seed(16, 0.0f);  // a queue of the runtime's own context, held shut by a user event
-  Managed seed_src(seed.data(), f32, {16});
-  Owned probe(copy_to(rt, &seed_src.managed, ocl0, nullptr));
-  cl_context context = nullptr;
-  REQUIRE(clGetMemObjectInfo(static_cast<cl_mem>(probe->data), CL_MEM_CONTEXT, sizeof context, &context, nullptr) ==
-          CL_SUCCESS);
-  cl_device_id device_id = nullptr;
-  REQUIRE(clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device_id, &device_id, nullptr) == CL_SUCCESS);
-  cl_int status = CL_SUCCESS;
-  cl_command_queue queue = clCreateCommandQueueWithProperties(context, device_id, nullptr, &status);
-  REQUIRE(status == CL_SUCCESS);
-  cl_event gate = clCreateUserEvent(context, &status);
-  REQUIRE(status == CL_SUCCESS);
-  REQUIRE(clEnqueueBarrierWithWaitList(queue, 1, &gate, nullptr) == CL_SUCCESS);
+  auto gated = std::make_unique<RuntimeGatedQueue>(rt);
   abr_stream *released = nullptr, *host = nullptr;
-  REQUIRE(abr_stream_wrap(rt, ocl0, queue, &released) == ABR_OK);
+  REQUIRE(abr_stream_wrap(rt, ocl0, gated->queue, &released) == ABR_OK);
   REQUIRE(abr_stream_create(rt, cpu, &host) == ABR_OK);
   std::vector<float> data(1 << 14, 1.5f);
   Managed src(data.data(), f32, {1 << 14});
@@ -252,8 +222,8 @@ TEST_CASE("OpenCL after fork: what the parent's released streams keep is left to
   abr_stream_release(released);  // the source goes to the runtime's pending releases
   abr_event* complete = nullptr;
   REQUIRE(abr_event_record(host, &complete) == ABR_OK);  // complete when recorded; it collects releases
-  clSetUserEventStatus(gate, CL_COMPLETE);
-  REQUIRE(clFinish(queue) == CL_SUCCESS);  // done, and not yet collected: no call of ours since
+  gated->open();
+  REQUIRE(clFinish(gated->queue) == CL_SUCCESS);  // done, and not yet collected: no call of ours since
   REQUIRE(src.deleted == 0);
 
   const pid_t child = fork();
@@ -275,8 +245,6 @@ TEST_CASE("OpenCL after fork: what the parent's released streams keep is left to
   abr_event_destroy(complete);
   abr_stream_destroy(host);
   device.reset();
-  probe.reset();
+  gated.reset();
   abr_runtime_destroy(rt);
-  clReleaseEvent(gate);
-  clReleaseCommandQueue(queue);
 }

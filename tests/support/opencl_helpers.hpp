@@ -65,6 +65,38 @@ struct GatedQueue {
   }
 };
 
+// A queue of the runtime's own context on opencl:0 (found from a buffer of its), held
+// shut by a user event: work queued on it stays queued until open(), and a stream
+// wrapping it keeps what that work reads.
+struct RuntimeGatedQueue {
+  std::vector<float> seed = std::vector<float>(16, 0.0f);
+  Managed seed_src{seed.data(), f32, {16}};
+  Owned probe;
+  cl_command_queue queue = nullptr;
+  cl_event gate = nullptr;
+  explicit RuntimeGatedQueue(abr_runtime* rt) : probe(copy_to(rt, &seed_src.managed, ocl0, nullptr)) {
+    cl_context context = nullptr;
+    REQUIRE(clGetMemObjectInfo(static_cast<cl_mem>(probe->data), CL_MEM_CONTEXT, sizeof context, &context, nullptr) ==
+            CL_SUCCESS);
+    cl_device_id device_id = nullptr;
+    REQUIRE(clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device_id, &device_id, nullptr) == CL_SUCCESS);
+    cl_int status = CL_SUCCESS;
+    queue = clCreateCommandQueueWithProperties(context, device_id, nullptr, &status);
+    REQUIRE(status == CL_SUCCESS);
+    gate = clCreateUserEvent(context, &status);
+    REQUIRE(status == CL_SUCCESS);
+    REQUIRE(clEnqueueBarrierWithWaitList(queue, 1, &gate, nullptr) == CL_SUCCESS);
+  }
+  void open() { clSetUserEventStatus(gate, CL_COMPLETE); }
+  ~RuntimeGatedQueue() {  // before the runtime goes: the probe is its memory
+    open();
+    clReleaseEvent(gate);
+    clReleaseCommandQueue(queue);
+  }
+  RuntimeGatedQueue(const RuntimeGatedQueue&) = delete;
+  RuntimeGatedQueue& operator=(const RuntimeGatedQueue&) = delete;
+};
+
 // Reads bytes of any buffer (the runtime's or the test's) with a queue of its own context.
 inline std::vector<char> read_mem(cl_mem mem, std::size_t offset, std::size_t bytes) {
   cl_context context = nullptr;
