@@ -59,14 +59,28 @@ def transport(framework):
                          f"{', '.join(TRANSPORTS)}") from None
 
 
+# The kinds of memory each framework's arrays live in (None: any); receive_on refuses
+# the others at once rather than fail the first read that lands there.
+_HOLDS = {"numpy": ("cpu", "cuda_host"), "torch": ("cpu", "cuda"), "jax": ("cpu", "cuda"), "cupy": ("cuda",),
+          "tensorflow": ("cpu", "cuda"), "pyclesperanto": ("opencl",), "arraybridge": None}
+
+
 def receive_on(device, framework=None):
     """Arrays received in this process land on `device` ("cpu", "cuda:1", "opencl:0"),
-    for one framework or (framework=None) all; None goes back to the framework's own."""
-    from ._device import parse_device
-    if device is not None:
-        parse_device(device)  # a device arraybridge knows, or ValueError now rather than mid-transfer
-    for name in [framework] if framework else list(TRANSPORTS):
-        transport(name)
+    for one framework or (framework=None) each framework whose arrays live in that
+    kind of memory (arraybridge Tensors in any); None goes back to the framework's own.
+    A framework that cannot hold such arrays (NumPy on "opencl:0") is a ValueError."""
+    from ._device import device_string, parse_device
+    kind = device_string(*parse_device(device)).partition(":")[0] if device is not None else None
+    if framework is not None:
+        transport(framework)
+        if kind is not None and _HOLDS[framework] is not None and kind not in _HOLDS[framework]:
+            raise ValueError(f"arraybridge.ray: {framework} arrays cannot live in {kind} memory (they hold "
+                             f"{' or '.join(_HOLDS[framework])}): receive {framework} on one of those, or "
+                             f"arraybridge Tensors (receive_on({device!r}, 'arraybridge'))")
+    names = [framework] if framework else [f for f, holds in _HOLDS.items() if kind is None or holds is None
+                                               or kind in holds]
+    for name in names:
         if device is None:
             _state["devices"].pop(name, None)
         else:

@@ -211,6 +211,37 @@ def test_a_refused_cast_into_out_is_raised_before_anything_is_read():
     assert done.returncode == 0 and "refused cast ok" in done.stdout, done.stdout + done.stderr
 
 
+WITHDRAWN = """
+import numpy as np
+import arraybridge as ab
+from arraybridge import nixl
+nixl.skip_infiniband()
+with nixl.Peer("a") as a, nixl.Peer("b") as b:
+    a.connect(b.address)
+    handle, description = a.publish([np.arange(4.0), np.ones((2, 3), np.int32)[:, ::2]])
+    first, strided = b.read(description)
+    assert np.from_dlpack(first).tolist() == [0.0, 1.0, 2.0, 3.0] and np.from_dlpack(strided).tolist() == [[1, 1]] * 2
+    assert b.read(description)[0].shape == (4,)  # as often as it likes
+    a.withdraw(handle)
+    for step in ("withdrawn", "its slot taken again"):
+        try:
+            got = b.read(description)
+            raise SystemExit(f"{step}: read {np.from_dlpack(got[0]).tolist()}")
+        except ab.ArrayBridgeError as error:
+            assert error.status_name == "withdrawn" and "withdrew that publication" in str(error), error
+        again, _ = a.publish([np.full(4, -7.0)])  # the same slot: another publication's bytes
+    print("withdrawn ok")
+"""
+
+
+def test_a_withdrawn_publication_is_refused_never_read_as_what_its_slot_holds_next():
+    """A helper's hunt: read() of a withdrawn description returned the slot's next
+    publication ([-7, -7, -7, -7] for [0, 1, 2, 3]), silently."""
+    done = subprocess.run([sys.executable, "-c", WITHDRAWN], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
+    assert done.returncode == 0 and "withdrawn ok" in done.stdout, done.stdout + done.stderr
+
+
 UNASKED = """
 import os, warnings
 from arraybridge import nixl

@@ -22,6 +22,7 @@ import ray  # noqa: E402
 pytestmark = pytest.mark.slow  # one local Ray and five actors: about 90 s here
 ONE_SHARD = True  # one Ray cluster for the module (tests/python/shards.py)
 
+import arraybridge as ab  # noqa: E402
 import arraybridge.ray as abray  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,6 +54,23 @@ def kinds_of(framework):
         kinds = ["read-only", "bf16"]
     return kinds
 
+
+
+def test_receive_on_a_device_a_framework_cannot_hold_is_refused_at_once():
+    """receive_on("opencl:0") for every framework reached NumPy's transport, whose first
+    read then failed deep in Ray with NumPy's "Unsupported device in DLTensor"."""
+    try:
+        abray.receive_on("opencl:0")
+        assert set(abray._state["devices"]) == {"pyclesperanto", "arraybridge"}, abray._state["devices"]
+        abray.receive_on(None)
+        assert abray._state["devices"] == {}
+        with pytest.raises(ValueError, match=r"numpy arrays cannot live in opencl memory .*receive_on\('opencl:0', "
+                                             r"'arraybridge'\)"):
+            abray.receive_on("opencl:0", "numpy")
+        abray.receive_on("cuda:1", "torch")
+        assert abray._state["devices"] == {"torch": "cuda:1"}
+    finally:
+        abray.receive_on(None)
 
 def test_register_names_a_transport_per_framework_and_again_changes_nothing(actors):
     registered, ray_actors, *_ = actors
@@ -167,9 +185,14 @@ def test_a_receiver_killed_mid_read_costs_the_sender_nothing_it_keeps(actors):
     assert after["registrations"] <= before["registrations"] + 5  # the arena grew for 256 MiB once, no more
 
 
-def test_a_sender_killed_before_the_read_is_an_error_not_a_hang(actors):
+@pytest.mark.parametrize("connected", [False, True])
+def test_a_sender_killed_before_the_read_is_an_error_not_a_hang(actors, connected):
+    """Connected first (a read from it done), NIXL raised its own nixlRemoteDisconnectError
+    where PeerLostError is promised (a helper's hunt)."""
     _, ray_actors, _, receiver = actors
     doomed = ray_actors.Sender.remote()
+    if connected:
+        assert ray.get(receiver.check.remote("numpy", doomed.numpy.remote(["strided"])), timeout=TIMEOUT) == []
     ref = doomed.numpy.remote(["strided"])
     ray.wait([ref], timeout=TIMEOUT)
     ray.kill(doomed)
@@ -180,6 +203,8 @@ def test_a_sender_killed_before_the_read_is_an_error_not_a_hang(actors):
     assert time.monotonic() - start < TIMEOUT
     text = str(raised.value)
     assert "PeerLostError" in text or "died" in text.lower() or "lost" in text.lower(), text
+    if connected:  # the read itself found the sender gone: ours, not NIXL's own exception
+        assert isinstance(getattr(raised.value, "cause", None), ab.PeerLostError), text
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is installed by `make test`")

@@ -3,6 +3,7 @@ framework (Peer), and one transfer under way (Transfer). It carries out the
 moves over the wire (_wire) from and into registered memory (_arena)."""
 import itertools
 import json
+import secrets
 import socket
 import threading
 import time
@@ -405,23 +406,27 @@ class Peer:
             end = round_up(end + nbytes_of(tensor.dtype, list(tensor.shape)), 256)
         devices = {tensor.device for tensor in tensors}
         arena = self._arena(devices.pop() if len(devices) == 1 else "cpu")
-        slot = arena.take(end)
+        stamp_at, token = end, secrets.randbits(63) | 1  # after the data: what a reader checks it read
+        slot = arena.take(end + _STAMP_BYTES)
         try:
             views = [arena.view(slot, e["dtype"], e["shape"], e["at"]) for e in entries]
-            if tensors:
-                _core.copy_many(tensors, views)  # one batch: strided packed, devices read, in one call
+            stamp = _stamp(token)
+            _core.copy_many(tensors + [stamp], views + [_stamp_view(arena, slot, stamp_at)])  # one batch
             metadata = self._call(self._agent.get_partial_agent_metadata, slot.block.reg).hex()
         except BaseException:
             arena.give_back(slot)
             raise
-        description = {"peer": self.name, "address": list(self.address), "slot": slot.address, "nbytes": end,
-                       "mem": arena.mem, "device": arena.device_id, "block": slot.block.base, "metadata": metadata,
-                       "tensors": entries}
-        return (arena, slot), description
+        description = {"peer": self.name, "address": list(self.address), "slot": slot.address,
+                       "nbytes": end + _STAMP_BYTES, "mem": arena.mem, "device": arena.device_id,
+                       "block": slot.block.base, "metadata": metadata, "tensors": entries, "stamp": [stamp_at, token]}
+        return (arena, slot, stamp_at), description
 
     def withdraw(self, handle):
-        """Gives back the slot publish() took: nobody may read that description any more."""
-        arena, slot = handle
+        """Gives back the slot publish() took: nobody may read that description any more. Its
+        stamp is cleared first, so a read of it from now on raises (the slot's next
+        publication has a stamp of its own) instead of returning what the slot holds next."""
+        arena, slot, stamp_at = handle
+        _core.copy(_stamp(0), _stamp_view(arena, slot, stamp_at))
         arena.give_back(slot)
 
     def read(self, description, *, device="cpu", timeout=None, abort=None, read_only=True):
@@ -431,7 +436,7 @@ class Peer:
         Connects to that peer first where it is not connected yet. Its death raises
         PeerLostError; `abort` (a threading.Event) set from another thread ends the wait
         with ArrayBridgeError."""
-        name, address, entries, nbytes, remote = checked_publication(description)
+        name, address, entries, nbytes, remote, (stamp_at, token) = checked_publication(description)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         link = self._links.get(name)
         if link is None:
@@ -464,13 +469,24 @@ class Peer:
             if nbytes:
                 local = self._call(self._agent.get_xfer_descs, [(slot.address, nbytes, arena.device_id)], arena.mem)
                 far = self._call(self._agent.get_xfer_descs, [remote[:3]], remote[3])
-                handle = self._call(self._agent.initialize_xfer, "READ", local, far, name)
-                if self._call(self._agent.transfer, handle) == "ERR":  # refused: nothing was posted
+                try:  # a peer gone since the connection: NIXL raises here, in its words
+                    handle = self._call(self._agent.initialize_xfer, "READ", local, far, name)
+                    posted = self._call(self._agent.transfer, handle)
+                except Exception as error:
+                    if not _disconnected(error):
+                        raise
+                    raise PeerLostError(f"arraybridge.nixl: peer {name!r} is gone ({why_lost(link)})") from error
+                if posted == "ERR":  # refused: nothing was posted
                     raise ArrayBridgeError(f"arraybridge.nixl: NIXL refused to read {nbytes} bytes from peer "
                                            f"{name!r}", None, "transfer_failed")
                 safe = False  # posted: the slot may be written until the READ ends
                 self._poll_read(handle, link, nbytes, True, deadline, abort)
                 safe = True
+            seen = _core.to_device(_stamp_view(arena, slot, stamp_at), "cpu", copy=True)
+            if any(word != token for word in memoryview(seen).tolist()):
+                raise ArrayBridgeError(f"arraybridge.nixl: peer {name!r} withdrew that publication (its memory now "
+                                       "holds something else, or nothing): read a description it still publishes",
+                                       None, "withdrawn")
             results = []
             for e in entries:
                 tensor = _core.to_device(arena.view(slot, e["dtype"], tuple(e["shape"]), e["at"]), device, copy=True)
@@ -577,6 +593,19 @@ class Peer:
             arena.release()
         self._links.clear()
         self._agent = None
+
+
+# A publication's stamp: its token twice, after its data (what a one-sided READ checks).
+_STAMP_BYTES = 16
+
+
+def _stamp(token):
+    import numpy as np  # as the arena's views: NIXL's own Python API needs NumPy
+    return np.array([token, token], np.uint64)
+
+
+def _stamp_view(arena, slot, at):
+    return arena.view(slot, "uint64", (2,), at)
 
 
 def _disconnected(error):

@@ -159,24 +159,26 @@ def canonical_dtype(dtype):
 
 
 def checked_publication(description):
-    """(peer, address, entries, nbytes, (address, nbytes, device, mem)) of a publication, each
-    field checked: it came through another process."""
+    """(peer, address, entries, nbytes, (address, nbytes, device, mem), (stamp offset, token))
+    of a publication, each field checked: it came through another process."""
     try:
         name, address, entries = description["peer"], tuple(description["address"]), description["tensors"]
         nbytes, slot, mem, device = description["nbytes"], description["slot"], description["mem"], description["device"]
         int(description["block"]), bytes.fromhex(description["metadata"])
-        ends = [e["at"] + nbytes_of(e["dtype"], e["shape"]) for e in entries]
+        stamp_at, token = description["stamp"]
+        ends = [e["at"] + nbytes_of(e["dtype"], e["shape"]) for e in entries] + [stamp_at + 16]
         valid = (isinstance(name, str) and len(address) == 2 and isinstance(nbytes, int) and isinstance(slot, int)
                  and isinstance(device, int) and mem in ("DRAM", "VRAM")
                  and all(e["dtype"] in SENDABLE and all(isinstance(n, int) and n >= 0 for n in e["shape"])
                          and isinstance(e["at"], int) and e["at"] >= 0 and isinstance(e["read_only"], bool)
                          for e in entries)
-                 and all(end <= nbytes for end in ends))
+                 and isinstance(stamp_at, int) and isinstance(token, int) and 0 < token < 2**64
+                 and all(end <= nbytes for end in ends) and all(end <= stamp_at for end in ends[:-1]))
     except (KeyError, TypeError, ValueError, AttributeError):
         valid = False
     if not valid:
         raise ArrayBridgeError(f"arraybridge.nixl: a malformed publication: {description!r}", None, "malformed_offer")
-    return name, address, entries, nbytes, (slot, nbytes, device, mem)
+    return name, address, entries, nbytes, (slot, nbytes, device, mem), (stamp_at, token)
 
 
 def checked_offer(offer, name):
