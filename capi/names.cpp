@@ -44,7 +44,10 @@ abr_status abr_dtype_parse(const char* text, DLDataType* out) {
 }
 
 abr_status abr_dtype_format(DLDataType dtype, char* out, size_t size) {
-  return abr::capi::guarded(__func__, [&] { write_name(abr::dtype_name(dtype), out, size); });
+  return abr::capi::guarded(__func__, [&] {
+    abr::check_nameable(dtype);  // only names abr_dtype_parse reads back: "float32x0" is no name
+    write_name(abr::dtype_name(dtype), out, size);
+  });
 }
 
 abr_status abr_device_kind_init(abr_device_kind* kind, unsigned int version) {

@@ -35,7 +35,7 @@ inline std::size_t caller_size(uint32_t version, const StructVersions& v) {
 // abr_X_init: zeroes the bytes of `version` and stamps it.
 template <class T>
 void init_versioned(T* out, unsigned int version, const StructVersions& v) {
-  if (!out) fail(ABR_ERR_INVALID_ARGUMENT, "{}: the {} pointer is NULL", v.init, v.name);
+  if (!out) fail(ABR_ERR_INVALID_ARGUMENT, "the {} pointer is NULL", v.name);  // after the call's own name
   const std::size_t size = caller_size(version, v);
   std::memset(static_cast<void*>(out), 0, size);
   out->version = version;

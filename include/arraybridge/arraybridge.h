@@ -298,7 +298,8 @@ ABR_API const char* abr_path_string(abr_path path);
 
 /*
  * The names of devices and dtypes, one vocabulary for every binding. Parsing
- * ignores case and blanks; a bad name is ABR_ERR_INVALID_ARGUMENT naming it.
+ * ignores case and leading and trailing blanks ("CUDA:1 " is cuda:1, "cuda : 1" no
+ * name); a bad name is ABR_ERR_INVALID_ARGUMENT naming it.
  * Formatting writes a NUL-terminated name into out[size] (ABR_NAME_MAX always
  * fits) and fails with ABR_ERR_INVALID_ARGUMENT, writing nothing, when it does not fit.
  *   devices: "cpu", "cuda:N", "cuda_host", "cuda_managed", "opencl:N" ("cuda" = "cuda:0");
@@ -308,7 +309,9 @@ ABR_API const char* abr_path_string(abr_path path);
  *            or id and an id other than 0 on cpu, cuda_host or cuda_managed.
  *   dtypes:  "float32", "int8", "uint64", "bool", "bfloat16", "complex64",
  *            "float8_e4m3fn", ..., with lanes "float32x4"; codes without a name
- *            format as "dlpack_dtype_C_B". Parsing checks only the spelling.
+ *            format (and parse) as "dlpack_dtype_C_B". One grammar both ways too:
+ *            format refuses a dtype whose name would not parse back (bits or lanes 0).
+ *            Parsing checks only the spelling.
  */
 #define ABR_NAME_MAX 64
 ABR_API abr_status abr_device_parse(const char* text, DLDevice* out);

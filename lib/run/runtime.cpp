@@ -236,8 +236,9 @@ void Runtime::check_stream(const Stream* stream, DLDevice a, DLDevice b) const {
   if (!stream) return;
   const DLDevice s = stream->device();
   if (!same_device(s, a) && !same_device(s, b))
-    fail(ABR_ERR_INVALID_ARGUMENT, "the stream belongs to {}, which is neither {} nor {}", device_string(s),
-         device_string(a), device_string(b));
+    fail(ABR_ERR_INVALID_ARGUMENT, "the stream belongs to {}, which is {}", device_string(s),
+         same_device(a, b) ? fmt::format("not {}", device_string(a))
+                           : fmt::format("neither {} nor {}", device_string(a), device_string(b)));
 }
 
 template <class Managed>

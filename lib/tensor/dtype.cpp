@@ -166,6 +166,18 @@ std::string dtype_name(DLDataType dtype) {
   return dtype.lanes == 1 ? base : fmt::format("{}x{}", base, dtype.lanes);
 }
 
+void check_nameable(DLDataType dtype) {
+  const std::string name = dtype_name(dtype);
+  bool reads_back = false;
+  try {
+    reads_back = same_dtype(parse_dtype(name), dtype);
+  } catch (const Error&) {
+  }
+  if (!reads_back)
+    fail(ABR_ERR_INVALID_ARGUMENT, "dtype (code {}, bits {}, lanes {}) has no name: \"{}\" would not read back as it",
+         dtype.code, dtype.bits, dtype.lanes, name);
+}
+
 DLDataType parse_dtype(std::string_view text) {
   std::string clean = normalized_name(text);
   auto refuse = [&]() -> DLDataType {
@@ -187,6 +199,16 @@ DLDataType parse_dtype(std::string_view text) {
     clean.resize(x);
   }
   if (clean == "bool") return {kDLBool, 8, lanes};
+  constexpr std::string_view kUnnamed = "dlpack_dtype_";  // dtype_name's form for a code without a name
+  if (clean.compare(0, kUnnamed.size(), kUnnamed) == 0) {
+    const std::string_view rest = std::string_view(clean).substr(kUnnamed.size());
+    const std::size_t cut = rest.find('_');
+    uint64_t code = 0, bits = 0;
+    if (cut == std::string_view::npos || !parse_decimal(rest.substr(0, cut), 255, &code) ||
+        !parse_decimal(rest.substr(cut + 1), 255, &bits) || bits == 0)
+      return refuse();
+    return {static_cast<uint8_t>(code), static_cast<uint8_t>(bits), lanes};
+  }
   for (int code = 0; code < 256; ++code) {
     const char* name = code_name(static_cast<uint8_t>(code));
     if (!name) continue;

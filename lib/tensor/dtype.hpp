@@ -45,9 +45,13 @@ const char* cast_loses(DLDataType from, DLDataType to);
 // "dlpack_dtype_42_7" for a code without a name.
 std::string dtype_name(DLDataType dtype);
 
-// The inverse of dtype_name for named codes; case and blanks are ignored. Only
-// the spelling is checked (validate_dtype judges the result). Throws
-// ABR_ERR_INVALID_ARGUMENT naming the text.
+// Refuses (ABR_ERR_INVALID_ARGUMENT) a dtype whose dtype_name parse_dtype would not
+// read back as itself (bits or lanes 0, opaque8): abr_dtype_format writes only names.
+void check_nameable(DLDataType dtype);
+
+// The inverse of dtype_name, "dlpack_dtype_42_7" included; case and leading and
+// trailing blanks are ignored. Only the spelling is checked (validate_dtype judges
+// the result). Throws ABR_ERR_INVALID_ARGUMENT naming the text.
 DLDataType parse_dtype(std::string_view text);
 
 }  // namespace abr

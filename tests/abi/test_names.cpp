@@ -197,3 +197,35 @@ TEST_CASE("names: the device kinds, the CPU first, then each built-in backend's,
   CHECK(std::string(abr_last_error()).find("abr_device_kind.version is 0") != std::string::npos);
   CHECK(abr_device_kind_count(nullptr) == ABR_ERR_INVALID_ARGUMENT);
 }
+
+// A hunt found abr_dtype_format writing names abr_dtype_parse refused: "dlpack_dtype_200_8"
+// (the header's own form for codes without a name), "float32x0", "int0", "opaque8".
+TEST_CASE("names: every dtype abr_dtype_format names parses back to the same DLDataType; the rest it refuses") {
+  int named = 0, refused = 0;
+  for (int code : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 42, 200, 255})
+    for (int bits : {0, 1, 4, 6, 8, 16, 32, 64, 128, 255})
+      for (int lanes : {0, 1, 2, 4, 65535}) {
+        const DLDataType dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), static_cast<uint16_t>(lanes)};
+        CAPTURE(code);
+        CAPTURE(bits);
+        CAPTURE(lanes);
+        char text[ABR_NAME_MAX] = "untouched";
+        if (abr_dtype_format(dtype, text, sizeof text) != ABR_OK) {
+          ++refused;
+          CHECK(std::string(text) == "untouched");
+          CHECK(std::string(abr_last_error()).find("would not read back") != std::string::npos);
+          continue;
+        }
+        ++named;
+        CAPTURE(text);
+        DLDataType back{};
+        REQUIRE(abr_dtype_parse(text, &back) == ABR_OK);
+        CHECK((back.code == dtype.code && back.bits == dtype.bits && back.lanes == dtype.lanes));
+      }
+  CHECK(named > 300);
+  CHECK(refused > 100);  // every bits 0 and lanes 0, at least
+  DLDataType unnamed{};
+  REQUIRE(abr_dtype_parse("DLPACK_DTYPE_200_8x4 ", &unnamed) == ABR_OK);
+  CHECK((unnamed.code == 200 && unnamed.bits == 8 && unnamed.lanes == 4));
+  CHECK(abr_dtype_parse("float 32", &unnamed) == ABR_ERR_INVALID_ARGUMENT);  // blanks inside a name are no name
+}
