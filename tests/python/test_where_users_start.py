@@ -237,8 +237,9 @@ def test_copy_false_refuses_what_a_target_must_copy_naming_why():
     if HAVE_TORCH:
         with pytest.raises(ab.MemoryConversionError, match="read-only.*copy=False"):
             ab.convert.convert_memory(frozen, "numpy", "torch", None, copy=False)
-    jnp = pytest.importorskip("jax.numpy")
-    stepped = np.asarray(jnp.arange(4.0))[::2]  # nobody may write it: what is refused is a layout JAX cannot hold
+    # Of bytes, which nobody may write: what is refused is a layout JAX cannot hold (and no JAX
+    # import here: under memcheck it costs a minute in the shard without JAX's modules).
+    stepped = np.frombuffer(np.arange(4, dtype=np.float32).tobytes(), np.float32)[::2]
     with pytest.raises(ab.MemoryConversionError, match="copy=False.*contiguous=True, source strided"):
         ab.convert.convert_memory(stepped, "numpy", "jax", None, copy=False)
     got = ab.convert.convert_memory(np.arange(4.0), "numpy", "numpy", None, copy=True)
@@ -247,6 +248,7 @@ def test_copy_false_refuses_what_a_target_must_copy_naming_why():
 
 # ------------------------------------------------------------------ JAX arrays never change
 
+@pytest.mark.slow  # JAX and torch in one module: under memcheck, JAX's import belongs to a shard of its own
 @pytest.mark.parametrize("source", ["numpy", "a read-only view", "torch", "a read-only view of torch's",
                                     "a read-only view of a bytearray", "read-only memory of its own"])
 def test_memory_its_source_may_still_write_reaches_jax_as_a_copy_so_a_jax_array_never_changes(source):
@@ -286,6 +288,7 @@ def test_memory_its_source_may_still_write_reaches_jax_as_a_copy_so_a_jax_array_
         ab.convert.convert_memory(given, kind, "jax", None, copy=False)
 
 
+@pytest.mark.slow  # as above
 def test_memory_nobody_may_write_still_reaches_jax_without_a_copy():
     jnp = pytest.importorskip("jax.numpy")
     owned = jnp.arange(1024.0)
