@@ -69,13 +69,4 @@ inline abr_event& event_of(abr_event* handle) {
   return *handle;
 }
 
-// A stream's or event's driver object made before this process forked is the parent's:
-// let go of without a call into the driver (it goes with the process). True if it was.
-template <typename DriverObject>
-bool leak_if_inherited(std::unique_ptr<DriverObject>& impl) noexcept {
-  if (!impl || !impl->inherited()) return false;
-  (void)impl.release();
-  return true;
-}
-
 }  // namespace abr::capi

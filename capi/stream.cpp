@@ -1,9 +1,9 @@
 // Stream and event entry points.
 #include "capi/handles.hpp"
 
+using abr::leak_if_inherited;
 using abr::capi::event_of;
 using abr::capi::guarded;
-using abr::capi::leak_if_inherited;
 using abr::capi::require_pointer;
 using abr::capi::runtime_of;
 using abr::capi::stream_of;

@@ -78,6 +78,15 @@ class Stream {
   ForkStamp born_;
 };
 
+// A stream's or event's driver object made before this process forked is the parent's:
+// let go of without a call into the driver (it goes with the process). True if it was.
+template <typename DriverObject>
+bool leak_if_inherited(std::unique_ptr<DriverObject>& object) noexcept {
+  if (!object || !object->inherited()) return false;
+  (void)object.release();
+  return true;
+}
+
 class InlineHostStream final : public Stream {
  public:
   DLDevice device() const override { return {kDLCPU, 0}; }
