@@ -482,7 +482,7 @@ class Peer:
                 safe = False  # posted: the slot may be written until the READ ends
                 self._poll_read(handle, link, nbytes, True, deadline, abort)
                 safe = True
-            seen = _core.to_device(_stamp_view(arena, slot, stamp_at), "cpu", copy=True)
+            seen = _core.to_device(_stamp_view(arena, slot, stamp_at), "cpu")  # host memory: a view, no copy
             if any(word != token for word in memoryview(seen).tolist()):
                 raise ArrayBridgeError(f"arraybridge.nixl: peer {name!r} withdrew that publication (its memory now "
                                        "holds something else, or nothing): read a description it still publishes",
