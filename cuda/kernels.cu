@@ -140,6 +140,13 @@ __device__ inline F to_float(const Value& v) {
   return v.is_unsigned ? static_cast<F>(static_cast<uint64_t>(v.bits)) : static_cast<F>(v.bits);
 }
 
+// A float rounded to odd, from which half and bfloat16 round once (an integer directly,
+// not through its double: as the host cast's as_float_odd).
+__device__ inline float to_float_odd(const Value& v) {
+  if (!v.integral) return abr::double_to_float_odd(v.re);
+  return v.is_unsigned ? abr::integer_to_float_odd(static_cast<uint64_t>(v.bits)) : abr::integer_to_float_odd(v.bits);
+}
+
 __device__ void write(char* p, int kind, const Value& v) {
   using namespace abr::cuda;
   switch (kind) {
@@ -154,12 +161,12 @@ __device__ void write(char* p, int kind, const Value& v) {
     case kUInt16: store_integer<uint16_t>(p, v, 0.0, 65535.0, 0, UINT16_MAX); break;
     case kUInt32: store_integer<uint32_t>(p, v, 0.0, 4294967295.0, 0, UINT32_MAX); break;
     case kUInt64: store_integer<uint64_t>(p, v, 0.0, 18446744073709551615.0, 0, UINT64_MAX); break;
-    case kFloat16: store<uint16_t>(p, abr::double_to_half(v.re)); break;  // rounded once, as the host cast
-    case kBFloat16: store<uint16_t>(p, abr::double_to_bfloat16(v.re)); break;
+    case kFloat16: store<uint16_t>(p, abr::float_to_half(to_float_odd(v))); break;  // rounded once, as the host cast
+    case kBFloat16: store<uint16_t>(p, abr::float_to_bfloat16(to_float_odd(v))); break;
     case kFloat32: store<float>(p, to_float<float>(v)); break;
     case kFloat64: store<double>(p, to_float<double>(v)); break;
     case kComplex64:
-      store<float>(p, static_cast<float>(v.re));
+      store<float>(p, to_float<float>(v));
       store<float>(p + 4, static_cast<float>(v.im));
       break;
     case kComplex128:

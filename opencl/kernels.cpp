@@ -48,6 +48,8 @@ ABR_COPY_KERNEL(abr_copy_8, ulong)
 
 // `wide` narrowed to a float rounded to odd, for a half or bfloat16 destination: a double
 // then rounds once (as double_to_float_odd in lib/tensor/half_bits.hpp); a float stays itself.
+// An integer goes to its float rounded to odd directly (integer_to_float_odd there): through
+// `wide` an int64 rounded twice, and without fp64 an int32 too.
 // A NaN becomes the host cast's quiet half NaN with its sign (vstore_half's is the driver's:
 // PoCL's 0x7fff).
 constexpr const char* kNarrow = R"CL(
@@ -58,6 +60,15 @@ static float abr_narrow(wide v) {
   if (fabs((wide)f) > fabs(v)) bits -= 1u;
   return as_float(bits | 1u);
 }
+static float abr_magnitude_odd(ulong m, int negative) {
+  const int shift = max(0, 40 - (int)clz(m));
+  ulong kept = m >> shift;
+  if ((kept << shift) != m) kept |= 1ul;
+  const float f = (float)(uint)kept * as_float((uint)(127 + shift) << 23);
+  return negative ? -f : f;
+}
+static float abr_signed_odd(long v) { return abr_magnitude_odd(v < 0 ? (ulong)0 - (ulong)v : (ulong)v, v < 0); }
+static float abr_unsigned_odd(ulong v) { return abr_magnitude_odd(v, 0); }
 static void abr_store_half(wide v, __global ushort* d) {
   if (isnan(v)) *d = signbit(v) ? (ushort)0xFE00u : (ushort)0x7E00u;
   else vstore_half_rte(abr_narrow(v), 0, (__global half*)d);
@@ -140,9 +151,14 @@ std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
       nonzero = "(s->x != 0 || s->y != 0)";
       break;
   }
+  const bool from_integer = s.kind == Kind::Signed || s.kind == Kind::Unsigned;
+  if (from_integer && (d.kind == Kind::Half || d.kind == Kind::BFloat16))
+    value = s.kind == Kind::Signed ? "(wide)abr_signed_odd((long)*s)" : "(wide)abr_unsigned_odd((ulong)*s)";
   switch (d.kind) {
     case Kind::Bool: return "*d = " + nonzero + " ? 1 : 0;";
-    case Kind::Complex: return fmt::format("d->x = ({0}){1}; d->y = ({0}){2};", d.real, value, imag);
+    case Kind::Complex:
+      if (from_integer) return fmt::format("d->x = ({})*s; d->y = 0;", d.real);  // directly, as integer to float
+      return fmt::format("d->x = ({0}){1}; d->y = ({0}){2};", d.real, value, imag);
     case Kind::Half: return "abr_store_half(" + value + ", d);";
     case Kind::BFloat16: return "*d = abr_float_to_bf16(abr_narrow(" + value + "));";
     case Kind::Signed:
@@ -153,7 +169,7 @@ std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
       // and NVIDIA's compiler gives the type's minimum.
       return fmt::format("{{ const wide v = {1}; *d = isnan(v) ? ({0})0 : convert_{0}_sat(v); }}", d.storage, value);
     case Kind::Float:
-      if (s.kind == Kind::Signed || s.kind == Kind::Unsigned) return fmt::format("*d = ({})*s;", d.storage);
+      if (from_integer) return fmt::format("*d = ({})*s;", d.storage);
       return fmt::format("*d = ({}){};", d.storage, value);
   }
   return "";

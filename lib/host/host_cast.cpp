@@ -47,6 +47,18 @@ double as_double(S s) {
     return static_cast<double>(s);
 }
 
+// Value of any supported element as a float rounded to odd, from which half and
+// bfloat16 round once (an integer does not pass through a double: see half_bits.hpp).
+template <class S>
+float as_float_odd(S s) {
+  if constexpr (std::is_integral_v<S> && std::is_signed_v<S>)
+    return integer_to_float_odd(static_cast<int64_t>(s));
+  else if constexpr (std::is_integral_v<S>)
+    return integer_to_float_odd(static_cast<uint64_t>(s));
+  else
+    return double_to_float_odd(as_double(s));
+}
+
 template <class S>
 std::complex<double> as_complex(S s) {
   if constexpr (is_complex<S>::value)
@@ -81,8 +93,9 @@ D convert(S s) {
   if constexpr (std::is_same_v<D, Bool8>) {
     return Bool8{static_cast<uint8_t>(is_nonzero(s) ? 1 : 0)};
   } else if constexpr (is_complex<D>::value) {
-    const std::complex<double> c = as_complex(s);
     using R = typename D::value_type;
+    if constexpr (std::is_integral_v<S>) return D(static_cast<R>(s), R{0});  // directly, as integer to float
+    const std::complex<double> c = as_complex(s);
     return D(static_cast<R>(c.real()), static_cast<R>(c.imag()));
   } else if constexpr (std::is_integral_v<D> && is_integral_like<S>) {
     if constexpr (std::is_same_v<S, Bool8>)
@@ -92,9 +105,9 @@ D convert(S s) {
   } else if constexpr (std::is_integral_v<D>) {
     return saturate<D>(as_double(s));
   } else if constexpr (std::is_same_v<D, Half>) {
-    return Half{double_to_half(as_double(s))};  // rounded once, as NumPy's astype
+    return Half{float_to_half(as_float_odd(s))};  // rounded once, as NumPy's astype
   } else if constexpr (std::is_same_v<D, BFloat16>) {
-    return BFloat16{double_to_bfloat16(as_double(s))};
+    return BFloat16{float_to_bfloat16(as_float_odd(s))};
   } else if constexpr (std::is_integral_v<S>) {
     return static_cast<D>(s);  // integer to float directly, no double rounding for float32
   } else {

@@ -93,6 +93,32 @@ ABR_HOST_DEVICE inline float double_to_float_odd(double d) {
   return f;
 }
 
+// An integer as a float rounded to odd, without a double between: an int64 above 2^53
+// rounds once on its way into a double, so half or bfloat16 after it rounded twice
+// (2^60 + 2^52 + 1 became 2^60 as bfloat16, not 2^60 + 2^53). `magnitude` < 2^24 is exact.
+ABR_HOST_DEVICE inline float integer_to_float_odd(uint64_t magnitude, bool negative) {
+  if (magnitude == 0) return negative ? -0.0f : 0.0f;
+#ifdef __CUDA_ARCH__
+  const int width = 64 - __clzll(static_cast<long long>(magnitude));
+#else
+  const int width = 64 - __builtin_clzll(magnitude);
+#endif
+  const int shift = width > 24 ? width - 24 : 0;  // the bits a float cannot keep
+  uint64_t kept = magnitude >> shift;
+  if ((kept << shift) != magnitude) kept |= 1u;  // any dropped bit: odd
+  const uint32_t scale_bits = static_cast<uint32_t>(127 + shift) << 23;
+  float scale;
+  __builtin_memcpy(&scale, &scale_bits, sizeof scale);
+  const float f = static_cast<float>(kept) * scale;  // exact: 24 bits times a power of two
+  return negative ? -f : f;
+}
+
+ABR_HOST_DEVICE inline float integer_to_float_odd(int64_t v) {
+  return integer_to_float_odd(v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v), v < 0);
+}
+
+ABR_HOST_DEVICE inline float integer_to_float_odd(uint64_t v) { return integer_to_float_odd(v, false); }
+
 ABR_HOST_DEVICE inline uint16_t double_to_half(double d) { return float_to_half(double_to_float_odd(d)); }
 
 ABR_HOST_DEVICE inline uint16_t double_to_bfloat16(double d) { return float_to_bfloat16(double_to_float_odd(d)); }

@@ -232,6 +232,23 @@ TEST_CASE("a double narrows to half and bfloat16 rounding once, as NumPy's astyp
     CHECK(double_to_half(abr::half_to_float(static_cast<uint16_t>(h))) == h);
 }
 
+// Through its double (53 bits) an int64 above 2^53 rounded twice: 2^60 + 2^52 + 1 became the
+// tie 2^60 + 2^52, then 2^60 (0x5D80), where once rounded it is 2^60 + 2^53.
+TEST_CASE("an integer narrows to a float rounded to odd without a double between") {
+  using abr::float_to_bfloat16;
+  using abr::integer_to_float_odd;
+  const int64_t above_tie = (int64_t{1} << 60) + (int64_t{1} << 52) + 1;
+  CHECK(float_to_bfloat16(integer_to_float_odd(above_tie)) == 0x5D81);
+  CHECK(float_to_bfloat16(integer_to_float_odd(-above_tie)) == 0xDD81);
+  CHECK(float_to_bfloat16(integer_to_float_odd(above_tie - 1)) == 0x5D80);                        // the tie, to even
+  CHECK(float_to_bfloat16(integer_to_float_odd(~uint64_t{0})) == 0x5F80);                         // 2^64
+  CHECK(float_to_bfloat16(integer_to_float_odd(std::numeric_limits<int64_t>::min())) == 0xDF00);  // -2^63
+  CHECK(integer_to_float_odd(int64_t{0}) == 0.0f);
+  CHECK(integer_to_float_odd(int64_t{-16777215}) == -16777215.0f);       // 24 bits: exact
+  CHECK(integer_to_float_odd(uint64_t{16777217}) == 16777218.0f);        // 25 bits: 2^24 + 1 -> odd above
+  CHECK(integer_to_float_odd(uint64_t{(1u << 25) + 2}) == 33554436.0f);  // dropped bit set: odd
+}
+
 TEST_CASE("conversions: saturation, NaN, bool and complex follow the documented rules") {
   Runtime rt;
   abr_transfer_options unsafe = ABR_TRANSFER_OPTIONS_INIT;

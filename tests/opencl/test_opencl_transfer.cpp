@@ -9,6 +9,7 @@
 
 #include "lib/tensor/dtype.hpp"
 #include "lib/base/error.hpp"
+#include "lib/host/host_cast.hpp"
 #include "lib/run/runtime.hpp"
 #include "opencl/kernels.hpp"
 #include "tests/support/opencl_helpers.hpp"
@@ -352,6 +353,72 @@ TEST_CASE("every floating -> integer device cast tests isnan itself instead of t
     }
   // Integer sources need no guard (and keep C's modular conversion).
   CHECK(abr::opencl::cast_program_source(i32, dt(kDLInt, 8), true).find("isnan") == std::string::npos);
+}
+
+// The kernel of cast_program_source(from, to, fp64) run over `count` elements of `src`.
+static std::vector<char> run_cast_program(const ClEnv& env, DLDataType from, DLDataType to, bool fp64,
+                                          const std::vector<char>& src, std::size_t count) {
+  const std::string source = abr::opencl::cast_program_source(from, to, fp64);
+  const char* text = source.c_str();
+  cl_int status = CL_SUCCESS;
+  cl_program program = clCreateProgramWithSource(env.context, 1, &text, nullptr, &status);
+  REQUIRE(status == CL_SUCCESS);
+  REQUIRE(clBuildProgram(program, 1, &env.device, nullptr, nullptr, nullptr) == CL_SUCCESS);
+  cl_kernel kernel = clCreateKernel(program, "abr_cast", &status);
+  REQUIRE(status == CL_SUCCESS);
+  std::vector<char> out(count * size_of(to));
+  cl_long geometry[3] = {static_cast<cl_long>(count), static_cast<cl_long>(size_of(from)),
+                         static_cast<cl_long>(size_of(to))};
+  cl_mem in = env.buffer(src.size(), src.data()), result = env.buffer(out.size()),
+         shape = env.buffer(sizeof geometry, geometry);
+  const cl_long first = 0;
+  const cl_int ndim = 1;
+  const cl_ulong n = count;
+  clSetKernelArg(kernel, 0, sizeof in, &in);
+  clSetKernelArg(kernel, 1, sizeof first, &first);
+  clSetKernelArg(kernel, 2, sizeof result, &result);
+  clSetKernelArg(kernel, 3, sizeof first, &first);
+  clSetKernelArg(kernel, 4, sizeof shape, &shape);
+  clSetKernelArg(kernel, 5, sizeof ndim, &ndim);
+  clSetKernelArg(kernel, 6, sizeof n, &n);
+  REQUIRE(clEnqueueNDRangeKernel(env.queue, kernel, 1, nullptr, &count, nullptr, 0, nullptr, nullptr) == CL_SUCCESS);
+  REQUIRE(clEnqueueReadBuffer(env.queue, result, CL_TRUE, 0, out.size(), out.data(), 0, nullptr, nullptr) ==
+          CL_SUCCESS);
+  for (cl_mem mem : {in, result, shape}) clReleaseMemObject(mem);
+  clReleaseKernel(kernel);
+  clReleaseProgram(program);
+  return out;
+}
+
+// A device without cl_khr_fp64 (many integrated and mobile GPUs) compiles its casts with
+// `wide` a float; PoCL has fp64, so the program is built here as such a device builds it.
+// Through that float an int32 or wider rounded twice on its way to half or bfloat16.
+TEST_CASE("a device without fp64 casts integers to half, bfloat16, float and complex64 bit for bit as the host") {
+  ClEnv env;
+  const DLDataType integers[] = {i32, dt(kDLUInt, 32), dt(kDLInt, 64), dt(kDLUInt, 64)};
+  const DLDataType floats[] = {dt(kDLFloat, 16), dt(kDLBfloat, 16), f32, dt(kDLComplex, 64)};
+  // Random 64-bit patterns (their low bytes for narrower types) and ties of an 8-bit mantissa.
+  std::vector<uint64_t> patterns{0, 1, ~uint64_t{0}, uint64_t{1} << 63, (uint64_t{1} << 31) - 1};
+  uint64_t state = 0x9E3779B97F4A7C15u;
+  for (int i = 0; i < 200; ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    patterns.push_back(state >> (i % 40));
+  }
+  for (int width = 9; width <= 63; ++width)
+    for (const uint64_t nudge : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}})
+      patterns.push_back((uint64_t{0x81} << (width - 8)) + (uint64_t{1} << (width - 9)) + nudge);
+  for (const DLDataType from : integers) {
+    std::vector<char> src(patterns.size() * size_of(from));
+    for (std::size_t i = 0; i < patterns.size(); ++i)
+      std::memcpy(src.data() + i * size_of(from), &patterns[i], size_of(from));  // little-endian: the low bytes
+    for (const DLDataType to : floats) {
+      INFO(abr::dtype_name(from) << " -> " << abr::dtype_name(to));
+      std::vector<char> expected(patterns.size() * size_of(to));
+      abr::cast_row_for(from, to)(src.data(), static_cast<int64_t>(size_of(from)), expected.data(),
+                                  static_cast<int64_t>(size_of(to)), static_cast<int64_t>(patterns.size()));
+      CHECK(run_cast_program(env, from, to, /*fp64=*/false, src, patterns.size()) == expected);
+    }
+  }
 }
 
 TEST_CASE("a cl_mem from the caller's own context is adopted, not refused") {

@@ -173,6 +173,56 @@ def test_float64_narrows_to_float16_and_bfloat16_rounding_once_as_astype(device)
         np.testing.assert_array_equal(bits, _bfloat16_bits(values))  # NumPy has no bfloat16: its bits
 
 
+def _rounded(x, bits):
+    """The integer x rounded once to `bits` significant bits, ties to even: exact, in Python ints."""
+    shift = abs(x).bit_length() - bits
+    if shift <= 0:
+        return x
+    q, r = divmod(abs(x), 1 << shift)
+    q += r > (1 << (shift - 1)) or (r == 1 << (shift - 1) and q & 1)
+    return (q << shift) * (1 if x >= 0 else -1)
+
+
+def _integer_ties(top, signed):
+    """Integers on, and a hair either side of, the ties of bfloat16 (8 bits) and float32
+    (24 bits) for every width up to `top` bits: where a double or a float between rounds first."""
+    values = []
+    for width in range(9, top + 1):
+        for kept in (8, 24):
+            if width <= kept:
+                continue
+            base = (1 << (width - 1)) | (0b1011 << (width - 6))  # a mantissa with bits set
+            tie = (base >> (width - kept) << (width - kept)) + (1 << (width - kept - 1))
+            values += [tie, tie + 1, tie - 1, tie + (1 << (width - kept - 1)) - 1]
+    values = [v for v in values if v < 1 << top]
+    return values + [-v for v in values] if signed else values
+
+
+@pytest.mark.parametrize("dtype", ["int64", "uint64", "int32"])
+@pytest.mark.parametrize("device", ["cpu", "opencl:0"])
+def test_an_integer_narrows_to_bfloat16_and_complex64_rounding_once(device, dtype):
+    """Through its double, 2**60 + 2**52 + 1 became 2**60 as bfloat16 (not 2**60 + 2**53),
+    and 2**60 + 2**36 + 1 became 2**60 as complex64: rounded twice. An int32 rounded twice
+    too, on an OpenCL device without fp64 (its kernel went through a float)."""
+    info = np.iinfo(dtype)
+    ints = [v for v in _integer_ties(info.bits, info.min < 0) if info.min <= v <= info.max]
+    ints += [2**60 + 2**52 + 1, 2**60 + 2**36 + 1, info.max, info.min, 0, 1]
+    ints = [v for v in ints if info.min <= v <= info.max]
+    values = np.array(ints, dtype)
+    bf16 = np.array([float(_rounded(v, 8)) for v in ints], np.float32).view(np.uint32) >> 16
+    c64 = np.array([float(_rounded(v, 24)) for v in ints], np.float32)
+    there = ab.to_device(values, device)
+    for got in (ab.to_device(values, device, dtype="bfloat16"), ab.to_device(there, device, dtype="bfloat16")):
+        got = ab.to_device(got, "cpu")
+        bits = np.ctypeslib.as_array((ctypes.c_uint16 * values.size).from_address(got.data_ptr + got.byte_offset))
+        np.testing.assert_array_equal(bits, bf16.astype(np.uint16))
+    for got in (ab.to_device(values, device, dtype="complex64"), ab.to_device(there, device, dtype="complex64")):
+        got = np.from_dlpack(ab.to_device(got, "cpu"))
+        np.testing.assert_array_equal(got.real, c64)
+        np.testing.assert_array_equal(got.imag, 0)
+    np.testing.assert_array_equal(values.astype(np.complex64).real, c64)  # NumPy agrees: the oracle's check
+
+
 @pytest.mark.parametrize("source", ["float32", "float64"])
 def test_a_nan_into_float16_has_the_same_bits_on_the_host_and_on_opencl(source):
     """OpenCL's vstore_half gave the driver's NaN (PoCL's 0x7fff, sign dropped) where the
