@@ -143,6 +143,16 @@ void* Backend::memory_context(const Layout& tensor, AllocationRange* allocation)
     check(cl_->GetMemObjectInfo(mem, CL_MEM_HOST_PTR, sizeof host, &host, nullptr),
           "clGetMemObjectInfo(CL_MEM_HOST_PTR)");
     allocation->host_base = reinterpret_cast<uintptr_t>(host);
+    // A sub-buffer shares its parent's bytes (OpenCL has no sub-buffer of a sub-buffer).
+    cl_mem parent = nullptr;
+    std::size_t origin = 0;
+    check(cl_->GetMemObjectInfo(mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, nullptr),
+          "clGetMemObjectInfo(CL_MEM_ASSOCIATED_MEMOBJECT)");
+    if (parent)
+      check(cl_->GetMemObjectInfo(mem, CL_MEM_OFFSET, sizeof origin, &origin, nullptr),
+            "clGetMemObjectInfo(CL_MEM_OFFSET)");
+    allocation->root = reinterpret_cast<uintptr_t>(parent ? parent : mem);
+    allocation->root_offset = origin;
   }
   return context_for(context, tensor.device).get();
 }

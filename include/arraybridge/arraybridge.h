@@ -476,7 +476,8 @@ ABR_API abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* sr
  * difference is converted where options.casting allows it (by default within a kind or
  * up, as NumPy's copyto: complex into float64 is ABR_ERR_CASTING). Overlapping src and dst are handled as if through a
  * temporary, in host memory (OpenCL buffers made over host memory, host wraps, included) and within one device
- * buffer; host memory and a device buffer over the same bytes are ABR_ERR_UNSUPPORTED. The destination must not have
+ * allocation (CUDA pointers into one allocation; OpenCL sub-buffers of one buffer, and the buffer itself); host
+ * memory and a device buffer over the same bytes are ABR_ERR_UNSUPPORTED. The destination must not have
  * zero strides on extents > 1.
  * options may be NULL; of them abr_copy uses the flags (ABR_TRANSFER_NO_HOST_STAGING
  * refuses a path through host memory; ABR_TRANSFER_REQUIRE_CONTIGUOUS refuses a

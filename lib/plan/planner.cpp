@@ -293,12 +293,18 @@ uintptr_t host_bytes_at(const Layout& side, const Endpoint& end, bool host) {
 }
 
 // abr_copy's source and destination share bytes: in host memory (either side may be a
-// device's view of it, each wrap a handle of its own), or in one device allocation.
+// device's view of it, each wrap a handle of its own), or in device memory: at two
+// addresses (CUDA's x[:-1] and x[1:] are two pointers into one allocation), or in two
+// handles over one root (OpenCL sub-buffers of one buffer).
 bool copy_overlaps(const Layout& src, const Endpoint& from, bool src_host, const Layout& dst, const Endpoint& to,
                    bool dst_host) {
   const uintptr_t src_at = host_bytes_at(src, from, src_host), dst_at = host_bytes_at(dst, to, dst_host);
-  if (src_at && dst_at) return ranges_overlap(src, src_at, dst, dst_at);
-  return !src_host && !dst_host && src.data == dst.data &&
+  if (src_at || dst_at) return src_at && dst_at && ranges_overlap(src, src_at, dst, dst_at);
+  if (src_host || dst_host) return false;
+  const AllocationRange &a = from.allocation, &b = to.allocation;
+  if (a.root || b.root) return a.root == b.root && ranges_overlap(src, a.root_offset, dst, b.root_offset);
+  const bool addresses = a.begin < a.end && b.begin < b.end;
+  return (addresses || src.data == dst.data) &&
       ranges_overlap(src, reinterpret_cast<uintptr_t>(src.data), dst, reinterpret_cast<uintptr_t>(dst.data));
 }
 

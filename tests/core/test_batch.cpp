@@ -58,7 +58,7 @@ template <class T>
 std::vector<T> read_back(abr_runtime* rt, const DLTensor& tensor) {
   std::vector<T> out(static_cast<std::size_t>(tensor.shape[0]));
   Managed landing(out.data(), tensor.dtype, {tensor.shape[0]});
-  REQUIRE_MESSAGE(abr_copy(rt, &tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_copy(rt, &tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
   return out;
 }
 
@@ -70,7 +70,7 @@ TEST_CASE("batch: 256 small copies to PoCL share one buffer, each with its own v
   for (int i = 0; i < 256; ++i) sources.add(1024, static_cast<float>(i * 1000));  // 4 KiB each
   Results results(256);
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report) == ABR_OK, std::string(abr_last_error()));
   CHECK(sources.deleted() == 256);  // copied: every source released
   CHECK(report.tensors == 256);
   CHECK(report.coalesced == 256);
@@ -101,7 +101,7 @@ TEST_CASE("batch: small copies into host memory share one block that outlives th
   sources.add((std::size_t{1} << 20) / 4, 5.0f);                                 // 1 MiB: a buffer of its own
   Results results(17);
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(many(rt, sources, results, cpu, ABR_COPY_ALWAYS, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(many(rt, sources, results, cpu, ABR_COPY_ALWAYS, &report) == ABR_OK, std::string(abr_last_error()));
   CHECK(sources.deleted() == 17);
   CHECK(report.coalesced == 16);
   CHECK(report.copies == 2);
@@ -167,7 +167,8 @@ TEST_CASE("batch: to PoCL, small tensors coalesced, a large one on its own, a ca
   sources.add((std::size_t{3} << 20) / 4, 7.0f);                                   // 3 MiB: not coalesced
   Results results(9);
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report, nullptr, f64) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report, nullptr, f64) == ABR_OK,
+                  std::string(abr_last_error()));
   CHECK(sources.deleted() == 9);
   CHECK(report.coalesced == 8);
   CHECK(report.copies == 2);
@@ -194,7 +195,7 @@ TEST_CASE("batch: empty tensors to a device are copies of nothing, not a block o
   sources.add(0, 0.0f);
   Results results(2);
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, &report) == ABR_OK, std::string(abr_last_error()));
   CHECK(report.coalesced == 0);
   CHECK((results.out[0]->dl_tensor.shape[0] == 0 && results.out[1]->dl_tensor.shape[0] == 0));
   CHECK(sources.deleted() == 2);
@@ -278,7 +279,8 @@ TEST_CASE("batch: a version 3 report says each result's flags as its own report 
   report.result_flags = flags.data();
   {
     Results cast(3);
-    REQUIRE_MESSAGE(many(rt, sources, cast, ocl0, ABR_COPY_ALWAYS, &report, nullptr, f64) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(many(rt, sources, cast, ocl0, ABR_COPY_ALWAYS, &report, nullptr, f64) == ABR_OK,
+                    std::string(abr_last_error()));
     CHECK(flags == std::vector<uint32_t>{ABR_REPORT_CAST, ABR_REPORT_CAST | ABR_REPORT_PACKED, ABR_REPORT_CAST});
     CHECK(report.result_flags == flags.data());  // the caller's array, kept
     CHECK(read_back<double>(rt, cast.out[1]->dl_tensor)[15] == 31.0);
@@ -295,7 +297,7 @@ TEST_CASE("batch: a version 3 report says each result's flags as its own report 
       strided_into(every_other.data(), f64, {4}, {4});
   const DLTensor* srcs[] = {&from.tensor(), &half.tensor()};
   const DLTensor* dsts[] = {&into.tensor(), &strided_into.tensor()};
-  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, &report) == ABR_OK, std::string(abr_last_error()));
   CHECK(flags[0] == ABR_REPORT_CAST);
   CHECK(flags[1] == (ABR_REPORT_CAST | ABR_REPORT_PACKED));
   CHECK(every_other[4] == 2.0);
@@ -325,7 +327,8 @@ TEST_CASE("batch: on PoCL a stream holds the sources until its work is done") {
   for (int i = 0; i < 16; ++i) sources.add(256, static_cast<float>(i * 10));
   {
     Results results(16);
-    REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, nullptr, stream) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(many(rt, sources, results, ocl0, ABR_COPY_ALWAYS, nullptr, stream) == ABR_OK,
+                    std::string(abr_last_error()));
     REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
     for (std::size_t i = 0; i < 16; ++i) CHECK(read_back<float>(rt, results.out[i]->dl_tensor) == sources.data[i]);
   }
@@ -404,7 +407,7 @@ TEST_CASE("copy_many: pairs in order, one wait per context, a later pair sees an
   abr_path paths[5] = {};
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
   report.paths = paths;
-  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 5, nullptr, nullptr, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 5, nullptr, nullptr, &report) == ABR_OK, std::string(abr_last_error()));
   CHECK(c == a);  // through both device buffers, in order
   CHECK(std::vector<abr_path>(paths, paths + 5) ==
         std::vector<abr_path>{ABR_PATH_HOST_TO_DEVICE, ABR_PATH_DEVICE_COPY, ABR_PATH_DEVICE_TO_HOST,
@@ -448,7 +451,7 @@ TEST_CASE("batch: 64 PoCL tensors to the CPU, read with one wait, each with its 
   Sources sources;
   for (int i = 0; i < 64; ++i) sources.add(1024 + static_cast<std::size_t>(i), static_cast<float>(i * 10000));
   Results on_device(64), on_host(64);
-  REQUIRE_MESSAGE(many(rt, sources, on_device, ocl0, ABR_COPY_ALWAYS) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(many(rt, sources, on_device, ocl0, ABR_COPY_ALWAYS) == ABR_OK, std::string(abr_last_error()));
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
   REQUIRE_MESSAGE(
       abr_to_device_many(rt, on_device.out.data(), 64, cpu, nullptr, nullptr, on_host.out.data(), &report) == ABR_OK,

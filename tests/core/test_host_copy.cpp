@@ -74,7 +74,7 @@ TEST_CASE("abr_copy from every legal layout into a compact tensor, for every ele
         dst.data = target.data();
         dst.strides = nullptr;  // compact
         dst.byte_offset = 0;
-        REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+        REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
         CHECK(same_elements(src, dst, item));
       }
     }
@@ -100,7 +100,7 @@ TEST_CASE("abr_copy scatters a compact source into strided, negative and offset 
     dst.data = target.data();
     dst.strides = layout.shape.empty() ? nullptr : const_cast<int64_t*>(layout.strides.data());
     dst.byte_offset = static_cast<uint64_t>(layout.first) * 4;
-    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
     CHECK(same_elements(src, dst, 4));
   }
 }
@@ -184,7 +184,8 @@ TEST_CASE("to_device copies of strided sources equal the reference") {
     abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_ALWAYS;
     DLManagedTensorVersioned* out = nullptr;
-    REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK,
+                    std::string(abr_last_error()));
     CHECK(same_elements(m.tensor(), out->dl_tensor, 8));
     out->deleter(out);
     CHECK(m.deleted == 1);
@@ -257,7 +258,7 @@ TEST_CASE("conversions: saturation, NaN, bool and complex follow the documented 
     int64_t shape[1] = {n};
     DLTensor src{const_cast<void*>(in), cpu, 1, from, shape, nullptr, 0};
     DLTensor dst{out, cpu, 1, to, shape, nullptr, 0};
-    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, &unsafe, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, &unsafe, nullptr) == ABR_OK, std::string(abr_last_error()));
   };
   const double big[5] = {1e30, -1e30, std::nan(""), 2.9, -2.9};
   int8_t small[5];

@@ -372,7 +372,8 @@ DLManagedTensorVersioned* move(abr_runtime* rt, Managed& src, DLDevice to, abr_c
   options.dtype = dtype;
   options.report = report;
   DLManagedTensorVersioned* out = nullptr;
-  REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, to, &options, nullptr, &out) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, to, &options, nullptr, &out) == ABR_OK,
+                  std::string(abr_last_error()));
   return out;
 }
 
@@ -384,7 +385,7 @@ std::vector<T> values_of(abr_runtime* rt, const DLTensor& tensor) {
   std::vector<T> out(static_cast<std::size_t>(count));
   std::vector<int64_t> shape(tensor.shape, tensor.shape + tensor.ndim);
   Managed landing(out.data(), tensor.dtype, shape);
-  REQUIRE_MESSAGE(abr_copy(rt, &tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_copy(rt, &tensor, &landing.tensor(), nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
   return out;
 }
 
@@ -551,7 +552,7 @@ TEST_CASE("plug-in backend: work queued on its streams, one tensor or a batch, i
   g_maps_to_host = true;
   const std::size_t before = buffers.live();
   abr_stream* stream = nullptr;
-  REQUIRE_MESSAGE(abr_stream_create(rt, fake0, &stream) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_stream_create(rt, fake0, &stream) == ABR_OK, std::string(abr_last_error()));
   std::vector<float> host(64 * 64);
   std::iota(host.begin(), host.end(), 1.0f);
   abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
@@ -560,7 +561,8 @@ TEST_CASE("plug-in backend: work queued on its streams, one tensor or a batch, i
     Gate gate(stream);
     Managed src(host.data(), f32, {64, 64});
     DLManagedTensorVersioned* raw = nullptr;
-    REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, fake0, &options, stream, &raw) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, fake0, &options, stream, &raw) == ABR_OK,
+                    std::string(abr_last_error()));
     Owned on0(raw);
     CHECK(gate.closed());
     CHECK(bytes_now(*on0) == std::vector<float>(host.size(), 0.0f));
@@ -576,7 +578,8 @@ TEST_CASE("plug-in backend: work queued on its streams, one tensor or a batch, i
 
     // And back, strided, on the stream: the host tensor is filled once the event is done.
     Managed transposed(on0->data, f32, {64, 64}, {1, 64}, 0, fake0);
-    REQUIRE_MESSAGE(abr_to_device(rt, &transposed.managed, cpu, &options, stream, &raw) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_to_device(rt, &transposed.managed, cpu, &options, stream, &raw) == ABR_OK,
+                    std::string(abr_last_error()));
     Owned back(raw);
     REQUIRE(abr_event_record(stream, &done) == ABR_OK);
     CHECK(abr_event_synchronize(done) == ABR_OK);

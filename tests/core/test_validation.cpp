@@ -108,7 +108,7 @@ TEST_CASE("malformed descriptors are refused with a distinct status and the sour
     DLManagedTensorVersioned* out = reinterpret_cast<DLManagedTensorVersioned*>(0x1);
     CHECK(abr_to_device(rt, &m.managed, cpu, nullptr, nullptr, &out) == c.expected);
     CHECK(abr_last_error_status() == c.expected);
-    CHECK_MESSAGE(error_mentions(c.message), abr_last_error());
+    CHECK_MESSAGE(error_mentions(c.message), std::string(abr_last_error()));
     CHECK(error_mentions("abr_to_device: source"));
     CHECK(out == nullptr);
     CHECK(m.deleted == 0);  // on error the caller keeps the source
@@ -254,7 +254,8 @@ TEST_CASE("empty tensors with huge extents or strides are viewed, copied and cop
     abr_transfer_options_init(&options, ABR_TRANSFER_OPTIONS_VERSION);
     options.copy = ABR_COPY_ALWAYS;
     DLManagedTensorVersioned* out = nullptr;
-    REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_OK,
+                    std::string(abr_last_error()));
     CHECK(out->dl_tensor.shape[0] == huge);
     CHECK(abr_copy(rt, &m.managed.dl_tensor, &out->dl_tensor, nullptr, nullptr) == ABR_OK);
     out->deleter(out);
@@ -276,7 +277,8 @@ TEST_CASE("packed sub-byte lanes and complex32 move as whole bytes, strided and 
       abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
       options.copy = ABR_COPY_ALWAYS;
       DLManagedTensorVersioned* there = nullptr;
-      REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, device, &options, nullptr, &there) == ABR_OK, abr_last_error());
+      REQUIRE_MESSAGE(abr_to_device(rt, &m.managed, device, &options, nullptr, &there) == ABR_OK,
+                      std::string(abr_last_error()));
       DLManagedTensorVersioned* back = nullptr;
       REQUIRE(abr_to_device(rt, there, {kDLCPU, 0}, &options, nullptr, &back) == ABR_OK);
       const uint8_t* got = static_cast<const uint8_t*>(back->dl_tensor.data);
@@ -320,8 +322,8 @@ TEST_CASE("a cast whose new tensor's byte size overflows 64 bits is refused, nev
     options.dtype = to;
     DLManagedTensorVersioned* out = nullptr;
     CHECK(abr_to_device(rt, &m.managed, cpu, &options, nullptr, &out) == ABR_ERR_DLPACK_OVERFLOW);
-    CHECK_MESSAGE(error_mentions("result of shape ["), abr_last_error());
-    CHECK_MESSAGE(error_mentions("overflows 64 bits"), abr_last_error());
+    CHECK_MESSAGE(error_mentions("result of shape ["), std::string(abr_last_error()));
+    CHECK_MESSAGE(error_mentions("overflows 64 bits"), std::string(abr_last_error()));
     CHECK(out == nullptr);
     CHECK(m.deleted == 0);
   }

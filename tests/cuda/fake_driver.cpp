@@ -593,6 +593,14 @@ DLDataType dtype_of(int32_t kind) {
   }
 }
 
+// The bytes [first, end) a kernel's walk touches on one side.
+std::pair<uint64_t, uint64_t> walk_span(CUdeviceptr base, int64_t first, const int64_t* stride,
+                                        const abr::cuda::WalkParams& w, std::size_t item) {
+  int64_t low = first, high = first;
+  for (int k = 0; k < w.ndim; ++k) (stride[k] < 0 ? low : high) += stride[k] * (w.extent[k] - 1);
+  return {base + static_cast<uint64_t>(low), base + static_cast<uint64_t>(high) + item};
+}
+
 // The kernels of cuda/kernels.cu, element by element, with every access checked.
 void run_kernel(int kernel, CUdeviceptr src, CUdeviceptr dst, const abr::cuda::WalkParams& w, int32_t from,
                 int32_t to) {
@@ -1231,6 +1239,9 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstr
   if (used_after_free(dst, bytes, "cuMemcpyDtoDAsync") || used_after_free(src, bytes, "cuMemcpyDtoDAsync") ||
       !checked_device(dst, bytes) || !checked_device(src, bytes))
     return CUDA_ERROR_INVALID_VALUE;
+  if (dst != src && dst < src + bytes && src < dst + bytes)  // the driver's copy may run in any order
+    finding("cuMemcpyDtoDAsync: the source [%#llx, +%zu) and destination [%#llx, +%zu) overlap",
+            static_cast<unsigned long long>(src), bytes, static_cast<unsigned long long>(dst), bytes);
   FakeStream* s = stream_of(stream);
   const uint64_t seq = s->submit([=] {
     if (!present_device(dst, bytes) || !present_device(src, bytes)) return fault();
@@ -1628,6 +1639,16 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigne
   if (walk.count > 0 && !faults) {
     used_after_free(src + walk.src_first, 1, "cuLaunchKernel (source)");
     used_after_free(dst + walk.dst_first, 1, "cuLaunchKernel (destination)");
+    // A GPU's threads read and write at once: where the two sides share bytes the result is
+    // a race, where this element-by-element loop would look right.
+    const std::size_t src_item = kernel < 4 ? (std::size_t{1} << kernel) * walk.units : (dtype_of(from).bits + 7) / 8;
+    const std::size_t dst_item = kernel < 4 ? src_item : (dtype_of(to).bits + 7) / 8;
+    const auto read = walk_span(src, walk.src_first, walk.src_stride, walk, src_item);
+    const auto written = walk_span(dst, walk.dst_first, walk.dst_stride, walk, dst_item);
+    if (read.first < written.second && written.first < read.second)
+      finding("cuLaunchKernel: the source [%#llx, %#llx) and destination [%#llx, %#llx) overlap: the threads race",
+              static_cast<unsigned long long>(read.first), static_cast<unsigned long long>(read.second),
+              static_cast<unsigned long long>(written.first), static_cast<unsigned long long>(written.second));
   }
   FakeStream* s = stream_of(stream);
   const uint64_t seq = s->submit([=] {

@@ -53,7 +53,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: 64 small pageable tensors to cuda:0 
   const long long copies_before = fake ? fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync)) : 0;
   const long long queries_before = fake ? fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuPointerGetAttributes)) : 0;
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, std::string(abr_last_error()));
   if (fake) CHECK(fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync)) - copies_before == 1);
   // Packed into the batch's pinned block whatever their memory: no source is asked
   // whether it is page-locked (a driver call per tensor, a third of a small item's cost).
@@ -78,7 +78,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: 1000 small tensors to cuda:0 are pac
   Batch batch(1000, 1024);  // 4 KiB each: 3.9 MiB, three pieces of a memcpy
   const long long copies_before = fake ? fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync)) : 0;
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, std::string(abr_last_error()));
   if (fake) CHECK(fake.stat("calls:" ABR_TEST_CUDA_SYMBOL(cuMemcpyHtoDAsync)) - copies_before == 1);
   CHECK(report.coalesced == 1000);
   CHECK(std::string(report.detail).find("block on 3 threads and moved with one copy") != std::string::npos);
@@ -96,7 +96,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: on a lagging stream the sources are 
   Batch batch(16, 2048);
   {
     Lag lag(20000);  // every DMA lags the host by 20 ms
-    REQUIRE_MESSAGE(batch.to(rt, cuda0, stream) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(batch.to(rt, cuda0, stream) == ABR_OK, std::string(abr_last_error()));
     if (lag.fake) CHECK(batch.deleted() == 0);  // the DMA that reads them has not run yet
     REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
   }
@@ -309,7 +309,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: out of memory part way waits for the
       if (!failed) break;  // every allocation walked
       continue;
     }
-    REQUIRE_MESSAGE(status == ABR_ERR_OUT_OF_MEMORY, abr_last_error());
+    REQUIRE_MESSAGE(status == ABR_ERR_OUT_OF_MEMORY, std::string(abr_last_error()));
     CHECK(std::all_of(out.begin(), out.end(), [](DLManagedTensorVersioned* t) { return t == nullptr; }));
     CHECK(fake.stat("dtoh_async_run") == fake.stat(reads));  // nothing queued still reads the sources
     if (fake.stat(reads) > reads_before) ++failures_after_a_read;
@@ -365,7 +365,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: out of memory at any allocation hand
         if (!failed) break;                                                 // every allocation walked
         continue;
       }
-      REQUIRE_MESSAGE(status == ABR_ERR_OUT_OF_MEMORY, abr_last_error());
+      REQUIRE_MESSAGE(status == ABR_ERR_OUT_OF_MEMORY, std::string(abr_last_error()));
       CHECK(batch.deleted() == 0);
       CHECK(std::all_of(batch.out.begin(), batch.out.end(), [](DLManagedTensorVersioned* t) { return t == nullptr; }));
     }
@@ -400,7 +400,8 @@ TEST_CASE_FIXTURE(NoDriverFindings,
   const DLTensor* dsts[2] = {&*landing, &result_matrix};
   {
     Lag lag(20000);  // the read lags the host by 20 ms
-    REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, nullptr) == ABR_OK,
+                    std::string(abr_last_error()));
   }
   const std::vector<int32_t> got = read_back(rt, *result);
   bool transposed_right = true;
@@ -688,7 +689,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: pageable tensors to cuda:0 and back 
   const long long writes_before = fake ? fake.stat(writes) : 0;
   const long long pageable_before = fake ? fake.stat("pageable_async_copies") : 0;
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, std::string(abr_last_error()));
   CHECK(std::string(report.detail).find("5 streamed through one pipeline") != std::string::npos);
   CHECK(report.coalesced == 1);
   CHECK(report.copies == 6);  // each streamed tensor still counts as a copy
@@ -740,7 +741,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: streamed on a lagging stream, each v
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
   {
     Lag lag(5000);
-    REQUIRE_MESSAGE(batch.to(rt, cuda0, stream, &report) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(batch.to(rt, cuda0, stream, &report) == ABR_OK, std::string(abr_last_error()));
     REQUIRE(abr_stream_synchronize(stream) == ABR_OK);
   }
   CHECK(std::string(report.detail).find("6 streamed through one pipeline") != std::string::npos);
@@ -893,7 +894,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "copy_many and a batch: a pipeline the pinne
 
   Batch again(4, kElements);
   report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(again.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(again.to(rt, cuda0, nullptr, &report) == ABR_OK, std::string(abr_last_error()));
   CHECK(std::string(report.detail).find("4 moved one by one") != std::string::npos);
   for (std::size_t i = 0; i < 4; ++i) CHECK(read_back(rt, again.out[i]->dl_tensor) == again.data[i]);
   REQUIRE(abr_pool_set_limit(rt, 0) == ABR_OK);
@@ -976,7 +977,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "copy_many: a pair whose memory another pair
                              &second.sources[2]->tensor()};
   const DLTensor* dsts[4] = {&*saved, device[0], device[1], device[2]};
   abr_batch_report report = ABR_BATCH_REPORT_INIT;
-  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 4, nullptr, nullptr, &report) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 4, nullptr, nullptr, &report) == ABR_OK, std::string(abr_last_error()));
   INFO(report.detail);
   CHECK(std::string(report.detail).find("2 streamed through one pipeline") != std::string::npos);
   const auto* saved_values = static_cast<const int32_t*>(saved->data);
@@ -997,7 +998,7 @@ TEST_CASE_FIXTURE(NoDriverFindings, "batch: one large tensor, or less than two c
        {std::vector<std::size_t>{1000, 700000}, std::vector<std::size_t>{100000, 150000}}) {
     Batch batch(elements);
     abr_batch_report report = ABR_BATCH_REPORT_INIT;
-    REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(batch.to(rt, cuda0, nullptr, &report) == ABR_OK, std::string(abr_last_error()));
     CHECK(std::string(report.detail).find("streamed") == std::string::npos);
     for (std::size_t i = 0; i < elements.size(); ++i) CHECK(read_back(rt, batch.out[i]->dl_tensor) == batch.data[i]);
   }

@@ -40,7 +40,8 @@ void to_device_detail(abr_runtime* rt, Managed& src, DLDevice dst, DLDataType dt
   options.flags = flags;
   DLManagedTensorVersioned* out = nullptr;
   INFO(std::string(scenario));
-  REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, dst, &options, nullptr, &out) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_to_device(rt, &src.managed, dst, &options, nullptr, &out) == ABR_OK,
+                  std::string(abr_last_error()));
   Owned result(out);
   check_detail(report, expected, scenario);
 }
@@ -63,7 +64,7 @@ void copy_detail(abr_runtime* rt, const DLTensor& src, const DLTensor& dst, abr_
   abr_log_set_callback(nullptr, nullptr);
   abr_log_set_level(level);
   INFO(std::string(scenario) << ": " << line);
-  REQUIRE_MESSAGE(status == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(status == ABR_OK, std::string(abr_last_error()));
   const std::string marker = std::string(": ") + abr_path_string(expected) + " (";
   const std::size_t at = line.find(marker);
   REQUIRE(at != std::string::npos);

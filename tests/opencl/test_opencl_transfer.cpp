@@ -172,7 +172,7 @@ TEST_CASE("pageable host memory to and from each OpenCL device: in place where i
     Managed again(data.data(), dt(kDLInt, 32), {static_cast<int64_t>(n)});
     Owned target(move_to(rt, &again.managed, d.device, ABR_COPY_ALWAYS, up));
     DLTensor out{landing.data(), cpu, 1, dt(kDLInt, 32), shape, nullptr, 0};
-    REQUIRE_MESSAGE(abr_copy(rt, &*target, &out, nullptr, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &*target, &out, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
     CHECK(landing == data);
   }
   const abr_pool_stats stats = pool_stats(rt);
@@ -262,7 +262,7 @@ TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views 
           fresh.data(), cpu, static_cast<int32_t>(v.shape.size()), f32, const_cast<int64_t*>(v.shape.data()),
           nullptr,      0};
       DLTensor device_dst = view_of(target->data, v, ocl0);
-      REQUIRE_MESSAGE(abr_copy(rt, &host_src, &device_dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+      REQUIRE_MESSAGE(abr_copy(rt, &host_src, &device_dst, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
       DLTensor reference_dst = view_of(reference.data(), v, cpu);
       REQUIRE(abr_copy(rt, &host_src, &reference_dst, nullptr, nullptr) == ABR_OK);  // the host engine's result
       CHECK(read_mem(static_cast<cl_mem>(target->data), 0, base.size() * 4) ==
@@ -272,7 +272,7 @@ TEST_CASE("strided, negative-stride, offset, 0-d, zero-size and broadcast views 
       std::vector<float> out_host(base.size(), -1.0f), out_reference(base.size(), -1.0f);
       DLTensor host_dst = view_of(out_host.data(), v, cpu);
       DLTensor reference_out = view_of(out_reference.data(), v, cpu);
-      REQUIRE_MESSAGE(abr_copy(rt, &device_dst, &host_dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+      REQUIRE_MESSAGE(abr_copy(rt, &device_dst, &host_dst, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
       REQUIRE(abr_copy(rt, &reference_dst, &reference_out, nullptr, nullptr) == ABR_OK);
       CHECK(out_host == out_reference);
     }
@@ -308,7 +308,8 @@ TEST_CASE("dtype conversion on the device matches the host engine exactly") {
     options.dtype = to;
     options.report = &report;
     DLManagedTensorVersioned* raw = nullptr;
-    REQUIRE_MESSAGE(abr_to_device(rt, &device_src.managed, ocl0, &options, nullptr, &raw) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_to_device(rt, &device_src.managed, ocl0, &options, nullptr, &raw) == ABR_OK,
+                    std::string(abr_last_error()));
     Owned cast(raw);
     CHECK(report.path == ABR_PATH_DEVICE_COPY);
     CHECK((report.flags & ABR_REPORT_CAST) != 0);
@@ -473,7 +474,7 @@ TEST_CASE("a cl_mem from the caller's own context is adopted, not refused") {
     std::vector<int64_t> view_shape{8, 8}, view_strides{1, 8};  // transposed into theirs
     DLTensor src{ours->data, ocl0, 2, f32, view_shape.data(), nullptr, 0};
     DLTensor dst{theirs, ocl0, 2, f32, view_shape.data(), view_strides.data(), 4};
-    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+    REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
     const std::vector<char> got = read_mem(theirs, 0, 66 * 4);
     const float* f = reinterpret_cast<const float*>(got.data());
     CHECK(f[0] == data[0]);  // before the view: untouched
@@ -573,7 +574,7 @@ TEST_CASE("abr_copy within one buffer whose ranges overlap behaves like memmove"
   DLTensor src{buffer->data, ocl0, 1, f32, shape.data(), nullptr, 0};
   DLTensor dst{buffer->data, ocl0, 1, f32, shape.data(), nullptr, 8};  // two elements further on
   abr_clear_error();
-  REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
   std::vector<float> expected = base;
   std::copy(base.begin(), base.begin() + 100, expected.begin() + 2);
   const std::vector<char> got = read_mem(static_cast<cl_mem>(buffer->data), 0, base.size() * 4);
@@ -597,7 +598,8 @@ TEST_CASE(
   Owned a(move_to(rt, &whole.managed, shared, ABR_COPY_NEVER, ABR_PATH_HOST_WRAP));
   Owned a_t(move_to(rt, &transposed.managed, shared, ABR_COPY_NEVER, ABR_PATH_HOST_WRAP));
   REQUIRE(a->data != a_t->data);  // two handles, one set of bytes
-  REQUIRE_MESSAGE(abr_copy(rt, &a.t->dl_tensor, &a_t.t->dl_tensor, nullptr, nullptr) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_copy(rt, &a.t->dl_tensor, &a_t.t->dl_tensor, nullptr, nullptr) == ABR_OK,
+                  std::string(abr_last_error()));
   int wrong = 0;  // m.T = m, as NumPy's copyto does it: m[i][j] becomes the old m[j][i]
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) wrong += m[i * n + j] != static_cast<float>(j * n + i);
@@ -607,7 +609,7 @@ TEST_CASE(
   std::vector<int64_t> shape{n, n};
   DLTensor host{m, cpu, 2, f32, shape.data(), nullptr, 0};
   CHECK(abr_copy(rt, &host, &a_t.t->dl_tensor, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
-  CHECK_MESSAGE(error_mentions("share host bytes"), abr_last_error());
+  CHECK_MESSAGE(error_mentions("share host bytes"), std::string(abr_last_error()));
   CHECK(abr_copy(rt, &a_t.t->dl_tensor, &host, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
   ClEnv env;  // a caller's buffer over the same bytes, in a context of its own: no temporary between contexts
   cl_int made = CL_SUCCESS;
@@ -616,7 +618,7 @@ TEST_CASE(
   DLTensor caller{theirs, ocl0, 2, f32, shape.data(), nullptr, 0};
   if (shared.device_id == 0) {
     CHECK(abr_copy(rt, &caller, &a_t.t->dl_tensor, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
-    CHECK_MESSAGE(error_mentions("buffers of two contexts over one host memory"), abr_last_error());
+    CHECK_MESSAGE(error_mentions("buffers of two contexts over one host memory"), std::string(abr_last_error()));
   }
   clReleaseMemObject(theirs);
   bool untouched = true;
@@ -625,6 +627,56 @@ TEST_CASE(
   a.reset();
   a_t.reset();
   std::free(m);
+}
+
+// Two sub-buffers of one buffer are two handles over shared bytes: overlap was seen only
+// between views of one handle, so a copy between them went without its temporary (a
+// kernel's work-items race; clEnqueueCopyBuffer refuses them with CL_MEM_COPY_OVERLAP).
+TEST_CASE("abr_copy between overlapping sub-buffers of one buffer behaves as through a temporary") {
+  Runtime rt;
+  ClEnv env;
+  cl_uint align_bits = 0;
+  REQUIRE(clGetDeviceInfo(env.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr) ==
+          CL_SUCCESS);
+  const std::size_t origin = align_bits / 8, n = 4 * origin / 4;  // floats: the second starts `origin` bytes in
+  std::vector<float> data(2 * n);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) + 0.5f;
+  cl_mem parent = env.buffer(data.size() * 4, data.data());
+  auto sub_buffer = [&](std::size_t at) {
+    cl_buffer_region region{at, n * 4};
+    cl_int status = CL_SUCCESS;
+    cl_mem sub = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &status);
+    REQUIRE(status == CL_SUCCESS);
+    return sub;
+  };
+  cl_mem low = sub_buffer(0), high = sub_buffer(origin);  // high begins a quarter into low
+  std::vector<float> expected = data;
+  const std::size_t shift = origin / 4;
+
+  SUBCASE("compact: one buffer copy") {
+    std::vector<int64_t> shape{static_cast<int64_t>(n)};
+    DLTensor from{low, ocl0, 1, f32, shape.data(), nullptr, 0}, to{high, ocl0, 1, f32, shape.data(), nullptr, 0};
+    REQUIRE_MESSAGE(abr_copy(rt, &from, &to, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
+    std::memmove(expected.data() + shift, expected.data(), n * 4);
+  }
+  SUBCASE("a transposed view: a kernel's walk") {
+    const int64_t rows = 4, cols = static_cast<int64_t>(n) / 4;
+    std::vector<int64_t> shape{cols, rows}, transposed{1, cols};
+    DLTensor from{low, ocl0, 2, f32, shape.data(), transposed.data(), 0};
+    DLTensor to{high, ocl0, 2, f32, shape.data(), nullptr, 0};
+    REQUIRE_MESSAGE(abr_copy(rt, &from, &to, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < rows; ++r) expected[shift + static_cast<std::size_t>(c * rows + r)] = data[r * cols + c];
+  }
+  SUBCASE("the parent into its sub-buffer") {
+    std::vector<int64_t> shape{static_cast<int64_t>(n)};
+    DLTensor from{parent, ocl0, 1, f32, shape.data(), nullptr, 0}, to{high, ocl0, 1, f32, shape.data(), nullptr, 0};
+    REQUIRE_MESSAGE(abr_copy(rt, &from, &to, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
+    std::memmove(expected.data() + shift, expected.data(), n * 4);
+  }
+  const std::vector<char> got = read_mem(parent, 0, data.size() * 4);
+  CHECK(std::memcmp(got.data(), expected.data(), got.size()) == 0);
+  for (cl_mem mem : {low, high, parent}) clReleaseMemObject(mem);
 }
 
 TEST_CASE("transfers on a stream run in its order, asynchronously, and keep their sources until done") {
@@ -641,10 +693,12 @@ TEST_CASE("transfers on a stream run in its order, asynchronously, and keep thei
   DLTensor host_a{a.data(), cpu, 1, f32, shape.data(), nullptr, 0};
   DLTensor device{buffer, ocl0, 1, f32, shape.data(), nullptr, 0};
   DLTensor host_result{result.data(), cpu, 1, f32, shape.data(), nullptr, 0};
-  REQUIRE_MESSAGE(abr_copy(rt, &host_a, &device, nullptr, stream) == ABR_OK, abr_last_error());  // write, queued
+  REQUIRE_MESSAGE(abr_copy(rt, &host_a, &device, nullptr, stream) == ABR_OK,
+                  std::string(abr_last_error()));  // write, queued
   Managed source(buffer, f32, shape, {}, 0, ocl0);
   DLManagedTensorVersioned* raw = nullptr;
-  REQUIRE_MESSAGE(abr_to_device(rt, &source.managed, cpu, nullptr, stream, &raw) == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(abr_to_device(rt, &source.managed, cpu, nullptr, stream, &raw) == ABR_OK,
+                  std::string(abr_last_error()));
   Owned out(raw);
   REQUIRE(abr_copy(rt, &device, &host_result, nullptr, stream) == ABR_OK);
 

@@ -164,7 +164,7 @@ inline DLManagedTensorVersioned* move_to(abr_runtime* rt, DLManagedTensorVersion
   options.report = &report;
   DLManagedTensorVersioned* out = nullptr;
   const abr_status status = abr_to_device(rt, src, device, &options, nullptr, &out);
-  REQUIRE_MESSAGE(status == ABR_OK, abr_last_error());
+  REQUIRE_MESSAGE(status == ABR_OK, std::string(abr_last_error()));
   CHECK_MESSAGE(report.path == expected, report.detail);
   if (detail) *detail = report.detail;
   return out;
