@@ -93,7 +93,7 @@ abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* co
   return guarded(__func__, [&] {
     if (count > 0) {
       require_pointer(srcs, "srcs");
-      std::fill_n(require_pointer(out, "out"), count, nullptr);
+      require_pointer(out, "out");  // cleared by the runtime once the count is known to be sane
     }
     if (report) abr::capi::caller_size(report->version, kBatchReport);  // refused before anything moves
     abr_transfer_options current{};

@@ -425,7 +425,8 @@ ABR_API abr_status abr_to_device_legacy(abr_runtime* runtime, DLManagedTensor* s
  * Other tensors and views go their own way, on the same stream.
  * On ABR_OK every source is consumed as abr_to_device consumes it and out[i] is
  * srcs[i]'s result. On failure no source is consumed, every out[i] is NULL, and
- * the message names the index of the first source that failed ("srcs[3]: ...").
+ * the message names the index of the first source that failed ("srcs[3]: ..."). A
+ * count over 2^24 is ABR_ERR_INVALID_ARGUMENT, and leaves out as it was.
  * A source listed twice is ABR_ERR_INVALID_ARGUMENT. options->report is not
  * written: `report` (may be NULL) describes the batch. */
 #define ABR_BATCH_REPORT_VERSION 3u

@@ -45,10 +45,9 @@ class DeferredSource final : public Storage {
 
 namespace {
 
-// Refuses a batch the phases cannot take: too many, a NULL source, or one source twice
-// (it would be consumed, and deleted, twice).
+// Refuses a batch the phases cannot take: a NULL source, or one source twice (it would be
+// consumed, and deleted, twice).
 void check_sources(DLManagedTensorVersioned* const* srcs, std::size_t count) {
-  if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} tensors per call", count, kMaxBatch);
   for (std::size_t i = 0; i < count; ++i)
     if (!srcs[i]) fail(ABR_ERR_INVALID_ARGUMENT, "srcs[{}] is NULL", i);
   // Addresses alone sort in half the time of (address, index) pairs; a repeat found, its indices are looked up.
@@ -112,6 +111,9 @@ struct Runtime::Batch {
 void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
                              const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
                              abr_batch_report& report) {
+  // A count past the limit is refused before out is written: it may be garbage, larger than out.
+  if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} tensors per call", count, kMaxBatch);
+  std::fill_n(out, count, nullptr);  // what a failure leaves
   collect_releases();
   check_sources(srcs, count);
   Batch batch(srcs, count, dst, stream);

@@ -366,6 +366,25 @@ TEST_CASE("batch: a bad source, a repeated one or a NULL one fails the whole cal
   CHECK(abr_to_device_many(rt, nullptr, 0, cpu, nullptr, nullptr, nullptr, &unset) == ABR_ERR_INVALID_ARGUMENT);
 }
 
+// A garbage count (a negative one through an FFI, made unsigned) was refused only after
+// every out[i] up to it was cleared: a write past the caller's array until it crashed.
+TEST_CASE("batch: a count past the limit is refused before anything of out is written") {
+  Runtime rt;
+  Sources sources;
+  sources.add(16, 0.0f);
+  DLManagedTensorVersioned* sentinel = &sources.tensors[0]->managed;
+  DLManagedTensorVersioned* out[1] = {sentinel};
+  const std::size_t garbage = static_cast<std::size_t>(-1);
+  CHECK(abr_to_device_many(rt, sources.pointers.data(), garbage, cpu, nullptr, nullptr, out, nullptr) ==
+        ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("at most 16777216 tensors per call") != std::string::npos);
+  CHECK(out[0] == sentinel);
+  const DLTensor* none[1] = {nullptr};
+  CHECK(abr_copy_many(rt, none, none, garbage, nullptr, nullptr, nullptr) == ABR_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(abr_last_error()).find("at most 16777216 pairs per call") != std::string::npos);
+  CHECK(sources.deleted() == 0);
+}
+
 #ifdef ABR_FAULT_INJECTION
 TEST_CASE("batch: every injected failure leaves every source the caller's and leaks nothing") {
   Runtime rt;
