@@ -242,6 +242,48 @@ def test_a_withdrawn_publication_is_refused_never_read_as_what_its_slot_holds_ne
     assert done.returncode == 0 and "withdrawn ok" in done.stdout, done.stdout + done.stderr
 
 
+PLACED_LATE = """
+import ctypes
+import numpy as np
+import arraybridge as ab
+from arraybridge import nixl
+nixl.skip_infiniband()
+with nixl.Peer("a") as a, nixl.Peer("b") as b:
+    a.connect(b.address)
+    handle, description = a.publish([np.arange(4.0)])
+    landing, late = [], []
+    real_call, real_poll = b._call, b._poll_read
+    def spy(fn, *args):  # the reader's first local descriptor: where the READ lands
+        if getattr(fn, "__name__", "") == "get_xfer_descs" and not landing:
+            landing.append(args[0][0][0])
+        return real_call(fn, *args)
+    def placed_late(*args, **kwargs):  # the data READ done, but some bytes as if placed after a withdraw
+        done = real_poll(*args, **kwargs)
+        if not late:
+            late.append(True)
+            a.withdraw(handle)
+            a.publish([np.full(4, -7.0)])  # the same slot: another publication's bytes
+            ctypes.memmove(landing[0], np.full(4, -7.0).ctypes.data, 32)
+        return done
+    b._call, b._poll_read = spy, placed_late
+    try:
+        got = b.read(description)
+        raise SystemExit(f"read {np.from_dlpack(got[0]).tolist()}")
+    except ab.ArrayBridgeError as error:
+        assert error.status_name == "withdrawn", error
+    print("placed late ok")
+"""
+
+
+def test_a_read_whose_bytes_land_after_a_withdraw_is_refused():
+    """A one-sided READ may place its bytes in any order: the stamp read with the data
+    could be the publication's while data landed from the slot's next one. Before the
+    stamp was read again after the data, this returned [-7, -7, -7, -7] for [0, 1, 2, 3]."""
+    done = subprocess.run([sys.executable, "-c", PLACED_LATE], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
+    assert done.returncode == 0 and "placed late ok" in done.stdout, done.stdout + done.stderr
+
+
 UNASKED = """
 import os, warnings
 from arraybridge import nixl

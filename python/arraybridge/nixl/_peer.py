@@ -464,23 +464,29 @@ class Peer:
             self._known_remote_blocks.add(key)
         arena = self._arena(device)
         slot = arena.take(nbytes)
-        handle, safe = None, True
+        handles, safe = [], True
         try:
-            if nbytes:
-                local = self._call(self._agent.get_xfer_descs, [(slot.address, nbytes, arena.device_id)], arena.mem)
-                far = self._call(self._agent.get_xfer_descs, [remote[:3]], remote[3])
+            # The whole publication, then its stamp again: a READ may place its bytes in any
+            # order (rails, packets), so a stamp read with the data may predate data read
+            # after a withdraw; one read once all the data has landed still holding the token
+            # proves the slot was not withdrawn (and written again) before then.
+            at, _, far_device, far_mem = remote
+            for offset, length in ((0, nbytes), (stamp_at, _STAMP_BYTES)):  # nbytes holds the stamp: never 0
+                local = self._call(self._agent.get_xfer_descs, [(slot.address + offset, length, arena.device_id)],
+                                   arena.mem)
+                far = self._call(self._agent.get_xfer_descs, [(at + offset, length, far_device)], far_mem)
                 try:  # a peer gone since the connection: NIXL raises here, in its words
-                    handle = self._call(self._agent.initialize_xfer, "READ", local, far, name)
-                    posted = self._call(self._agent.transfer, handle)
+                    handles.append(self._call(self._agent.initialize_xfer, "READ", local, far, name))
+                    posted = self._call(self._agent.transfer, handles[-1])
                 except Exception as error:
                     if not _disconnected(error):
                         raise
                     raise PeerLostError(f"arraybridge.nixl: peer {name!r} is gone ({why_lost(link)})") from error
                 if posted == "ERR":  # refused: nothing was posted
-                    raise ArrayBridgeError(f"arraybridge.nixl: NIXL refused to read {nbytes} bytes from peer "
+                    raise ArrayBridgeError(f"arraybridge.nixl: NIXL refused to read {length} bytes from peer "
                                            f"{name!r}", None, "transfer_failed")
                 safe = False  # posted: the slot may be written until the READ ends
-                self._poll_read(handle, link, nbytes, True, deadline, abort)
+                self._poll_read(handles[-1], link, length, True, deadline, abort)
                 safe = True
             seen = _core.to_device(_stamp_view(arena, slot, stamp_at), "cpu")  # host memory: a view, no copy
             if any(word != token for word in memoryview(seen).tolist()):
@@ -498,7 +504,7 @@ class Peer:
                 self._counts["bytes_received"] += nbytes
             return results
         finally:
-            if handle is not None:
+            for handle in handles:
                 try:
                     self._call(self._agent.release_xfer_handle, handle)
                 except Exception:  # a READ still under way on a lost peer: the slot is kept out of use

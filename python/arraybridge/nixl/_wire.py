@@ -172,7 +172,7 @@ def checked_publication(description):
                  and all(e["dtype"] in SENDABLE and all(isinstance(n, int) and n >= 0 for n in e["shape"])
                          and isinstance(e["at"], int) and e["at"] >= 0 and isinstance(e["read_only"], bool)
                          for e in entries)
-                 and isinstance(stamp_at, int) and isinstance(token, int) and 0 < token < 2**64
+                 and isinstance(stamp_at, int) and stamp_at >= 0 and isinstance(token, int) and 0 < token < 2**64
                  and all(end <= nbytes for end in ends) and all(end <= stamp_at for end in ends[:-1]))
     except (KeyError, TypeError, ValueError, AttributeError):
         valid = False
