@@ -2,6 +2,7 @@
 The names are the library's (abr_device_parse/abr_device_format); the list comes
 from the runtime, which _core holds."""
 import enum
+import operator
 from collections import namedtuple
 
 from ._errors import last_problem
@@ -25,15 +26,22 @@ def parse_device(device):
     """(DLDeviceType, id) for a device string, a (type, id) pair or a `Device`."""
     if isinstance(device, str):
         out = ffi.new("DLDevice*")
+        if "\0" in device:  # C would read up to it: "cpu\0garbage" as "cpu"
+            raise ValueError(f"arraybridge: unknown device {device!r} (a NUL inside)")
         if lib.abr_device_parse(device.encode("utf-8", "replace"), out) != lib.ABR_OK:
             raise _library_error("")
-        return DLDeviceType(out.device_type), out.device_id
+        try:
+            return DLDeviceType(out.device_type), out.device_id
+        except ValueError:  # dlpack_device_T:N parses any T
+            raise ValueError(f"arraybridge: unknown DLPack device type {out.device_type} in {device!r}") from None
     if isinstance(device, Device):
         return device.dlpack
     if isinstance(device, (tuple, list)) and len(device) == 2:
         kind, index = device
-        try:
-            kind = DLDeviceType(int(kind))
+        try:  # an int (not a bool): int() would truncate 4.9 and read "4"
+            if isinstance(kind, bool):
+                raise TypeError
+            kind = DLDeviceType(operator.index(kind))
         except (ValueError, TypeError):
             raise ValueError(f"arraybridge: unknown DLPack device type {kind!r} in {device!r}") from None
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 2**31:

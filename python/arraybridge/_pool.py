@@ -27,9 +27,7 @@ def device_cache_stats():
 def set_device_cache_limit(limit_bytes):
     """The most device memory kept cached (all CUDA devices together); lower than what is cached
     frees blocks at once; 0 restores the default (1 GiB)."""
-    if not isinstance(limit_bytes, int) or isinstance(limit_bytes, bool) or limit_bytes < 0:
-        raise TypeError(f"set_device_cache_limit takes a whole number of bytes >= 0, not {limit_bytes!r}")
-    _core.set_device_cache_limit(limit_bytes)
+    _core.set_device_cache_limit(_whole(limit_bytes, "limit_bytes", "set_device_cache_limit"))
 
 
 def set_staging(threads=0, chunk_bytes=0):
@@ -37,7 +35,13 @@ def set_staging(threads=0, chunk_bytes=0):
     and chunk size in bytes (64 KiB..1 GiB); 0 keeps the default (or the environment's
     ARRAYBRIDGE_STAGING_THREADS / ARRAYBRIDGE_STAGING_CHUNK_MIB). A transfer's report
     states the shape it ran with."""
-    if not (isinstance(threads, int) and isinstance(chunk_bytes, int)) or threads < 0 or chunk_bytes < 0:
-        raise TypeError(f"set_staging takes two whole numbers >= 0, not threads={threads!r}, "
-                        f"chunk_bytes={chunk_bytes!r}")
-    _core.set_staging(threads, chunk_bytes)
+    _core.set_staging(_whole(threads, "threads", "set_staging"), _whole(chunk_bytes, "chunk_bytes", "set_staging"))
+
+
+def _whole(value, name, call):
+    """`value`, an int from 0 to 2**64 - 1: else a TypeError (not an int) or ValueError naming it."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{call}: {name} must be an int, not {value!r}")
+    if not 0 <= value < 2**64:
+        raise ValueError(f"{call}: {name} must be from 0 to 2**64 - 1, not {value}")
+    return value

@@ -16,6 +16,30 @@ ROWS = [
      "'dlpack_device_T:N'"),
     ("an unknown device type", lambda: ab.to_device(SIX, ("x", 0)), ValueError,
      "to_device: unknown DLPack device type 'x' in ('x', 0)"),
+    # A helper's hunt: int() read 4.9 and "4" as opencl, C read up to a NUL, and an unknown T
+    # gave Python's enum error without the call.
+    ("a float device type", lambda: ab.to_device(SIX, (4.9, 0)), ValueError,
+     "to_device: unknown DLPack device type 4.9 in (4.9, 0)"),
+    ("a numeric string device type", lambda: ab.to_device(SIX, ("4", 0)), ValueError,
+     "to_device: unknown DLPack device type '4' in ('4', 0)"),
+    ("a device string with a NUL", lambda: ab.to_device(SIX, "cpu\0garbage"), ValueError,
+     "to_device: unknown device 'cpu\\x00garbage' (a NUL inside)"),
+    ("an unknown dlpack_device_T", lambda: ab.to_device(SIX, "dlpack_device_99:0"), ValueError,
+     "to_device: unknown DLPack device type 99 in 'dlpack_device_99:0'"),
+    ("a stream value out of range", lambda: ab.to_device(SIX, "opencl:0", stream=-5), ValueError,
+     "to_device: stream=-5 is not a DLPack stream value: -1 (none), 1 (the legacy default stream), 2 (the "
+     "per-thread one) or a stream handle from 3 to 2**64 - 1"),
+    # Read by truth, host_staging=None allowed staging and non_blocking="x" queued.
+    ("host_staging=None", lambda: ab.to_device(SIX, "cpu", host_staging=None), TypeError,
+     "to_device: host_staging must be True or False, not None"),
+    ("non_blocking that is no bool", lambda: ab.copy(SIX, np.zeros(6, np.float32), non_blocking="x"), TypeError,
+     "copy: non_blocking must be True or False, not 'x'"),
+    ("contiguous=1", lambda: ab.to_device(SIX, "cpu", contiguous=1), TypeError,
+     "to_device: contiguous must be True, False or \"nonnegative\", not 1"),
+    ("set_staging past 64 bits", lambda: ab.set_staging(0, 2**70), ValueError,
+     "set_staging: chunk_bytes must be from 0 to 2**64 - 1, not 1180591620717411303424"),
+    ("a negative cache limit", lambda: ab.set_device_cache_limit(-1), ValueError,
+     "set_device_cache_limit: limit_bytes must be from 0 to 2**64 - 1, not -1"),
     ("an unknown device, from from_dlpack", lambda: ab.from_dlpack(SIX, device="gpu:0"), ValueError,
      "from_dlpack: unknown device 'gpu:0'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed', 'opencl:N' or "
      "'dlpack_device_T:N'"),

@@ -130,9 +130,20 @@ int parse_copy(PyObject* copy, abr_copy_mode* out) {
   return 0;
 }
 
-static int parse_flag(PyObject* value, uint32_t flag, uint32_t* flags) {
+/* 1 or 0 for True or False (NumPy's bool too), else -1 with a TypeError naming the
+ * argument: None or "x" read by truth would guess (host_staging=None allowed staging). */
+static int strict_truth(PyObject* value, const char* name, const char* choices) {
+  if (value == Py_True) return 1;
+  if (value == Py_False) return 0;
+  const char* type = Py_TYPE(value)->tp_name;
+  if (strcmp(type, "numpy.bool") == 0 || strcmp(type, "numpy.bool_") == 0) return PyObject_IsTrue(value);
+  PyErr_Format(PyExc_TypeError, "arraybridge: %s must be %s, not %R", name, choices, value);
+  return -1;
+}
+
+static int parse_flag(PyObject* value, const char* name, const char* choices, uint32_t flag, uint32_t* flags) {
   if (!value) return 0;
-  int truth = PyObject_IsTrue(value);
+  int truth = strict_truth(value, name, choices);
   if (truth < 0) return -1;
   if (truth) *flags |= flag;
   return 0;
@@ -151,7 +162,7 @@ int parse_contiguous(PyObject* value, uint32_t* flags) {
     *flags |= ABR_TRANSFER_NO_NEGATIVE_STRIDES;
     return 0;
   }
-  return parse_flag(value, ABR_TRANSFER_REQUIRE_CONTIGUOUS, flags);
+  return parse_flag(value, "contiguous", "True, False or \"nonnegative\"", ABR_TRANSFER_REQUIRE_CONTIGUOUS, flags);
 }
 
 int parse_host_staging(PyObject* host_staging, PyObject* strict, const char* call, uint32_t* flags) {
@@ -168,14 +179,14 @@ int parse_host_staging(PyObject* host_staging, PyObject* strict, const char* cal
     if (refuse) *flags |= ABR_TRANSFER_NO_HOST_STAGING;
     return 0;
   }
-  const int allowed = host_staging ? PyObject_IsTrue(host_staging) : 1;
+  const int allowed = host_staging ? strict_truth(host_staging, "host_staging", "True or False") : 1;
   if (allowed < 0) return -1;
   if (!allowed) *flags |= ABR_TRANSFER_NO_HOST_STAGING;
   return 0;
 }
 
-int parse_truth(PyObject* value, int* out) {
-  *out = value ? PyObject_IsTrue(value) : 0;
+int parse_truth(PyObject* value, const char* name, int* out) {
+  *out = value ? strict_truth(value, name, "True or False") : 0;
   return *out < 0 ? -1 : 0;
 }
 

@@ -227,7 +227,7 @@ int unpack_pair(PyObject* pair, DLDevice* out);
 int parse_device(PyObject* device, DLDevice* out);
 int parse_copy(PyObject* copy, abr_copy_mode* out);
 int parse_contiguous(PyObject* value, uint32_t* flags);
-int parse_truth(PyObject* value, int* out);
+int parse_truth(PyObject* value, const char* name, int* out); /* True or False only */
 int parse_dtype(PyObject* dtype, DLDataType* out);
 /* casting=: None (the call's default), "no", "equiv" (as "no": DLPack has one byte
  * order), "safe", "same_kind" or "unsafe", NumPy's names. */

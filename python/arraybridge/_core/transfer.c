@@ -236,8 +236,8 @@ PyObject* core_to_device(PyObject* module, PyObject* const* args, Py_ssize_t nar
   if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
       parse_stream(a[3], &request.stream) < 0 || parse_dtype(a[4], &request.options.dtype) < 0 ||
       parse_host_staging(a[5], a[8], "to_device", &request.options.flags) < 0 ||
-      parse_contiguous(a[6], &request.options.flags) < 0 || parse_truth(a[7], &request.non_blocking) < 0 ||
-      parse_casting(a[9], &request.options.casting) < 0)
+      parse_contiguous(a[6], &request.options.flags) < 0 ||
+      parse_truth(a[7], "non_blocking", &request.non_blocking) < 0 || parse_casting(a[9], &request.options.casting) < 0)
     return restated("to_device");
   PyObject* result = run(a[0], &request);
   return result ? result : restated("to_device");
@@ -330,8 +330,8 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
   int non_blocking = 0;
-  if (parse_host_staging(a[2], a[4], "copy", &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0 ||
-      parse_casting(a[5], &options.casting) < 0)
+  if (parse_host_staging(a[2], a[4], "copy", &options.flags) < 0 ||
+      parse_truth(a[3], "non_blocking", &non_blocking) < 0 || parse_casting(a[5], &options.casting) < 0)
     return restated("copy");
   const double start = recorder ? record_clock() : 0;
   abr_transfer_report report = ABR_TRANSFER_REPORT_INIT; /* asked for only by a recording */

@@ -113,8 +113,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   if (parse_device(a[1], &request.dst) < 0 || parse_copy(a[2], &request.options.copy) < 0 ||
       parse_dtype(a[3], &request.options.dtype) < 0 ||
       parse_host_staging(a[4], a[7], "to_device_many", &request.options.flags) < 0 ||
-      parse_contiguous(a[5], &request.options.flags) < 0 || parse_truth(a[6], &request.non_blocking) < 0 ||
-      parse_casting(a[8], &request.options.casting) < 0)
+      parse_contiguous(a[5], &request.options.flags) < 0 ||
+      parse_truth(a[6], "non_blocking", &request.non_blocking) < 0 || parse_casting(a[8], &request.options.casting) < 0)
     return restated("to_device");
   const double start = recorder ? record_clock() : 0;
   abr_runtime* runtime = core_runtime();
@@ -315,8 +315,8 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   memset(&options, 0, sizeof options);
   options.version = ABR_TRANSFER_OPTIONS_VERSION;
   int non_blocking = 0;
-  if (parse_host_staging(a[2], a[4], "copy_many", &options.flags) < 0 || parse_truth(a[3], &non_blocking) < 0 ||
-      parse_casting(a[5], &options.casting) < 0)
+  if (parse_host_staging(a[2], a[4], "copy_many", &options.flags) < 0 ||
+      parse_truth(a[3], "non_blocking", &non_blocking) < 0 || parse_casting(a[5], &options.casting) < 0)
     return restated("copy");
   const double start = recorder ? record_clock() : 0;
   abr_batch_report report = ABR_BATCH_REPORT_INIT; /* asked for only by a recording */
