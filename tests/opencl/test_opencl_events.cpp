@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -247,4 +248,35 @@ TEST_CASE("OpenCL after fork: what the parent's released streams keep is left to
   device.reset();
   gated.reset();
   abr_runtime_destroy(rt);
+}
+
+// A tensor made before the fork is the parent's: the child that drops it must not call
+// clReleaseMemObject (PoCL's threads stayed in the parent, and a lock one of them held at
+// the fork would hang the call). Seen through the buffer's destructor callback, which the
+// driver runs when the last reference goes.
+static std::atomic<int> g_buffer_destroyed{0};
+
+TEST_CASE("OpenCL after fork: a tensor the parent made is dropped in the child without a call into the driver") {
+  Runtime rt;
+  std::vector<float> data(1024, 2.5f);
+  Managed src(data.data(), f32, {1024});
+  Owned device(copy_to(rt, &src.managed, ocl0, nullptr));
+  cl_mem buffer = static_cast<cl_mem>(device->data);
+  REQUIRE(clSetMemObjectDestructorCallback(
+              buffer, [](cl_mem, void*) { g_buffer_destroyed = 1; }, nullptr) == CL_SUCCESS);
+
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    alarm(30);
+    device.reset();  // its deleter: the parent's cl_mem, let go
+    _exit(g_buffer_destroyed.load() == 0 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));  // not SIGALRM: nothing hung
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(g_buffer_destroyed == 0);
+  device.reset();  // the parent's to release, and released
+  CHECK(g_buffer_destroyed == 1);
 }
