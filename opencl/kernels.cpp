@@ -61,6 +61,7 @@ static float abr_narrow(wide v) {
   return as_float(bits | 1u);
 }
 static float abr_magnitude_odd(ulong m, int negative) {
+  if (m < (1ul << 24)) return negative ? -(float)(uint)m : (float)(uint)m;  // exact
   const int shift = max(0, 40 - (int)clz(m));
   ulong kept = m >> shift;
   if ((kept << shift) != m) kept |= 1ul;

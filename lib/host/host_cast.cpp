@@ -51,12 +51,10 @@ double as_double(S s) {
 // bfloat16 round once (an integer does not pass through a double: see half_bits.hpp).
 template <class S>
 float as_float_odd(S s) {
-  if constexpr (std::is_integral_v<S> && std::is_signed_v<S>)
-    return integer_to_float_odd(static_cast<int64_t>(s));
-  else if constexpr (std::is_integral_v<S>)
-    return integer_to_float_odd(static_cast<uint64_t>(s));
+  if constexpr (std::is_integral_v<S> && sizeof(S) == 8)
+    return integer_to_float_odd(s);
   else
-    return double_to_float_odd(as_double(s));
+    return double_to_float_odd(as_double(s));  // narrower integers: exact as doubles
 }
 
 template <class S>
