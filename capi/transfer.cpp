@@ -48,6 +48,38 @@ class CallerOptions {
   bool given_ = false;
 };
 
+// A batch call's options and report: the options without a report of their own (the
+// batch has one), and the report the runtime fills, with the caller's arrays (`paths`,
+// `result_flags`) handed back as they were; written back in the caller's version.
+class BatchArguments {
+ public:
+  BatchArguments(const abr_transfer_options* options, abr_batch_report* report) : report_(report) {
+    if (report) abr::capi::caller_size(report->version, kBatchReport);  // refused before anything moves
+    if (options) {
+      options_ = abr::capi::read_versioned(options, kTransferOptions);
+      options_.report = nullptr;
+      given_ = true;
+    }
+    filled.version = ABR_BATCH_REPORT_VERSION;
+    if (report) {
+      const abr_batch_report caller = abr::capi::read_versioned(report, kBatchReport);
+      filled.paths = caller.paths;
+      filled.result_flags = caller.result_flags;
+    }
+  }
+  const abr_transfer_options* options() const { return given_ ? &options_ : nullptr; }
+  void deliver_report() const {
+    if (report_) abr::capi::write_versioned(report_, filled, kBatchReport);
+  }
+
+  abr_batch_report filled{};
+
+ private:
+  abr_transfer_options options_{};
+  abr_batch_report* report_;
+  bool given_ = false;
+};
+
 }  // namespace
 
 extern "C" {
@@ -95,21 +127,9 @@ abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* co
       require_pointer(srcs, "srcs");
       require_pointer(out, "out");  // cleared by the runtime once the count is known to be sane
     }
-    if (report) abr::capi::caller_size(report->version, kBatchReport);  // refused before anything moves
-    abr_transfer_options current{};
-    if (options) {
-      current = abr::capi::read_versioned(options, kTransferOptions);
-      current.report = nullptr;  // the batch has its own report
-    }
-    abr_batch_report filled{};
-    filled.version = ABR_BATCH_REPORT_VERSION;
-    if (report) {  // the caller's arrays, handed back as they were
-      const abr_batch_report given = abr::capi::read_versioned(report, kBatchReport);
-      filled.paths = given.paths;
-      filled.result_flags = given.result_flags;
-    }
-    runtime_of(runtime).to_device_many(srcs, count, dst, options ? &current : nullptr, stream_of(stream), out, filled);
-    if (report) abr::capi::write_versioned(report, filled, kBatchReport);
+    BatchArguments batch(options, report);
+    runtime_of(runtime).to_device_many(srcs, count, dst, batch.options(), stream_of(stream), out, batch.filled);
+    batch.deliver_report();
   });
 }
 
@@ -120,21 +140,9 @@ abr_status abr_copy_many(abr_runtime* runtime, const DLTensor* const* srcs, cons
       require_pointer(srcs, "srcs");
       require_pointer(dsts, "dsts");
     }
-    if (report) abr::capi::caller_size(report->version, kBatchReport);
-    abr_transfer_options current{};
-    if (options) {
-      current = abr::capi::read_versioned(options, kTransferOptions);
-      current.report = nullptr;
-    }
-    abr_batch_report filled{};
-    filled.version = ABR_BATCH_REPORT_VERSION;
-    if (report) {  // the caller's arrays, handed back as they were
-      const abr_batch_report given = abr::capi::read_versioned(report, kBatchReport);
-      filled.paths = given.paths;
-      filled.result_flags = given.result_flags;
-    }
-    runtime_of(runtime).copy_many(srcs, dsts, count, options ? &current : nullptr, stream_of(stream), filled);
-    if (report) abr::capi::write_versioned(report, filled, kBatchReport);
+    BatchArguments batch(options, report);
+    runtime_of(runtime).copy_many(srcs, dsts, count, batch.options(), stream_of(stream), batch.filled);
+    batch.deliver_report();
   });
 }
 
