@@ -6,6 +6,7 @@
 
 #include "lib/tensor/device_kinds.hpp"
 #include "lib/tensor/dtype.hpp"
+#include "lib/tensor/shared_bytes.hpp"
 #include "lib/base/enum_value.hpp"
 #include "lib/base/error.hpp"
 #include "lib/host/host_copy.hpp"
@@ -278,14 +279,6 @@ void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, 
            staged_words(plan, /*host_side=*/false).c_str());
 }
 
-// Whether two views' bytes meet, each at `base` (its memory's first byte, in one address space).
-bool ranges_overlap(const Layout& a, uintptr_t a_base, const Layout& b, uintptr_t b_base) {
-  if (a.numel == 0 || b.numel == 0) return false;
-  const intptr_t a0 = static_cast<intptr_t>(a_base) + static_cast<intptr_t>(a.byte_offset);
-  const intptr_t b0 = static_cast<intptr_t>(b_base) + static_cast<intptr_t>(b.byte_offset);
-  return a0 + a.min_byte < b0 + b.max_byte_end && b0 + b.min_byte < a0 + a.max_byte_end;
-}
-
 // Where a side's bytes live in host memory: host memory itself, or device memory made
 // over it (a host wrap); 0 for device memory of its own.
 uintptr_t host_bytes_at(const Layout& side, const Endpoint& end, bool host) {
@@ -299,13 +292,13 @@ uintptr_t host_bytes_at(const Layout& side, const Endpoint& end, bool host) {
 bool copy_overlaps(const Layout& src, const Endpoint& from, bool src_host, const Layout& dst, const Endpoint& to,
                    bool dst_host) {
   const uintptr_t src_at = host_bytes_at(src, from, src_host), dst_at = host_bytes_at(dst, to, dst_host);
-  if (src_at || dst_at) return src_at && dst_at && ranges_overlap(src, src_at, dst, dst_at);
-  if (src_host || dst_host) return false;
+  if (src_at && dst_at) return views_share_bytes(src, src_at, dst, dst_at);
+  if (src_host || dst_host) return false;  // host memory, and device memory of its own
   const AllocationRange &a = from.allocation, &b = to.allocation;
-  if (a.root || b.root) return a.root == b.root && ranges_overlap(src, a.root_offset, dst, b.root_offset);
-  const bool addresses = a.begin < a.end && b.begin < b.end;
+  if (a.root || b.root) return a.root == b.root && views_share_bytes(src, a.root_offset, dst, b.root_offset);
+  const bool addresses = from.backend == to.backend && a.begin < a.end && b.begin < b.end;  // one address space
   return (addresses || src.data == dst.data) &&
-      ranges_overlap(src, reinterpret_cast<uintptr_t>(src.data), dst, reinterpret_cast<uintptr_t>(dst.data));
+      views_share_bytes(src, reinterpret_cast<uintptr_t>(src.data), dst, reinterpret_cast<uintptr_t>(dst.data));
 }
 
 // abr_copy's arguments: an existing destination of the source's shape, and options

@@ -593,12 +593,40 @@ DLDataType dtype_of(int32_t kind) {
   }
 }
 
-// The bytes [first, end) a kernel's walk touches on one side.
-std::pair<uint64_t, uint64_t> walk_span(CUdeviceptr base, int64_t first, const int64_t* stride,
-                                        const abr::cuda::WalkParams& w, std::size_t item) {
-  int64_t low = first, high = first;
-  for (int k = 0; k < w.ndim; ++k) (stride[k] < 0 ? low : high) += stride[k] * (w.extent[k] - 1);
-  return {base + static_cast<uint64_t>(low), base + static_cast<uint64_t>(high) + item};
+// The byte offset of element i of a walk on one side (as run_kernel steps it).
+int64_t walk_offset(const abr::cuda::WalkParams& w, int64_t first, const int64_t* stride, uint64_t i) {
+  int64_t at = first;
+  for (int k = w.ndim - 1; k >= 0; --k) {
+    at += static_cast<int64_t>(i % static_cast<uint64_t>(w.extent[k])) * stride[k];
+    i /= static_cast<uint64_t>(w.extent[k]);
+  }
+  return at;
+}
+
+// Whether a kernel's walk reads a byte it writes, element by element (interleaved
+// walks, x[0::2] into x[1::2], share none though their bounding boxes meet).
+bool walk_reads_what_it_writes(CUdeviceptr src, CUdeviceptr dst, const abr::cuda::WalkParams& w, std::size_t src_item,
+                               std::size_t dst_item) {
+  auto box = [&](CUdeviceptr base, int64_t first, const int64_t* stride, std::size_t item) {  // [low, end)
+    int64_t low = first, high = first;
+    for (int k = 0; k < w.ndim; ++k) (stride[k] < 0 ? low : high) += stride[k] * (w.extent[k] - 1);
+    return std::pair<int64_t, int64_t>{static_cast<int64_t>(base) + low,
+                                       static_cast<int64_t>(base) + high + static_cast<int64_t>(item)};
+  };
+  const auto read_box = box(src, w.src_first, w.src_stride, src_item);
+  const auto write_box = box(dst, w.dst_first, w.dst_stride, dst_item);
+  if (read_box.first >= write_box.second || write_box.first >= read_box.second) return false;  // most launches
+  std::vector<int64_t> reads(w.count);
+  for (uint64_t i = 0; i < w.count; ++i)
+    reads[i] = static_cast<int64_t>(src) + walk_offset(w, w.src_first, w.src_stride, i);
+  std::sort(reads.begin(), reads.end());
+  for (uint64_t i = 0; i < w.count; ++i) {
+    const int64_t written = static_cast<int64_t>(dst) + walk_offset(w, w.dst_first, w.dst_stride, i);
+    // A read [r, r + src_item) meets [written, written + dst_item) when written - src_item < r < written + dst_item.
+    const auto read = std::upper_bound(reads.begin(), reads.end(), written - static_cast<int64_t>(src_item));
+    if (read != reads.end() && *read < written + static_cast<int64_t>(dst_item)) return true;
+  }
+  return false;
 }
 
 // The kernels of cuda/kernels.cu, element by element, with every access checked.
@@ -1643,12 +1671,9 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigne
     // a race, where this element-by-element loop would look right.
     const std::size_t src_item = kernel < 4 ? (std::size_t{1} << kernel) * walk.units : (dtype_of(from).bits + 7) / 8;
     const std::size_t dst_item = kernel < 4 ? src_item : (dtype_of(to).bits + 7) / 8;
-    const auto read = walk_span(src, walk.src_first, walk.src_stride, walk, src_item);
-    const auto written = walk_span(dst, walk.dst_first, walk.dst_stride, walk, dst_item);
-    if (read.first < written.second && written.first < read.second)
-      finding("cuLaunchKernel: the source [%#llx, %#llx) and destination [%#llx, %#llx) overlap: the threads race",
-              static_cast<unsigned long long>(read.first), static_cast<unsigned long long>(read.second),
-              static_cast<unsigned long long>(written.first), static_cast<unsigned long long>(written.second));
+    if (walk_reads_what_it_writes(src, dst, walk, src_item, dst_item))
+      finding("cuLaunchKernel: the walk from %#llx reads bytes it writes from %#llx: the threads race",
+              static_cast<unsigned long long>(src), static_cast<unsigned long long>(dst));
   }
   FakeStream* s = stream_of(stream);
   const uint64_t seq = s->submit([=] {

@@ -1,0 +1,76 @@
+#include "lib/tensor/shared_bytes.hpp"
+
+#include <algorithm>
+
+namespace abr {
+namespace {
+
+// 128 bits: sums over both views' spans (each proven to fit 64 bits) cannot overflow.
+using Wide = __int128;
+
+// One term c * y of the sum, y in [0, most], c > 0.
+struct Term {
+  Wide c;
+  Wide most;
+};
+
+constexpr int kMaxTerms = 2 * ABR_MAX_NDIM;
+constexpr int kMaxWork = 4096;  // search nodes before answering "may share"
+
+struct Search {
+  Term terms[kMaxTerms];
+  Wide reach[kMaxTerms + 1];  // reach[t]: the most terms t.. can add
+  int count = 0;
+  int work = 0;
+
+  // Whether some choice of terms t.. sums into [lo, hi]; true past the bound.
+  bool hits(int t, Wide lo, Wide hi) {
+    if (hi < 0 || lo > reach[t]) return false;
+    if (t == count) return lo <= 0;  // 0 <= hi here
+    if (++work > kMaxWork) return true;
+    const Term& term = terms[t];
+    // y must leave [lo - c*y, hi - c*y] within reach of the terms after it: [0, reach[t + 1]].
+    const Wide below = lo - reach[t + 1];
+    const Wide first = below <= 0 ? 0 : (below + term.c - 1) / term.c;
+    const Wide last = std::min(term.most, hi / term.c);
+    for (Wide y = first; y <= last; ++y)
+      if (hits(t + 1, lo - term.c * y, hi - term.c * y)) return true;
+    return false;
+  }
+};
+
+// Adds view's terms with `sign`, each a step of one dimension in bytes; a negative step
+// c*y becomes c*most - |c|*(most - y): its constant goes into `offset`.
+void add_terms(Search& search, const Layout& view, int sign, Wide& offset) {
+  for (int k = 0; k < view.ndim(); ++k) {
+    const Wide most = view.shape[k] - 1;
+    const Wide c = Wide{sign} * view.strides[k] * static_cast<int64_t>(view.itemsize);
+    if (most <= 0 || c == 0) continue;
+    if (c < 0) offset += c * most;
+    search.terms[search.count++] = {c < 0 ? -c : c, most};
+  }
+}
+
+}  // namespace
+
+bool views_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b, uintptr_t b_base) {
+  if (a.numel == 0 || b.numel == 0) return false;
+  const Wide a_first = Wide{a_base} + a.byte_offset, b_first = Wide{b_base} + b.byte_offset;
+  // Bounding boxes first: most pairs end here.
+  if (a_first + a.min_byte >= b_first + b.max_byte_end || b_first + b.min_byte >= a_first + a.max_byte_end)
+    return false;
+  // Some element i of a and j of b meet: a_first + sum(i*sa) + p == b_first + sum(j*sb) + q for
+  // bytes p < a.itemsize and q < b.itemsize, that is sum(i*sa) - sum(j*sb) in [lo, hi] below.
+  Search search;
+  Wide offset = 0;
+  add_terms(search, a, 1, offset);
+  add_terms(search, b, -1, offset);
+  std::sort(search.terms, search.terms + search.count, [](const Term& x, const Term& y) { return x.c > y.c; });
+  search.reach[search.count] = 0;
+  for (int t = search.count - 1; t >= 0; --t)
+    search.reach[t] = search.reach[t + 1] + search.terms[t].c * search.terms[t].most;
+  const Wide delta = b_first - a_first - offset;
+  return search.hits(0, delta - static_cast<int64_t>(a.itemsize) + 1, delta + static_cast<int64_t>(b.itemsize) - 1);
+}
+
+}  // namespace abr
