@@ -125,7 +125,8 @@ abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* co
   return guarded(__func__, [&] {
     if (count > 0) {
       require_pointer(srcs, "srcs");
-      require_pointer(out, "out");  // cleared by the runtime once the count is known to be sane
+      abr::Runtime::check_batch_count(count, "tensors");         // before out is written: a garbage count runs past it
+      std::fill_n(require_pointer(out, "out"), count, nullptr);  // what any failure leaves
     }
     BatchArguments batch(options, report);
     runtime_of(runtime).to_device_many(srcs, count, dst, batch.options(), stream_of(stream), out, batch.filled);

@@ -108,12 +108,14 @@ struct Runtime::Batch {
   uint32_t joined = 0;                 // gathered reads moved in another's copy
 };
 
+void Runtime::check_batch_count(std::size_t count, const char* what) {
+  if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} {} per call", count, kMaxBatch, what);
+}
+
 void Runtime::to_device_many(DLManagedTensorVersioned* const* srcs, std::size_t count, DLDevice dst,
                              const abr_transfer_options* options, Stream* stream, DLManagedTensorVersioned** out,
                              abr_batch_report& report) {
-  // A count past the limit is refused before out is written: it may be garbage, larger than out.
-  if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} tensors per call", count, kMaxBatch);
-  std::fill_n(out, count, nullptr);  // what a failure leaves
+  check_batch_count(count, "tensors");
   collect_releases();
   check_sources(srcs, count);
   Batch batch(srcs, count, dst, stream);

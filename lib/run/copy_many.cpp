@@ -19,7 +19,7 @@ namespace abr {
 void Runtime::copy_many(const DLTensor* const* srcs, const DLTensor* const* dsts, std::size_t count,
                         const abr_transfer_options* options, Stream* stream, abr_batch_report& report) {
   collect_releases();
-  if (count > kMaxBatch) fail(ABR_ERR_INVALID_ARGUMENT, "count = {}: at most {} pairs per call", count, kMaxBatch);
+  check_batch_count(count, "pairs");
   TransferOptions opts = resolve_options(options);
   opts.report = nullptr;
   opts.describe = false;

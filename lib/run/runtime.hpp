@@ -58,6 +58,11 @@ class Runtime {
   DLManagedTensorVersioned* to_device(DLManagedTensor* src, DLDevice dst, const abr_transfer_options* options,
                                       Stream* stream);
 
+  // A batch call's count: past the most one call takes, ABR_ERR_INVALID_ARGUMENT naming
+  // `what` ("tensors", "pairs"), before anything of the caller's arrays is read or written
+  // (a garbage count, a negative one made unsigned through an FFI, runs past their ends).
+  static void check_batch_count(std::size_t count, const char* what);
+
   // abr_to_device_many (lib/run/batch.cpp): each source to `dst` as to_device would,
   // small copies from host memory coalesced; all or nothing (on a throw every
   // source is still the caller's and `out` is untouched).

@@ -379,6 +379,11 @@ TEST_CASE("batch: a count past the limit is refused before anything of out is wr
         ABR_ERR_INVALID_ARGUMENT);
   CHECK(std::string(abr_last_error()).find("at most 16777216 tensors per call") != std::string::npos);
   CHECK(out[0] == sentinel);
+  abr_batch_report unknown = ABR_BATCH_REPORT_INIT;  // a failure of a sane count clears out, as the header says
+  unknown.version = 99;
+  CHECK(abr_to_device_many(rt, sources.pointers.data(), 1, cpu, nullptr, nullptr, out, &unknown) ==
+        ABR_ERR_INVALID_ARGUMENT);
+  CHECK(out[0] == nullptr);
   const DLTensor* none[1] = {nullptr};
   CHECK(abr_copy_many(rt, none, none, garbage, nullptr, nullptr, nullptr) == ABR_ERR_INVALID_ARGUMENT);
   CHECK(std::string(abr_last_error()).find("at most 16777216 pairs per call") != std::string::npos);
