@@ -12,7 +12,9 @@ def host_staging(call, host_staging, strict, stacklevel=4):
     refused the same paths host_staging=False refuses). `stacklevel`: the caller's frame
     as warnings counts it from warn_moved."""
     if strict is None:
-        return bool(host_staging)
+        if host_staging is True or host_staging is False or type(host_staging).__name__ in ("bool", "bool_"):
+            return bool(host_staging)  # NumPy's bool too, as to_device takes it
+        raise TypeError(f"{call}: host_staging must be True or False, not {host_staging!r}")
     if host_staging is not True:
         raise TypeError(f"{call}: give host_staging= only (strict= is its old spelling)")
     warn_moved(f"{call}(strict={strict!r})", f"{call}(host_staging={not strict!r})", stacklevel)

@@ -27,7 +27,7 @@ def device_cache_stats():
 def set_device_cache_limit(limit_bytes):
     """The most device memory kept cached (all CUDA devices together); lower than what is cached
     frees blocks at once; 0 restores the default (1 GiB)."""
-    _core.set_device_cache_limit(_whole(limit_bytes, "limit_bytes", "set_device_cache_limit"))
+    _core.set_device_cache_limit(_whole(limit_bytes, "limit_bytes", "set_device_cache_limit", 2**64 - 1))
 
 
 def set_staging(threads=0, chunk_bytes=0):
@@ -35,13 +35,14 @@ def set_staging(threads=0, chunk_bytes=0):
     and chunk size in bytes (64 KiB..1 GiB); 0 keeps the default (or the environment's
     ARRAYBRIDGE_STAGING_THREADS / ARRAYBRIDGE_STAGING_CHUNK_MIB). A transfer's report
     states the shape it ran with."""
-    _core.set_staging(_whole(threads, "threads", "set_staging"), _whole(chunk_bytes, "chunk_bytes", "set_staging"))
+    _core.set_staging(_whole(threads, "threads", "set_staging", 256),
+                      _whole(chunk_bytes, "chunk_bytes", "set_staging", 2**64 - 1))
 
 
-def _whole(value, name, call):
-    """`value`, an int from 0 to 2**64 - 1: else a TypeError (not an int) or ValueError naming it."""
+def _whole(value, name, call, most):
+    """`value`, an int from 0 to `most`: else a TypeError (not an int) or ValueError naming it."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{call}: {name} must be an int, not {value!r}")
-    if not 0 <= value < 2**64:
-        raise ValueError(f"{call}: {name} must be from 0 to 2**64 - 1, not {value}")
+    if not 0 <= value <= most:
+        raise ValueError(f"{call}: {name} must be from 0 to {most if most < 2**64 - 1 else '2**64 - 1'}, not {value}")
     return value
