@@ -165,9 +165,10 @@ DeviceMemory Backend::allocate(DLDevice device, uint64_t bytes, Stream*) {
 
 DeviceMemory Backend::wrap_host(DLDevice device, void* base, uint64_t bytes, bool read_only,
                                 std::unique_ptr<Storage>& owner) {
-  MemRef mem = wrap_host_memory(*own_context(device), base, static_cast<std::size_t>(bytes), read_only, owner);
-  cl_mem handle = mem.get();
-  return {handle, std::make_unique<BufferStorage>(std::move(mem))};
+  std::unique_ptr<HostWrapStorage> wrap =
+      wrap_host_memory(*own_context(device), base, static_cast<std::size_t>(bytes), read_only, owner);
+  cl_mem handle = wrap->get();
+  return {handle, std::move(wrap)};
 }
 
 bool Backend::runs_on(const Stream& stream, DLDevice, void* context) {

@@ -11,18 +11,19 @@ void CL_CALLBACK release_owner(cl_mem, void* owner) { delete static_cast<std::un
 
 }  // namespace
 
-MemRef wrap_host_memory(Context& context, void* base, std::size_t bytes, bool read_only,
-                        std::unique_ptr<Storage>& owner) {
+std::unique_ptr<HostWrapStorage> wrap_host_memory(Context& context, void* base, std::size_t bytes, bool read_only,
+                                                  std::unique_ptr<Storage>& owner) {
   const cl_mem_flags access = read_only ? CL_MEM_READ_ONLY : CL_MEM_READ_WRITE;
   // An empty view has no memory to use: any buffer will do.
   MemRef mem =
       bytes ? context.create_buffer(access | CL_MEM_USE_HOST_PTR, bytes, base) : context.create_buffer(access, 0);
   auto holder = std::make_unique<std::unique_ptr<Storage>>();
-  check(context.api().SetMemObjectDestructorCallback(mem.get(), release_owner, holder.get()),
+  auto storage = std::make_unique<HostWrapStorage>(std::move(mem), holder.get());
+  check(context.api().SetMemObjectDestructorCallback(storage->get(), release_owner, holder.get()),
         "clSetMemObjectDestructorCallback");
   *holder = std::move(owner);  // nothing can fail from here on
   holder.release();            // now the callback's
-  return mem;
+  return storage;
 }
 
 MappedView::MappedView(const Api& cl, cl_command_queue queue, const Layout& layout, bool write)

@@ -19,11 +19,26 @@ class BufferStorage final : public Storage {
   MemRef mem_;
 };
 
-// A buffer over host memory used in place (CL_MEM_USE_HOST_PTR). `owner` keeps the
-// host memory alive and is destroyed by the buffer's destructor callback, when the
-// OpenCL implementation no longer uses the memory; moved from only on success.
-MemRef wrap_host_memory(Context& context, void* base, std::size_t bytes, bool read_only,
-                        std::unique_ptr<Storage>& owner);
+// A buffer over host memory used in place (CL_MEM_USE_HOST_PTR), as a result's storage.
+// `owner` keeps the host memory alive; the buffer's destructor callback destroys it when
+// the OpenCL implementation no longer uses the memory, or this storage does in a forked
+// child, where the buffer is let go without a driver call and no callback will run.
+class HostWrapStorage final : public Storage {
+ public:
+  HostWrapStorage(MemRef mem, std::unique_ptr<Storage>* owner) : mem_(std::move(mem)), owner_(owner) {}
+  ~HostWrapStorage() override {
+    if (mem_.inherited()) delete owner_;
+  }
+  cl_mem get() const { return mem_.get(); }
+
+ private:
+  MemRef mem_;
+  std::unique_ptr<Storage>* owner_;  // the destructor callback's
+};
+
+// `owner` is moved from only on success.
+std::unique_ptr<HostWrapStorage> wrap_host_memory(Context& context, void* base, std::size_t bytes, bool read_only,
+                                                  std::unique_ptr<Storage>& owner);
 
 // The bytes a view of `layout` touches, mapped into host memory on `queue`
 // (blocking) and unmapped (enqueued) by unmap() or the destructor.

@@ -33,6 +33,7 @@ class Ref {
   Ref& operator=(const Ref&) = delete;
 
   T get() const { return handle_; }
+  bool inherited() const noexcept { return made_.inherited(); }  // made before this process forked
   explicit operator bool() const { return handle_ != nullptr; }
   void reset() noexcept {
     if (handle_ && !made_.inherited()) release_(handle_);

@@ -256,7 +256,9 @@ TEST_CASE("OpenCL after fork: what the parent's released streams keep is left to
 // driver runs when the last reference goes.
 static std::atomic<int> g_buffer_destroyed{0};
 
-TEST_CASE("OpenCL after fork: a tensor the parent made is dropped in the child without a call into the driver") {
+TEST_CASE(
+    "OpenCL after fork: a tensor the parent made is dropped in the child without a call into the driver, a host "
+    "wrap's source given back there") {
   Runtime rt;
   std::vector<float> data(1024, 2.5f);
   Managed src(data.data(), f32, {1024});
@@ -265,12 +267,21 @@ TEST_CASE("OpenCL after fork: a tensor the parent made is dropped in the child w
   REQUIRE(clSetMemObjectDestructorCallback(
               buffer, [](cl_mem, void*) { g_buffer_destroyed = 1; }, nullptr) == CL_SUCCESS);
 
+  // A host wrap made before the fork: dropped in the child, its source goes back there too
+  // (the buffer's destructor callback, which would, never runs in the child).
+  DLDevice shared;
+  const bool wraps = opencl_sharing_host_memory(rt, &shared);
+  std::vector<float> host(1024, 4.5f);
+  Managed wrapped_src(host.data(), f32, {1024});
+  Owned wrap(wraps ? move_to(rt, &wrapped_src.managed, shared, ABR_COPY_NEVER, ABR_PATH_HOST_WRAP) : nullptr);
+
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
     alarm(30);
     device.reset();  // its deleter: the parent's cl_mem, let go
-    _exit(g_buffer_destroyed.load() == 0 ? 0 : 1);
+    wrap.reset();
+    _exit((g_buffer_destroyed.load() == 0 ? 0 : 1) | (!wraps || wrapped_src.deleted == 1 ? 0 : 2));
   }
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
@@ -279,4 +290,7 @@ TEST_CASE("OpenCL after fork: a tensor the parent made is dropped in the child w
   CHECK(g_buffer_destroyed == 0);
   device.reset();  // the parent's to release, and released
   CHECK(g_buffer_destroyed == 1);
+  CHECK(wrapped_src.deleted == 0);  // the parent's source is the parent's
+  wrap.reset();
+  if (wraps) CHECK(wrapped_src.deleted == 1);
 }
