@@ -92,9 +92,12 @@ D convert(S s) {
     return Bool8{static_cast<uint8_t>(is_nonzero(s) ? 1 : 0)};
   } else if constexpr (is_complex<D>::value) {
     using R = typename D::value_type;
-    if constexpr (std::is_integral_v<S>) return D(static_cast<R>(s), R{0});  // directly, as integer to float
-    const std::complex<double> c = as_complex(s);
-    return D(static_cast<R>(c.real()), static_cast<R>(c.imag()));
+    if constexpr (std::is_integral_v<S>) {
+      return D(static_cast<R>(s), R{0});  // directly, as integer to float
+    } else {
+      const std::complex<double> c = as_complex(s);
+      return D(static_cast<R>(c.real()), static_cast<R>(c.imag()));
+    }
   } else if constexpr (std::is_integral_v<D> && is_integral_like<S>) {
     if constexpr (std::is_same_v<S, Bool8>)
       return static_cast<D>(s.v ? 1 : 0);
