@@ -16,8 +16,13 @@ namespace {
 
 abr::Layout layout_of(std::vector<int64_t>& shape, std::vector<int64_t>& strides, DLDataType dtype,
                       uint64_t byte_offset) {
-  DLTensor t{reinterpret_cast<void*>(uintptr_t{1} << 20), cpu, static_cast<int32_t>(shape.size()), dtype,
-             shape.data(), strides.data(), byte_offset};
+  DLTensor t{reinterpret_cast<void*>(uintptr_t{1} << 20),
+             cpu,
+             static_cast<int32_t>(shape.size()),
+             dtype,
+             shape.data(),
+             strides.data(),
+             byte_offset};
   return abr::validate_tensor(t, abr::Role::Source, "view");
 }
 

@@ -166,6 +166,35 @@ def test_many_threads_convert_through_one_runtime():
     assert ab.pool_stats()["bytes_in_use"] == 0
 
 
+def test_threads_sharing_one_opencl_tensor_with_non_blocking_work():
+    """A helper's hunt: the Event a Tensor's queued work holds was borrowed while the GIL
+    was let go, and another thread's non_blocking call replaced it: its abr_event was
+    destroyed under the wait (PoCL aborted the process: "pocl_refcount > 0" failed, in 5
+    runs of 6). In a child process: an abort must fail the test, not end the run."""
+    result = run_python("""
+        import threading, numpy as np, arraybridge as ab
+        shared = ab.to_device(np.arange(4096, dtype=np.float32), "opencl:0", copy=True)
+        into = ab.to_device(np.zeros(4096, np.float32), "opencl:0", copy=True)
+        ones, wrong = np.ones(4096, np.float32), []
+        def reader():
+            for _ in range(150):
+                got = np.asarray(ab.to_device(shared, "cpu", non_blocking=True))
+                if got[4095] != 4095 or got[1] != 1:
+                    wrong.append(got[:2])
+        def writer():
+            for _ in range(150):
+                ab.copy(ones, into, non_blocking=True)
+        threads = [threading.Thread(target=f) for f in (reader, reader, writer, writer)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(len(wrong), np.asarray(ab.to_device(into, "cpu")).min())
+    """)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["0", "1.0"], result.stdout
+
+
 def run_python(code):
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=120)

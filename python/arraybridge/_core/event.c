@@ -18,10 +18,11 @@ typedef struct {
   int forked_away;    /* made before this process forked: the parent's work, which nothing here can wait for */
 } EventObject;
 
+static int settle(EventObject* self);
+
 static void event_dealloc(EventObject* self) {
   if (self->keep) { /* the work must be done before what it uses may go */
-    if (event_settle((PyObject*)self) < 0)
-      event_quiet((PyObject*)self) ? PyErr_Clear() : PyErr_WriteUnraisable((PyObject*)self);
+    if (settle(self) < 0) event_quiet((PyObject*)self) ? PyErr_Clear() : PyErr_WriteUnraisable((PyObject*)self);
     Py_CLEAR(self->keep);
   }
   Py_CLEAR(self->failure);
@@ -88,8 +89,7 @@ static int finish(EventObject* self, abr_status status) {
   return status == ABR_OK ? 0 : -1;
 }
 
-int event_settle(PyObject* event) {
-  EventObject* self = (EventObject*)event;
+static int settle(EventObject* self) {
   if (self->failure) return raise_failure(self);
   if (self->done) return 0;
   abr_status status;
@@ -99,13 +99,27 @@ int event_settle(PyObject* event) {
   return finish(self, status);
 }
 
+/* Both hold the Event while they ask: callers borrow it from a Tensor's `ready`, which
+ * another thread may replace (tensors_hold) while the GIL is let go, here or in the
+ * deleters finish() runs; its last reference gone, the abr_event waited on was
+ * destroyed under the wait (PoCL: "pocl_refcount > 0" failed). */
+int event_settle(PyObject* event) {
+  Py_INCREF(event);
+  const int settled = settle((EventObject*)event);
+  Py_DECREF(event);
+  return settled;
+}
+
 int event_ready(PyObject* event) {
   EventObject* self = (EventObject*)event;
   if (self->failure) return raise_failure(self);
   if (self->done) return 1;
   const abr_status status = abr_event_query(self->event); /* a failure once the work failed, never OK */
   if (status == ABR_NOT_READY) return 0;
-  return finish(self, status) < 0 ? -1 : 1;
+  Py_INCREF(event);
+  const int finished = finish(self, status) < 0 ? -1 : 1;
+  Py_DECREF(event);
+  return finished;
 }
 
 int event_failed(PyObject* event) {

@@ -193,8 +193,13 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
       if (event_settle(ready) < 0) return -1;
       pending = NULL;
     }
-    out->after = pending; /* the view below keeps x, and so its Event, alive */
-    out->tensor = new_owner_view(((TensorObject*)x)->tensor, x, 0);
+    /* The view keeps x alive, and the Event `after` belongs to: another thread may give x
+     * another Event (tensors_hold) while this call has let go of the GIL. */
+    PyObject* owner = pending ? PyTuple_Pack(2, x, ready) : x;
+    if (!owner) return -1;
+    out->after = pending;
+    out->tensor = new_owner_view(((TensorObject*)x)->tensor, owner, 0);
+    if (pending) Py_DECREF(owner);
     out->versioned = 1;
     out->any_thread = 1;
     out->work_stream = 0;

@@ -325,14 +325,7 @@ static PyObject* tensor_is_ready(TensorObject* self, PyObject* unused) {
   return ready < 0 ? NULL : PyBool_FromLong(ready);
 }
 
-/* _order_before(stream): work the consumer queues on `stream` (a CUDA stream
- * value) from now on runs after this tensor's queued work, which the host does not
- * wait for; the host waits where the stream is not a CUDA one of this device's. */
-static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
-  const int ready = self->ready ? event_ready(self->ready) : 1; /* raises the work's failure */
-  if (ready < 0) return NULL;
-  abr_event* pending = ready ? NULL : event_handle(self->ready);
-  if (!pending) Py_RETURN_NONE;
+static PyObject* order_before(TensorObject* self, PyObject* stream, abr_event* pending) {
   uintptr_t handle = 0;
   if (parse_stream(stream, &handle) < 0) return NULL;
   const DLDevice device = self->tensor->dl_tensor.device;
@@ -350,6 +343,21 @@ static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
     return NULL;
   }
   Py_RETURN_NONE;
+}
+
+/* _order_before(stream): work the consumer queues on `stream` (a CUDA stream
+ * value) from now on runs after this tensor's queued work, which the host does not
+ * wait for; the host waits where the stream is not a CUDA one of this device's. */
+static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
+  const int ready = self->ready ? event_ready(self->ready) : 1; /* raises the work's failure */
+  if (ready < 0) return NULL;
+  abr_event* pending = ready ? NULL : event_handle(self->ready);
+  if (!pending) Py_RETURN_NONE;
+  PyObject* event = self->ready; /* held while the GIL is let go: another thread may replace self->ready */
+  Py_INCREF(event);
+  PyObject* done = order_before(self, stream, pending);
+  Py_DECREF(event);
+  return done;
 }
 
 static PyMethodDef tensor_methods[] = {
