@@ -284,6 +284,51 @@ def test_a_read_whose_bytes_land_after_a_withdraw_is_refused():
     assert done.returncode == 0 and "placed late ok" in done.stdout, done.stdout + done.stderr
 
 
+CLOSED_UNDER_READS = """
+import threading, time
+import numpy as np
+import arraybridge as ab
+from arraybridge import nixl
+nixl.skip_infiniband()
+with nixl.Peer("a") as a, nixl.Peer("b") as b:
+    a.connect(b.address)
+    handle, description = a.publish([np.arange(1 << 19, dtype=np.float64)])
+    outcomes = []
+    def reader():
+        try:
+            while True:
+                got = b.read(description)
+                assert np.from_dlpack(got[0])[-1] == (1 << 19) - 1
+        except Exception as error:
+            outcomes.append(error)
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    b.close()
+    for t in threads:
+        t.join(30)
+    for error in outcomes:
+        assert isinstance(error, ValueError) and "peer 'b' is closed" in str(error), repr(error)
+    for call in (lambda: b.read(description), lambda: b.connect(a.address)):
+        try:
+            call()
+            raise SystemExit("a closed peer read or connected")
+        except ValueError as error:
+            assert "peer 'b' is closed" in str(error), error
+    print("closed ok", len(outcomes))
+"""
+
+
+def test_a_peer_closed_under_reads_ends_them_as_closed_and_refuses_more():
+    """A helper's hunt: read() and connect() of a closed peer, or racing close(), raised
+    AttributeError ('NoneType' object has no attribute ...); close() also deregistered
+    arenas a READ could still be landing in. Reads under way end first, then say closed."""
+    done = subprocess.run([sys.executable, "-c", CLOSED_UNDER_READS], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
+    assert done.returncode == 0 and "closed ok 2" in done.stdout, done.stdout + done.stderr
+
+
 UNASKED = """
 import os, warnings
 from arraybridge import nixl

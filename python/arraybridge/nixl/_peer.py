@@ -109,6 +109,8 @@ class Peer:
         self._reads = {}
         self._known_remote_blocks = set()  # (peer, block base) whose registration read() loaded
         self._closed = False
+        self._reading = 0  # read() calls under way: close() lets their arenas go only after them
+        self._reads_done = threading.Condition()
         self._server = socket.create_server(listen)
         self.address = self._server.getsockname()[:2]  # (host, port): where other peers connect
         self._acceptor = threading.Thread(target=self._accept, name=f"arraybridge-nixl-accept-{name}", daemon=True)
@@ -132,6 +134,8 @@ class Peer:
     def connect(self, address, timeout=None):
         """Connects to the peer listening at `address` (host, port), exchanging the agents'
         metadata; returns its name, what send(to=) and recv() take."""
+        if self._closed:
+            raise ValueError(f"arraybridge.nixl: peer {self.name!r} is closed")
         timeout = self.timeout if timeout is None else timeout
         sock = socket.create_connection(tuple(address), timeout=timeout)
         return self._handshake(sock, timeout)
@@ -436,6 +440,18 @@ class Peer:
         Connects to that peer first where it is not connected yet. Its death raises
         PeerLostError; `abort` (a threading.Event) set from another thread ends the wait
         with ArrayBridgeError."""
+        with self._reads_done:
+            if self._closed:
+                raise ValueError(f"arraybridge.nixl: peer {self.name!r} is closed")
+            self._reading += 1
+        try:
+            return self._read(description, device, timeout, abort, read_only)
+        finally:
+            with self._reads_done:
+                self._reading -= 1
+                self._reads_done.notify_all()
+
+    def _read(self, description, device, timeout, abort, read_only):
         name, address, entries, nbytes, remote, (stamp_at, token) = checked_publication(description)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         link = self._links.get(name)
@@ -580,9 +596,12 @@ class Peer:
     def close(self):
         """Tells the connected peers, closes the connections, deregisters the arenas and lets
         the agent go. Transfers still under way end with PeerLostError on the other side."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._reads_done:
+            if self._closed:
+                return
+            self._closed = True
+            # A READ landing in an arena must end before the arena goes (each has its deadline).
+            reads_over = self._reads_done.wait_for(lambda: self._reading == 0, timeout=self.timeout)
         try:
             self._server.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread, which then ends
         except OSError:
@@ -595,10 +614,21 @@ class Peer:
                 self._call(self._agent.remove_remote_agent, name)
             except Exception:  # the agent may have dropped it already
                 pass
-        for arena in self._arenas.values():
-            arena.release()
+        if reads_over:  # else kept registered: a READ past its deadline may still land in them
+            for arena in self._arenas.values():
+                arena.release()
         self._links.clear()
-        self._agent = None
+        self._agent = _ClosedAgent(self.name)
+
+
+class _ClosedAgent:
+    """A closed peer's agent: any use, by a call racing close() too, says the peer is closed."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attribute):
+        raise ValueError(f"arraybridge.nixl: peer {self._name!r} is closed")
 
 
 # A publication's stamp: its token twice, after its data (what a one-sided READ checks).
