@@ -504,7 +504,11 @@ ABR_API abr_status abr_tensor_to_legacy(DLManagedTensorVersioned* src, DLManaged
 ABR_API abr_status abr_stream_create(abr_runtime* runtime, DLDevice device, abr_stream** out);
 /* Borrow a caller's native stream (cudaStream_t or an in-order cl_command_queue);
  * the caller keeps ownership (the runtime holds a reference while wrapped). An
- * OpenCL queue may belong to the caller's own cl_context. */
+ * OpenCL queue may belong to the caller's own cl_context; work whose memory lives in
+ * another context (a new tensor, made in the runtime's) cannot be queued on it, since
+ * OpenCL orders nothing across contexts: the call then waits on the host for the work
+ * already queued there, and runs its own after (a queue held by a user event the
+ * caller sets later blocks that call: set it first, or pass buffers of its context). */
 ABR_API abr_status abr_stream_wrap(abr_runtime* runtime, DLDevice device, void* native, abr_stream** out);
 /* Block until all work submitted to the stream has completed. */
 ABR_API abr_status abr_stream_synchronize(abr_stream* stream);
