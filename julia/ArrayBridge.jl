@@ -11,7 +11,7 @@
 #   close(rt)
 module ArrayBridge
 
-const lib = get(ENV, "ARRAYBRIDGE_LIBRARY", joinpath(@__DIR__, "..", "..", "..", "build", "lib", "libarraybridge.so"))
+const lib = get(ENV, "ARRAYBRIDGE_LIBRARY", joinpath(@__DIR__, "..", "build", "lib", "libarraybridge.so"))
 
 # ---------------------------------------------------------------- DLPack 1.x
 struct DLPackVersion; major::UInt32; minor::UInt32; end
@@ -61,11 +61,12 @@ end
 version() = unsafe_string(ccall((:abr_version_string, lib), Cstring, ()))
 
 # Moves a borrowed Float32 vector to `device` and back, returning the copy. The
-# source has no deleter: Julia keeps `x` alive (GC.@preserve) across the calls.
+# source has no deleter: Julia keeps `x` alive (GC.@preserve) across the calls, and
+# `rt` too (its finalizer destroys the runtime a call is still using).
 function round_trip(rt::Runtime, x::Vector{Float32}, device::DLDevice)
     shape = Int64[length(x)]
     options = Ref(abr_transfer_options(1, ABR_COPY_ALWAYS, 0, DLDataType(0, 0, 0), C_NULL))
-    GC.@preserve x shape begin
+    GC.@preserve rt x shape begin
         tensor = DLTensor(pointer(x), cpu(), 1, DLDataType(kDLFloat, 32, 1), pointer(shape), C_NULL, 0)
         src = Ref(DLManagedTensorVersioned(DLPackVersion(1, 3), C_NULL, C_NULL, 0, tensor))
         on_device = Ref{Ptr{DLManagedTensorVersioned}}(C_NULL)
@@ -73,9 +74,14 @@ function round_trip(rt::Runtime, x::Vector{Float32}, device::DLDevice)
                     (Ptr{Cvoid}, Ptr{DLManagedTensorVersioned}, DLDevice, Ref{abr_transfer_options}, Ptr{Cvoid},
                      Ptr{Ptr{DLManagedTensorVersioned}}), rt.handle, src, device, options, C_NULL, on_device))
         back = Ref{Ptr{DLManagedTensorVersioned}}(C_NULL)
-        check(ccall((:abr_to_device, lib), Int32,
-                    (Ptr{Cvoid}, Ptr{DLManagedTensorVersioned}, DLDevice, Ref{abr_transfer_options}, Ptr{Cvoid},
-                     Ptr{Ptr{DLManagedTensorVersioned}}), rt.handle, on_device[], cpu(), options, C_NULL, back))
+        status = ccall((:abr_to_device, lib), Int32,
+                       (Ptr{Cvoid}, Ptr{DLManagedTensorVersioned}, DLDevice, Ref{abr_transfer_options}, Ptr{Cvoid},
+                        Ptr{Ptr{DLManagedTensorVersioned}}), rt.handle, on_device[], cpu(), options, C_NULL, back)
+        if status != ABR_OK  # the device tensor is still ours: delete it before raising
+            error = Error(status, unsafe_string(ccall((:abr_last_error, lib), Cstring, ())))
+            ccall(unsafe_load(on_device[]).deleter, Cvoid, (Ptr{DLManagedTensorVersioned},), on_device[])
+            throw(error)
+        end
         managed = unsafe_load(back[])
         result = copy(unsafe_wrap(Array, Ptr{Float32}(managed.dl_tensor.data + managed.dl_tensor.byte_offset),
                                   length(x)))
