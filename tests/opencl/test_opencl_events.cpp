@@ -288,7 +288,8 @@ TEST_CASE(
   CHECK(WIFEXITED(status));  // not SIGALRM: nothing hung
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(g_buffer_destroyed == 0);
-  device.reset();  // the parent's to release, and released
+  device.reset();  // the parent's to release, and released (a driver may run the callback on a thread of its own)
+  for (int waited = 0; g_buffer_destroyed == 0 && waited < 1000; ++waited) usleep(1000);
   CHECK(g_buffer_destroyed == 1);
   CHECK(wrapped_src.deleted == 0);  // the parent's source is the parent's
   wrap.reset();

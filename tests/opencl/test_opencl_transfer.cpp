@@ -638,7 +638,7 @@ TEST_CASE("abr_copy between overlapping sub-buffers of one buffer behaves as thr
   cl_uint align_bits = 0;
   REQUIRE(clGetDeviceInfo(env.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr) ==
           CL_SUCCESS);
-  const std::size_t origin = align_bits / 8, n = 4 * origin / 4;  // floats: the second starts `origin` bytes in
+  const std::size_t origin = align_bits / 8, n = origin;  // n floats each; the second starts `origin` bytes in
   std::vector<float> data(2 * n);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) + 0.5f;
   cl_mem parent = env.buffer(data.size() * 4, data.data());
