@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -271,8 +273,9 @@ TEST_CASE(
   // (the buffer's destructor callback, which would, never runs in the child).
   DLDevice shared;
   const bool wraps = opencl_sharing_host_memory(rt, &shared);
-  std::vector<float> host(1024, 4.5f);
-  Managed wrapped_src(host.data(), f32, {1024});
+  std::unique_ptr<float, decltype(&std::free)> host(static_cast<float*>(std::aligned_alloc(4096, 4096)), std::free);
+  std::fill_n(host.get(), 1024, 4.5f);
+  Managed wrapped_src(host.get(), f32, {1024});  // aligned as any device wraps it
   Owned wrap(wraps ? move_to(rt, &wrapped_src.managed, shared, ABR_COPY_NEVER, ABR_PATH_HOST_WRAP) : nullptr);
 
   const pid_t child = fork();
