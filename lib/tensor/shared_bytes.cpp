@@ -53,12 +53,8 @@ void add_terms(Search& search, const Layout& view, int sign, Wide& offset) {
 
 }  // namespace
 
-bool views_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b, uintptr_t b_base) {
-  if (a.numel == 0 || b.numel == 0) return false;
+bool lattices_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b, uintptr_t b_base) {
   const Wide a_first = Wide{a_base} + a.byte_offset, b_first = Wide{b_base} + b.byte_offset;
-  // Bounding boxes first: most pairs end here.
-  if (a_first + a.min_byte >= b_first + b.max_byte_end || b_first + b.min_byte >= a_first + a.max_byte_end)
-    return false;
   // Some element i of a and j of b meet: a_first + sum(i*sa) + p == b_first + sum(j*sb) + q for
   // bytes p < a.itemsize and q < b.itemsize, that is sum(i*sa) - sum(j*sb) in [lo, hi] below.
   Search search;
