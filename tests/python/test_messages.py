@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import arraybridge as ab
+from arraybridge.convert import convert_memory
 
 SIX = np.arange(6, dtype=np.float32)
 READ_ONLY = np.broadcast_to(np.float32(0), (6,))
@@ -38,7 +39,7 @@ ROWS = [
      "to_device: contiguous must be True, False or \"nonnegative\", not 1"),
     ("set_staging past 64 bits", lambda: ab.set_staging(0, 2**70), ValueError,
      "set_staging: chunk_bytes must be from 0 to 2**64 - 1, not 1180591620717411303424"),
-    ("convert_memory's host_staging=None", lambda: ab.convert_memory(SIX, "numpy", "numpy", None, host_staging=None),
+    ("convert_memory's host_staging=None", lambda: convert_memory(SIX, "numpy", "numpy", None, host_staging=None),
      TypeError, "convert_memory: host_staging must be True or False, not None"),
     ("a negative cache limit", lambda: ab.set_device_cache_limit(-1), ValueError,
      "set_device_cache_limit: limit_bytes must be from 0 to 2**64 - 1, not -1"),
