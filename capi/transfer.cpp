@@ -124,9 +124,9 @@ abr_status abr_to_device_many(abr_runtime* runtime, DLManagedTensorVersioned* co
                               abr_batch_report* report) {
   return guarded(__func__, [&] {
     if (count > 0) {
-      require_pointer(srcs, "srcs");
       abr::Runtime::check_batch_count(count, "tensors");         // before out is written: a garbage count runs past it
       std::fill_n(require_pointer(out, "out"), count, nullptr);  // what any failure leaves
+      require_pointer(srcs, "srcs");
     }
     BatchArguments batch(options, report);
     runtime_of(runtime).to_device_many(srcs, count, dst, batch.options(), stream_of(stream), out, batch.filled);

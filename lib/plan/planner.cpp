@@ -295,7 +295,11 @@ bool copy_overlaps(const Layout& src, const Endpoint& from, bool src_host, const
   if (src_at && dst_at) return views_share_bytes(src, src_at, dst, dst_at);
   if (src_host || dst_host) return false;  // host memory, and device memory of its own
   const AllocationRange &a = from.allocation, &b = to.allocation;
-  if (a.root || b.root) return a.root == b.root && views_share_bytes(src, a.root_offset, dst, b.root_offset);
+  if (a.root || b.root) {  // OpenCL: two sub-buffers whose memory overlaps may not be used at once at all
+    if (a.root != b.root) return false;
+    return src.data == dst.data ? views_share_bytes(src, a.root_offset, dst, b.root_offset)
+                                : boxes_meet(src, a.root_offset, dst, b.root_offset);
+  }
   const bool addresses = from.backend == to.backend && a.begin < a.end && b.begin < b.end;  // one address space
   return (addresses || src.data == dst.data) &&
       views_share_bytes(src, reinterpret_cast<uintptr_t>(src.data), dst, reinterpret_cast<uintptr_t>(dst.data));

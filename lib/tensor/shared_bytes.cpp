@@ -62,6 +62,16 @@ bool lattices_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b, ui
   add_terms(search, a, 1, offset);
   add_terms(search, b, -1, offset);
   std::sort(search.terms, search.terms + search.count, [](const Term& x, const Term& y) { return x.c > y.c; });
+  // Equal steps are one: c*y1 + c*y2 reaches every c*k, k up to both bounds (x[0::2] against
+  // x[1::2] searched n/2 values of y before, and gave up past 8K elements).
+  int merged = 0;
+  for (int t = 0; t < search.count; ++t) {
+    if (merged > 0 && search.terms[merged - 1].c == search.terms[t].c)
+      search.terms[merged - 1].most += search.terms[t].most;
+    else
+      search.terms[merged++] = search.terms[t];
+  }
+  search.count = merged;
   search.reach[search.count] = 0;
   for (int t = search.count - 1; t >= 0; --t)
     search.reach[t] = search.reach[t + 1] + search.terms[t].c * search.terms[t].most;

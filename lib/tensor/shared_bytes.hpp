@@ -9,6 +9,16 @@
 
 namespace abr {
 
+// Whether the two views' bounding boxes meet (the bytes from each one's lowest to its
+// highest): a necessary condition, and all that can be said of two handles whose
+// concurrent use the driver forbids when their memory overlaps at all (OpenCL sub-buffers).
+// 128 bits: a handle that is no address plus a byte_offset may pass 63.
+inline bool boxes_meet(const Layout& a, uintptr_t a_base, const Layout& b, uintptr_t b_base) {
+  if (a.numel == 0 || b.numel == 0) return false;
+  const __int128 a0 = static_cast<__int128>(a_base) + a.byte_offset, b0 = static_cast<__int128>(b_base) + b.byte_offset;
+  return a0 + a.min_byte < b0 + b.max_byte_end && b0 + b.min_byte < a0 + a.max_byte_end;
+}
+
 // The search below, for views whose bounding boxes meet.
 bool lattices_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b, uintptr_t b_base);
 
@@ -18,11 +28,7 @@ bool lattices_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b, ui
 // race). Inline: most pairs (a copy between two arrays) end at their bounding boxes, on
 // every abr_copy (out of line, that cost a 4 KiB host copy 3 ns of its 86).
 inline bool views_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b, uintptr_t b_base) {
-  if (a.numel == 0 || b.numel == 0) return false;
-  const intptr_t a0 = static_cast<intptr_t>(a_base) + static_cast<intptr_t>(a.byte_offset);
-  const intptr_t b0 = static_cast<intptr_t>(b_base) + static_cast<intptr_t>(b.byte_offset);
-  if (a0 + a.min_byte >= b0 + b.max_byte_end || b0 + b.min_byte >= a0 + a.max_byte_end) return false;
-  return lattices_share_bytes(a, a_base, b, b_base);
+  return boxes_meet(a, a_base, b, b_base) && lattices_share_bytes(a, a_base, b, b_base);
 }
 
 }  // namespace abr

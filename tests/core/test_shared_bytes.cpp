@@ -73,6 +73,20 @@ TEST_CASE("views_share_bytes answers as every byte of both views does") {
   CHECK(apart_boxes_meeting > 1000);  // the cases a bounding box gets wrong are well covered
 }
 
+// Equal steps searched value by value gave up past 8K elements (a temporary for every
+// large x[0::2] = x[1::2]) after about 25 us of search; merged, they answer at once.
+TEST_CASE("views_share_bytes tells large interleaved views apart") {
+  std::vector<int64_t> half{1 << 20}, every_other{2};
+  abr::Layout even = layout_of(half, every_other, f32, 0), odd = layout_of(half, every_other, f32, 4);
+  CHECK_FALSE(abr::views_share_bytes(even, 0, odd, 0));
+  CHECK(abr::views_share_bytes(even, 0, odd, 4));  // odd moved by one element: it meets even
+  std::vector<int64_t> halves{4096, 2048}, rows{4096, 1};
+  abr::Layout left = layout_of(halves, rows, f32, 0), right = layout_of(halves, rows, f32, 2048 * 4);
+  abr::Layout shifted = layout_of(halves, rows, f32, 2047 * 4);  // one column to the left: they meet
+  CHECK_FALSE(abr::views_share_bytes(left, 0, right, 0));
+  CHECK(abr::views_share_bytes(left, 0, shifted, 0));
+}
+
 TEST_CASE("abr_copy between interleaved views of one array needs no temporary, and copies them right") {
   Runtime rt;
   std::vector<float> data(64);

@@ -295,6 +295,7 @@ TEST_CASE(
   for (int waited = 0; g_buffer_destroyed == 0 && waited < 1000; ++waited) usleep(1000);
   CHECK(g_buffer_destroyed == 1);
   CHECK(wrapped_src.deleted == 0);  // the parent's source is the parent's
-  wrap.reset();
+  wrap.reset();                     // given back by the buffer's destructor callback: maybe on a driver thread
+  for (int waited = 0; wraps && wrapped_src.deleted == 0 && waited < 1000; ++waited) usleep(1000);
   if (wraps) CHECK(wrapped_src.deleted == 1);
 }

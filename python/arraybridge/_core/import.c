@@ -186,20 +186,29 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     if (twin && purpose == IMPORT_DESTINATION && torch_may_write(twin, role) < 0) return -1;
     out->torch_twin = twin;
     out->written = purpose == IMPORT_DESTINATION ? twin : NULL;
+    /* Held, not borrowed: asking it may run deleters that let go of the GIL, and another
+     * thread may then give x another Event (tensors_hold), dropping this one. */
     PyObject* ready = ((TensorObject*)x)->ready;
-    if (ready && event_ready(ready) < 0) return -1; /* its queued work failed: so does every use of it */
-    abr_event* pending = ready ? event_handle(ready) : NULL;
-    if (pending && !out->keep_pending) { /* queued work (non_blocking) is waited for, unless the caller orders on it */
-      if (event_settle(ready) < 0) return -1;
-      pending = NULL;
+    Py_XINCREF(ready);
+    abr_event* pending = NULL;
+    PyObject* owner = x;
+    if (ready && event_ready(ready) >= 0) { /* else its queued work failed: so does every use of it */
+      pending = event_handle(ready);
+      if (pending &&
+          !out->keep_pending) { /* queued work (non_blocking) is waited for, unless the caller orders on it */
+        pending = NULL;
+        if (event_settle(ready) < 0) owner = NULL;
+      }
+      /* The view keeps x alive, and the Event `after` belongs to, as long as the call uses it. */
+      if (owner && pending) owner = PyTuple_Pack(2, x, ready);
+    } else if (ready) {
+      owner = NULL;
     }
-    /* The view keeps x alive, and the Event `after` belongs to: another thread may give x
-     * another Event (tensors_hold) while this call has let go of the GIL. */
-    PyObject* owner = pending ? PyTuple_Pack(2, x, ready) : x;
+    Py_XDECREF(ready);
     if (!owner) return -1;
     out->after = pending;
     out->tensor = new_owner_view(((TensorObject*)x)->tensor, owner, 0);
-    if (pending) Py_DECREF(owner);
+    if (owner != x) Py_DECREF(owner);
     out->versioned = 1;
     out->any_thread = 1;
     out->work_stream = 0;

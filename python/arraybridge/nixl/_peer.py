@@ -540,6 +540,8 @@ class Peer:
                 state, failure = "ERR", error
             if state == "DONE":
                 return True
+            if self._closed:  # close() waits for reads under way: this one ends now, its slot kept
+                raise ValueError(f"arraybridge.nixl: peer {self.name!r} is closed")
             link.pump(1.0 if state == "ERR" else 0)  # a failed READ: is the peer gone? its socket says
             if link.lost is not None or (state == "ERR" and _disconnected(failure)):
                 raise PeerLostError(f"arraybridge.nixl: peer {link.name!r} is gone ({why_lost(link)}) while "
@@ -600,8 +602,8 @@ class Peer:
             if self._closed:
                 return
             self._closed = True
-            # A READ landing in an arena must end before the arena goes (each has its deadline).
-            reads_over = self._reads_done.wait_for(lambda: self._reading == 0, timeout=self.timeout)
+            # read() calls under way end at their next poll (a READ still landing keeps its slot).
+            self._reads_done.wait_for(lambda: self._reading == 0, timeout=self.timeout)
         try:
             self._server.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread, which then ends
         except OSError:
@@ -614,8 +616,8 @@ class Peer:
                 self._call(self._agent.remove_remote_agent, name)
             except Exception:  # the agent may have dropped it already
                 pass
-        if reads_over:  # else kept registered: a READ past its deadline may still land in them
-            for arena in self._arenas.values():
+        for arena in self._arenas.values():
+            if arena.slots_in_use == 0:  # else kept: a READ (a read's or a recv's) may still land in it
                 arena.release()
         self._links.clear()
         self._agent = _ClosedAgent(self.name)
