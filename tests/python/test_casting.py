@@ -7,6 +7,7 @@ is asked for, so it casts as astype does ("unsafe") unless asked otherwise. NumP
 itself is the oracle: np.can_cast for the rule, np.copyto for the values."""
 import ctypes
 import math
+import os
 
 import numpy as np
 import pytest
@@ -199,7 +200,8 @@ def _integer_ties(top, signed):
 
 
 @pytest.mark.parametrize("dtype", ["int64", "uint64", "int32"])
-@pytest.mark.parametrize("device", ["cpu", "opencl:0"])
+# On OpenCL: the slow tier (under memcheck, PoCL compiling the programs took 15 s a dtype).
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl:0", marks=pytest.mark.slow)])
 def test_an_integer_narrows_to_bfloat16_and_complex64_rounding_once(device, dtype):
     """Through its double, 2**60 + 2**52 + 1 became 2**60 as bfloat16 (not 2**60 + 2**53),
     and 2**60 + 2**36 + 1 became 2**60 as complex64: rounded twice. An int32 rounded twice
@@ -216,6 +218,8 @@ def test_an_integer_narrows_to_bfloat16_and_complex64_rounding_once(device, dtyp
         got = ab.to_device(got, "cpu")
         bits = np.ctypeslib.as_array((ctypes.c_uint16 * values.size).from_address(got.data_ptr + got.byte_offset))
         np.testing.assert_array_equal(bits, bf16.astype(np.uint16))
+    if "vgpreload" in os.environ.get("LD_PRELOAD", ""):
+        return  # valgrind emulates int64 -> float (cvtsi2ss) through a double: it rounds twice itself
     for got in (ab.to_device(values, device, dtype="complex64"), ab.to_device(there, device, dtype="complex64")):
         got = np.from_dlpack(ab.to_device(got, "cpu"))
         np.testing.assert_array_equal(got.real, c64)
