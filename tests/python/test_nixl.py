@@ -50,6 +50,14 @@ def exchange(scenario, timeout=120, opencl=False):
     return (sender.returncode, sent), (receiver.returncode, receiver.stdout + receiver.stderr)
 
 
+def assert_script_says(script, ok, timeout=120):
+    """Runs `script` (two peers in one process of its own: UCX's threads and memory hooks
+    stay out of the test runner) and checks it ended printing `ok`."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
+    assert done.returncode == 0 and ok in done.stdout, done.stdout + done.stderr
+
+
 def assert_both_ok(scenario, **kwargs):
     (sent_code, sent), (got_code, got) = exchange(scenario, **kwargs)
     assert sent_code == 0 and "send ok" in sent, sent
@@ -128,10 +136,7 @@ print("refused ok")
 
 
 def test_bad_arguments_are_named():
-    # In a process of its own: a NIXL agent's UCX threads stay out of the test runner.
-    done = subprocess.run([sys.executable, "-c", BAD_ARGUMENTS], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1"))
-    assert done.returncode == 0 and "refused ok" in done.stdout, done.stdout + done.stderr
+    assert_script_says(BAD_ARGUMENTS, "refused ok", timeout=60)
 
 
 TIMEOUT_THEN_DONE = """
@@ -162,9 +167,7 @@ with nixl.Peer("a") as a, nixl.Peer("b") as b:
 
 
 def test_a_timed_out_wait_can_be_waited_for_again():
-    done = subprocess.run([sys.executable, "-c", TIMEOUT_THEN_DONE], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
-    assert done.returncode == 0 and "retried ok" in done.stdout, done.stdout + done.stderr
+    assert_script_says(TIMEOUT_THEN_DONE, "retried ok")
 
 
 REFUSED_CAST = """
@@ -206,9 +209,7 @@ with nixl.Peer("a") as a, nixl.Peer("b") as b:
 
 
 def test_a_refused_cast_into_out_is_raised_before_anything_is_read():
-    done = subprocess.run([sys.executable, "-c", REFUSED_CAST], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
-    assert done.returncode == 0 and "refused cast ok" in done.stdout, done.stdout + done.stderr
+    assert_script_says(REFUSED_CAST, "refused cast ok")
 
 
 WITHDRAWN = """
@@ -237,9 +238,7 @@ with nixl.Peer("a") as a, nixl.Peer("b") as b:
 def test_a_withdrawn_publication_is_refused_never_read_as_what_its_slot_holds_next():
     """A helper's hunt: read() of a withdrawn description returned the slot's next
     publication ([-7, -7, -7, -7] for [0, 1, 2, 3]), silently."""
-    done = subprocess.run([sys.executable, "-c", WITHDRAWN], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
-    assert done.returncode == 0 and "withdrawn ok" in done.stdout, done.stdout + done.stderr
+    assert_script_says(WITHDRAWN, "withdrawn ok")
 
 
 PLACED_LATE = """
@@ -279,9 +278,7 @@ def test_a_read_whose_bytes_land_after_a_withdraw_is_refused():
     """A one-sided READ may place its bytes in any order: the stamp read with the data
     could be the publication's while data landed from the slot's next one. Before the
     stamp was read again after the data, this returned [-7, -7, -7, -7] for [0, 1, 2, 3]."""
-    done = subprocess.run([sys.executable, "-c", PLACED_LATE], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
-    assert done.returncode == 0 and "placed late ok" in done.stdout, done.stdout + done.stderr
+    assert_script_says(PLACED_LATE, "placed late ok")
 
 
 CLOSED_UNDER_READS = """
@@ -324,9 +321,7 @@ def test_a_peer_closed_under_reads_ends_them_as_closed_and_refuses_more():
     """A helper's hunt: read() and connect() of a closed peer, or racing close(), raised
     AttributeError ('NoneType' object has no attribute ...); close() also deregistered
     arenas a READ could still be landing in. Reads under way end first, then say closed."""
-    done = subprocess.run([sys.executable, "-c", CLOSED_UNDER_READS], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", NIXL_LOG_LEVEL="WARN"))
-    assert done.returncode == 0 and "closed ok 2" in done.stdout, done.stdout + done.stderr
+    assert_script_says(CLOSED_UNDER_READS, "closed ok 2")
 
 
 UNASKED = """
