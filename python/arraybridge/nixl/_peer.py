@@ -13,8 +13,8 @@ from .._lib import _core
 from .._tensor import Tensor
 from ._arena import Arena
 from ._load import load_nixl, warn_of_infiniband
-from ._wire import (FRAME, SENDABLE, Link, canonical_dtype, checked_offer, checked_publication, nbytes_of, read_frame,
-                    round_up, tell, why_lost)
+from ._wire import (FRAME, SENDABLE, STAMP_BYTES, Link, canonical_dtype, checked_offer, checked_publication,
+                    nbytes_of, read_frame, round_up, tell, why_lost)
 
 _READS_KEPT = 64  # READ requests kept for reuse (Peer._reads)
 
@@ -411,7 +411,7 @@ class Peer:
         devices = {tensor.device for tensor in tensors}
         arena = self._arena(devices.pop() if len(devices) == 1 else "cpu")
         stamp_at, token = end, secrets.randbits(63) | 1  # after the data: what a reader checks it read
-        slot = arena.take(end + _STAMP_BYTES)
+        slot = arena.take(end + STAMP_BYTES)
         try:
             views = [arena.view(slot, e["dtype"], e["shape"], e["at"]) for e in entries]
             stamp = _stamp(token)
@@ -421,7 +421,7 @@ class Peer:
             arena.give_back(slot)
             raise
         description = {"peer": self.name, "address": list(self.address), "slot": slot.address,
-                       "nbytes": end + _STAMP_BYTES, "mem": arena.mem, "device": arena.device_id,
+                       "nbytes": end + STAMP_BYTES, "mem": arena.mem, "device": arena.device_id,
                        "block": slot.block.base, "metadata": metadata, "tensors": entries, "stamp": [stamp_at, token]}
         return (arena, slot, stamp_at), description
 
@@ -487,7 +487,7 @@ class Peer:
             # after a withdraw; one read once all the data has landed still holding the token
             # proves the slot was not withdrawn (and written again) before then.
             at, _, far_device, far_mem = remote
-            for offset, length in ((0, nbytes), (stamp_at, _STAMP_BYTES)):  # nbytes holds the stamp: never 0
+            for offset, length in ((0, nbytes), (stamp_at, STAMP_BYTES)):  # nbytes holds the stamp: never 0
                 local = self._call(self._agent.get_xfer_descs, [(slot.address + offset, length, arena.device_id)],
                                    arena.mem)
                 far = self._call(self._agent.get_xfer_descs, [(at + offset, length, far_device)], far_mem)
@@ -633,11 +633,8 @@ class _ClosedAgent:
         raise ValueError(f"arraybridge.nixl: peer {self._name!r} is closed")
 
 
-# A publication's stamp: its token twice, after its data (what a one-sided READ checks).
-_STAMP_BYTES = 16
-
-
 def _stamp(token):
+    """A publication's stamp (STAMP_BYTES): its token twice, after its data."""
     import numpy as np  # as the arena's views: NIXL's own Python API needs NumPy
     return np.array([token, token], np.uint64)
 

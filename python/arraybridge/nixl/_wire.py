@@ -18,6 +18,7 @@ from .._errors import ArrayBridgeError, PeerLostError
 
 FRAME = struct.Struct("!I")
 MAX_FRAME = 1 << 24  # a control message is small; a larger length is a broken or foreign peer
+STAMP_BYTES = 16  # a publication's stamp after its data: its token twice (what a one-sided READ checks)
 
 
 def round_up(n, step):
@@ -166,7 +167,7 @@ def checked_publication(description):
         nbytes, slot, mem, device = description["nbytes"], description["slot"], description["mem"], description["device"]
         int(description["block"]), bytes.fromhex(description["metadata"])
         stamp_at, token = description["stamp"]
-        ends = [e["at"] + nbytes_of(e["dtype"], e["shape"]) for e in entries] + [stamp_at + 16]
+        ends = [e["at"] + nbytes_of(e["dtype"], e["shape"]) for e in entries] + [stamp_at + STAMP_BYTES]
         valid = (isinstance(name, str) and len(address) == 2 and isinstance(nbytes, int) and isinstance(slot, int)
                  and isinstance(device, int) and mem in ("DRAM", "VRAM")
                  and all(e["dtype"] in SENDABLE and all(isinstance(n, int) and n >= 0 for n in e["shape"])
