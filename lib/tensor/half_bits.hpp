@@ -126,8 +126,4 @@ ABR_HOST_DEVICE inline float integer_to_float_odd(uint64_t v) {
   return integer_to_float_odd(v, false);
 }
 
-ABR_HOST_DEVICE inline uint16_t double_to_half(double d) { return float_to_half(double_to_float_odd(d)); }
-
-ABR_HOST_DEVICE inline uint16_t double_to_bfloat16(double d) { return float_to_bfloat16(double_to_float_odd(d)); }
-
 }  // namespace abr
