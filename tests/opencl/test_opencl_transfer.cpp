@@ -798,6 +798,11 @@ TEST_CASE("bad OpenCL input gets a clear error and the source stays the caller's
     CHECK(error_mentions("needs bytes [32, 272) of the cl_mem, which holds 256 bytes"));
     CHECK(src.deleted == 0);
   }
+  SUBCASE("a byte_offset whose view would wrap past 64 bits") {  // the end printed negative before
+    Managed near_top(buffer, f32, {1}, {}, (uint64_t{1} << 63) - 4, ocl0);
+    CHECK(abr_to_device(rt, &near_top.managed, cpu, nullptr, nullptr, &out) == ABR_ERR_DLPACK_DATA);
+    CHECK(error_mentions("needs bytes [9223372036854775804, 9223372036854775808) of the cl_mem"));
+  }
   SUBCASE("a device index out of range") {
     Managed src(buffer, f32, {64}, {}, 0, DLDevice{kDLOpenCL, 99});
     CHECK(abr_to_device(rt, &src.managed, cpu, nullptr, nullptr, &out) == ABR_ERR_NO_DEVICE);
