@@ -7,6 +7,7 @@
 
 #include "lib/tensor/device_kinds.hpp"
 #include "lib/tensor/dtype.hpp"
+#include "lib/tensor/shared_bytes.hpp"
 #include "lib/base/error.hpp"
 
 namespace abr {
@@ -76,12 +77,12 @@ void refuse_header(const DLManagedTensorVersioned& tensor, const char* what) {
 
 namespace {
 
-// Whether no two elements of a layout share memory, by a test that is sure when it
-// says yes: ordered by |stride|, each dimension's stride passes the span of those
+// Whether no two elements of a layout share memory, by a quick test that is sure when
+// it says yes: ordered by |stride|, each dimension's stride passes the span of those
 // below it (so a slice, a transpose or a step of a dense tensor always passes).
-// A layout that fails either aliases (strides {1, 1}) or interleaves dimensions so
-// unusually that no framework makes such a tensor; a destination may be neither:
-// it could not hold every source value. Zero strides are refused before this.
+// A layout that fails either aliases (strides {1, 1}) or interleaves its dimensions
+// (as_strided's (3, 2) over strides (2, 3) elements): elements_share_bytes tells which.
+// Zero strides are refused before this.
 bool elements_disjoint(const Layout& layout) {
   struct Step {
     uint64_t stride, extent;  // unsigned: |INT64_MIN| is a valid 1-byte stride's size
@@ -102,6 +103,18 @@ bool elements_disjoint(const Layout& layout) {
     span += steps[k].stride * (steps[k].extent - 1);
   }
   return true;
+}
+
+// A destination's elements each need bytes of their own: the quick test first, the
+// search where its dimensions interleave.
+void refuse_shared_elements(const Layout& out, const char* what) {
+  if (elements_disjoint(out)) return;
+  const Sharing sharing = elements_share_bytes(out);
+  if (sharing != Sharing::Apart)
+    fail(ABR_ERR_DLPACK_STRIDES, "{}: strides {} over shape {} {}: a destination's elements need memory of their own",
+         what, shape_string(out.strides), shape_string(out.shape),
+         sharing == Sharing::Share ? "give two elements the same memory"
+                                   : "interleave too intricately to prove that no two elements share memory");
 }
 
 }  // namespace
@@ -178,11 +191,7 @@ Layout validate_tensor(const DLTensor& t, Role role, const char* what) {
     if (extent > 0 && __builtin_mul_overflow(expected, extent, &expected)) expected = 0;  // only when empty
   }
   out.compact = compact;
-  if (role == Role::Destination && !compact && numel > 1 && !elements_disjoint(out))
-    fail(ABR_ERR_DLPACK_STRIDES,
-         "{}: strides {} over shape {} can give two elements the same memory: ordered by stride, each "
-         "dimension of a destination must step past everything the smaller ones span",
-         what, shape_string(out.strides), shape_string(out.shape));
+  if (role == Role::Destination && !compact && numel > 1) refuse_shared_elements(out, what);
   if (numel > 0 && __builtin_add_overflow(hi, static_cast<int64_t>(out.itemsize), &hi))
     fail(ABR_ERR_DLPACK_OVERFLOW, "{}: view extent overflows 64 bits", what);
   out.min_byte = numel > 0 ? lo : 0;

@@ -37,6 +37,23 @@ struct Search {
       if (hits(t + 1, lo - term.c * y, hi - term.c * y)) return true;
     return false;
   }
+
+  // Sorts the terms by step, largest first, and merges equal steps into one: c*y1 + c*y2
+  // reaches every c*k, k up to both bounds (x[0::2] against x[1::2] searched n/2 values of
+  // y before, and gave up past 8K elements). Then fills `reach`.
+  void settle() {
+    std::sort(terms, terms + count, [](const Term& x, const Term& y) { return x.c > y.c; });
+    int merged = 0;
+    for (int t = 0; t < count; ++t) {
+      if (merged > 0 && terms[merged - 1].c == terms[t].c)
+        terms[merged - 1].most += terms[t].most;
+      else
+        terms[merged++] = terms[t];
+    }
+    count = merged;
+    reach[count] = 0;
+    for (int t = count - 1; t >= 0; --t) reach[t] = reach[t + 1] + terms[t].c * terms[t].most;
+  }
 };
 
 // Adds view's terms with `sign`, each a step of one dimension in bytes; a negative step
@@ -61,22 +78,52 @@ bool lattices_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b, ui
   Wide offset = 0;
   add_terms(search, a, 1, offset);
   add_terms(search, b, -1, offset);
-  std::sort(search.terms, search.terms + search.count, [](const Term& x, const Term& y) { return x.c > y.c; });
-  // Equal steps are one: c*y1 + c*y2 reaches every c*k, k up to both bounds (x[0::2] against
-  // x[1::2] searched n/2 values of y before, and gave up past 8K elements).
-  int merged = 0;
-  for (int t = 0; t < search.count; ++t) {
-    if (merged > 0 && search.terms[merged - 1].c == search.terms[t].c)
-      search.terms[merged - 1].most += search.terms[t].most;
-    else
-      search.terms[merged++] = search.terms[t];
-  }
-  search.count = merged;
-  search.reach[search.count] = 0;
-  for (int t = search.count - 1; t >= 0; --t)
-    search.reach[t] = search.reach[t + 1] + search.terms[t].c * search.terms[t].most;
+  search.settle();
   const Wide delta = b_first - a_first - offset;
   return search.hits(0, delta - static_cast<int64_t>(a.itemsize) + 1, delta + static_cast<int64_t>(b.itemsize) - 1);
+}
+
+Sharing elements_share_bytes(const Layout& view) {
+  // Two elements i != j meet when d = i - j, each d_k in [-most_k, most_k], has
+  // |sum(d_k * c_k)| < itemsize. With d or -d, the first nonzero d_j (in a fixed order) is
+  // positive: for each j, d_j in [1, most_j], the dimensions before j add nothing and those
+  // after it d_k = y_k - most_k, y_k in [0, 2 * most_k] (the search's terms).
+  struct Dim {
+    Wide c, most;
+  } dims[ABR_MAX_NDIM];
+  int n = 0;
+  for (int k = 0; k < view.ndim(); ++k) {
+    if (view.shape[k] <= 1) continue;
+    const Wide c = Wide{view.strides[k]} * static_cast<int64_t>(view.itemsize);
+    if (c == 0) return Sharing::Share;
+    dims[n++] = {c < 0 ? -c : c, Wide{view.shape[k]} - 1};
+  }
+  const Wide within = static_cast<int64_t>(view.itemsize) - 1;  // |distance| in bytes that still meets
+  Wide span = within + 1, numel = 1;  // more elements than the bytes they span can hold: two meet
+  for (int k = 0; k < n; ++k) {
+    span += dims[k].c * dims[k].most;
+    numel *= dims[k].most + 1;
+  }
+  if (numel * (within + 1) > span) return Sharing::Share;
+  int work = 0;
+  for (int j = 0; j < n; ++j) {
+    Search search;
+    Wide middle = 0;  // sum of c_k * most_k after j: where y_k = most_k (d_k = 0) puts the sum
+    for (int k = j + 1; k < n; ++k) {
+      search.terms[search.count++] = {dims[k].c, 2 * dims[k].most};
+      middle += dims[k].c * dims[k].most;
+    }
+    search.settle();
+    for (Wide d = 1; d <= dims[j].most && d * dims[j].c <= within + middle; ++d) {
+      const Wide at = middle - d * dims[j].c;
+      const bool hit = search.hits(0, at - within, at + within);
+      work += search.work + 1;
+      search.work = 0;
+      if (work > kMaxWork) return Sharing::Unknown;
+      if (hit) return Sharing::Share;
+    }
+  }
+  return Sharing::Apart;
 }
 
 }  // namespace abr

@@ -31,4 +31,11 @@ inline bool views_share_bytes(const Layout& a, uintptr_t a_base, const Layout& b
   return boxes_meet(a, a_base, b, b_base) && lattices_share_bytes(a, a_base, b, b_base);
 }
 
+// Whether two different elements of one view touch a byte in common (the check of a
+// destination's strides, where a quicker sufficient test is not met: NumPy's
+// as_strided(b, (3, 2), (8, 12)) interleaves its dimensions, yet its elements are apart).
+// Exact within a bounded search; past the bound, Unknown.
+enum class Sharing { Apart, Share, Unknown };
+Sharing elements_share_bytes(const Layout& view);
+
 }  // namespace abr

@@ -90,9 +90,10 @@ class Tensor(_core.TensorBase):
         would otherwise make a 0-d object array holding the Tensor."""
         import numpy as np
         if self.dtype not in _NUMPY_DTYPES:
-            raise TypeError(f"arraybridge: NumPy has no {self.dtype} arrays: convert it first, "
-                            f"np.asarray(t.to('cpu', dtype='float32')), or hand it to a framework that has "
-                            f"{self.dtype} (torch.from_dlpack(t))")
+            convert = ("convert it first, np.asarray(t.to('cpu', dtype='float32')), or "
+                       if self.dtype == "bfloat16" else "")  # the runtime casts no float8, float4 or complex32
+            raise TypeError(f"arraybridge: NumPy has no {self.dtype} arrays: {convert}hand it to a framework that "
+                            f"has {self.dtype} (torch.from_dlpack(t))")
         if self._device[0] not in HOST_READABLE:
             raise TypeError(f"arraybridge: NumPy reads host memory, and this tensor is on {self.device}: "
                             f"move it first, np.asarray(t.to('cpu'))")

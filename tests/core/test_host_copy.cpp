@@ -123,10 +123,7 @@ TEST_CASE("abr_copy refuses what it cannot honour, naming it") {
   int64_t aliasing[2] = {1, 1};
   dst.strides = aliasing;
   CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
-  CHECK(error_mentions("destination: strides [1, 1] over shape [3, 4] can give two elements the same memory"));
-  int64_t interleaved[2] = {2, 3};  // disjoint, but interleaved past the rule's reach: refused as well
-  dst.strides = interleaved;
-  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  CHECK(error_mentions("destination: strides [1, 1] over shape [3, 4] give two elements the same memory"));
   {  // strides at the ends of 64 bits, found in review: judged in unsigned arithmetic, without overflow
     int8_t bytes[8] = {};
     int64_t one[1] = {2}, far[1] = {INT64_MIN}, cube[3] = {2, 2, 2}, wide[3] = {-2, INT64_MAX - 1, -(INT64_MAX - 1)};

@@ -1,6 +1,8 @@
 // views_share_bytes against every byte each view touches, and the copies it spares a
 // temporary: interleaved views (x[0::2] and x[1::2]) share no byte, though their
 // bounding boxes meet.
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
@@ -113,4 +115,74 @@ TEST_CASE("abr_copy between interleaved views of one array needs no temporary, a
   DLTensor shifted{data.data(), cpu, 2, f32, shape.data(), rows.data(), 4};
   REQUIRE(abr_copy(rt, &left, &shifted, &options, nullptr) == ABR_OK);
   CHECK(std::string(report.detail).find("temporary") != std::string::npos);
+}
+
+// A destination's strides: the quick rule (each stride past the smaller ones' span)
+// refused interleaved layouts whose elements are apart; the search tells them apart.
+TEST_CASE("elements_share_bytes answers as every element of the view does") {
+  uint64_t state = 777;
+  auto next = [&](int64_t below) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(below));
+  };
+  const DLDataType dtypes[] = {u8, dt(kDLInt, 16), i32, f64};
+  int share = 0, apart = 0, interleaved_apart = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::vector<int64_t> shape, strides;
+    const int ndim = 1 + static_cast<int>(next(4));
+    for (int k = 0; k < ndim; ++k) {
+      shape.push_back(1 + next(5));
+      strides.push_back(next(25) - 12);
+    }
+    const abr::Layout view = layout_of(shape, strides, dtypes[next(4)], 4096);
+    std::set<int64_t> starts;  // strides are whole elements: two elements meet only where they start together
+    std::vector<int64_t> index(view.ndim(), 0);
+    for (uint64_t n = 0; n < view.numel; ++n) {
+      int64_t at = 0;
+      for (int k = 0; k < view.ndim(); ++k) at += index[k] * view.strides[k];
+      starts.insert(at);
+      for (int k = view.ndim() - 1; k >= 0 && ++index[k] == view.shape[k]; --k) index[k] = 0;
+    }
+    const bool truth = starts.size() < view.numel;
+    INFO("round " << round << ": shape " << abr::shape_string(view.shape) << " strides "
+                  << abr::shape_string(view.strides));
+    CHECK(abr::elements_share_bytes(view) == (truth ? abr::Sharing::Share : abr::Sharing::Apart));
+    (truth ? share : apart) += 1;
+    std::vector<std::pair<int64_t, int64_t>> steps;  // the quick rule's view: |stride|, extent
+    for (int k = 0; k < view.ndim(); ++k)
+      if (view.shape[k] > 1) steps.emplace_back(std::abs(view.strides[k]), view.shape[k]);
+    std::sort(steps.begin(), steps.end());
+    int64_t span = 0;
+    bool ordered = true;
+    for (const auto& [stride, extent] : steps) {
+      ordered = ordered && stride > span;
+      span += stride * (extent - 1);
+    }
+    interleaved_apart += !truth && !ordered;
+  }
+  MESSAGE(share << " views give two elements one place, " << apart << " do not (" << interleaved_apart
+                << " of them past the quick rule)");
+  CHECK(interleaved_apart > 1000);
+}
+
+TEST_CASE("abr_copy into an interleaved destination whose elements are apart") {
+  Runtime rt;
+  // NumPy's as_strided(b, (3, 2), (8, 12)) of float32: offsets 0, 3, 2, 5, 4, 7.
+  float values[6] = {1, 2, 3, 4, 5, 6}, b[8] = {};
+  int64_t shape[2] = {3, 2}, interleaved[2] = {2, 3}, aliasing[2] = {1, 1};
+  DLTensor src{values, cpu, 2, f32, shape, nullptr, 0}, dst{b, cpu, 2, f32, shape, interleaved, 0};
+  REQUIRE(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_OK);
+  const float expected[8] = {1, 0, 3, 2, 5, 4, 0, 6};
+  for (int i = 0; i < 8; ++i) CHECK(b[i] == expected[i]);
+  dst.strides = aliasing;
+  CHECK(abr_copy(rt, &src, &dst, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  CHECK(error_mentions("strides [1, 1] over shape [3, 2] give two elements the same memory"));
+  // Six dimensions of large, unrelated strides: past the search's bound, refused as unproven.
+  int64_t six[6] = {4, 9, 8, 10, 7, 11}, sparse[6] = {47434, 21127, 93737, 85841, -64228, 65283},
+          zeros[6] = {0, 0, 0, 0, 0, 0};
+  uint8_t one = 1;
+  DLTensor ones{&one, cpu, 6, u8, six, zeros, 0};
+  DLTensor far{reinterpret_cast<void*>(uintptr_t{1} << 40), cpu, 6, u8, six, sparse, 0};
+  CHECK(abr_copy(rt, &ones, &far, nullptr, nullptr) == ABR_ERR_DLPACK_STRIDES);
+  CHECK(error_mentions("interleave too intricately to prove that no two elements share memory"));
 }

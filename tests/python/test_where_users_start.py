@@ -608,6 +608,13 @@ def test_np_asarray_of_a_tensor_numpy_cannot_view_raises_instead_of_an_object_ar
         with pytest.raises(TypeError, match="NumPy has no bfloat16 arrays: convert it first"):
             np.asarray(halves)
         assert np.asarray(halves.to("cpu", dtype="float32")).tolist() == [1.5, 2.5]
+        # No cast reaches float8: the hint offered one anyway, and doing as it said raised.
+        eights = ab.to_device(torch.tensor([1.5, -2.0]).to(torch.float8_e4m3fn), "cpu")
+        with pytest.raises(TypeError) as refused:
+            np.asarray(eights)
+        assert str(refused.value) == ("arraybridge: NumPy has no float8_e4m3fn arrays: hand it to a framework that "
+                                      "has float8_e4m3fn (torch.from_dlpack(t))")
+        assert torch.from_dlpack(eights).float().tolist() == [1.5, -2.0]
     frozen = np.arange(4.0)
     frozen.flags.writeable = False
     host = ab.to_device(frozen, "cpu")
@@ -616,6 +623,20 @@ def test_np_asarray_of_a_tensor_numpy_cannot_view_raises_instead_of_an_object_ar
     assert host.__array__(dtype=np.float32).dtype == np.float32 and host.__array__(copy=True).flags.writeable
     with pytest.raises(ValueError, match="needs a copy, which copy=False forbids"):
         host.__array__(dtype=np.float32, copy=False)
+
+
+def test_a_copy_into_interleaved_strides_whose_elements_are_apart_writes_as_np_copyto():
+    """The hunt of 2026-11-30: as_strided(b, (3, 2), (8, 12)) gives six float32 elements
+    places of their own, interleaved (0, 3, 2, 5, 4, 7); the quick stride rule refused it,
+    saying two elements shared memory. Strides [1, 1] do alias, and stay refused."""
+    strided = np.lib.stride_tricks.as_strided
+    values = np.arange(1, 7, dtype=np.float32).reshape(3, 2)
+    ours, numpy_s = np.zeros(8, np.float32), np.zeros(8, np.float32)
+    ab.copy(values, strided(ours, (3, 2), (8, 12), writeable=True))
+    np.copyto(strided(numpy_s, (3, 2), (8, 12), writeable=True), values)
+    assert ours.tolist() == numpy_s.tolist() == [1, 0, 3, 2, 5, 4, 0, 6]
+    with pytest.raises(ab.DLPackError, match=r"strides \[1, 1\] over shape \[3, 2\] give two elements the same"):
+        ab.copy(values, strided(np.zeros(4, np.float32), (3, 2), (4, 4), writeable=True))
 
 
 @needs_torch
