@@ -406,6 +406,15 @@ def test_a_resolved_view_is_reported_as_the_copy_it_is(view):
     assert not shares(ours, y)
     assert ours.report.path == "host_copy" and ours.report.bytes_moved == ours.nbytes, ours.report
     assert "resolve its conj/neg bits" in ours.report.detail
+    # Wrapped in place by an OpenCL device that shares host memory, the copy is still the
+    # producer's: the report said "no copy" and 0 bytes (the hunt of 2026-11-30).
+    with ab.recording() as record:
+        wrapped = ab.to_device(y, "opencl:0")
+    np.testing.assert_array_equal(np.from_dlpack(wrapped.to("cpu")), shown)
+    if wrapped.report.path != "host_to_device":  # where the copy landed aligned for a wrap
+        assert wrapped.report.path == "host_copy" and wrapped.report.bytes_moved == wrapped.nbytes, wrapped.report
+        assert "resolve its conj/neg bits" in wrapped.report.detail
+    assert [r.bytes for r in record.records] == [wrapped.nbytes], record.records
 
 
 def _sparse_conj():
