@@ -114,12 +114,18 @@ def _same_sequence(x, items):
         return items
     if cls is tuple:
         return tuple(items)
-    try:
-        if hasattr(cls, "_make"):  # a namedtuple takes its fields one by one
-            return cls._make(items)
-        return cls(items)
-    except Exception:  # noqa: BLE001 - a subclass that cannot be built from its items comes back plain
-        return items if isinstance(x, list) else tuple(items)
+    # A namedtuple takes its fields through _make; other subclasses their items as one
+    # iterable, or one by one (a constructor of *args): kept only where the result holds
+    # exactly the items, since cls(items) of a *args class is one item, the list.
+    builds = (cls._make,) if hasattr(cls, "_make") else (cls, lambda made_from: cls(*made_from))
+    for build in builds:
+        try:
+            made = build(items)
+            if len(made) == len(items) and all(a is b for a, b in zip(made, items)):
+                return made
+        except Exception:  # noqa: BLE001 - a subclass that cannot be built from its items comes back plain
+            continue
+    return items if isinstance(x, list) else tuple(items)
 
 
 

@@ -95,6 +95,41 @@ def test_subclasses_of_mapping_list_and_tuple_are_structures_rebuilt_as_themselv
     assert type(nested["a"]) is Batch and type(nested["a"].labels) is list
 
 
+class _StarBatch(tuple):
+    """A tuple made from its items one by one: _StarBatch(a, b)."""
+
+    def __new__(cls, *items):
+        return super().__new__(cls, items)
+
+
+class _StarLayers(list):
+    def __init__(self, *items):
+        super().__init__(items)
+
+
+class _Summed(tuple):
+    """A tuple subclass that makes something else of its items: comes back a plain tuple."""
+
+    def __new__(cls, items=()):
+        return super().__new__(cls, (sum(1 for _ in items),))
+
+
+@pytest.mark.parametrize("how", ["to_device", "convert_memory"])
+def test_a_sequence_subclass_comes_back_with_its_items_or_plain_never_as_another_structure(how):
+    """The hunt of 2026-11-30: a subclass taking its items as *args was rebuilt as
+    cls(items): one item, the list of results, where the source had two."""
+    a, b = np.ones(2, np.float32), np.arange(3, dtype=np.int16)
+    move = ((lambda s: ab.to_device(s, "cpu")) if how == "to_device"
+            else (lambda s: ab.convert.convert_memory(s, "numpy", "numpy", None)))
+    summed = tuple.__new__(_Summed, (a, b))  # its items, as pickle would make it
+    for source, kind in ((_StarBatch(a, b), _StarBatch), (_StarLayers(a, b), _StarLayers), (summed, tuple)):
+        moved = move(source)
+        assert type(moved) is kind and len(moved) == 2, (type(moved), moved)
+        np.testing.assert_array_equal(np.asarray(moved[0]), a)
+        np.testing.assert_array_equal(np.asarray(moved[1]), b)
+        assert np.asarray(moved[1]).dtype == np.int16
+
+
 class _KeepsItsArgument(collections.abc.Mapping):
     """A mapping made from a dict, which it keeps as it is (made from pairs it breaks)."""
 
