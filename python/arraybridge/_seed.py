@@ -390,7 +390,11 @@ def _into_pyclesperanto(data, gpu_id, host_staging, dtype, copy):
 def _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy):
     """Each array of a structure converted, the same structure back; a failure names
     the array's place ("data['fc.weight']")."""
-    leaves = _structure.leaves(data, [])
+    try:
+        leaves = _structure.leaves(data, [])
+    except ValueError as error:  # a structure that contains itself
+        raise MemoryConversionError(_memory_type(source_type).value, _memory_type(target_type).value,
+                                    str(error)) from None
     converted = []
     for index, leaf in enumerate(leaves):  # a loop, not a comprehension: see _structure.leaves
         try:
@@ -417,15 +421,20 @@ _STRUCTURE = object()  # the route of a structure's type: each of its arrays goe
 
 
 def _route(data, source_type, target_type, gpu_id):
-    """The checked route of `data` (or _STRUCTURE); raises MemoryConversionError."""
-    if _structure.is_structure(data):
-        return _STRUCTURE
+    """The checked route of `data` (or _STRUCTURE); raises MemoryConversionError.
+    A structure's names and gpu_id are checked too: an empty one has no array to check them."""
     source = _memory_type(source_type)
     target = _memory_type(target_type)
     if source is None or target is None:
         role, value = ("source_type", source_type) if source is None else ("target_type", target_type)
         raise MemoryConversionError(str(getattr(source_type, "value", source_type)),
                                     str(getattr(target_type, "value", target_type)), _unknown_type(value, role))
+    if _structure.is_structure(data):
+        try:
+            _target_device(target, gpu_id)
+        except ValueError as error:
+            raise MemoryConversionError(source.value, target.value, str(error)) from error
+        return _STRUCTURE
     try:
         actual = detect_memory_type(data)
     except ValueError as error:

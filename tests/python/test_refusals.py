@@ -20,6 +20,26 @@ def test_unknown_type_names_are_conversion_errors(source_type, target_type, reas
     assert (caught.value.source_type, caught.value.target_type) == (str(source_type), str(target_type))
 
 
+@pytest.mark.parametrize("data", [{}, [[]], ()], ids=["dict", "nested-list", "tuple"])
+def test_an_empty_structure_is_checked_as_an_array_would_be(data):
+    """The hunt of 2026-11-30: with no array in it, a structure skipped every check, so
+    convert_memory({}, "bogus", "nonsense") returned {}."""
+    with pytest.raises(ab.MemoryConversionError, match="unknown source_type 'bogus'"):
+        ab.convert.convert_memory(data, "bogus", "numpy", gpu_id=None)
+    with pytest.raises(ab.MemoryConversionError, match="unknown target_type 'matlab'"):
+        ab.convert.convert_memory(data, "numpy", "matlab", gpu_id=None)
+    with pytest.raises(ab.MemoryConversionError, match="gpu_id must be None"):
+        ab.convert.convert_memory(data, "numpy", "torch", gpu_id=-1)
+    assert ab.convert.convert_memory(data, "numpy", "torch", gpu_id=None) == data
+
+
+def test_a_structure_that_contains_itself_is_a_conversion_error():
+    loop = {"w": np.ones(2)}
+    loop["self"] = loop
+    with pytest.raises(ab.MemoryConversionError, match="a structure that contains itself"):
+        ab.convert.convert_memory(loop, "numpy", "numpy", gpu_id=None)
+
+
 @pytest.mark.parametrize("gpu_id, reason", [
     (-1, "gpu_id must be None (CPU) or an int from 0 to 2147483647, not -1"),
     (10**30, "not 1000000000000000000000000000000"),
