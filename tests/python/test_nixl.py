@@ -170,6 +170,40 @@ def test_a_timed_out_wait_can_be_waited_for_again():
     assert_script_says(TIMEOUT_THEN_DONE, "retried ok")
 
 
+SENDS_NOBODY_WAITS_FOR = """
+import numpy as np
+import arraybridge as ab
+from arraybridge import nixl
+nixl.skip_infiniband()
+with nixl.Peer("a") as a, nixl.Peer("b") as b:
+    a.connect(b.address)
+    b.peers(wait_for=1)
+    for i in range(40):
+        a.send(np.full(1 << 20, i, np.uint8), to="b")  # its Transfer dropped: "x may be reused at once"
+        assert int(np.from_dlpack(b.recv("a").wait(30))[0]) == i
+        assert a.stats()["slots_in_use"] <= 1 and a.stats()["registrations"] == 1, (i, a.stats())
+    out = np.zeros(3)  # refused by the receiver: its slot comes back with the refusal
+    a.send(np.ones(4), to="b")
+    try:
+        b.recv("a", out=out)
+        raise SystemExit("received 4 values into 3")
+    except ValueError:
+        pass
+    sent = a.send(np.arange(3.0), to="b")
+    b.recv("a", out=out).wait(30)
+    sent.wait(30)  # its receipt comes after the refusal's: both are in once it is
+    assert out.tolist() == [0.0, 1.0, 2.0] and a.stats()["slots_in_use"] == 0, a.stats()
+    print("unwaited sends ok")
+"""
+
+
+def test_sends_nobody_waits_for_give_their_slots_back_when_read():
+    """The hunt of 2026-11-30: a send's slot came back only in its Transfer's wait() or
+    done(), so 100 sends nobody waited for (send says x may be reused at once) held 100
+    slots and grew the arena to 128 MiB, though each had been read."""
+    assert_script_says(SENDS_NOBODY_WAITS_FOR, "unwaited sends ok")
+
+
 REFUSED_CAST = """
 import numpy as np
 import arraybridge as ab

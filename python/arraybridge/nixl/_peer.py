@@ -1,6 +1,7 @@
 """The NIXL peer: an agent that sends, receives, publishes and reads tensors of any
 framework (Peer), and one transfer under way (Transfer). It carries out the
 moves over the wire (_wire) from and into registered memory (_arena)."""
+import functools
 import itertools
 import json
 import secrets
@@ -32,8 +33,8 @@ class Transfer:
     receiver has read the bytes and its slot is free again; a receive: the tensor is
     there, and is returned); `done()` asks without blocking. A peer that dies makes
     either raise PeerLostError; one that stays silent, TimeoutError, after which the
-    transfer may be waited for again (its slot stays taken until it ends or the peer
-    closes)."""
+    transfer may be waited for again. A send's slot comes back when the receiver answers
+    (or its link goes), whether or not anyone waits for the Transfer."""
 
     def __init__(self, peer, step, timeout):
         self._peer, self._step, self._timeout = peer, step, timeout
@@ -252,41 +253,44 @@ class Peer:
         kind = tensor.dtype if dtype is None else canonical_dtype(dtype)
         if kind not in SENDABLE:
             raise ValueError(f"arraybridge.nixl: a {kind} tensor cannot be sent (dtypes: {', '.join(SENDABLE)})")
+        link.pump(0)  # the receipts already here give their slots back: sends nobody waits for reuse them
         shape = list(tensor.shape)
         nbytes = nbytes_of(kind, shape)
         arena = self._arena(tensor.device)
         slot = arena.take(nbytes)
+        ident = next(self._ids)
+        receipt = None
         try:
             if nbytes:
                 # A dtype asked for casts as astype does; none asked, the dtypes are the same.
                 _core.copy(tensor, arena.view(slot, kind, shape), casting="unsafe")
-            ident = next(self._ids)
             offer = {"type": "offer", "id": ident, "address": slot.address, "nbytes": nbytes, "mem": arena.mem,
                      "device": arena.device_id, "shape": shape, "dtype": kind}
             if id(slot.block) not in link.known_blocks:  # registered after the handshake: the reader learns it now
                 offer["metadata"] = self._call(self._agent.get_partial_agent_metadata, slot.block.reg).hex()
+            # Expected before it is posted: its answer may come at once, to another thread's read.
+            # Its slot goes back with the answer (or the link's end), waited for or not.
+            receipt = link.expect(ident, functools.partial(arena.give_back, slot))
             link.post(offer)
             link.known_blocks.add(id(slot.block))
         except BaseException:
-            arena.give_back(slot)
+            if receipt is None or link.forget(ident):
+                arena.give_back(slot)
             raise
         with self._agent_lock:
             self._counts["sends"] += 1
             self._counts["bytes_sent"] += nbytes
 
         def step(block, deadline):
-            try:
-                if block:
-                    ack = link.wait_for(lambda: link.acks.pop(ident, None), deadline, f"the receipt of send {ident}")
-                else:
+            if block:
+                ack = link.wait_for(lambda: receipt.answer, deadline, f"the receipt of send {ident}")
+            else:
+                ack = receipt.answer
+                if ack is None:
                     link.check(f"waiting for the receipt of send {ident}")
-                    ack = link.acks.pop(ident, None)
+                    ack = receipt.answer
                     if ack is None:
                         return False, None
-            except PeerLostError:
-                arena.give_back(slot)  # nobody reads it any more
-                raise
-            arena.give_back(slot)
             if ack["type"] == "failed":
                 raise ArrayBridgeError(f"arraybridge.nixl: peer {link.name!r} could not receive send {ident}: "
                                        f"{ack.get('reason')}", None, "receive_failed")

@@ -44,17 +44,42 @@ def nbytes_of(dtype, shape):
 class Link:
     """The control connection to one remote peer. Whichever thread waits on it reads what
     has arrived (no thread of its own: a hop between threads costs more than the message):
-    offers queue up for recv, acknowledgements for the sends waiting on them, and the end
-    of the connection marks the link lost, which every waiter then sees."""
+    offers queue up for recv; a send's receipt settles it where it arrives (its slot goes
+    back then, whether or not anyone waits for the send); the end of the connection marks
+    the link lost, which every waiter then sees, and settles the sends still unanswered."""
 
     def __init__(self, name, sock):
         self.name, self.sock = name, sock
-        self.offers, self.acks = [], {}
+        self.offers = []
+        self.receipts = {}  # send id -> its Receipt, until the receiver answers or the link goes
         self.known_blocks = set()  # id()s of this side's blocks whose registration the remote agent knows
         self.lost = None  # why the link is gone, once it is
         self.send_lock, self.read_lock = threading.Lock(), threading.Lock()
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ)
+
+    def expect(self, ident, settle):
+        """The Receipt of send `ident`, whose `settle()` runs once: at its answer, or when the link goes."""
+        receipt = self.receipts[ident] = Receipt(settle)
+        if self.lost is not None:  # gone before it was expected: nothing will answer
+            self._settle_all()
+        return receipt
+
+    def forget(self, ident):
+        """Drops an offer never posted; True when it was still unsettled (its caller settles it)."""
+        return self.receipts.pop(ident, None) is not None
+
+    def _lose(self, why):
+        self.lost = self.lost or why
+        self._settle_all()
+
+    def _settle_all(self):
+        while True:  # popitem is atomic: a receipt settles once, whichever thread gets it
+            try:
+                _, receipt = self.receipts.popitem()
+            except KeyError:
+                return
+            receipt.settle()
 
     def post(self, message):
         data = json.dumps(message).encode()
@@ -62,7 +87,7 @@ class Link:
             with self.send_lock:
                 self.sock.sendall(FRAME.pack(len(data)) + data)
         except OSError as error:
-            self.lost = self.lost or f"sending to it failed ({error})"
+            self._lose(f"sending to it failed ({error})")
             raise PeerLostError(f"arraybridge.nixl: peer {self.name!r} is gone: {self.lost}") from None
 
     def pump(self, wait):
@@ -75,7 +100,7 @@ class Link:
                 self._dispatch(read_frame(self.sock))
                 wait = 0
         except (OSError, ConnectionError, ValueError) as error:
-            self.lost = str(error) or type(error).__name__
+            self._lose(str(error) or type(error).__name__)
         finally:
             self.read_lock.release()
 
@@ -84,7 +109,10 @@ class Link:
         if kind == "offer":
             self.offers.append(message)
         elif kind in ("done", "failed"):
-            self.acks[message.get("id")] = message
+            receipt = self.receipts.pop(message.get("id"), None)
+            if receipt is not None:
+                receipt.answer = message
+                receipt.settle()
         elif kind == "bye":
             raise ConnectionError("it closed its peer")
 
@@ -120,7 +148,19 @@ class Link:
             pass
         self.selector.close()
         self.sock.close()
-        self.lost = self.lost or "closed here"
+        self._lose("closed here")
+
+
+class Receipt:
+    """A send's answer from its receiver (`answer`: its message, None until one comes), and
+    what to do once the send is over: give its slot back."""
+
+    def __init__(self, settle):
+        self.answer = None
+        self._settle = settle
+
+    def settle(self):
+        self._settle()
 
 
 def read_exactly(sock, n):
