@@ -268,9 +268,9 @@ def _receiving_device(framework):
     return "cpu"
 
 
-def _finish(framework, tensor, entry):
-    """The received Tensor as `framework`'s array (no copy where it can hold it), described
-    by its publication `entry`."""
+def _finish(framework, tensor, entry, index, count):
+    """The received Tensor (the index-th of count) as `framework`'s array (no copy where it
+    can hold it), described by its publication `entry`; a refusal names which array it was."""
     from . import _seed
     if framework == "arraybridge":
         return tensor
@@ -278,7 +278,11 @@ def _finish(framework, tensor, entry):
         return _seed._into_pyclesperanto(tensor, _pyclesperanto_index(), True, None, None)
     target = _seed.MemoryType(framework)  # a read Tensor is compact: JAX and TensorFlow take it as it is
     if target is _seed.MemoryType.JAX:
-        _seed._check_target_holds(tensor.dtype, target)  # never narrowed: refused
+        try:
+            _seed._check_target_holds(tensor.dtype, target)  # never narrowed: refused
+        except ValueError as error:
+            raise ValueError(f"arraybridge.ray: array {index} of the {count} received ({tensor.dtype}, shape "
+                             f"{tuple(tensor.shape)}) cannot be a jax array: {error}") from None
     array = _seed._framework_array(tensor, target, None)
     if entry.get("requires_grad") and target is _seed.MemoryType.TORCH:  # a leaf of the receiver's own
         array.requires_grad_()
@@ -370,7 +374,8 @@ def _manager_class(framework):
                 tensors = _read_by_ipc(publication, device, read_only)
                 if tensors is None:
                     tensors = _peer().read(publication, device=device, abort=abort, read_only=read_only)
-                return [_finish(framework, tensor, entry) for tensor, entry in zip(tensors, publication["tensors"])]
+                return [_finish(framework, tensor, entry, index, len(tensors))
+                        for index, (tensor, entry) in enumerate(zip(tensors, publication["tensors"]))]
             finally:
                 with _lock:
                     reads = _aborted.get(obj_id, set())

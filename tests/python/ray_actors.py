@@ -162,10 +162,17 @@ def _autograd(self):
     return {"leaf": leaf, "made": leaf * 2, "plain": torch.arange(3, dtype=torch.float32)}
 
 
+def _unpublishable(self):
+    """A torch float8 tensor among others: NIXL cannot publish it."""
+    import torch
+    return {"w": torch.ones(2), "b": torch.zeros(3), "scale": torch.ones(2).to(torch.float8_e4m3fn)}
+
+
 for _framework in sorted(set(FRAMEWORKS) - {"numpy", "arraybridge"}):
     setattr(Sender, _framework, _send_through(_framework))
 if "torch" in FRAMEWORKS:
     Sender.autograd = ray.method(tensor_transport="AB_TORCH")(_autograd)
+    Sender.unpublishable = ray.method(tensor_transport="AB_TORCH")(_unpublishable)
 Sender = ray.remote(Sender)
 
 

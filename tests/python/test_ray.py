@@ -147,6 +147,29 @@ def test_an_array_that_cannot_be_sent_is_named_by_its_place(actors):
         ray.get(receiver.size.remote(sender.unsendable.remote()), timeout=TIMEOUT)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is installed by `make test`")
+def test_an_array_nixl_cannot_publish_is_named_by_its_place(actors):
+    """The hunt of 2026-11-30: a float8 tensor among a method's arrays was refused without
+    saying which it was."""
+    _, _, sender, receiver = actors
+    with pytest.raises(Exception, match=r"array 2 of the 3 to publish, a float8_e4m3fn tensor of shape \(2,\), "
+                                        r"cannot be published"):
+        ray.get(receiver.size.remote(sender.unpublishable.remote()), timeout=TIMEOUT)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is installed by `make test`")
+def test_an_array_a_jax_receiver_would_narrow_is_named_by_its_place():
+    """A JAX receiver without x64 refuses int64 rather than narrow it, naming which array."""
+    import jax
+    if jax.config.jax_enable_x64:
+        pytest.skip("JAX has x64 on here: it holds int64")
+    received = [ab.to_device(np.ones(2, np.float32), "cpu"), ab.to_device(np.arange(3), "cpu")]
+    assert abray._finish("jax", received[0], {}, 0, 2).dtype == np.float32
+    with pytest.raises(ValueError, match=r"array 1 of the 2 received \(int64, shape \(3,\)\) cannot be a jax "
+                                         r"array: .*int64"):
+        abray._finish("jax", received[1], {}, 1, 2)
+
+
 def wait_until(check, seconds=30):
     deadline = time.monotonic() + seconds
     while not check() and time.monotonic() < deadline:

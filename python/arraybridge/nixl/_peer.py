@@ -405,9 +405,10 @@ class Peer:
             raise ValueError(f"arraybridge.nixl: peer {self.name!r} is closed")
         tensors = [x if isinstance(x, Tensor) else _core.from_dlpack(x) for x in xs]
         entries, end = [], 0
-        for tensor in tensors:
-            if tensor.dtype not in SENDABLE:
-                raise ValueError(f"arraybridge.nixl: a {tensor.dtype} tensor cannot be published "
+        for index, tensor in enumerate(tensors):
+            if tensor.dtype not in SENDABLE:  # named by its place: a structure's keys are not here
+                raise ValueError(f"arraybridge.nixl: array {index} of the {len(tensors)} to publish, a {tensor.dtype} "
+                                 f"tensor of shape {tuple(tensor.shape)}, cannot be published "
                                  f"(dtypes: {', '.join(SENDABLE)})")
             entries.append({"shape": list(tensor.shape), "dtype": tensor.dtype, "at": end,
                             "read_only": tensor.read_only})
