@@ -62,6 +62,21 @@ TEST_CASE_FIXTURE(NoDriverFindings,
   CHECK(wrong == 0);
 }
 
+// A destination whose dimensions interleave (the quick stride rule refused it until
+// 2026-11-30): the kernel writes each element to its own place, the others untouched.
+TEST_CASE_FIXTURE(NoDriverFindings, "host to a CUDA view whose dimensions interleave, every element apart") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  std::vector<int32_t> data{1, 2, 3, 4, 5, 6}, blank(8, -1);
+  Managed minus_ones(blank.data(), i32, {8});
+  Owned device(move_to(rt, &minus_ones.managed, cuda0));
+  std::vector<int64_t> shape{3, 2}, interleaved{2, 3}, none;  // offsets 0, 3, 2, 5, 4, 7
+  copy_ok(rt, view(data.data(), cpu, i32, shape, none), view(device->data, cuda0, i32, shape, interleaved));
+  Owned home(move_to(rt, take(device), cpu));
+  const auto* out = static_cast<const int32_t*>(home->data);
+  CHECK(std::vector<int32_t>(out, out + 8) == std::vector<int32_t>{1, -1, 3, 2, 5, 4, -1, 6});
+}
+
 TEST_CASE_FIXTURE(NoDriverFindings, "CUDA <-> OpenCL in chunks with packing, casting and scattering on each side") {
   Runtime rt;
   if (!cuda_devices(rt)) return;

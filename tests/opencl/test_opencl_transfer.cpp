@@ -86,10 +86,16 @@ struct ViewCase {
 
 // Views of an 8 x 16 float32 buffer.
 const std::vector<ViewCase> kViews = {
-    {"compact", {8, 16}, {}, 0, true},          {"transposed", {16, 8}, {1, 16}, 0, true},
-    {"step-2 slice", {8, 8}, {16, 2}, 4, true}, {"negative strides", {8, 16}, {-16, -1}, 127 * 4, true},
-    {"offset row", {10}, {1}, 40, true},        {"0-d", {}, {}, 12, true},
-    {"zero-size", {0, 16}, {}, 0, true},        {"broadcast", {4, 16}, {0, 1}, 0, false},
+    {"compact", {8, 16}, {}, 0, true},
+    {"transposed", {16, 8}, {1, 16}, 0, true},
+    {"step-2 slice", {8, 8}, {16, 2}, 4, true},
+    {"negative strides", {8, 16}, {-16, -1}, 127 * 4, true},
+    {"offset row", {10}, {1}, 40, true},
+    {"0-d", {}, {}, 12, true},
+    {"zero-size", {0, 16}, {}, 0, true},
+    {"broadcast", {4, 16}, {0, 1}, 0, false},
+    // dimensions that interleave, every element apart: offsets 0, 3, 2, 5, 4, 7
+    {"interleaved", {3, 2}, {2, 3}, 8, true},
 };
 
 std::vector<float> base_values() {
