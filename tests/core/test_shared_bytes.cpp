@@ -40,15 +40,23 @@ std::set<int64_t> bytes_of(const abr::Layout& view) {
   return bytes;
 }
 
+// Small random layouts: a fixed sequence (a failure repeats), steps of both signs.
+struct RandomLayouts {
+  uint64_t state;
+  int64_t operator()(int64_t below) {  // in [0, below)
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(below));
+  }
+  DLDataType dtype() {
+    const DLDataType dtypes[] = {u8, dt(kDLInt, 16), i32, f64};
+    return dtypes[(*this)(4)];
+  }
+};
+
 }  // namespace
 
 TEST_CASE("views_share_bytes answers as every byte of both views does") {
-  uint64_t state = 12345;
-  auto next = [&](int64_t below) {
-    state = state * 6364136223846793005u + 1442695040888963407u;
-    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(below));
-  };
-  const DLDataType dtypes[] = {u8, dt(kDLInt, 16), i32, f64};
+  RandomLayouts next{12345};
   int shared = 0, apart = 0, apart_boxes_meeting = 0;
   for (int round = 0; round < 20000; ++round) {
     std::vector<int64_t> shape[2], strides[2];
@@ -59,7 +67,7 @@ TEST_CASE("views_share_bytes answers as every byte of both views does") {
         shape[v].push_back(1 + next(5));
         strides[v].push_back(next(25) - 12);
       }
-      const DLDataType dtype = dtypes[next(4)];
+      const DLDataType dtype = next.dtype();
       views[v] = layout_of(shape[v], strides[v], dtype, static_cast<uint64_t>(200 + next(64)));
     }
     const std::set<int64_t> a = bytes_of(views[0]), b = bytes_of(views[1]);
@@ -120,12 +128,7 @@ TEST_CASE("abr_copy between interleaved views of one array needs no temporary, a
 // A destination's strides: the quick rule (each stride past the smaller ones' span)
 // refused interleaved layouts whose elements are apart; the search tells them apart.
 TEST_CASE("elements_share_bytes answers as every element of the view does") {
-  uint64_t state = 777;
-  auto next = [&](int64_t below) {
-    state = state * 6364136223846793005u + 1442695040888963407u;
-    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(below));
-  };
-  const DLDataType dtypes[] = {u8, dt(kDLInt, 16), i32, f64};
+  RandomLayouts next{777};
   int share = 0, apart = 0, interleaved_apart = 0;
   for (int round = 0; round < 20000; ++round) {
     std::vector<int64_t> shape, strides;
@@ -134,7 +137,7 @@ TEST_CASE("elements_share_bytes answers as every element of the view does") {
       shape.push_back(1 + next(5));
       strides.push_back(next(25) - 12);
     }
-    const abr::Layout view = layout_of(shape, strides, dtypes[next(4)], 4096);
+    const abr::Layout view = layout_of(shape, strides, next.dtype(), 4096);
     std::set<int64_t> starts;  // strides are whole elements: two elements meet only where they start together
     std::vector<int64_t> index(view.ndim(), 0);
     for (uint64_t n = 0; n < view.numel; ++n) {
