@@ -117,6 +117,7 @@ const Capabilities& Backend::capabilities() const {
     Capabilities c;
     c.page_locks_foreign_host = true;  // cuMemHostRegister (HostRegistrar)
     c.locked_host = kDLCUDAHost;
+    c.host_addresses = true;       // unified addressing: managed memory has one address, the host's and the device's
     static const char domain = 0;  // every CUDA device reaches every other: cuMemcpyPeerAsync
     c.peer_domain = &domain;
     c.peer_copy_words = "one cuMemcpyPeerAsync";

@@ -40,6 +40,10 @@ struct Capabilities {
   // it has one: a new host tensor copied from its device on a stream is made there,
   // so that one DMA fills it without blocking (as torch's non_blocking=True does).
   DLDeviceType locked_host = static_cast<DLDeviceType>(0);
+  // Its device addresses and the host's are one address space (CUDA's unified
+  // addressing): device memory at a host address is those host bytes (managed memory,
+  // viewed as the device's), so a copy's overlap with host memory is told by address.
+  bool host_addresses = false;
   // Devices of one (non-null) domain copy straight between their contexts.
   const void* peer_domain = nullptr;
   // How a device copy between peers and host memory used in place are done, for the report.

@@ -279,16 +279,19 @@ void plan_between_devices(Plan& plan, const Endpoint& from, const Endpoint& to, 
            staged_words(plan, /*host_side=*/false).c_str());
 }
 
-// Where a side's bytes live in host memory: host memory itself, or device memory made
-// over it (a host wrap); 0 for device memory of its own.
+// Where a side's bytes lie among host addresses: host memory itself, device memory made
+// over it (a host wrap), or device memory of a backend whose addresses are the host's
+// (CUDA: managed memory viewed as cuda:0 and as cuda_managed is one set of bytes); 0
+// for device memory of its own, apart from host memory.
 uintptr_t host_bytes_at(const Layout& side, const Endpoint& end, bool host) {
-  return host ? reinterpret_cast<uintptr_t>(side.data) : end.allocation.host_base;
+  if (host || (end.can.host_addresses && !end.allocation.host_base)) return reinterpret_cast<uintptr_t>(side.data);
+  return end.allocation.host_base;
 }
 
-// abr_copy's source and destination share bytes: in host memory (either side may be a
-// device's view of it, each wrap a handle of its own), or in device memory: at two
-// addresses (CUDA's x[:-1] and x[1:] are two pointers into one allocation), or in two
-// handles over one root (OpenCL sub-buffers of one buffer).
+// abr_copy's source and destination share bytes: among host addresses (either side may
+// be a device's view of host memory, each wrap a handle of its own; CUDA's x[:-1] and
+// x[1:] are two pointers into one allocation), or in two handles over one root (OpenCL
+// sub-buffers of one buffer), or at two addresses of another backend's one address space.
 bool copy_overlaps(const Layout& src, const Endpoint& from, bool src_host, const Layout& dst, const Endpoint& to,
                    bool dst_host) {
   const uintptr_t src_at = host_bytes_at(src, from, src_host), dst_at = host_bytes_at(dst, to, dst_host);
@@ -457,9 +460,9 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
   } else if (src_host || dst_host) {
     if (into && copy_overlaps(src, from, src_host, *dst, to, dst_host)) [[unlikely]]
       fail(ABR_ERR_UNSUPPORTED,
-           "the source and destination share host bytes ({} uses that host memory in place): a copy between host "
-           "memory and a device's view of it is not staged through a temporary; copy the source into a new tensor "
-           "first, then copy that",
+           "the source and destination share host bytes ({} uses that host memory in place, or addresses it as "
+           "managed memory): a copy between host memory and a device's view of it is not staged through a temporary; "
+           "copy the source into a new tensor first, then copy that",
            device_string(src_host ? to.device : from.device));
     // The host side's rows, when the host engine reshapes it in chunks; a new destination is compact.
     const uint64_t host_rows = src_host ? row_bytes(src, plan.dtype) : into ? row_bytes(*dst, plan.dtype) : 0;

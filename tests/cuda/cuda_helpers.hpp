@@ -115,6 +115,8 @@ struct RawDriver {
   decltype(&cuEventRecord) event_record = fake.driver<decltype(cuEventRecord)>(ABR_TEST_CUDA_SYMBOL(cuEventRecord));
   decltype(&cuEventDestroy) event_destroy = fake.driver<decltype(cuEventDestroy)>(ABR_TEST_CUDA_SYMBOL(cuEventDestroy));
   decltype(&cuMemAlloc) alloc = fake.driver<decltype(cuMemAlloc)>(ABR_TEST_CUDA_SYMBOL(cuMemAlloc));
+  decltype(&cuMemAllocManaged) alloc_managed =
+      fake.driver<decltype(cuMemAllocManaged)>(ABR_TEST_CUDA_SYMBOL(cuMemAllocManaged));
   decltype(&cuMemAllocAsync) alloc_async =
       fake.driver<decltype(cuMemAllocAsync)>(ABR_TEST_CUDA_SYMBOL(cuMemAllocAsync));
   decltype(&cuMemFree) free = fake.driver<decltype(cuMemFree)>(ABR_TEST_CUDA_SYMBOL(cuMemFree));

@@ -321,7 +321,10 @@ void region_free(SharedRegion* region, uint64_t offset, uint64_t bytes) {
   region->free_spans[start] = span;
 }
 
-char* real_of(CUdeviceptr address) { return reinterpret_cast<char*>(address ^ kDeviceTag); }
+// Device memory's bytes; managed memory's address is its own (untagged: the host's too).
+char* real_of(CUdeviceptr address) {
+  return reinterpret_cast<char*>(address & kDeviceTag ? address ^ kDeviceTag : address);
+}
 
 // The range holding [address, address + bytes) (caller holds g_memory_mutex), or nullptr.
 Range* find_locked(uint64_t address, uint64_t bytes, uint64_t* start = nullptr) {
@@ -1004,6 +1007,20 @@ static CUresult allocate(CUdeviceptr* ptr, size_t bytes, FakeStream* ordered_on)
   return CUDA_SUCCESS;
 }
 
+// Managed memory: one address for the host and the device, as under a GPU's unified
+// addressing. No library call makes it; a test makes it, as a framework would, and
+// views it both ways (kDLCUDAManaged and kDLCUDA).
+CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t bytes, unsigned int) {
+  count_call(__func__);
+  FAKE_NEED_CONTEXT();
+  char* real = static_cast<char*>(std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256));
+  if (!real) return CUDA_ERROR_OUT_OF_MEMORY;
+  *ptr = reinterpret_cast<CUdeviceptr>(real);
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  g_ranges[*ptr] = Range{bytes, current_device(), current_device(), real};
+  return CUDA_SUCCESS;
+}
+
 CUresult cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
   count_call(__func__);
   return allocate(ptr, bytes, nullptr);
@@ -1232,10 +1249,21 @@ CUresult cuMemHostUnregister(void* pointer) {
   return CUDA_SUCCESS;
 }
 
+// A copy between host bytes and device bytes that are the same memory (managed memory
+// seen both ways): the DMA may run in any order, as an overlapping DtoD's.
+static void same_bytes_both_ways(const char* call, const void* host, CUdeviceptr device, size_t bytes) {
+  const char* at = static_cast<const char*>(host);
+  const char* real = real_of(device);
+  if (bytes && at < real + bytes && real < at + bytes)
+    finding("%s: the host bytes [%p, +%zu) and the device bytes [%#llx, +%zu) are the same memory", call, host, bytes,
+            static_cast<unsigned long long>(device), bytes);
+}
+
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
   count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (used_after_free(dst, bytes, "cuMemcpyHtoDAsync") || !checked_device(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  same_bytes_both_ways("cuMemcpyHtoDAsync", src, dst, bytes);
   FakeStream* s = stream_of(stream);
   const uint64_t seq = s->submit([=] {
     if (!present_device(dst, bytes)) return fault();  // freed before the copy ran: a GPU faults
@@ -1250,6 +1278,7 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream st
   count_call(__func__);
   FAKE_NEED_CONTEXT();
   if (used_after_free(src, bytes, "cuMemcpyDtoHAsync") || !checked_device(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  same_bytes_both_ways("cuMemcpyDtoHAsync", dst, src, bytes);
   FakeStream* s = stream_of(stream);
   const uint64_t seq = s->submit([=] {
     ++g_dtoh_async_run;

@@ -325,6 +325,33 @@ TEST_CASE_FIXTURE(NoDriverFindings, "CUDA copies between overlapping views with 
   CHECK(read_back() == expected);
 }
 
+// Managed memory has one address for the host and the device (unified addressing):
+// viewed as cuda_managed (host memory) and as cuda:0, a copy between its views may
+// overlap. Before, only host bytes were compared with host bytes, so the copy went as
+// a DMA between the same bytes (the fake reports it; a GPU copies in any order).
+TEST_CASE_FIXTURE(NoDriverFindings, "CUDA a copy between managed memory's views as cuda_managed and as cuda:0") {
+  Runtime rt;
+  if (!cuda_devices(rt)) return;
+  RawDriver driver;
+  CUdeviceptr managed = 0;
+  REQUIRE(driver.alloc_managed(&managed, 64, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+  auto* values = reinterpret_cast<float*>(managed);
+  for (int i = 0; i < 16; ++i) values[i] = static_cast<float>(i);
+  std::vector<int64_t> eight{8};
+  const DLDevice cuda_managed{kDLCUDAManaged, 0};
+  DLTensor second{values + 1, cuda_managed, 1, f32, eight.data(), nullptr, 0};
+  DLTensor first{values, cuda0, 1, f32, eight.data(), nullptr, 0};
+  CHECK(abr_copy(rt, &second, &first, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);  // x[0:8] = x[1:9]
+  CHECK_MESSAGE(error_mentions("share host bytes"), std::string(abr_last_error()));
+  CHECK(abr_copy(rt, &first, &second, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);  // x[1:9] = x[0:8]
+  for (int i = 0; i < 16; ++i) CHECK(values[i] == static_cast<float>(i));         // nothing moved
+  // Views apart: the copy goes, and the host sees the device's writes.
+  DLTensor second_half{values + 8, cuda_managed, 1, f32, eight.data(), nullptr, 0};
+  REQUIRE(abr_copy(rt, &first, &second_half, nullptr, nullptr) == ABR_OK);
+  for (int i = 0; i < 8; ++i) CHECK(values[8 + i] == static_cast<float>(i));
+  CHECK(driver.free(managed) == CUDA_SUCCESS);
+}
+
 TEST_CASE_FIXTURE(NoDriverFindings, "CUDA peer copies between devices, and staging to and from OpenCL") {
   Runtime rt;
   const int n = cuda_devices(rt);
