@@ -52,11 +52,19 @@ struct StreamedPipeline {
   StagingShape shape;
 };
 
+// How the batch's coalesced block gets its bytes on its destination.
+enum class BlockFill : uint8_t {
+  Host,    // new host memory (cpu, cuda_host): the host engine packs straight into it
+  Mapped,  // memory the host engine maps (OpenCL): packed through the mapping
+  Pinned,  // memory reached by DMA only (CUDA): packed into one pinned block, then one DMA
+};
+
 struct BatchPlan {
-  std::size_t coalesced = 0;   // entries in the coalesced block
-  uint64_t block_bytes = 0;    // that block's size
-  unsigned pack_threads = 1;   // host threads that pack it: as many as a memcpy of its bytes is cut for
-  uint64_t results_bytes = 0;  // the gathered results' block's size (0: none)
+  std::size_t coalesced = 0;         // entries in the coalesced block
+  uint64_t block_bytes = 0;          // that block's size
+  BlockFill fill = BlockFill::Host;  // how that block is filled
+  unsigned pack_threads = 1;         // host threads that pack it: as many as a memcpy of its bytes is cut for
+  uint64_t results_bytes = 0;        // the gathered results' block's size (0: none)
   // Host threads that copy the gathered reads out of their pinned landing (where
   // they are not read in place): as many as a memcpy of all their bytes is cut for.
   unsigned copy_out_threads = 1;
@@ -79,7 +87,10 @@ inline bool packed_anyway(uint64_t bytes, const Endpoint& to) {
 // it lies from that one (marked `joins`), so that one copy reads both into their
 // results; every run starts at a 256-byte boundary, so every result is 256 bytes
 // aligned, as abr_to_device's is.
-BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const StagingChoice& choice, bool reads_in_place = false);
+// `to`: the destination, whose memory decides how the coalesced block is filled (none:
+// host memory).
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const StagingChoice& choice, bool reads_in_place = false,
+                     const Endpoint* to = nullptr);
 
 // The bytes of one side of a pair, by address: [begin, end).
 struct ByteSpan {

@@ -207,7 +207,7 @@ void Runtime::plan_items(Batch& batch, const abr_transfer_options* options) {
 void Runtime::place_items(Batch& batch) {
   std::vector<BatchEntry*> entries(batch.count);
   for (std::size_t i = 0; i < batch.count; ++i) entries[i] = &batch.items[i];
-  batch.placed = plan_batch(entries, batch.opts.staging, batch.reads_in_place);
+  batch.placed = plan_batch(entries, batch.opts.staging, batch.reads_in_place, &batch.to);
   const BatchPlan& placed = batch.placed;
   if (placed.coalesced) {
     if (DeviceBackend* backend = backend_of(batch.dst.device_type)) {
@@ -337,8 +337,7 @@ void Runtime::move_items(Batch& batch) {
   };
   try {
     if (batch.placed.coalesced)
-      move_coalesced(batch.items, batch.dst, batch.to, batch.block_handle, batch.placed.block_bytes,
-                     batch.placed.pack_threads, stream);
+      move_coalesced(batch.items, batch.dst, batch.to, batch.block_handle, batch.placed, stream);
     batch.one_by_one = move_pipelines(pipelines, batch.placed.streamed, "srcs[{}]", stream);
     std::size_t move = 0;
     try {

@@ -157,7 +157,9 @@ void Runtime::move_streamed(const std::vector<OrderedMove>& moves, const Staging
 }
 
 void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block,
-                             uint64_t bytes, unsigned threads, Stream* stream) {
+                             const BatchPlan& placed, Stream* stream) {
+  const uint64_t bytes = placed.block_bytes;
+  const unsigned threads = placed.pack_threads;
   // Each source whose slot starts in [begin, end) packed (and converted) by the host
   // engine into its slot of `into`.
   const auto pack = [&](char* into, uint64_t begin, uint64_t end, unsigned item_threads) {
@@ -181,10 +183,10 @@ void Runtime::move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const 
       pack(into, bytes * part / threads, bytes * (part + 1) / threads, 1);
     });
   };
-  if (to.host) return pack_all(static_cast<char*>(block));  // new host memory (cpu, cuda_host): the host engine alone
+  if (placed.fill == BlockFill::Host) return pack_all(static_cast<char*>(block));  // the host engine alone
   const Layout whole = compact_layout(dst, DLDataType{kDLUInt, 8, 1}, Dims{static_cast<int64_t>(bytes)}, block);
   std::unique_ptr<Submission> work = submit_routed(*to.backend, dst, to.context, stream);
-  if (to.can.maps_to_host) {
+  if (placed.fill == BlockFill::Mapped) {
     pack_all(work->map(whole, /*write=*/true));  // straight into the device's memory, mapped
   } else {
     char* staging = work->pinned(static_cast<std::size_t>(bytes));  // one pinned block, then one DMA

@@ -122,10 +122,10 @@ class Runtime {
   void move_items(Batch& batch);
   void describe_batch(const Batch& batch, abr_batch_report& report);
   void commit_batch(Batch& batch, DLManagedTensorVersioned** out);
-  // The coalesced items of a batch packed into `block` (`bytes` on `dst`) on `threads`
-  // host threads, and moved with one copy.
-  void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block, uint64_t bytes,
-                      unsigned threads, Stream* stream);
+  // The coalesced items of a batch packed into `block` on `dst` as `placed` says (its
+  // bytes, the host threads that pack, and how the block is filled).
+  void move_coalesced(std::vector<BatchItem>& items, DLDevice dst, const Endpoint& to, void* block,
+                      const BatchPlan& placed, Stream* stream);
   struct OrderedMove;
   // A batch's pipelines (plan_batch, plan_copy_batch), one after another, each
   // pageable bytes to or from one context as one transfer; `entries` their indices,

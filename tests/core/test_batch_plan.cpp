@@ -42,6 +42,18 @@ const char kDevice = 0, kOtherDevice = 0;
 
 }  // namespace
 
+TEST_CASE("plan_batch decides how the coalesced block is filled, as plan_host_device moves one tensor") {
+  Batch batch;
+  batch.add(ABR_PATH_HOST_TO_DEVICE, 1000);
+  abr::Endpoint host, mapped, dma;
+  host.host = true;
+  mapped.can.maps_to_host = true;  // OpenCL: the host engine packs through a mapping
+  CHECK(abr::plan_batch(batch.pointers, kMiBChunks).fill == abr::BlockFill::Host);
+  CHECK(abr::plan_batch(batch.pointers, kMiBChunks, false, &host).fill == abr::BlockFill::Host);
+  CHECK(abr::plan_batch(batch.pointers, kMiBChunks, false, &mapped).fill == abr::BlockFill::Mapped);
+  CHECK(abr::plan_batch(batch.pointers, kMiBChunks, false, &dma).fill == abr::BlockFill::Pinned);  // CUDA
+}
+
 TEST_CASE("plan_batch: small copies from host memory share one block, in 256-byte slots, up to 16 MiB") {
   Batch batch;
   BatchEntry& a = batch.add(ABR_PATH_HOST_TO_DEVICE, 1000);
