@@ -176,6 +176,50 @@ def test_a_blocking_call_after_a_queued_copy_into_or_out_of_a_tensor_sees_it():
     assert out.strip() == "ok"
 
 
+def test_a_view_of_a_tensor_is_ordered_with_the_queued_work_on_the_tensor_it_views():
+    """The hunt of 2026-11-30: V = T.to(T.device) (or from_dlpack(T), or a batch's view)
+    is T's memory, but carried none of T's queued work, nor T any of V's: a blocking
+    read of V missed a queued write into T (10 of 10 runs), a blocking write into V
+    overtook a queued read of T, and V.is_ready() said True while T's write was queued."""
+    out = run_with_fake_cuda("""
+        import numpy as np, arraybridge as ab
+        x = np.arange(1 << 16, dtype=np.float32)
+        makers = {"to": lambda t: t.to("cuda:0"), "from_dlpack": ab.from_dlpack,
+                  "batch": lambda t: ab.to_device([t], "cuda:0")[0], "view of a view": lambda t: t.to("cuda:0").to("cuda:0")}
+        for name, make_view in makers.items():
+            t = ab.to_device(np.zeros_like(x), "cuda:0")
+            v = make_view(t)
+            assert v.report.path == "zero_copy", (name, v.report)
+            done = ab.copy(x, t, non_blocking=True)  # queued write into T
+            assert not v.is_ready() and not t.is_ready(), name
+            np.testing.assert_array_equal(np.from_dlpack(v.to("cpu")), x)  # read after write, through V
+            read = ab.to_device(t, "cuda_host", non_blocking=True)  # queued read of T ...
+            ab.copy(np.zeros_like(x), v)  # ... then a blocking write into V
+            np.testing.assert_array_equal(np.from_dlpack(read), x)
+            done = ab.copy(x + 1, v, non_blocking=True)  # and the other way: a queued write into V
+            np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), x + 1)
+            v.wait()
+            assert v.is_ready() and t.is_ready(), name
+        del t, v, done, read
+        print("ok")
+    """, delay_us=100000, all_freed=True)
+    assert out.strip() == "ok"
+
+
+def test_a_view_of_an_opencl_tensor_is_ordered_with_the_queued_work_on_it():
+    """The same on PoCL's real queue: before, 20 of 20 reads of V at 64 MiB missed T's write."""
+    x = np.arange(16 << 20, dtype=np.float32)
+    for _ in range(2):
+        t = ab.to_device(np.zeros_like(x), "opencl:0")
+        v = t.to("opencl:0")
+        assert v.report.path == "zero_copy", v.report
+        ab.copy(x, t, non_blocking=True)
+        np.testing.assert_array_equal(np.from_dlpack(v.to("cpu")), x)
+        read = ab.to_device(t, "cpu", non_blocking=True)
+        ab.copy(np.zeros_like(x), v)
+        np.testing.assert_array_equal(np.from_dlpack(read), x)
+
+
 def test_a_write_after_a_queued_batch_read_of_a_tensor_waits_for_the_read():
     """to_device_many(..., non_blocking=True) of Tensors, then a blocking write into one:
     the sources hold the batch's Event, as to_device's source does. Before, on PoCL,

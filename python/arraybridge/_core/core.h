@@ -91,10 +91,22 @@ typedef struct {
    * version counter, as a write through torch would, so a backward pass that saved it
    * raises instead of computing from the new values. */
   PyObject* torch_twin;
+  /* The Tensor whose memory this one is (a zero-copy view or a host wrap made of a
+   * Tensor; the first of a chain), else NULL: queued work on either is work on the same
+   * memory, so its `ready` orders both (this one's own stays NULL). */
+  PyObject* base;
 } TensorObject;
 
 extern PyTypeObject TensorBaseType;
 int tensor_check(PyObject* object);
+/* The Tensor whose `ready` orders this one's uses: its base, or itself. */
+static inline TensorObject* tensor_tracked(PyObject* tensor) {
+  TensorObject* t = (TensorObject*)tensor;
+  return t->base ? (TensorObject*)t->base : t;
+}
+/* `result` (just made, path `path`) shares the ordering of `source` where it is a view
+ * of a Tensor's memory; any Event it had moves to that Tensor. */
+void tensor_maybe_view_of(PyObject* result, PyObject* source, abr_path path);
 PyObject* untracked_type(PyObject* module, PyObject* cls);
 
 /* ---------------------------------------------------------- event.c */

@@ -160,7 +160,7 @@ void tensors_hold(PyObject* const* objects, Py_ssize_t count, PyObject* event) {
   for (Py_ssize_t i = 0; event && i < count; ++i) {
     if (!objects[i] || !tensor_check(objects[i])) continue;
     Py_INCREF(event); /* the work it had queued before was waited for, or ordered first */
-    Py_XSETREF(((TensorObject*)objects[i])->ready, event);
+    Py_XSETREF(tensor_tracked(objects[i])->ready, event); /* a view's: the Tensor it views */
   }
 }
 

@@ -188,7 +188,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     out->written = purpose == IMPORT_DESTINATION ? twin : NULL;
     /* Held, not borrowed: asking it may run deleters that let go of the GIL, and another
      * thread may then give x another Event (tensors_hold), dropping this one. */
-    PyObject* ready = ((TensorObject*)x)->ready;
+    PyObject* ready = tensor_tracked(x)->ready; /* a view's: the Tensor it views */
     Py_XINCREF(ready);
     abr_event* pending = NULL;
     PyObject* owner = x;

@@ -33,6 +33,7 @@ static void tensor_dealloc(TensorObject* self) {
   self->tensor = NULL;
   if (tensor && tensor->deleter) tensor->deleter(tensor);
   Py_CLEAR(self->torch_twin);
+  Py_CLEAR(self->base);
   core_drain();
   PyErr_Restore(type, value, traceback);
   PyTypeObject* tensor_type = Py_TYPE(self);
@@ -41,8 +42,18 @@ static void tensor_dealloc(TensorObject* self) {
 }
 
 int tensor_settle(PyObject* tensor) {
-  PyObject* ready = ((TensorObject*)tensor)->ready;
+  PyObject* ready = tensor_tracked(tensor)->ready;
   return ready ? event_settle(ready) : 0; /* kept: an import may still borrow its handle */
+}
+
+void tensor_maybe_view_of(PyObject* result, PyObject* source, abr_path path) {
+  if ((path != ABR_PATH_ZERO_COPY && path != ABR_PATH_HOST_WRAP) || !tensor_check(source)) return;
+  TensorObject* base = tensor_tracked(source);
+  TensorObject* self = (TensorObject*)result;
+  Py_INCREF(base);
+  self->base = (PyObject*)base;
+  if (self->ready) Py_XSETREF(base->ready, self->ready); /* ordered after the base's: it stands for both */
+  self->ready = NULL;
 }
 
 /* 1 when `requested` is a (type, id) pair naming this tensor's device, 0 when it
@@ -321,7 +332,10 @@ static PyObject* tensor_wait(TensorObject* self, PyObject* unused) {
 
 static PyObject* tensor_is_ready(TensorObject* self, PyObject* unused) {
   (void)unused;
-  const int ready = self->ready ? event_ready(self->ready) : 1;
+  PyObject* event = tensor_tracked((PyObject*)self)->ready;
+  Py_XINCREF(event); /* asking may let go of the GIL: another thread may replace it */
+  const int ready = event ? event_ready(event) : 1;
+  Py_XDECREF(event);
   return ready < 0 ? NULL : PyBool_FromLong(ready);
 }
 
@@ -349,13 +363,16 @@ static PyObject* order_before(TensorObject* self, PyObject* stream, abr_event* p
  * value) from now on runs after this tensor's queued work, which the host does not
  * wait for; the host waits where the stream is not a CUDA one of this device's. */
 static PyObject* tensor_order_before(TensorObject* self, PyObject* stream) {
-  const int ready = self->ready ? event_ready(self->ready) : 1; /* raises the work's failure */
-  if (ready < 0) return NULL;
-  abr_event* pending = ready ? NULL : event_handle(self->ready);
-  if (!pending) Py_RETURN_NONE;
-  PyObject* event = self->ready; /* held while the GIL is let go: another thread may replace self->ready */
-  Py_INCREF(event);
-  PyObject* done = order_before(self, stream, pending);
+  PyObject* event = tensor_tracked((PyObject*)self)->ready;
+  if (!event) Py_RETURN_NONE;
+  Py_INCREF(event);                     /* held while the GIL is let go: another thread may replace the Tensor's */
+  const int ready = event_ready(event); /* raises the work's failure */
+  abr_event* pending = ready == 0 ? event_handle(event) : NULL;
+  PyObject* done = NULL;
+  if (pending)
+    done = order_before(self, stream, pending);
+  else if (ready > 0)
+    done = Py_None, Py_INCREF(done);
   Py_DECREF(event);
   return done;
 }
