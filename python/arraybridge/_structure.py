@@ -208,15 +208,6 @@ def restated(error, message):
     return made
 
 
-def at_leaf(error, index, role):
-    """The error of leaf `index` moved on its own, naming its flat place ("x[7]: ...")
-    for raise_placed to name in the structure; `error` itself where it cannot be restated."""
-    if isinstance(error, MemoryError):
-        return error
-    text = str(error)
-    return restated(error, f"{role}[{index}]: {text[len('arraybridge: '):] if text.startswith('arraybridge: ') else text}") or error
-
-
 def raise_placed(error, structures, names=None):
     """Raises `error` again with each flat batch place it names ("x[777]") replaced by
     that leaf's place in its structure ("x['fc.weight']"); `structures` maps the flat

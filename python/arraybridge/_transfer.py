@@ -65,28 +65,17 @@ def _log_transfer(tensor, context):
 def _to_device_structure(x, device, copy=None, stream=None, dtype=None, host_staging=True, contiguous=False,
                          non_blocking=False, strict=None, casting=None):
     """to_device of a structure (a mapping, list or tuple of arrays, nested: see
-    _structure): one batch for all of them (_core.to_device_many), the same structure
-    back. With a stream each array goes on its own, in order, on that stream. A
-    failure names the array's place in the structure."""
+    _structure): one batch for all of them (_core.to_device_many, on `stream` where
+    given), the same structure back. A failure names the array's place in the structure."""
     if strict is not None:
         host_staging = _deprecated.host_staging("to_device", host_staging, strict)
-    if stream is None and _core.is_flat(x):  # a list of arrays, no structure in it
-        return _core.to_device_many(x, device, copy=copy, dtype=dtype, host_staging=host_staging,
+    if _core.is_flat(x):  # a list of arrays, no structure in it
+        return _core.to_device_many(x, device, copy=copy, stream=stream, dtype=dtype, host_staging=host_staging,
                                     contiguous=contiguous, non_blocking=non_blocking, casting=casting)
     leaves = _structure.leaves(x, [])
     try:
-        if stream is None:
-            moved = _core.to_device_many(leaves, device, copy=copy, dtype=dtype, host_staging=host_staging,
-                                         contiguous=contiguous, non_blocking=non_blocking, casting=casting)
-        else:
-            moved = []
-            for index, leaf in enumerate(leaves):
-                try:
-                    moved.append(to_device(leaf, device, copy=copy, stream=stream, dtype=dtype,
-                                           host_staging=host_staging, contiguous=contiguous,
-                                           non_blocking=non_blocking, casting=casting))
-                except Exception as error:  # noqa: BLE001 - restated with its flat place, named below
-                    raise _structure.at_leaf(error, index, "x")
+        moved = _core.to_device_many(leaves, device, copy=copy, stream=stream, dtype=dtype, host_staging=host_staging,
+                                     contiguous=contiguous, non_blocking=non_blocking, casting=casting)
     except Exception as error:  # noqa: BLE001 - restated naming the place, in its own class
         _structure.raise_placed(error, {"x": x})
         raise

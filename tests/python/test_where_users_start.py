@@ -200,7 +200,9 @@ def test_a_batch_failure_names_the_array_that_failed(bad):
         ab.copy({"layers": [np.ones(2), {"w": np.ones(2), "b": np.ones(1)}]}, nested)
 
 
-def test_on_a_stream_a_structure_goes_leaf_by_leaf_and_a_failure_names_its_place():
+def test_on_a_stream_a_structure_goes_as_one_batch_and_a_failure_names_its_place():
+    """A review of 2026-11-30: with stream= a structure moved leaf by leaf (to_device_many
+    took no stream), so a state dict on a stream lost the batch's one block and one copy."""
     out = run_with_fake_cuda("""
         import numpy as np, pytest, arraybridge as ab
         nested = {"layers": [np.ones(2), {"w": np.array(["text"]), "b": np.ones(1)}]}
@@ -208,10 +210,27 @@ def test_on_a_stream_a_structure_goes_leaf_by_leaf_and_a_failure_names_its_place
             ab.to_device(nested, "cuda:0", stream=2)
         assert "x[2]" not in str(raised.value), raised.value
         nested["layers"][1]["w"] = np.arange(3)
-        moved = ab.to_device(nested, "cuda:0", stream=2)
+        with ab.recording() as record:
+            moved = ab.to_device(nested, "cuda:0", stream=2)
+        assert [r.call for r in record.records] == ["to_device_many"], record.records  # one batch
         np.testing.assert_array_equal(np.from_dlpack(moved["layers"][1]["w"].to("cpu")), np.arange(3))
+        # Queued on the stream and waited for (no non_blocking): done when it returns.
+        moved = ab.to_device_many([np.arange(1 << 16, dtype=np.float32)] * 3, "cuda:0", stream=2)
+        assert all(t.is_ready() for t in moved)
+        np.testing.assert_array_equal(np.from_dlpack(moved[2].to("cpu")), np.arange(1 << 16))
+        queued = ab.to_device_many([np.arange(1 << 16, dtype=np.float32)] * 3, "cuda:0", stream=2,
+                                   non_blocking=True)
+        assert not queued[0].is_ready()
+        np.testing.assert_array_equal(np.from_dlpack(queued[1].to("cpu")), np.arange(1 << 16))
+        back = ab.to_device(moved, "cpu", stream=2)  # the stream on the sources' side
+        np.testing.assert_array_equal(np.from_dlpack(back[0]), np.arange(1 << 16))
+        with pytest.raises(ValueError, match="neither the destination nor the sources have DLPack streams"):
+            ab.to_device_many([np.ones(2)], "cpu", stream=2)
+        with pytest.raises(ValueError, match="the sources are on several devices"):
+            ab.to_device_many([moved[0], np.ones(2)], "cpu", stream=2)
+        del moved, queued, back
         print("ok")
-    """)
+    """, delay_us=20000)
     assert out.strip() == "ok"
 
 

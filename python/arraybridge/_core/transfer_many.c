@@ -8,16 +8,17 @@
 #include "core.h"
 
 const char core_to_device_many_doc[] =
-    "to_device_many(xs, device, *, copy=None, dtype=None, host_staging=True, contiguous=False,\n"
-    "               non_blocking=False, casting=None)\n--\n\n"
+    "to_device_many(xs, device, *, copy=None, stream=None, dtype=None, host_staging=True,\n"
+    "               contiguous=False, non_blocking=False, casting=None)\n--\n\n"
     "Move every DLPack array of the list xs to `device` in one runtime call; returns\n"
     "a list of Tensors in xs's order. Small copies from host memory are packed into\n"
     "one block and moved with one copy (their Tensors share one allocation, freed\n"
     "with the last). All or nothing: on failure no Tensor is made and the message\n"
     "names the failing index. The keywords mean what they mean for to_device; with\n"
-    "non_blocking=True the batch is queued on one stream (the producers' current one,\n"
-    "else the legacy default stream of a CUDA side or the runtime's queue of an OpenCL\n"
-    "side) and every Tensor holds the batch's one Event.";
+    "non_blocking=True the batch is queued on one stream (stream= where given, else the\n"
+    "producers' current one, else the legacy default stream of a CUDA side or the\n"
+    "runtime's queue of an OpenCL side) and every Tensor holds the batch's one Event;\n"
+    "stream= alone queues it there and waits for it, as to_device's does.";
 
 /* Deletes the first `count` imports: `movable` ones through their deleters (the
  * runtime leaves a failed batch's sources to us), the rest as imported. */
@@ -99,13 +100,53 @@ static int failed_at(const char* place) {
   return -1;
 }
 
+/* The stream the batch goes on, the device it is on, and whether that is the producers'
+ * one current stream: the caller's (stream=), else with non_blocking the side queue_side
+ * picks (a source side only when every source is on that one device). 0 with *queue 0:
+ * none (the batch runs synchronously); -1 with an exception. */
+static int batch_queue(abr_runtime* runtime, const Request* request, const Imported* imports, Py_ssize_t n,
+                       uintptr_t* queue, uintptr_t* producers, DLDevice* queue_device, abr_stream** own) {
+  *queue = *producers = 0;
+  *queue_device = request->dst;
+  if (n == 0 ||
+      !(request->stream ||
+        (request->non_blocking && queue_side(imported_tensor(&imports[0])->device, request->dst, queue_device))))
+    return 0;
+  if (request->stream && !has_dlpack_streams(request->dst)) *queue_device = imported_tensor(&imports[0])->device;
+  int one_side = 1;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const DLDevice d = imported_tensor(&imports[i])->device;
+    if (!on_device(*queue_device, request->dst)) one_side = one_side && on_device(d, *queue_device);
+  }
+  if (request->stream && (!has_dlpack_streams(*queue_device) || !one_side)) {
+    PyErr_Format(PyExc_ValueError, "arraybridge: stream= names a DLPack stream of one device, and %s: pass stream=None",
+                 has_dlpack_streams(*queue_device) ? "the sources are on several devices, none the destination"
+                                                   : "neither the destination nor the sources have DLPack streams");
+    return -1;
+  }
+  *producers = imports[0].work_stream; /* the producers' current stream, when they all name the same one */
+  for (Py_ssize_t i = 1; i < n; ++i) *producers = imports[i].work_stream == *producers ? *producers : 0;
+  if (request->stream) {
+    *queue = request->stream;
+    *producers = *producers == request->stream ? *producers : 0;
+    return 0;
+  }
+  *queue = *producers;
+  if (!one_side) {
+    *queue = *producers = 0;
+    return 0;
+  }
+  if (!*queue) return default_queue(runtime, imported_tensor(&imports[0])->device, request->dst, queue, own);
+  return 0;
+}
+
 PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   (void)module;
-  static const char* const kNames[] = {"xs",         "device",       "copy",   "dtype",  "host_staging",
-                                       "contiguous", "non_blocking", "strict", "casting"};
-  static PyObject* interned[9];
-  PyObject* a[9];
-  if (hooks_ready() < 0 || parse_arguments("to_device_many", args, nargs, kwnames, kNames, interned, 9, 2, 2, a) < 0)
+  static const char* const kNames[] = {"xs",         "device",       "copy",   "dtype",   "host_staging",
+                                       "contiguous", "non_blocking", "strict", "casting", "stream"};
+  static PyObject* interned[10];
+  PyObject* a[10];
+  if (hooks_ready() < 0 || parse_arguments("to_device_many", args, nargs, kwnames, kNames, interned, 10, 2, 2, a) < 0)
     return NULL;
   Request request;
   init_request(&request, "to_device");
@@ -114,7 +155,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
       parse_dtype(a[3], &request.options.dtype) < 0 ||
       parse_host_staging(a[4], a[7], "to_device_many", &request.options.flags) < 0 ||
       parse_contiguous(a[5], &request.options.flags) < 0 ||
-      parse_truth(a[6], "non_blocking", &request.non_blocking) < 0 || parse_casting(a[8], &request.options.casting) < 0)
+      parse_truth(a[6], "non_blocking", &request.non_blocking) < 0 ||
+      parse_casting(a[8], &request.options.casting) < 0 || parse_stream(a[9], &request.stream) < 0)
     return restated("to_device");
   const double start = recorder ? record_clock() : 0;
   abr_runtime* runtime = core_runtime();
@@ -176,30 +218,15 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   }
   hold_gil = hold_gil && host_bytes <= HOLD_GIL_HOST_BYTES;
   for (Py_ssize_t i = 0; i < n; ++i) hold_gil = hold_gil && !imports[i].work_stream && !imports[i].after;
-  /* non_blocking: one stream for the batch, on the side queue_side picks (a source
-   * side only when every source is on that one device); host-only batches run now. */
   uintptr_t queue = 0, producers = 0; /* producers: their one current stream, when the batch runs on it */
   abr_stream* own = NULL;
   DLDevice queue_device = request.dst;
-  if (request.non_blocking && n > 0 && queue_side(imported_tensor(&imports[0])->device, request.dst, &queue_device)) {
-    int one_side = 1;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      const DLDevice d = imported_tensor(&imports[i])->device;
-      if (queue_device.device_type != request.dst.device_type || queue_device.device_id != request.dst.device_id)
-        one_side = one_side && d.device_type == queue_device.device_type && d.device_id == queue_device.device_id;
-    }
-    queue = imports[0].work_stream; /* the producers' current stream, when they all name the same one */
-    for (Py_ssize_t i = 1; i < n; ++i) queue = imports[i].work_stream == queue ? queue : 0;
-    producers = queue;
-    if (!one_side) {
-      queue = producers = 0;
-    } else if (!queue && default_queue(runtime, imported_tensor(&imports[0])->device, request.dst, &queue, &own) < 0) {
-      delete_imports(imports, movable, n);
-      imported = 0;
-      goto done;
-    }
-    hold_gil = hold_gil && !queue && !own;
+  if (batch_queue(runtime, &request, imports, n, &queue, &producers, &queue_device, &own) < 0) {
+    delete_imports(imports, movable, n);
+    imported = 0;
+    goto done;
   }
+  hold_gil = hold_gil && !queue && !own;
   for (Py_ssize_t i = 0; i < n; ++i) {
     movable[i] = hold_gil ? (DLManagedTensorVersioned*)imports[i].tensor : imported_for_any_thread(&imports[i]);
     if (!movable[i]) { /* deleted already; the later ones are not movable yet */
@@ -231,12 +258,12 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
       if (imports[i].after) status = wait_until_filled(imports[i].after, imported_tensor(&imports[i])->device, stream);
     if (status == ABR_OK)
       status = abr_to_device_many(runtime, movable, (size_t)n, request.dst, &request.options, stream, out, &report);
-    if (status == ABR_OK && stream && abr_event_record(stream, &batch_done) != ABR_OK)
+    if (status == ABR_OK && stream && request.non_blocking && abr_event_record(stream, &batch_done) != ABR_OK)
       status = abr_stream_synchronize(stream);
     if (batch_done)
       abr_stream_release(wrapped);
     else if (wrapped)
-      abr_stream_destroy(wrapped);
+      abr_stream_destroy(wrapped); /* waits for the batch queued on it */
     if (status != ABR_OK) delete_imports(imports, movable, n);
     Py_END_ALLOW_THREADS
   }
