@@ -5,7 +5,9 @@ from base to memory and host, never the planner or the runtime. And a backend li
 in its folder: no code of
 lib/, capi/ or the Python package names a backend's device types, its abr_backend
 value or its disable flag (they ask the kind table), but for the files listed
-below. Prints each breach; exits 1 if any.
+below. And a backend's Capabilities (what it can do, which decides a transfer's
+path) are read by the planner alone (lib/plan): code elsewhere in lib/ and capi/
+carries out what the plan says. Prints each breach; exits 1 if any.
 
 usage: check_walls.py   (from anywhere)
 """
@@ -42,6 +44,25 @@ def backend_names():
     return found
 
 
+CAPABILITY_READ = re.compile(r"\bcan\.\w+")  # an Endpoint's field (the runtime fills it from capabilities())
+
+
+def capability_reads():
+    """Code outside lib/plan (and the backends, which define theirs) that reads a backend's Capabilities."""
+    found = []
+    for path in sorted(ROOT.glob("lib/*/*.[ch]pp")) + sorted(ROOT.glob("capi/*.[ch]pp")):
+        name = str(path.relative_to(ROOT))
+        if name.startswith("lib/plan/") or name in CAPABILITIES_ALLOWED:
+            continue
+        for match in CAPABILITY_READ.finditer(COMMENT.sub("", path.read_text())):
+            found.append(f"{name}: reads {match.group(0)}; the planner decides from capabilities (lib/plan)")
+    return found
+
+
+# Where a capability is read outside the planner, each with its reason.
+CAPABILITIES_ALLOWED = {"lib/devices/backend.hpp": "declares them"}
+
+
 def main():
     breaches = []
     for path in sorted(ROOT.glob("lib/*/*.[ch]pp")) + sorted(ROOT.glob("cuda/*.[ch]pp")) + \
@@ -59,8 +80,10 @@ def main():
                 breaches.append(f"{name}: includes from lib/{reached}, above what "
                                 f"{'lib/' + wing if top == 'lib' else top + '/'} may include")
     breaches += backend_names()
+    breaches += capability_reads()
     return report("check_walls", breaches, "breaches",
-                  "every include within its walls, and no backend named outside its folder")
+                  "every include within its walls, no backend named outside its folder, and capabilities read by "
+                  "the planner alone")
 
 
 if __name__ == "__main__":

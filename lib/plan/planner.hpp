@@ -50,12 +50,14 @@ struct TransferOptions {
 // the library's current version (the C boundary converts the caller's).
 TransferOptions resolve_options(const abr_transfer_options* options);
 
-// Whether a new host result copied from `from` on `stream` may be page-locked memory
-// of the source's backend: the stream orders the source's work (a DMA fills the result
-// there) and that backend has page-locked host memory. Inline: every transfer asks.
-inline bool results_may_be_locked(const Endpoint& from, DLDevice dst, Stream* stream) {
-  return stream && dst.device_type == kDLCPU && !from.host && from.backend && from.can.locked_host &&
+// The page-locked host memory (its device type: the source backend's locked_host) a new
+// host result copied from `from` on `stream` may be made in, 0 for none: the stream
+// orders the source's work (a DMA fills the result there) and that backend has such
+// memory. Inline: every transfer asks.
+inline DLDeviceType results_may_be_locked(const Endpoint& from, DLDevice dst, Stream* stream) {
+  const bool may = stream && dst.device_type == kDLCPU && !from.host && from.backend && from.can.locked_host &&
       from.backend->runs_on(*stream, from.device, from.context);
+  return may ? from.can.locked_host : static_cast<DLDeviceType>(0);
 }
 // How much page-locked memory new results may still take of a pool of `limit` bytes
 // with `in_use` lent (TransferOptions::locked_result_budget): at most half of it, since

@@ -95,7 +95,8 @@ struct Runtime::Batch {
   struct {
     DLDevice device{};
     const void* context = nullptr;
-    bool locks = false, known = false;
+    DLDeviceType locks = static_cast<DLDeviceType>(0);  // the page-locked memory its results may be made in
+    bool known = false;
   } last_locks;
   BatchPlan placed;                // plan_batch's places
   std::shared_ptr<Storage> block;  // the coalesced block
@@ -169,17 +170,17 @@ void Runtime::plan_items(Batch& batch, const abr_transfer_options* options) {
       const Endpoint from = known ? *known : endpoint_of(item.src, batch.dst, "source", ask_pinned);
       if (!known) checked.add(from);
       opts.locked_result_budget = 0;
-      const bool locks = locks_for(from);
-      if (locks) {
+      const DLDeviceType locks = locks_for(from);
+      if (locks != 0) {
         if (batch.locked_room == UINT64_MAX) batch.locked_room = locked_result_room();
         opts.locked_result_budget = batch.locked_room;
       }
       item.plan = plan_transfer(item.src, from, to, opts);
       if (item.plan.path == ABR_PATH_DEVICE_TO_HOST && item.plan.pageable_bytes) {  // gathered, if small
         batch.reads_in_place =
-            batch.reads_in_place && locks && (!batch.read_context || batch.read_context == from.context);
+            batch.reads_in_place && locks != 0 && (!batch.read_context || batch.read_context == from.context);
         batch.read_context = from.context;
-        batch.locked_type = from.can.locked_host;
+        batch.locked_type = locks;
       }
       check_stream(batch.stream, item.src.device, batch.dst);
       if (item.plan.locked_result) {
