@@ -168,6 +168,12 @@ TEST_CASE("elements_share_bytes answers as every element of the view does") {
   CHECK(interleaved_apart > 1000);
 }
 
+TEST_CASE("elements_share_bytes answers a layout and its transpose alike") {
+  std::vector<int64_t> long_first{5000, 2}, small_step_first{2, 10001}, wide{2, 5000}, transposed{10001, 2};
+  CHECK(abr::elements_share_bytes(layout_of(long_first, small_step_first, f32, 0)) == abr::Sharing::Apart);
+  CHECK(abr::elements_share_bytes(layout_of(wide, transposed, f32, 0)) == abr::Sharing::Apart);
+}
+
 TEST_CASE("abr_copy into an interleaved destination whose elements are apart") {
   Runtime rt;
   // NumPy's as_strided(b, (3, 2), (8, 12)) of float32: offsets 0, 3, 2, 5, 4, 7.
