@@ -185,6 +185,8 @@ def test_a_view_of_a_tensor_is_ordered_with_the_queued_work_on_the_tensor_it_vie
         import numpy as np, arraybridge as ab
         x = np.arange(1 << 16, dtype=np.float32)
         makers = {"to": lambda t: t.to("cuda:0"), "from_dlpack": ab.from_dlpack,
+                  "its capsule": lambda t: ab.from_dlpack(t.__dlpack__(max_version=(1, 0))),
+                  "a batch of capsules": lambda t: ab.to_device([t.__dlpack__(max_version=(1, 0))], "cuda:0")[0],
                   "batch": lambda t: ab.to_device([t], "cuda:0")[0], "view of a view": lambda t: t.to("cuda:0").to("cuda:0")}
         for name, make_view in makers.items():
             t = ab.to_device(np.zeros_like(x), "cuda:0")
@@ -200,7 +202,14 @@ def test_a_view_of_a_tensor_is_ordered_with_the_queued_work_on_the_tensor_it_vie
             np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), x + 1)
             v.wait()
             assert v.is_ready() and t.is_ready(), name
-        del t, v, done, read
+        # A host wrap of a page-locked Tensor on an OpenCL device: the same host bytes.
+        t = ab.to_device(np.zeros_like(x), "cuda_host")
+        w = t.to("opencl:0")
+        assert w.report.path == "host_wrap", w.report
+        done = ab.copy(ab.to_device(x, "cuda:0"), t, non_blocking=True)  # a queued DMA into t
+        assert not w.is_ready()
+        np.testing.assert_array_equal(np.from_dlpack(w.to("cpu")), x)
+        del t, v, w, done, read
         print("ok")
     """, delay_us=100000, all_freed=True)
     assert out.strip() == "ok"

@@ -256,6 +256,19 @@ PyObject* export_capsule(const DLManagedTensorVersioned* base, PyObject* owner, 
   return capsule;
 }
 
+/* The arraybridge Tensor a view of ours keeps (its owner, or the first of an owner
+ * tuple), else NULL: what a capsule a Tensor exported is, for its importer's ordering. */
+static PyObject* viewed_tensor(void* tensor, int versioned) {
+  const ViewLife* life = NULL;
+  if (versioned && ((DLManagedTensorVersioned*)tensor)->deleter == versioned_view_deleter)
+    life = &((VersionedView*)tensor)->life;
+  else if (!versioned && ((DLManagedTensor*)tensor)->deleter == legacy_view_deleter)
+    life = &((LegacyView*)tensor)->life;
+  PyObject* owner = life ? life->owner : NULL;
+  if (owner && PyTuple_Check(owner)) owner = PyTuple_GET_ITEM(owner, 0);
+  return owner && tensor_check(owner) ? owner : NULL;
+}
+
 int consume_capsule(PyObject* capsule, Imported* out) {
   /* The common case first: one name comparison, inside PyCapsule_GetPointer. */
   void* tensor = PyCapsule_GetPointer(capsule, kVersioned);
@@ -292,6 +305,7 @@ int consume_capsule(PyObject* capsule, Imported* out) {
   out->versioned = versioned;
   out->any_thread = 0; /* a producer's deleter: it may need the GIL */
   out->work_stream = 0;
+  out->viewed = viewed_tensor(tensor, versioned);
   return 0;
 }
 

@@ -56,6 +56,8 @@ typedef struct {
                             counter (borrowed: the source keeps it), else NULL */
   PyObject* written;     /* a destination's torch tensor (or a Tensor's twin), whose version counter the call
                             bumps once it has written (torch_tell_written; borrowed), else NULL */
+  PyObject* viewed;      /* the arraybridge Tensor whose memory this is: the source itself, or the Tensor a
+                            capsule of ours views (borrowed: the import keeps it), else NULL */
 } Imported;
 
 const DLTensor* imported_tensor(const Imported* imported);

@@ -181,7 +181,9 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   out->after = NULL;
   out->torch_twin = NULL;
   out->written = NULL;
+  out->viewed = NULL;
   if (tensor_check(x)) {
+    out->viewed = x;
     PyObject* twin = ((TensorObject*)x)->torch_twin;
     if (twin && purpose == IMPORT_DESTINATION && torch_may_write(twin, role) < 0) return -1;
     out->torch_twin = twin;

@@ -47,7 +47,7 @@ int tensor_settle(PyObject* tensor) {
 }
 
 void tensor_maybe_view_of(PyObject* result, PyObject* source, abr_path path) {
-  if ((path != ABR_PATH_ZERO_COPY && path != ABR_PATH_HOST_WRAP) || !tensor_check(source)) return;
+  if ((path != ABR_PATH_ZERO_COPY && path != ABR_PATH_HOST_WRAP) || !source) return;
   TensorObject* base = tensor_tracked(source);
   TensorObject* self = (TensorObject*)result;
   Py_INCREF(base);
@@ -411,7 +411,8 @@ static PyGetSetDef tensor_getset[] = {
  * instances the cycle collector does not track. A class statement always makes
  * tracked instances, and tracking cost a fifth of a zero-copy to_device; a Tensor
  * holds no Python reference a cycle could pass through (what keeps its source
- * alive sits behind the DLPack deleter). cls must subclass TensorBase and add no
+ * alive sits behind the DLPack deleter; its Event keeps no Tensor; its base is a
+ * Tensor made before it, with no base of its own). cls must subclass TensorBase and add no
  * fields; its attributes are copied over. */
 PyObject* untracked_type(PyObject* module, PyObject* cls) {
   (void)module;

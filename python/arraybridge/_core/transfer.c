@@ -155,7 +155,7 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   tensors_hold(&x, 1, result->ready); /* a Tensor read by queued work: a write into it waits for the read */
-  tensor_maybe_view_of((PyObject*)result, x, result->report.path); /* before say_resolved: x's own memory */
+  tensor_maybe_view_of((PyObject*)result, src.viewed, result->report.path);
   if (resolved && (result->report.path == ABR_PATH_ZERO_COPY || result->report.path == ABR_PATH_HOST_WRAP))
     say_resolved(&result->report, src_device, out);
   log_transfer((PyObject*)result, request->context);
