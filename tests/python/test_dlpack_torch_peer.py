@@ -415,6 +415,10 @@ def test_a_resolved_view_is_reported_as_the_copy_it_is(view):
         assert wrapped.report.path == "host_copy" and wrapped.report.bytes_moved == wrapped.nbytes, wrapped.report
         assert "resolve its conj/neg bits" in wrapped.report.detail
     assert [r.bytes for r in record.records] == [wrapped.nbytes], record.records
+    # In a batch and a structure too (they said zero_copy and 0 bytes: a review's find).
+    for moved in (ab.to_device_many([y, np.ones(2)], "cpu")[0], ab.to_device({"w": y}, "cpu")["w"]):
+        assert moved.report.path == "host_copy" and moved.report.bytes_moved == moved.nbytes, moved.report
+        np.testing.assert_array_equal(np.from_dlpack(moved), shown)
 
 
 def _sparse_conj():

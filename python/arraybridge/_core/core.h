@@ -109,6 +109,9 @@ static inline TensorObject* tensor_tracked(PyObject* tensor) {
 /* `result` (just made, path `path`) shares the ordering of `source` where it is a view
  * of a Tensor's memory; any Event it had moves to that Tensor. */
 void tensor_maybe_view_of(PyObject* result, PyObject* source, abr_path path);
+/* A view (or a device's wrap) of what the producer copied to resolve its lazy bits
+ * (torch's conj/neg) is no view of the producer's memory: the report says that copy. */
+void say_resolved(abr_transfer_report* report, const DLManagedTensorVersioned* out);
 PyObject* untracked_type(PyObject* module, PyObject* cls);
 
 /* ---------------------------------------------------------- event.c */

@@ -45,11 +45,12 @@ int is_small_host_copy(const DLTensor* src, DLDevice dst, uintptr_t stream) {
   return bytes <= HOLD_GIL_HOST_BYTES;
 }
 
-/* A view (or a device's wrap) of what the producer copied to resolve its lazy bits is
- * no view of the producer's memory: the report says the copy, made where the source was. */
-static void say_resolved(abr_transfer_report* report, DLDevice source, const DLManagedTensorVersioned* out) {
+void say_resolved(abr_transfer_report* report, const DLManagedTensorVersioned* out) {
+  if (report->path != ABR_PATH_ZERO_COPY && report->path != ABR_PATH_HOST_WRAP) return; /* a copy says itself */
   const DLTensor* t = &out->dl_tensor;
-  report->path = source.device_type == kDLCPU ? ABR_PATH_HOST_COPY : ABR_PATH_DEVICE_COPY;
+  /* made where the source was: host memory a device wraps, or the view's own device */
+  report->path =
+      report->path == ABR_PATH_HOST_WRAP || t->device.device_type == kDLCPU ? ABR_PATH_HOST_COPY : ABR_PATH_DEVICE_COPY;
   report->bytes_moved = tensor_bytes(t);
   snprintf(report->detail, sizeof report->detail, "%s",
            "copied by the producer to resolve its conj/neg bits (torch's resolve_conj/resolve_neg), then viewed");
@@ -156,8 +157,7 @@ static PyObject* run(PyObject* x, Request* request) {
   }
   tensors_hold(&x, 1, result->ready); /* a Tensor read by queued work: a write into it waits for the read */
   tensor_maybe_view_of((PyObject*)result, src.viewed, result->report.path);
-  if (resolved && (result->report.path == ABR_PATH_ZERO_COPY || result->report.path == ABR_PATH_HOST_WRAP))
-    say_resolved(&result->report, src_device, out);
+  if (resolved) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
   if (recorder && start) /* on when the call began: else its start was never read */
     record_transfer(request->context, src_device, out->dl_tensor.device, result->report.path,

@@ -282,6 +282,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     tensor->report.flags = flags[i];
     if (paths[i] != ABR_PATH_ZERO_COPY && paths[i] != ABR_PATH_HOST_WRAP) /* what it wrote: all of itself */
       tensor->report.bytes_moved = tensor_bytes(&out[i]->dl_tensor);
+    if (imports[i].resolved) say_resolved(&tensor->report, out[i]);
     keep_torch_twin((PyObject*)tensor, &imports[i]);
   }
   PyObject* ready = NULL; /* the batch's one Event, held by every Tensor */
