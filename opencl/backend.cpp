@@ -130,7 +130,7 @@ void* Backend::memory_context(const Layout& tensor, AllocationRange* allocation)
   std::size_t size = 0;
   check(cl_->GetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, nullptr), "clGetMemObjectInfo(CL_MEM_SIZE)");
   if (tensor.numel > 0) {
-    // 128 bits: a byte_offset near 2^64 plus the view's extent would wrap (and print negative).
+    // 128 bits: a byte_offset near 2^63 plus the view's extent would wrap (and print negative).
     const __int128 start = static_cast<__int128>(tensor.byte_offset) + tensor.min_byte;
     const __int128 end = static_cast<__int128>(tensor.byte_offset) + tensor.max_byte_end;
     if (start < 0 || end > static_cast<__int128>(size))

@@ -140,12 +140,12 @@ std::vector<StreamedPipeline> plan_copy_batch(const std::vector<BatchEntry*>& en
   return pipelines;
 }
 
-BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const StagingChoice& choice, bool reads_in_place,
-                     const Endpoint* to) {
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const Endpoint& to, const StagingChoice& choice,
+                     bool reads_in_place) {
   BatchPlan batch;
   // As plan_host_device moves one packed tensor: through memory the host engine maps,
   // else by DMA out of page-locked memory (here one pinned block for the whole block).
-  if (to && !to->host) batch.fill = to->can.maps_to_host ? BlockFill::Mapped : BlockFill::Pinned;
+  if (!to.host) batch.fill = to.can.maps_to_host ? BlockFill::Mapped : BlockFill::Pinned;
   uint64_t gathered_bytes = 0;
   const BatchEntry* last_read = nullptr;  // the gathered read a read in place may join: no other move between
   for (BatchEntry* entry : entries) {

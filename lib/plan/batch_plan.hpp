@@ -87,10 +87,9 @@ inline bool packed_anyway(uint64_t bytes, const Endpoint& to) {
 // it lies from that one (marked `joins`), so that one copy reads both into their
 // results; every run starts at a 256-byte boundary, so every result is 256 bytes
 // aligned, as abr_to_device's is.
-// `to`: the destination, whose memory decides how the coalesced block is filled (none:
-// host memory).
-BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const StagingChoice& choice, bool reads_in_place = false,
-                     const Endpoint* to = nullptr);
+// `to`: the destination, whose memory decides how the coalesced block is filled.
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const Endpoint& to, const StagingChoice& choice,
+                     bool reads_in_place = false);
 
 // The bytes of one side of a pair, by address: [begin, end).
 struct ByteSpan {

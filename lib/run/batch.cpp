@@ -208,7 +208,7 @@ void Runtime::plan_items(Batch& batch, const abr_transfer_options* options) {
 void Runtime::place_items(Batch& batch) {
   std::vector<BatchEntry*> entries(batch.count);
   for (std::size_t i = 0; i < batch.count; ++i) entries[i] = &batch.items[i];
-  batch.placed = plan_batch(entries, batch.opts.staging, batch.reads_in_place, &batch.to);
+  batch.placed = plan_batch(entries, batch.to, batch.opts.staging, batch.reads_in_place);
   const BatchPlan& placed = batch.placed;
   if (placed.coalesced) {
     if (DeviceBackend* backend = backend_of(batch.dst.device_type)) {
@@ -385,7 +385,10 @@ void Runtime::describe_batch(const Batch& batch, abr_batch_report& report) {
         ? fmt::format("{} of {} tensors packed into one {} byte block{}{}; {} view(s), {} other copy(ies)", coalesced,
                       batch.count, placed.block_bytes,
                       placed.pack_threads > 1 ? fmt::format(" on {} threads", placed.pack_threads) : "",
-                      batch.to.host ? "" : " and moved with one copy", views, copies - 1)
+                      placed.fill == BlockFill::Host         ? ""
+                          : placed.fill == BlockFill::Mapped ? ", through one mapping of the device's memory"
+                                                             : " and moved with one copy",
+                      views, copies - 1)
         : fmt::format("{} tensors: {} view(s), {} copy(ies), none coalesced", batch.count, views, copies);
     detail += streamed_words(placed.streamed, batch.one_by_one);
     if (batch.joined)

@@ -78,7 +78,8 @@ TEST_CASE("batch: 256 small copies to PoCL share one buffer, each with its own v
   CHECK(report.views == 0);
   CHECK(report.bytes_moved == 256u * 4096);
   CHECK(std::string(report.detail) ==
-        "256 of 256 tensors packed into one 1048576 byte block and moved with one copy; 0 view(s), 0 other copy(ies)");
+        "256 of 256 tensors packed into one 1048576 byte block, through one mapping of the device's memory; 0 "
+        "view(s), 0 other copy(ies)");
   for (int i = 0; i < 256; ++i) {
     const DLTensor& t = results.out[i]->dl_tensor;
     CHECK((t.device.device_type == kDLOpenCL && t.ndim == 1 && t.shape[0] == 1024));

@@ -40,6 +40,13 @@ struct Batch {
 
 const char kDevice = 0, kOtherDevice = 0;
 
+// New host memory as a batch's destination (the fill these tests do not look at).
+const abr::Endpoint kHost = [] {
+  abr::Endpoint host;
+  host.host = true;
+  return host;
+}();
+
 }  // namespace
 
 TEST_CASE("plan_batch decides how the coalesced block is filled, as plan_host_device moves one tensor") {
@@ -48,10 +55,9 @@ TEST_CASE("plan_batch decides how the coalesced block is filled, as plan_host_de
   abr::Endpoint host, mapped, dma;
   host.host = true;
   mapped.can.maps_to_host = true;  // OpenCL: the host engine packs through a mapping
-  CHECK(abr::plan_batch(batch.pointers, kMiBChunks).fill == abr::BlockFill::Host);
-  CHECK(abr::plan_batch(batch.pointers, kMiBChunks, false, &host).fill == abr::BlockFill::Host);
-  CHECK(abr::plan_batch(batch.pointers, kMiBChunks, false, &mapped).fill == abr::BlockFill::Mapped);
-  CHECK(abr::plan_batch(batch.pointers, kMiBChunks, false, &dma).fill == abr::BlockFill::Pinned);  // CUDA
+  CHECK(abr::plan_batch(batch.pointers, host, kMiBChunks).fill == abr::BlockFill::Host);
+  CHECK(abr::plan_batch(batch.pointers, mapped, kMiBChunks).fill == abr::BlockFill::Mapped);
+  CHECK(abr::plan_batch(batch.pointers, dma, kMiBChunks).fill == abr::BlockFill::Pinned);  // CUDA
 }
 
 TEST_CASE("plan_batch: small copies from host memory share one block, in 256-byte slots, up to 16 MiB") {
@@ -60,7 +66,7 @@ TEST_CASE("plan_batch: small copies from host memory share one block, in 256-byt
   BatchEntry& view = batch.add(ABR_PATH_ZERO_COPY, 0);
   BatchEntry& b = batch.add(ABR_PATH_HOST_TO_DEVICE, 4096);
   BatchEntry& large = batch.add(ABR_PATH_HOST_TO_DEVICE, abr::kCoalesceMax + 1);
-  const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kMiBChunks);
+  const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kHost, kMiBChunks);
   CHECK(plan.coalesced == 2);
   CHECK(a.coalesced);
   CHECK(a.offset == 0);
@@ -74,7 +80,7 @@ TEST_CASE("plan_batch: small copies from host memory share one block, in 256-byt
 
   Batch full;  // 300 x 64 KiB: 256 fill the block, the rest go their own way
   for (int i = 0; i < 300; ++i) full.add(ABR_PATH_HOST_TO_DEVICE, abr::kCoalesceMax);
-  const abr::BatchPlan packed = abr::plan_batch(full.pointers, kMiBChunks);
+  const abr::BatchPlan packed = abr::plan_batch(full.pointers, kHost, kMiBChunks);
   CHECK(packed.coalesced == abr::kBlockMax / abr::kCoalesceMax);
   CHECK(packed.block_bytes == abr::kBlockMax);
   CHECK(full.entries[255].coalesced);
@@ -85,31 +91,31 @@ TEST_CASE("plan_batch: a coalesced block is packed on the threads a memcpy of it
   const abr::StagingChoice four_threads{4, 0};
   Batch quarter;  // 256 x 4 KiB: 1 MiB, under two pieces, on the calling thread
   for (int i = 0; i < 256; ++i) quarter.add(ABR_PATH_HOST_TO_DEVICE, 4096);
-  CHECK(abr::plan_batch(quarter.pointers, four_threads).pack_threads == 1);
+  CHECK(abr::plan_batch(quarter.pointers, kHost, four_threads).pack_threads == 1);
   Batch thousand;  // 1000 x 4 KiB: 3.9 MiB, three pieces of a memcpy
   for (int i = 0; i < 1000; ++i) thousand.add(ABR_PATH_HOST_TO_DEVICE, 4096);
-  CHECK(abr::plan_batch(thousand.pointers, four_threads).pack_threads == 3);
-  CHECK(abr::plan_batch(thousand.pointers, abr::StagingChoice{2, 0}).pack_threads == 2);  // as many as asked
+  CHECK(abr::plan_batch(thousand.pointers, kHost, four_threads).pack_threads == 3);
+  CHECK(abr::plan_batch(thousand.pointers, kHost, abr::StagingChoice{2, 0}).pack_threads == 2);  // as many as asked
   Batch none;  // nothing coalesced: nothing packed
   none.add(ABR_PATH_HOST_TO_DEVICE, abr::kCoalesceMax + 1);
-  CHECK(abr::plan_batch(none.pointers, four_threads).pack_threads == 1);
+  CHECK(abr::plan_batch(none.pointers, kHost, four_threads).pack_threads == 1);
 }
 
 TEST_CASE("plan_batch: gathered reads are copied out on the threads a memcpy of their bytes is cut for") {
   const abr::StagingChoice four_threads{4, 0};
   Batch quarter;  // 256 x 4 KiB: 1 MiB, under two pieces, on the calling thread
   for (int i = 0; i < 256; ++i) quarter.add(ABR_PATH_DEVICE_TO_HOST, 4096, /*pageable=*/true, &kDevice);
-  CHECK(abr::plan_batch(quarter.pointers, four_threads).copy_out_threads == 1);
+  CHECK(abr::plan_batch(quarter.pointers, kHost, four_threads).copy_out_threads == 1);
   Batch thousand;  // 1000 x 4 KiB: 3.9 MiB, three pieces of a memcpy
   for (int i = 0; i < 1000; ++i) thousand.add(ABR_PATH_DEVICE_TO_HOST, 4096, true, &kDevice);
-  CHECK(abr::plan_batch(thousand.pointers, four_threads).copy_out_threads == 3);
-  CHECK(abr::plan_batch(thousand.pointers, abr::StagingChoice{2, 0}).copy_out_threads == 2);
+  CHECK(abr::plan_batch(thousand.pointers, kHost, four_threads).copy_out_threads == 3);
+  CHECK(abr::plan_batch(thousand.pointers, kHost, abr::StagingChoice{2, 0}).copy_out_threads == 2);
   Batch pinned;  // reads into page-locked memory are one DMA each: nothing lands to copy out
   for (int i = 0; i < 1000; ++i) pinned.add(ABR_PATH_DEVICE_TO_HOST, 4096, /*pageable=*/false, &kDevice);
-  CHECK(abr::plan_batch(pinned.pointers, four_threads).copy_out_threads == 1);
+  CHECK(abr::plan_batch(pinned.pointers, kHost, four_threads).copy_out_threads == 1);
   Batch packed;  // small copies to a device are packed, not copied out
   for (int i = 0; i < 1000; ++i) packed.add(ABR_PATH_HOST_TO_DEVICE, 4096);
-  CHECK(abr::plan_batch(packed.pointers, four_threads).copy_out_threads == 1);
+  CHECK(abr::plan_batch(packed.pointers, kHost, four_threads).copy_out_threads == 1);
 }
 
 TEST_CASE(
@@ -120,7 +126,7 @@ TEST_CASE(
   BatchEntry& copy = batch.add(ABR_PATH_HOST_COPY, 4096);
   BatchEntry& other = batch.add(ABR_PATH_HOST_COPY, 100);
   BatchEntry& large = batch.add(ABR_PATH_HOST_COPY, abr::kCoalesceMax + 1);
-  const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kMiBChunks);
+  const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kHost, kMiBChunks);
   CHECK(plan.coalesced == 2);
   CHECK(copy.coalesced);
   CHECK(other.coalesced);
@@ -135,7 +141,7 @@ TEST_CASE("plan_batch: small reads of pageable bytes are gathered into slots of 
   BatchEntry& pinned = batch.add(ABR_PATH_DEVICE_TO_HOST, 100, /*pageable=*/false, &kDevice);  // one DMA already
   BatchEntry& b = batch.add(ABR_PATH_DEVICE_TO_HOST, 300, true, &kDevice);
   BatchEntry& large = batch.add(ABR_PATH_DEVICE_TO_HOST, abr::kCoalesceMax + 1, true, &kDevice);
-  const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kMiBChunks);
+  const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kHost, kMiBChunks);
   CHECK(plan.coalesced == 0);
   CHECK(a.gather);
   CHECK(a.in_results_block);
@@ -149,7 +155,7 @@ TEST_CASE("plan_batch: small reads of pageable bytes are gathered into slots of 
 
   Batch many;  // past 16 MiB of results the reads are still gathered, into buffers of their own
   for (int i = 0; i < 257; ++i) many.add(ABR_PATH_DEVICE_TO_HOST, abr::kCoalesceMax, true, &kDevice);
-  CHECK(abr::plan_batch(many.pointers, kMiBChunks).results_bytes == abr::kBlockMax);
+  CHECK(abr::plan_batch(many.pointers, kHost, kMiBChunks).results_bytes == abr::kBlockMax);
   CHECK(many.entries[256].gather);
   CHECK_FALSE(many.entries[256].in_results_block);
 }
@@ -179,7 +185,7 @@ TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can
     read(other, 2000);  // right after, but not in order of moves
     read(0, 0);         // an allocation not known
     read(0, 1000);
-    const abr::BatchPlan placed = abr::plan_batch(batch.pointers, kMiBChunks, in_place);
+    const abr::BatchPlan placed = abr::plan_batch(batch.pointers, kHost, kMiBChunks, in_place);
     std::vector<std::pair<uint64_t, bool>> out;
     for (const BatchEntry& entry : batch.entries)
       if (entry.in_results_block) out.emplace_back(entry.offset, entry.joins);
@@ -222,7 +228,7 @@ TEST_CASE("plan_batch: larger pageable copies to one device stream together, fro
   BatchEntry& other = batch.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, &kOtherDevice);
   BatchEntry& b = batch.add(ABR_PATH_HOST_TO_DEVICE, mib, true, nullptr, &kDevice);
   BatchEntry& locked = batch.add(ABR_PATH_HOST_TO_DEVICE, mib, false, nullptr, &kDevice);  // page-locked: one DMA
-  const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kMiBChunks);
+  const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kHost, kMiBChunks);
   CHECK(items(plan.streamed) == Pipelines{{0, 3}});
   // Cut as one transfer of their sum: the planner's shape, which the runtime carries out.
   const abr::StagingShape shape = abr::staging_shape(3 * mib / 2 + mib, kMiBChunks);
@@ -236,12 +242,12 @@ TEST_CASE("plan_batch: larger pageable copies to one device stream together, fro
 
   Batch alone;  // one tensor, however large, is a transfer of its own
   alone.add(ABR_PATH_STAGED, 64 * mib, true, nullptr, &kDevice);
-  CHECK(abr::plan_batch(alone.pointers, kMiBChunks).streamed.empty());
+  CHECK(abr::plan_batch(alone.pointers, kHost, kMiBChunks).streamed.empty());
 
   Batch under;  // two tensors under two chunks together: one driver copy each
   under.add(ABR_PATH_HOST_TO_DEVICE, abr::kCoalesceMax + 1, true, nullptr, &kDevice);
   under.add(ABR_PATH_HOST_TO_DEVICE, abr::kCoalesceMax + 1, true, nullptr, &kDevice);
-  CHECK(abr::plan_batch(under.pointers, kMiBChunks).streamed.empty());
+  CHECK(abr::plan_batch(under.pointers, kHost, kMiBChunks).streamed.empty());
   CHECK_FALSE(under.entries[0].streamed);
 }
 

@@ -40,7 +40,7 @@ def test_a_structure_comes_back_as_the_same_structure_with_every_value(device):
     said = moved["image"].report.detail
     assert said.startswith("5 of 5 tensors packed into one") and \
         said.endswith(("block; 0 view(s), 0 other copy(ies)" if device == "cpu" else
-                       "block and moved with one copy; 0 view(s), 0 other copy(ies)"))
+                       "block, through one mapping of the device's memory; 0 view(s), 0 other copy(ies)"))
 
 
 @pytest.mark.parametrize("inner", [list, tuple, lambda xs: {"a": xs[0], "b": xs[1]}])
