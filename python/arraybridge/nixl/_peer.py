@@ -1,7 +1,6 @@
 """The NIXL peer: an agent that sends, receives, publishes and reads tensors of any
 framework (Peer), and one transfer under way (Transfer). It carries out the
 moves over the wire (_wire) from and into registered memory (_arena)."""
-import functools
 import itertools
 import json
 import secrets
@@ -253,7 +252,8 @@ class Peer:
         kind = tensor.dtype if dtype is None else canonical_dtype(dtype)
         if kind not in SENDABLE:
             raise ValueError(f"arraybridge.nixl: a {kind} tensor cannot be sent (dtypes: {', '.join(SENDABLE)})")
-        link.pump(0)  # the receipts already here give their slots back: sends nobody waits for reuse them
+        if link.receipts:  # sends still unanswered: the receipts already here give their slots back first
+            link.pump(0)
         shape = list(tensor.shape)
         nbytes = nbytes_of(kind, shape)
         arena = self._arena(tensor.device)
@@ -270,7 +270,7 @@ class Peer:
                 offer["metadata"] = self._call(self._agent.get_partial_agent_metadata, slot.block.reg).hex()
             # Expected before it is posted: its answer may come at once, to another thread's read.
             # Its slot goes back with the answer (or the link's end), waited for or not.
-            receipt = link.expect(ident, functools.partial(arena.give_back, slot))
+            receipt = link.expect(ident, arena, slot)
             link.post(offer)
             link.known_blocks.add(id(slot.block))
         except BaseException:

@@ -58,9 +58,10 @@ class Link:
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ)
 
-    def expect(self, ident, settle):
-        """The Receipt of send `ident`, whose `settle()` runs once: at its answer, or when the link goes."""
-        receipt = self.receipts[ident] = Receipt(settle)
+    def expect(self, ident, arena, slot):
+        """The Receipt of send `ident` from `slot` of `arena`, given back once: at its answer, or when the
+        link goes."""
+        receipt = self.receipts[ident] = Receipt(arena, slot)
         if self.lost is not None:  # gone before it was expected: nothing will answer
             self._settle_all()
         return receipt
@@ -153,14 +154,14 @@ class Link:
 
 class Receipt:
     """A send's answer from its receiver (`answer`: its message, None until one comes), and
-    what to do once the send is over: give its slot back."""
+    the slot it gives back once the send is over."""
+    __slots__ = ("answer", "arena", "slot")
 
-    def __init__(self, settle):
-        self.answer = None
-        self._settle = settle
+    def __init__(self, arena, slot):
+        self.answer, self.arena, self.slot = None, arena, slot
 
     def settle(self):
-        self._settle()
+        self.arena.give_back(self.slot)
 
 
 def read_exactly(sock, n):
