@@ -117,17 +117,25 @@ def _same_sequence(x, items):
     # A namedtuple takes its fields through _make; other subclasses their items as one
     # iterable, or one by one (a constructor of *args): kept only where the result holds
     # exactly the items, since cls(items) of a *args class is one item, the list.
-    builds = (cls._make,) if hasattr(cls, "_make") else (cls, lambda made_from: cls(*made_from))
-    for build in builds:
-        try:
-            made = build(items)
-            if len(made) == len(items) and all(a is b for a, b in zip(made, items)):
-                return made
-        except Exception:  # noqa: BLE001 - a subclass that cannot be built from its items comes back plain
-            continue
+    made = _holding(cls._make, items, False) if hasattr(cls, "_make") else _holding(cls, items, False)
+    if made is None and not hasattr(cls, "_make"):
+        made = _holding(cls, items, True)
+    if made is not None:
+        return made
     return items if isinstance(x, list) else tuple(items)
 
 
+# No closure in _same_sequence: a cell is an allocation when its call starts, and
+# CPython 3.11 leaks the call's arguments when one cannot be made (oom_walk.py).
+def _holding(build, items, spread):
+    """build(items), or build(*items) when `spread`, where that holds exactly the items; else None."""
+    try:
+        made = build(*items) if spread else build(items)
+        if len(made) == len(items) and all(a is b for a, b in zip(made, items)):
+            return made
+    except Exception:  # noqa: BLE001 - a subclass that cannot be built from its items comes back plain
+        pass
+    return None
 
 
 def _described(x):
