@@ -139,13 +139,18 @@ def test_bad_arguments_are_named():
     assert_script_says(BAD_ARGUMENTS, "refused ok", timeout=60)
 
 
-TIMEOUT_THEN_DONE = """
+# Two peers in one process, connected both ways: the start of the scripts below.
+CONNECTED = """
 import numpy as np
+import arraybridge as ab
 from arraybridge import nixl
 nixl.skip_infiniband()
 with nixl.Peer("a") as a, nixl.Peer("b") as b:
     a.connect(b.address)
     b.peers(wait_for=1)
+"""
+
+TIMEOUT_THEN_DONE = CONNECTED + """
     x = np.arange(1000, dtype=np.int32)
     try:  # a dtype no slot can be viewed as: refused by name before anything is offered
         a.send(x, to="b", dtype="float8_e4m3fn")
@@ -170,14 +175,7 @@ def test_a_timed_out_wait_can_be_waited_for_again():
     assert_script_says(TIMEOUT_THEN_DONE, "retried ok")
 
 
-SENDS_NOBODY_WAITS_FOR = """
-import numpy as np
-import arraybridge as ab
-from arraybridge import nixl
-nixl.skip_infiniband()
-with nixl.Peer("a") as a, nixl.Peer("b") as b:
-    a.connect(b.address)
-    b.peers(wait_for=1)
+SENDS_NOBODY_WAITS_FOR = CONNECTED + """
     for i in range(40):
         a.send(np.full(1 << 20, i, np.uint8), to="b")  # its Transfer dropped: "x may be reused at once"
         assert int(np.from_dlpack(b.recv("a").wait(30))[0]) == i
@@ -204,14 +202,7 @@ def test_sends_nobody_waits_for_give_their_slots_back_when_read():
     assert_script_says(SENDS_NOBODY_WAITS_FOR, "unwaited sends ok")
 
 
-REFUSED_CAST = """
-import numpy as np
-import arraybridge as ab
-from arraybridge import nixl
-nixl.skip_infiniband()
-with nixl.Peer("a") as a, nixl.Peer("b") as b:
-    a.connect(b.address)
-    b.peers(wait_for=1)
+REFUSED_CAST = CONNECTED + """
 
     def refused(out, kind, words):  # refused at recv, before the READ, not at wait() after it; the sender hears why
         sent = a.send(np.array([1 + 2j, 3 - 1j]), to="b")
