@@ -54,7 +54,7 @@ TransferOptions resolve_options(const abr_transfer_options* options);
 // host result copied from `from` on `stream` may be made in, 0 for none: the stream
 // orders the source's work (a DMA fills the result there) and that backend has such
 // memory. Inline: every transfer asks.
-inline DLDeviceType results_may_be_locked(const Endpoint& from, DLDevice dst, Stream* stream) {
+inline DLDeviceType lockable_result_type(const Endpoint& from, DLDevice dst, Stream* stream) {
   const bool may = stream && dst.device_type == kDLCPU && !from.host && from.backend && from.can.locked_host &&
       from.backend->runs_on(*stream, from.device, from.context);
   return may ? from.can.locked_host : static_cast<DLDeviceType>(0);

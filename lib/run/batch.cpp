@@ -153,7 +153,7 @@ void Runtime::plan_items(Batch& batch, const abr_transfer_options* options) {
   const auto locks_for = [&](const Endpoint& from) {
     auto& last = batch.last_locks;
     if (!last.known || last.context != from.context || !same_device(last.device, from.device))
-      last = {from.device, from.context, results_may_be_locked(from, batch.dst, batch.stream), true};
+      last = {from.device, from.context, lockable_result_type(from, batch.dst, batch.stream), true};
     return last.locks;
   };
   for (std::size_t i = 0; i < batch.count; ++i) {

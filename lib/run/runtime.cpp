@@ -274,7 +274,7 @@ DLManagedTensorVersioned* Runtime::transfer(SourceTensor& source, DLDevice dst, 
   const Layout src = validate_tensor(source.tensor(), Role::Source, "source");
   const Endpoint from = endpoint_of(src, dst, "source");
   const Endpoint to = endpoint_for(dst);
-  opts.locked_result_budget = results_may_be_locked(from, dst, stream) != 0 ? locked_result_room() : 0;
+  opts.locked_result_budget = lockable_result_type(from, dst, stream) != 0 ? locked_result_room() : 0;
   Plan plan = plan_transfer(src, from, to, opts);
   check_stream(stream, src.device, dst);
   DeviceMemory made = locked_result_or_replan(plan, src, from, to, opts, stream);
