@@ -112,6 +112,10 @@ def scenarios(with_torch=True):
         "opencl to cuda": (lambda: (ab.to_device(x, "opencl:0"),), lambda a: ab.to_device(a, "cuda:0")),
         "copy into cuda, non_blocking": (lambda: (x, cuda_tensor(np.zeros_like(x))),
                                          lambda a, b: waited(ab.copy(a, b, non_blocking=True))),
+        "a batch with a Tensor's capsule, non_blocking": (
+            lambda: ([cuda_tensor(x), cuda_tensor(xs[0])],),
+            lambda a: [waited(t) for t in ab.to_device_many([a[0].__dlpack__(max_version=(1, 0)), a[1]], "cpu",
+                                                            non_blocking=True)]),
         "from_dlpack": (lambda: (x,), lambda a: ab.from_dlpack(a)),
         "from_dlpack of a legacy capsule": (lambda: (x,), lambda a: ab.from_dlpack(a.__dlpack__())),
         "from_dlpack of a Tensor's capsule": (lambda: (ab.to_device(x, "cpu", copy=True),),

@@ -215,6 +215,39 @@ def test_a_view_of_a_tensor_is_ordered_with_the_queued_work_on_the_tensor_it_vie
     assert out.strip() == "ok"
 
 
+def test_a_queued_read_of_a_tensors_capsule_is_waited_for_by_a_write_into_the_tensor():
+    """A capsule T exported is T's memory: a queued read of it (to_device, or a batch's)
+    is a queued read of T, so a blocking write into T waits for it, as for a read of T
+    itself. Before, only Tensor sources took the read's Event: the write overtook it."""
+    out = run_with_fake_cuda("""
+        import numpy as np, arraybridge as ab
+        x = np.arange(1 << 16, dtype=np.float32)
+        readers = {"to_device": lambda c: ab.to_device(c, "cpu", non_blocking=True),
+                   "a batch": lambda c: ab.to_device([c], "cpu", non_blocking=True)[0],
+                   "a structure": lambda c: ab.to_device({"w": c}, "cpu", non_blocking=True)["w"]}
+        for name, read_queued in readers.items():
+            t = ab.to_device(x, "cuda:0")
+            read = read_queued(t.__dlpack__(max_version=(1, 0)))
+            assert read.report.path != "zero_copy" and not read.is_ready(), (name, read.report)
+            ab.copy(np.zeros_like(x), t)  # a blocking write into T, after the queued read
+            np.testing.assert_array_equal(np.from_dlpack(read), x, err_msg=name)
+            np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), 0, err_msg=name)
+        # copy and copy_many: a capsule as the source (read), and as the destination (written)
+        for name, copy in {"copy": ab.copy, "copy_many": lambda s, d, **k: ab.copy_many([s], [d], **k)}.items():
+            t, into = ab.to_device(x, "cuda:0"), ab.to_device(np.zeros_like(x), "cuda:0")
+            done = copy(t.__dlpack__(max_version=(1, 0)), into, non_blocking=True)
+            assert done is not None and not done.is_ready(), name
+            ab.copy(np.zeros_like(x), t)  # waits for the queued read
+            np.testing.assert_array_equal(np.from_dlpack(into.to("cpu")), x, err_msg=name)
+            done = copy(ab.to_device(x + 1, "cuda:0"), t.__dlpack__(max_version=(1, 0)), non_blocking=True)
+            assert not t.is_ready(), name  # T holds the queued write into it ...
+            np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), x + 1, err_msg=name)  # ... and a read waits
+        del t, read, into, done
+        print("ok")
+    """, delay_us=100000, all_freed=True)
+    assert out.strip() == "ok"
+
+
 def test_a_view_of_an_opencl_tensor_is_ordered_with_the_queued_work_on_it():
     """The same on PoCL's real queue: before, 20 of 20 reads of V at 64 MiB missed T's write."""
     x = np.arange(16 << 20, dtype=np.float32)

@@ -31,7 +31,7 @@ TORCH = importlib.util.find_spec("torch") is not None
 SCENARIOS = ["to_device cpu copy", "to_device cpu strided, cast", "to_device opencl", "to_device cuda", "cuda to cpu",
              "cuda to cpu, non_blocking", "to_device cuda on a stream, non_blocking", "list to cuda", "dict to cpu",
              "to_device_many opencl", "to_device cuda, cast", "opencl to cuda", "copy", "copy into cuda",
-             "copy into cuda, non_blocking", "copy of a dict", "copy_many", "from_dlpack",
+             "copy into cuda, non_blocking", "a batch with a Tensor's capsule, non_blocking", "copy of a dict", "copy_many", "from_dlpack",
              "from_dlpack of a legacy capsule", "from_dlpack of a Tensor's capsule",
              "cuda Tensor's capsule on a stream", "ipc handle and open", "devices", "export to numpy",
              "convert_memory numpy to numpy", "convert_memory of a dict", "torch to cpu copy", "export to torch"]

@@ -268,6 +268,11 @@ typedef enum { IMPORT_MAY_COPY, IMPORT_NO_COPY, IMPORT_DESTINATION, IMPORT_SHARE
  * capsule, what its type's exchange API exports, or what __dlpack__ returns.
  * role: the argument's name, for errors. */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out);
+/* The Tensors whose memory `count` imports are (their `viewed`), in a new tuple (the
+ * empty one when there are none); NULL with an exception. What a queued call gives its
+ * Event to (tensors_hold) once it returns: a capsule's Tensor, borrowed from the
+ * capsule's view, may go with that view before then. */
+PyObject* imports_viewed(const Imported* imports, Py_ssize_t count);
 /* 0 when dst may be written, else -1 with copy's READ_ONLY exception naming `context`
  * and the destination's `role`, and why it is read-only. */
 int refuse_read_only(const DLManagedTensorVersioned* dst, const char* context, const char* role);

@@ -238,6 +238,18 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   return import_from_producer(x, role, immutable, out);
 }
 
+PyObject* imports_viewed(const Imported* imports, Py_ssize_t count) {
+  Py_ssize_t found = 0;
+  for (Py_ssize_t i = 0; i < count; ++i) found += imports[i].viewed != NULL;
+  PyObject* viewed = PyTuple_New(found);
+  for (Py_ssize_t i = 0, j = 0; viewed && i < count; ++i)
+    if (imports[i].viewed) {
+      Py_INCREF(imports[i].viewed);
+      PyTuple_SET_ITEM(viewed, j++, imports[i].viewed);
+    }
+  return viewed;
+}
+
 /* abr_copy_many takes plain DLTensors, which carry no flags, and MPI writes behind the
  * runtime's back: a READ_ONLY destination (a read-only array, a legacy capsule, a JAX
  * or TensorFlow array, a Tensor viewing a torch tensor that requires grad) is refused

@@ -99,6 +99,10 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   abr_event* done = NULL;
+  /* The Tensor whose memory x is (x, or the Tensor a capsule of ours views), held: a
+   * queued read of its capsule reads it, and the capsule's view may go before we return. */
+  PyObject* viewed = src.viewed;
+  Py_XINCREF(viewed);
   if (hold_gil) {
     /* Releasing and taking back the GIL would cost half as much as the view itself,
      * or ten times a small host copy. Holding it, the producer's tensor goes in as
@@ -116,6 +120,7 @@ static PyObject* run(PyObject* x, Request* request) {
   } else {
     DLManagedTensorVersioned* movable = imported_for_any_thread(&src);
     if (!movable) {
+      Py_XDECREF(viewed);
       Py_DECREF(result);
       return NULL;
     }
@@ -145,6 +150,7 @@ static PyObject* run(PyObject* x, Request* request) {
   }
   core_drain(); /* deleters that ran without the GIL queued their releases */
   if (status != ABR_OK) {
+    Py_XDECREF(viewed);
     Py_DECREF(result);
     raise_error(status, request);
     return NULL;
@@ -152,11 +158,13 @@ static PyObject* run(PyObject* x, Request* request) {
   result->tensor = out;
   keep_torch_twin((PyObject*)result, &src);
   if (hold_completion(done, NULL, request->context, &result->ready) < 0) {
+    Py_XDECREF(viewed);
     Py_DECREF(result); /* deletes out, the work being done */
     return NULL;
   }
-  tensors_hold(&x, 1, result->ready); /* a Tensor read by queued work: a write into it waits for the read */
-  tensor_maybe_view_of((PyObject*)result, src.viewed, result->report.path);
+  tensors_hold(&viewed, 1, result->ready); /* a Tensor read by queued work: a write into it waits for the read */
+  tensor_maybe_view_of((PyObject*)result, viewed, result->report.path);
+  Py_XDECREF(viewed);
   if (resolved) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
   if (recorder && start) /* on when the call began: else its start was never read */
@@ -348,7 +356,11 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
       import_source(a[0], "src", IMPORT_MAY_COPY, &src_source) < 0 ? NULL : imported_for_any_thread(&src_source);
   abr_status status = ABR_OK;
   abr_event *done = NULL, *tensors_done = NULL;
-  PyObject* const arrays[2] = {a[0], a[1]};
+  /* The Tensors whose memory src and dst are (themselves, or those capsules of ours
+   * view), held: queued work gives them its Event, and a capsule's view goes first. */
+  PyObject* const arrays[2] = {src_source.viewed, dst_source.viewed};
+  Py_XINCREF(arrays[0]);
+  Py_XINCREF(arrays[1]);
   const int tensors = non_blocking && any_tensor(arrays, 2);
   const DLDevice dst_device = dst->dl_tensor.device;
   const DLDevice src_device = src ? src->dl_tensor.device : dst_device;
@@ -394,35 +406,42 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
     if (dst->deleter) dst->deleter(dst);
   }
   core_drain();
+  PyObject* event = NULL;
   if (!src || PyErr_Occurred()) {
     Py_XDECREF(both);
     abr_event_destroy(tensors_done); /* never waits */
-    return restated("copy");
+    restated("copy");
+    goto done;
   }
   if (status != ABR_OK) {
     Request request;
     init_request(&request, "copy");
     raise_error(status, &request);
-    return NULL;
+    goto done;
   }
-  PyObject* event = NULL;
   const int held = hold_completion(done, both, "copy", &event);
   Py_XDECREF(both);
   if (held < 0) {
     abr_event_destroy(tensors_done);
-    return NULL;
+    goto done;
   }
   PyObject* for_tensors = NULL;
   if (hold_for_tensors(tensors_done, "copy", &for_tensors) < 0) {
-    Py_XDECREF(event);
-    return NULL;
+    Py_CLEAR(event);
+    goto done;
   }
   tensors_hold(arrays, 2, for_tensors);
   Py_XDECREF(for_tensors);
   if (recorder && start)
     record_transfer("copy", src_device, dst_device, report.path, report.bytes_moved, report.detail, 1, start);
-  if (event) return event;
-  Py_RETURN_NONE;
+  if (!event) {
+    event = Py_None;
+    Py_INCREF(event);
+  }
+done:
+  Py_XDECREF(arrays[0]);
+  Py_XDECREF(arrays[1]);
+  return event;
 }
 
 /* transfer(x, dst, copy, context): for Tensor._dlpack_slow; dst a (type, id) pair. */

@@ -171,6 +171,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   PyTypeObject* type = (PyTypeObject*)hooks.tensor_type;
   Py_ssize_t imported = 0;
   PyObject* answer = NULL;
+  PyObject* viewed = NULL; /* with non_blocking: the Tensors the sources are, given the batch's Event */
   /* Each result's path and report flags, from the batch report: most batches are small (a malloc cost 3% of two). */
   abr_path few[16];
   uint32_t few_flags[16];
@@ -197,6 +198,8 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
       goto done;
     }
   }
+  /* Held: a capsule's Tensor is borrowed from its view, which may go before we return. */
+  if (request.non_blocking && !(viewed = imports_viewed(imports, n))) goto done;
   DLDevice imported_from = {(DLDeviceType)0, 0}; /* for a recording: the sources' one device (type 0: several) */
   for (Py_ssize_t i = 0; recorder && i < n; ++i) {
     const DLDevice d = imported_tensor(&imports[i])->device;
@@ -291,8 +294,9 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     Py_INCREF(ready);
     ((TensorObject*)PyList_GET_ITEM(results, i))->ready = ready;
   }
-  tensors_hold(PySequence_Fast_ITEMS(xs), n, ready); /* Tensors read by queued work: a write into one waits for it */
-  for (Py_ssize_t i = 0; i < n; ++i)                 /* a view of a Tensor: ordered as that Tensor is */
+  if (viewed) /* Tensors read by queued work: a write into one waits for it */
+    tensors_hold(PySequence_Fast_ITEMS(viewed), PyTuple_GET_SIZE(viewed), ready);
+  for (Py_ssize_t i = 0; i < n; ++i) /* a view of a Tensor: ordered as that Tensor is */
     tensor_maybe_view_of(PyList_GET_ITEM(results, i), imports[i].viewed, paths[i]);
   Py_XDECREF(ready);
   if (recorder && start && n > 0)
@@ -302,6 +306,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   results = NULL;
 done:
   delete_imports(imports, movable, imported);
+  Py_XDECREF(viewed);
   Py_XDECREF(results);
   Py_DECREF(xs);
   if (paths != few) free(paths);
@@ -364,6 +369,7 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   Imported* imports = NULL; /* the sources, then the destinations */
   DLManagedTensorVersioned** movable = NULL;
   const DLTensor** tensors = NULL;
+  PyObject* viewed = NULL;
   Py_ssize_t imported = 0;
   if (PySequence_Fast_GET_SIZE(dsts) != n) {
     PyErr_Format(PyExc_ValueError, "arraybridge: %zd sources but %zd destinations", n, PySequence_Fast_GET_SIZE(dsts));
@@ -406,9 +412,9 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
   abr_status status;
   abr_event* copied = NULL;       /* with non_blocking: after the copies, which the Event's caller waits for */
   abr_event* tensors_done = NULL; /* the same, for the Tensors among them (hold_for_tensors) */
-  PyObject* const* src_items = PySequence_Fast_ITEMS(srcs);
-  PyObject* const* dst_items = PySequence_Fast_ITEMS(dsts);
-  const int with_tensors = queued && (any_tensor(src_items, n) || any_tensor(dst_items, n));
+  /* The Tensors whose memory the arrays are (themselves, or those capsules of ours view) */
+  if (queued && !(viewed = imports_viewed(imports, 2 * n))) goto done;
+  const int with_tensors = viewed && PyTuple_GET_SIZE(viewed) > 0;
   Py_BEGIN_ALLOW_THREADS
   abr_stream* wrapped = NULL;
   status = wait_for_producers(runtime, imports, movable, 2 * n);
@@ -450,8 +456,7 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     abr_event_destroy(copied);
     goto done;
   }
-  tensors_hold(src_items, n, for_tensors);
-  tensors_hold(dst_items, n, for_tensors);
+  if (viewed) tensors_hold(PySequence_Fast_ITEMS(viewed), PyTuple_GET_SIZE(viewed), for_tensors);
   Py_XDECREF(for_tensors);
   /* Queued work keeps every view (and so every array) until it is done: the Event holds them. */
   PyObject* kept = copied ? keep_many(movable, 2 * n) : NULL;
@@ -476,6 +481,7 @@ done:
   for (Py_ssize_t i = 0; i < imported; ++i) /* borrowed: every import goes back */
     if (movable[i] && movable[i]->deleter) movable[i]->deleter(movable[i]);
   core_drain();
+  Py_XDECREF(viewed);
   Py_DECREF(srcs);
   Py_DECREF(dsts);
   free(imports);
