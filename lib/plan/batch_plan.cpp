@@ -123,6 +123,22 @@ std::vector<bool> untouched(const std::vector<CopySpans>& spans) {
   return movable;
 }
 
+// Whether the batch's reads into pageable memory may land straight in page-locked
+// results, and in which memory: where every one may (its source's backend makes such
+// memory, and the caller's stream orders its work: lockable_result_type) and all come
+// from one device context.
+void place_reads(const std::vector<BatchEntry*>& entries, BatchPlan& batch) {
+  const BatchEntry* first = nullptr;
+  bool may = true;
+  for (const BatchEntry* entry : entries) {
+    if (entry->plan.path != ABR_PATH_DEVICE_TO_HOST || !entry->plan.pageable_bytes) continue;
+    if (!first) first = entry;
+    may = may && entry->locks == first->locks && entry->plan.src_context == first->plan.src_context;
+  }
+  batch.reads_in_place = may && first && first->locks != 0;
+  if (batch.reads_in_place) batch.locked_type = first->locks;
+}
+
 }  // namespace
 
 std::vector<StreamedPipeline> plan_copy_batch(const std::vector<BatchEntry*>& entries,
@@ -140,12 +156,13 @@ std::vector<StreamedPipeline> plan_copy_batch(const std::vector<BatchEntry*>& en
   return pipelines;
 }
 
-BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const Endpoint& to, const StagingChoice& choice,
-                     bool reads_in_place) {
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const Endpoint& to, const StagingChoice& choice) {
   BatchPlan batch;
   // As plan_host_device moves one packed tensor: through memory the host engine maps,
   // else by DMA out of page-locked memory (here one pinned block for the whole block).
   if (!to.host) batch.fill = to.can.maps_to_host ? BlockFill::Mapped : BlockFill::Pinned;
+  place_reads(entries, batch);
+  const bool reads_in_place = batch.reads_in_place;
   uint64_t gathered_bytes = 0;
   const BatchEntry* last_read = nullptr;  // the gathered read a read in place may join: no other move between
   for (BatchEntry* entry : entries) {
@@ -169,11 +186,11 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const Endpoint& to
       entry->gather = true;
       gathered_bytes += entry->bytes;
       const uint64_t last_end = last_read ? last_read->source_at + last_read->bytes : 0;
-      const bool joins = reads_in_place && last_read && entry->allocation &&
-          entry->allocation == last_read->allocation && entry->source_at >= last_end &&
-          entry->source_at - last_end <= kJoinGap && (entry->source_at - last_read->source_at) % 256 == 0;
+      const bool joins = last_read && entry->allocation && entry->allocation == last_read->allocation &&
+          entry->source_at >= last_end && entry->source_at - last_end <= kJoinGap &&
+          (!reads_in_place || (entry->source_at - last_read->source_at) % 256 == 0);
       const uint64_t offset =
-          joins ? last_read->offset + (entry->source_at - last_read->source_at) : batch.results_bytes;
+          joins && reads_in_place ? last_read->offset + (entry->source_at - last_read->source_at) : batch.results_bytes;
       if (offset + entry->bytes <= kBlockMax) {  // else the rest get buffers of their own
         entry->in_results_block = true;
         entry->joins = joins;

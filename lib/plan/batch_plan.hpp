@@ -38,11 +38,13 @@ struct BatchEntry {
   bool coalesced = false;         // packed with the other small copies from host memory into one block, one copy
   bool gather = false;            // a small read into new host memory, queued with the others into pinned memory
   bool in_results_block = false;  // that read's result is a slot of the batch's one block of such results
-  bool joins = false;             // read in place, in one copy with the gathered read before it (see plan_batch)
+  bool joins = false;             // read in one copy with the gathered read before it (see plan_batch)
   bool streamed = false;          // moved with other pageable copies of its way through one pipeline
   uint32_t pipeline = 0;          // which of the batch's pipelines (BatchPlan::streamed)
   uintptr_t allocation = 0;       // in: the source's device allocation, where its backend knows it (0: unknown)
-  uintptr_t source_at = 0;        // in: a compact source's first byte (gathered reads in place join by it)
+  uintptr_t source_at = 0;        // in: a compact source's first byte (gathered reads join by it)
+  // in: the page-locked memory its new host result may be made in (lockable_result_type), 0: none
+  DLDeviceType locks = static_cast<DLDeviceType>(0);
 };
 
 // One pipeline of a batch: its entries, in order (two at least), and how their sum is
@@ -65,6 +67,10 @@ struct BatchPlan {
   BlockFill fill = BlockFill::Host;  // how that block is filled
   unsigned pack_threads = 1;         // host threads that pack it: as many as a memcpy of its bytes is cut for
   uint64_t results_bytes = 0;        // the gathered results' block's size (0: none)
+  // Reads into pageable memory land straight in that block, page-locked memory of
+  // `locked_type`: no pinned landing, copy out or host wait (see plan_batch).
+  bool reads_in_place = false;
+  DLDeviceType locked_type = static_cast<DLDeviceType>(0);
   // Host threads that copy the gathered reads out of their pinned landing (where
   // they are not read in place): as many as a memcpy of all their bytes is cut for.
   unsigned copy_out_threads = 1;
@@ -80,16 +86,16 @@ inline bool packed_anyway(uint64_t bytes, const Endpoint& to) {
 }
 
 // Places every entry of a batch of new results on one destination, marking each and
-// returning the blocks' sizes. `reads_in_place`: the gathered results' block will be
-// page-locked and read into directly, with no pinned landing, copy out or wait. Then
-// a gathered read that follows the one before it in the same allocation, at most
-// kJoinGap after its end and a multiple of 256 bytes from its start, is placed where
-// it lies from that one (marked `joins`), so that one copy reads both into their
-// results; every run starts at a 256-byte boundary, so every result is 256 bytes
-// aligned, as abr_to_device's is.
+// returning the blocks' sizes. A gathered read that follows the one before it in the
+// same allocation, at most kJoinGap after its end, is read in one copy with it
+// (marked `joins`). The gathered results' block is read into directly (the plan's
+// `reads_in_place`), with no pinned landing, copy out or wait, where every read into
+// pageable memory may have a page-locked result (`locks`) of one kind, from one
+// device context. Then a read joins only a multiple of 256 bytes from the run's
+// start, and is placed where it lies from that read; every run starts at a 256-byte
+// boundary, so every result is 256 bytes aligned, as abr_to_device's is.
 // `to`: the destination, whose memory decides how the coalesced block is filled.
-BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const Endpoint& to, const StagingChoice& choice,
-                     bool reads_in_place = false);
+BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const Endpoint& to, const StagingChoice& choice);
 
 // The bytes of one side of a pair, by address: [begin, end).
 struct ByteSpan {

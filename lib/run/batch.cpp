@@ -72,7 +72,7 @@ Error of_item(std::size_t i, const Error& e) {
 // One abr_to_device_many call in flight: its items and what its phases hand on.
 struct Runtime::Batch {
   Batch(DLManagedTensorVersioned* const* sources, std::size_t n, DLDevice device, Stream* on)
-      : srcs(sources), count(n), dst(device), stream(on), items(n), data(n, nullptr), reads_in_place(on != nullptr) {}
+      : srcs(sources), count(n), dst(device), stream(on), items(n), data(n, nullptr) {}
   DLManagedTensorVersioned* const* srcs;
   std::size_t count;
   DLDevice dst;
@@ -82,12 +82,6 @@ struct Runtime::Batch {
   std::vector<BatchItem> items;
   std::vector<void*> data;            // a copy's own memory
   uint64_t locked_room = UINT64_MAX;  // page-locked memory left for results: asked of the pool once, when needed
-  // Small reads from a device land straight in page-locked results (no pinned landing,
-  // copy out or host wait), where every one is on the caller's stream of one context
-  // whose backend makes page-locked host memory (of type locked_type).
-  bool reads_in_place;
-  DLDeviceType locked_type = static_cast<DLDeviceType>(0);
-  const void* read_context = nullptr;
   // Whether a source's results may be page-locked depends, within one batch (one
   // stream, one destination), on its device (its kind: backend and host or not) and
   // context alone: asked again only when they change (a device lookup and a
@@ -170,18 +164,12 @@ void Runtime::plan_items(Batch& batch, const abr_transfer_options* options) {
       const Endpoint from = known ? *known : endpoint_of(item.src, batch.dst, "source", ask_pinned);
       if (!known) checked.add(from);
       opts.locked_result_budget = 0;
-      const DLDeviceType locks = locks_for(from);
+      const DLDeviceType locks = item.locks = locks_for(from);
       if (locks != 0) {
         if (batch.locked_room == UINT64_MAX) batch.locked_room = locked_result_room();
         opts.locked_result_budget = batch.locked_room;
       }
       item.plan = plan_transfer(item.src, from, to, opts);
-      if (item.plan.path == ABR_PATH_DEVICE_TO_HOST && item.plan.pageable_bytes) {  // gathered, if small
-        batch.reads_in_place =
-            batch.reads_in_place && locks != 0 && (!batch.read_context || batch.read_context == from.context);
-        batch.read_context = from.context;
-        batch.locked_type = locks;
-      }
       check_stream(batch.stream, item.src.device, batch.dst);
       if (item.plan.locked_result) {
         DeviceMemory locked = locked_result_or_replan(item.plan, item.src, from, to, opts, batch.stream);
@@ -208,7 +196,7 @@ void Runtime::plan_items(Batch& batch, const abr_transfer_options* options) {
 void Runtime::place_items(Batch& batch) {
   std::vector<BatchEntry*> entries(batch.count);
   for (std::size_t i = 0; i < batch.count; ++i) entries[i] = &batch.items[i];
-  batch.placed = plan_batch(entries, batch.to, batch.opts.staging, batch.reads_in_place);
+  batch.placed = plan_batch(entries, batch.to, batch.opts.staging);
   const BatchPlan& placed = batch.placed;
   if (placed.coalesced) {
     if (DeviceBackend* backend = backend_of(batch.dst.device_type)) {
@@ -221,12 +209,12 @@ void Runtime::place_items(Batch& batch) {
       batch.block = std::move(buffer);
     }
   }
-  if (placed.results_bytes && batch.reads_in_place) {
+  if (placed.results_bytes && placed.reads_in_place) {
     if (batch.locked_room == UINT64_MAX) batch.locked_room = locked_result_room();
     if (placed.results_bytes <= batch.locked_room) {
       try {
         DeviceMemory locked =
-            backend_of(batch.locked_type)->allocate({batch.locked_type, 0}, placed.results_bytes, batch.stream);
+            backend_of(placed.locked_type)->allocate({placed.locked_type, 0}, placed.results_bytes, batch.stream);
         batch.results_data = static_cast<char*>(locked.handle);
         batch.results_block = std::move(locked.storage);
         batch.in_place = true;
@@ -313,13 +301,8 @@ void Runtime::move_items(Batch& batch) {
     if (item.coalesced || item.plan.move == Move::View) continue;
     results.push_back(compact_layout(batch.dst, item.plan.dtype, item.src.shape, batch.data[i]));
     const bool read_in_place = batch.in_place && item.in_results_block;
-    const OrderedMove move{&item.plan,
-                           &item.src,
-                           &results.back(),
-                           item.gather,
-                           item.allocation,
-                           read_in_place,
-                           read_in_place && item.joins};
+    const OrderedMove move{&item.plan,      &item.src,     &results.back(), item.gather,
+                           item.allocation, read_in_place, item.joins};
     if (item.streamed) {
       pipelines[item.pipeline].push_back(move);
       continue;

@@ -41,7 +41,7 @@ struct Runtime::OrderedMove {
   bool gather;           // a small read into new host memory: landed in a pinned block, copied out after one wait
   uintptr_t allocation;  // a gathered read's source allocation (0: unknown): reads next to each other in one merge
   bool in_place;         // a gathered read straight into its page-locked result: no landing, copy out or wait
-  bool joins;            // in place, in one copy with the read before it (plan_batch placed it so)
+  bool joins;            // gathered, in one copy with the read before it (plan_batch's run)
 };
 
 // The bytes a tensor in memory known by its address spans (none for no element;

@@ -252,32 +252,30 @@ uint32_t Runtime::move_in_order(const std::vector<OrderedMove>& moves, Stream* s
       open_context = context;
       ++submissions;
     }
-    if (move.gather && move.in_place) {
-      const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));
-      const bool extends = move.joins && run.first && run.in_place;  // else its own copy, into its own place
-      if (!extends) {
-        queue_run();
-        run = {move.src, at, move.allocation, begin, begin, const_cast<char*>(first_element(*move.dst)), 0, true};
-      }
-      run.end = begin + static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
-      joined += extends ? 1 : 0;
-    } else if (move.gather) {
+    if (move.gather) {
       const std::size_t n = static_cast<std::size_t>(move.src->numel * move.dst->itemsize);
       const auto begin = reinterpret_cast<uintptr_t>(first_element(*move.src));  // compact: its first byte
-      const bool joins = run.first && move.allocation && move.allocation == run.allocation && begin >= run.end &&
-          begin - run.end <= kJoinGap && begin + n - run.begin <= run.room;
-      if (!joins) {
+      // One copy with the run before it, as plan_batch joined them, where the run is
+      // open and (landing) its pinned block has room; else a copy of its own.
+      const bool extends = move.joins && run.first && run.in_place == move.in_place &&
+          (move.in_place || begin + n - run.begin <= run.room);
+      if (!extends) {
         queue_run();
-        const auto slot = static_cast<std::size_t>(batch_slot(n));
-        if (slot > landing_left) {
-          landing_left = std::max(slot, kLandingBlock);
-          landing = open->pinned(landing_left);
+        if (move.in_place) {
+          run = {move.src, at, move.allocation, begin, begin, const_cast<char*>(first_element(*move.dst)), 0, true};
+        } else {
+          const auto slot = static_cast<std::size_t>(batch_slot(n));
+          if (slot > landing_left) {
+            landing_left = std::max(slot, kLandingBlock);
+            landing = open->pinned(landing_left);
+          }
+          run = {move.src, at, move.allocation, begin, begin, landing, move.allocation ? landing_left : slot, false};
         }
-        run = {move.src, at, move.allocation, begin, begin, landing, move.allocation ? landing_left : slot, false};
       }
-      landed.push_back({run.landing + (begin - run.begin), const_cast<char*>(first_element(*move.dst)), n});
+      if (!move.in_place)
+        landed.push_back({run.landing + (begin - run.begin), const_cast<char*>(first_element(*move.dst)), n});
       run.end = begin + n;
-      joined += joins ? 1 : 0;
+      joined += extends ? 1 : 0;
     } else {
       queue_run();  // before anything else the submission does: a later move may write what the run reads
       // The host engine packs a source on the host now: an earlier move of this

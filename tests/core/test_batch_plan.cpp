@@ -160,18 +160,20 @@ TEST_CASE("plan_batch: small reads of pageable bytes are gathered into slots of 
   CHECK_FALSE(many.entries[256].in_results_block);
 }
 
-// Read in place (page-locked results, no landing block), a read that follows the one
-// before it in its allocation, at most 512 bytes after its end and a multiple of 256
-// bytes from its start, lies in the results as in the device's memory, so that one
-// copy reads both; any other starts a slot of its own. Every result is 256-byte
-// aligned, as abr_to_device's is.
+// A read that follows the one before it in its allocation, at most 512 bytes after its
+// end, is one copy with it (joins). Read in place (page-locked results, no landing
+// block), it joins only a multiple of 256 bytes from the run's start, and lies in the
+// results as in the device's memory; any other starts a slot of its own. Every
+// result is 256-byte aligned, as abr_to_device's is.
 TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can read them together") {
   const auto plan = [](bool in_place) {
     Batch batch;
+    const auto locks = in_place ? kDLCUDAHost : static_cast<DLDeviceType>(0);
     const auto read = [&](uintptr_t allocation, uintptr_t at) {
       BatchEntry& entry = batch.add(ABR_PATH_DEVICE_TO_HOST, 1000, /*pageable=*/true, &kDevice);
       entry.allocation = allocation;
       entry.source_at = allocation + at;
+      entry.locks = locks;
     };
     const uintptr_t one = uintptr_t{1} << 40, other = uintptr_t{1} << 41;
     read(one, 0);
@@ -181,11 +183,13 @@ TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can
     read(one, 5073 + 4);    // 4 after, but 1004 bytes on: would be misaligned, so its own
     read(one, 0);           // behind: its own
     read(other, 1000);      // another allocation: its own
-    batch.add(ABR_PATH_DEVICE_TO_HOST, abr::kCoalesceMax + 1, true, &kDevice);  // a move between
+    batch.add(ABR_PATH_DEVICE_TO_HOST, abr::kCoalesceMax + 1, true, &kDevice).locks = locks;  // a move between
     read(other, 2000);  // right after, but not in order of moves
     read(0, 0);         // an allocation not known
     read(0, 1000);
-    const abr::BatchPlan placed = abr::plan_batch(batch.pointers, kHost, kMiBChunks, in_place);
+    const abr::BatchPlan placed = abr::plan_batch(batch.pointers, kHost, kMiBChunks);
+    CHECK(placed.reads_in_place == in_place);
+    CHECK(placed.locked_type == locks);
     std::vector<std::pair<uint64_t, bool>> out;
     for (const BatchEntry& entry : batch.entries)
       if (entry.in_results_block) out.emplace_back(entry.offset, entry.joins);
@@ -205,19 +209,41 @@ TEST_CASE("plan_batch: reads in place lie as their sources do where one copy can
                {8704, false},
                {9728, false}});
   CHECK(in_place_bytes == 10752);
-  const auto [slots, slots_bytes] = plan(false);  // landing blocks, copied out: 1 KiB slots in order
+  // Landing blocks, copied out: 1 KiB slots in order, and runs joined without the 256-byte rule.
+  const auto [slots, slots_bytes] = plan(false);
   CHECK(slots ==
         Placed{{0, false},
-               {1024, false},
-               {2048, false},
+               {1024, true},
+               {2048, true},
                {3072, false},
-               {4096, false},
+               {4096, true},  // 4 bytes after: one copy, each copied out to its own slot
                {5120, false},
                {6144, false},
                {7168, false},
                {8192, false},
                {9216, false}});
   CHECK(slots_bytes == 10240);
+}
+
+// Reads land in page-locked results only where every read into pageable memory may
+// have one (lockable_result_type: the backend makes it and the caller's stream orders
+// the work) and all come from one device context.
+TEST_CASE("plan_batch: reads land in place only where every read may, from one context") {
+  const char other_context = 0;
+  const auto placed = [](std::initializer_list<std::pair<DLDeviceType, const void*>> reads) {
+    Batch batch;
+    batch.add(ABR_PATH_HOST_TO_DEVICE, 1000);  // not a read: no say
+    for (const auto& [locks, context] : reads) batch.add(ABR_PATH_DEVICE_TO_HOST, 1000, true, context).locks = locks;
+    batch.add(ABR_PATH_DEVICE_TO_HOST, 1000, false, &kDevice);  // into page-locked memory already: no say
+    const abr::BatchPlan plan = abr::plan_batch(batch.pointers, kHost, kMiBChunks);
+    return std::make_pair(plan.reads_in_place, plan.locked_type);
+  };
+  using Placed = std::pair<bool, DLDeviceType>;
+  const DLDeviceType none = static_cast<DLDeviceType>(0);
+  CHECK(placed({{kDLCUDAHost, &kDevice}, {kDLCUDAHost, &kDevice}}) == Placed{true, kDLCUDAHost});
+  CHECK(placed({{kDLCUDAHost, &kDevice}, {none, &kDevice}}) == Placed{false, none});  // one may not
+  CHECK(placed({{kDLCUDAHost, &kDevice}, {kDLCUDAHost, &other_context}}) == Placed{false, none});
+  CHECK(placed({}) == Placed{false, none});  // no reads
 }
 
 TEST_CASE("plan_batch: larger pageable copies to one device stream together, from two chunks and two tensors") {
