@@ -217,6 +217,13 @@ $(OPENCL_COUNTER): tests/cuda/opencl_counter/opencl_counter.cpp
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CXX) $(CXXSTD) -O1 $(WARN) -fPIC -shared -o $@ $< -Wl,--no-as-needed -lOpenCL -ldl
+# An OpenCL library whose devices have no double precision (as many integrated GPUs),
+# forwarding the rest to the ICD loader: tests/python/test_casting.py opens OpenCL through it.
+OPENCL_NO_FP64 := $(BUILD)/opencl-no-fp64/libopencl-no-fp64.so
+$(OPENCL_NO_FP64): tests/opencl/no_fp64/no_fp64.cpp
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CXX) $(CXXSTD) -O1 $(WARN) -fPIC -shared -o $@ $< -Wl,--no-as-needed -lOpenCL -ldl
 CUDA_TEST_SRCS := tests/cuda/main.cpp tests/cuda/test_cuda.cpp tests/cuda/test_cuda_lifetimes.cpp tests/cuda/test_fake_rules.cpp \
   tests/cuda/test_report_detail.cpp tests/cuda/test_staged_paths.cpp tests/cuda/test_sticky_child.cpp tests/cuda/test_ipc.cpp \
   tests/cuda/test_device_cache.cpp tests/cuda/test_driver_calls.cpp tests/cuda/test_batch.cpp \
@@ -359,7 +366,7 @@ test-tsan: $(TSAN_DIR)/bin/thread-tests $(TSAN_DIR)/bin/cuda-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/thread-tests
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" $(TSAN_DIR)/bin/cuda-tests
 
-TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(OPENCL_COUNTER) $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
+TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(OPENCL_COUNTER) $(OPENCL_NO_FP64) $(BUILD)/bin/cuda-tests $(ASAN_DIR)/bin/cuda-tests $(FAKE_CUDA) $(TSAN_DIR)/bin/cuda-tests $(ASAN_DIR)/bin/abi_test $(TSAN_DIR)/bin/thread-tests $(BUILD)/bin/unit-tests $(ASAN_DIR)/bin/unit-tests $(BUILD)/bin/c-abi-test $(BUILD)/bin/concurrent-create \
   $(FUZZ_DIR)/fuzz-transfer $(FUZZ_DIR)/fuzz-ipc-import $(SOAK)
 
 # Both run the suites of tests/suites.txt: `make test` all of them (what CI runs),
@@ -376,7 +383,7 @@ test: bootstrap
 	@$(MAKE) --no-print-directory python
 	bash tests/run_all.sh $(BUILD) full
 
-QUICK_TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(OPENCL_COUNTER) $(BUILD)/bin/unit-tests $(BUILD)/bin/cuda-tests $(FAKE_CUDA) $(BUILD)/bin/c-abi-test \
+QUICK_TEST_PROGRAMS := $(FAKE_LLVM) $(KEY_NEIGHBOUR) $(OPENCL_COUNTER) $(OPENCL_NO_FP64) $(BUILD)/bin/unit-tests $(BUILD)/bin/cuda-tests $(FAKE_CUDA) $(BUILD)/bin/c-abi-test \
   $(BUILD)/bin/concurrent-create
 check: bootstrap
 	@bash dev/setup_python.sh test

@@ -101,7 +101,8 @@ std::shared_ptr<Context> Backend::context_for(cl_context handle, DLDevice device
 const Capabilities& Backend::capabilities() const {
   static const Capabilities can = [] {
     Capabilities c;
-    c.maps_to_host = true;  // clEnqueueMapBuffer: the host engine walks mapped memory
+    c.maps_to_host = true;          // clEnqueueMapBuffer: the host engine walks mapped memory
+    c.casts_whole_elements = true;  // the cast kernels' typed global pointers
     c.host_wrap_words = "uses the host memory in place (CL_MEM_USE_HOST_PTR)";
     return c;
   }();

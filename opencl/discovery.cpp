@@ -100,6 +100,8 @@ Discovery discover_with(const Api* cl, const std::string& unavailable_reason) {
       const bool cpu = device_value<cl_device_type>(*cl, id, CL_DEVICE_TYPE, 0) & CL_DEVICE_TYPE_CPU;
       if (cpu || device_value<cl_bool>(*cl, id, CL_DEVICE_HOST_UNIFIED_MEMORY, CL_FALSE))
         info.flags |= ABR_DEVICE_SHARES_HOST_MEMORY;
+      if (!device_value<cl_device_fp_config>(*cl, id, CL_DEVICE_DOUBLE_FP_CONFIG, 0))  // no cl_khr_fp64
+        info.flags |= ABR_DEVICE_NO_DOUBLE_PRECISION;
       copy_text(info.name, device_text(*cl, id, CL_DEVICE_NAME));
       copy_text(info.platform, version.empty() ? name : name + " (" + version + ")");
       report.devices.push_back(info);

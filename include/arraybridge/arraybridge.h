@@ -56,8 +56,9 @@ ABR_API const char* abr_version_string(void);
 
 /* Values are never renumbered. Ranges: general -1..-39, memory -40..-59,
  * device/backend -60..-79, transfer -80..-89, DLPack descriptor -90..-119.
- * abr_copy and abr_copy_many return a transfer or descriptor status before they
- * write anything: a destination is then as it was. */
+ * abr_copy and abr_copy_many return a transfer or descriptor status, or
+ * ABR_ERR_UNSUPPORTED (a conversion, overlap or path the call cannot do), before
+ * they write anything: a destination is then as it was. */
 typedef int32_t abr_status;
 
 #define ABR_OK 0
@@ -166,6 +167,9 @@ typedef enum abr_backend {
 /* abr_device_info.flags */
 #define ABR_DEVICE_SHARES_HOST_MEMORY (1u << 0) /* host pointers can be used in place */
 #define ABR_DEVICE_LOST_FLAG (1u << 1)          /* a sticky error: every call on it fails */
+#define ABR_DEVICE_NO_DOUBLE_PRECISION (1u << 2) /* its kernels have no float64 (OpenCL without cl_khr_fp64): a
+                                                    cast to or from float64 or complex128 in its memory is
+                                                    ABR_ERR_UNSUPPORTED */
 
 #define ABR_DEVICE_INFO_VERSION 1u
 #define ABR_BACKEND_INFO_VERSION 1u

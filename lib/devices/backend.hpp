@@ -44,6 +44,9 @@ struct Capabilities {
   // addressing): device memory at a host address is those host bytes (managed memory,
   // viewed as the device's), so a copy's overlap with host memory is told by address.
   bool host_addresses = false;
+  // Its conversion kernels read and write whole elements only: a cast in its memory
+  // needs each side's byte offset a multiple of its itemsize (OpenCL's typed pointers).
+  bool casts_whole_elements = false;
   // Devices of one (non-null) domain copy straight between their contexts.
   const void* peer_domain = nullptr;
   // How a device copy between peers and host memory used in place are done, for the report.

@@ -10,6 +10,7 @@ Endpoint describe_endpoint(const DeviceRegistry& devices, DLDevice device, const
   // require() names a kind without a row, or a device the registry lacks, and why.
   side.info = !side.kind || must_exist || !side.host ? &devices.require(device, what) : devices.find(device);
   side.shares_host_memory = side.info && (side.info->flags & ABR_DEVICE_SHARES_HOST_MEMORY);
+  side.no_double_precision = side.info && (side.info->flags & ABR_DEVICE_NO_DOUBLE_PRECISION);
   return side;
 }
 

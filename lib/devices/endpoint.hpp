@@ -19,6 +19,7 @@ struct Endpoint {
   bool host = false;                 // host memory the host engine reaches in place
   bool pinned = false;               // host memory page-locked for the other side's DMA
   bool shares_host_memory = false;   // a device that uses host memory in place (wrap_host)
+  bool no_double_precision = false;  // a device whose kernels have no float64 (ABR_DEVICE_NO_DOUBLE_PRECISION)
   uint64_t host_wrap_alignment = 0;  // what host memory must be aligned to for that
   void* context = nullptr;           // device memory: the backend context it lives in, or will
   AllocationRange allocation;        // an existing tensor's device memory: its allocation, where known

@@ -75,6 +75,37 @@ const char* casting_name(abr_casting casting) {
 }
 
 // Every side is host memory the host engine reaches, or device memory a backend moves.
+bool needs_double_precision(DLDataType t) {
+  return (t.code == kDLFloat && t.bits == 64) || (t.code == kDLComplex && t.bits == 128);
+}
+
+// A cast a device kernel does (a walk inside one context, or packing on the source's
+// device before a staged or peer copy) that the source's device cannot do: refused
+// here, before anything moves, not by the kernel once a batch's earlier pairs are
+// written. Out of line, as require_cast.
+[[gnu::noinline]] void require_device_cast(const Plan& plan, const Layout& src, const Endpoint& from,
+                                           const Layout* dst) {
+  if (plan.move != Move::DeviceWalk && plan.pack != Step::Device) return;  // the host engine converts
+  if (from.no_double_precision && (needs_double_precision(src.dtype) || needs_double_precision(plan.dtype)))
+    fail(ABR_ERR_UNSUPPORTED,
+         "{} has no double precision (cl_khr_fp64) to convert {} -> {} in its memory; convert on the host (through "
+         "the CPU) instead",
+         device_string(from.device), dtype_name(src.dtype), dtype_name(plan.dtype));
+  if (!from.can.casts_whole_elements) return;
+  // The kernel reads the source itself, unless it overlaps the destination (then an aligned
+  // temporary of it), and writes the destination, or a new compact tensor.
+  const auto whole = [](const Layout& t) { return t.itemsize == 0 || t.byte_offset % t.itemsize == 0; };
+  const bool src_whole = plan.overlap || whole(src);
+  const bool dst_whole = plan.move != Move::DeviceWalk || !dst || whole(*dst);
+  if (!src_whole || !dst_whole)
+    fail(ABR_ERR_UNSUPPORTED,
+         "{} -> {} on {}: its kernels convert whole elements only, and the {}'s byte_offset {} is not a multiple of "
+         "its {}-byte items; convert on the host (through the CPU) instead",
+         dtype_name(src.dtype), dtype_name(plan.dtype), device_string(from.device),
+         src_whole ? "destination" : "source", src_whole ? dst->byte_offset : src.byte_offset,
+         src_whole ? dst->itemsize : src.itemsize);
+}
+
 void require_data_path(const Endpoint& src, bool src_host, const Endpoint& dst, bool dst_host) {
   if ((!src_host && src.kind->host_memory) || (!dst_host && dst.kind->host_memory))
     fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src.device),
@@ -308,6 +339,15 @@ bool copy_overlaps(const Layout& src, const Endpoint& from, bool src_host, const
       views_share_bytes(src, reinterpret_cast<uintptr_t>(src.data), dst, reinterpret_cast<uintptr_t>(dst.data));
 }
 
+// Two device views (dst: an existing destination, else a new compact tensor): their
+// overlap, then plan_between_devices, and a cast a device kernel does checked last.
+void plan_device_views(Plan& plan, const Layout& src, const Endpoint& from, const Layout* dst, const Endpoint& to,
+                       const TransferOptions& options, bool dst_strided, std::string_view reason) {
+  plan.overlap = dst && copy_overlaps(src, from, false, *dst, to, false);
+  plan_between_devices(plan, from, to, options, plan.strided_source || plan.cast, dst_strided, reason);
+  if (plan.cast) require_device_cast(plan, src, from, dst);
+}
+
 // abr_copy's arguments: an existing destination of the source's shape, and options
 // that ask nothing of a new tensor.
 void check_copy_into(const Layout& src, const Layout& dst, const TransferOptions& options) {
@@ -470,8 +510,7 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
     plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r,
                      options.pinned_blocks, reason.view());
   } else {
-    plan.overlap = into && copy_overlaps(src, from, false, *dst, to, false);
-    plan_between_devices(plan, from, to, options, src_reshape, dst_strided, reason.view());
+    plan_device_views(plan, src, from, dst, to, options, dst_strided, reason.view());
   }
   return plan;
 }

@@ -327,6 +327,41 @@ TEST_CASE("dtype conversion on the device matches the host engine exactly") {
   }
 }
 
+// A kernel reads whole elements through typed pointers: a cast it cannot do is
+// refused while planning, before anything moves. Before, the kernel refused it once
+// the pairs before it in abr_copy_many were written (a torch destination's version
+// counter was then left alone on a write, or bumped for none).
+TEST_CASE("a device cast of elements not at whole-item offsets is refused before any pair is written") {
+  Runtime rt;
+  std::vector<int32_t> values = {1, 2, 3, 4, 5, 6, 7, 8}, untouched(8, -1);
+  std::vector<double> other(4, -1.0);
+  const auto bytes = [](const auto& v) {
+    const char* p = reinterpret_cast<const char*>(v.data());
+    return std::vector<char>(p, p + v.size() * sizeof v[0]);
+  };
+  Owned ints(upload(rt, values.data(), values.size() * 4));
+  Owned first_into(upload(rt, untouched.data(), untouched.size() * 4));
+  Owned second_into(upload(rt, other.data(), other.size() * 8));
+  Managed first_src(ints->data, dt(kDLInt, 32), {8}, {}, 0, ocl0);
+  Managed first_dst(first_into->data, dt(kDLInt, 32), {8}, {}, 0, ocl0);
+  Managed odd_src(ints->data, dt(kDLInt, 32), {3}, {}, 2, ocl0);  // int32s at bytes 2, 6 and 10
+  Managed odd_dst(second_into->data, f64, {3}, {}, 0, ocl0);
+  const DLTensor* srcs[] = {&first_src.tensor(), &odd_src.tensor()};
+  const DLTensor* dsts[] = {&first_dst.tensor(), &odd_dst.tensor()};
+  CHECK(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, nullptr) == ABR_ERR_UNSUPPORTED);
+  CHECK(error_mentions("whole elements only"));
+  CHECK(error_mentions("source's byte_offset 2"));
+  CHECK(read_mem(static_cast<cl_mem>(first_into->data), 0, 8 * 4) == bytes(untouched));  // pair 0 not written
+  CHECK(read_mem(static_cast<cl_mem>(second_into->data), 0, 4 * 8) == bytes(other));
+  // Without a cast the same elements copy (in 2-byte units): only the cast kernel needs whole items.
+  Managed odd_same(second_into->data, dt(kDLInt, 32), {3}, {}, 0, ocl0);
+  REQUIRE_MESSAGE(abr_copy(rt, &odd_src.tensor(), &odd_same.tensor(), nullptr, nullptr) == ABR_OK,
+                  std::string(abr_last_error()));
+  std::vector<int32_t> expected(3);
+  std::memcpy(expected.data(), reinterpret_cast<const char*>(values.data()) + 2, 3 * 4);
+  CHECK(read_mem(static_cast<cl_mem>(second_into->data), 0, 3 * 4) == bytes(expected));
+}
+
 TEST_CASE("NaN converts to 0 and infinities saturate in float -> int casts, on the device and through the host") {
   Runtime rt;
   float values[4] = {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),

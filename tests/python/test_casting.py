@@ -8,6 +8,10 @@ itself is the oracle: np.can_cast for the rule, np.copyto for the values."""
 import ctypes
 import math
 import os
+import pathlib
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -240,3 +244,43 @@ def test_a_nan_into_float16_has_the_same_bits_on_the_host_and_on_opencl(source):
         got[device] = np.from_dlpack(ab.to_device(halves, "cpu")).view(np.uint16)
     np.testing.assert_array_equal(got["cpu"], [0x7E00, 0xFE00, 0x7E00, 0x7E00, 0xFE00])
     np.testing.assert_array_equal(got["opencl:0"], got["cpu"])
+
+
+NO_FP64 = pathlib.Path(os.environ.get("ARRAYBRIDGE_BUILD", pathlib.Path(__file__).resolve().parents[2] / "build")) \
+    / "opencl-no-fp64" / "libopencl-no-fp64.so"
+
+
+def test_a_device_without_double_precision_refuses_its_float64_casts_before_anything_moves():
+    """OpenCL devices without cl_khr_fp64 (Intel Xe and Arc, Apple, Mali) cannot convert
+    float64 in their memory. The kernel refused it once the copy had begun, so a batch's
+    earlier pairs were written and a torch destination's version bumped for nothing
+    refused; the planner now refuses it first, and says where to convert instead.
+    PoCL has fp64: it is opened through a library that says it has none."""
+    if not NO_FP64.exists():
+        pytest.skip(f"the no-fp64 OpenCL library is not built ({NO_FP64}): run make test")
+    code = textwrap.dedent("""
+        import numpy as np, arraybridge as ab
+        x = np.arange(8, dtype=np.float64)
+        on_device = ab.to_device(x, "opencl:0")
+        try:
+            on_device.to("opencl:0", dtype="float32")
+            raise SystemExit("a float64 cast in the device's memory was not refused")
+        except ab.ArrayBridgeError as e:
+            assert e.status_name == "ABR_ERR_UNSUPPORTED" and "no double precision" in str(e), e
+        first_src = ab.to_device(np.arange(8, dtype=np.int32), "opencl:0")
+        first_dst = ab.to_device(np.full(8, -1, np.int16), "opencl:0")
+        into = ab.to_device(np.zeros(8, np.float32), "opencl:0")
+        try:
+            ab.copy_many([first_src, on_device], [first_dst, into])
+            raise SystemExit("copy_many's float64 cast was not refused")
+        except ab.ArrayBridgeError as e:
+            assert "pair 1" in str(e) and "no double precision" in str(e), e
+        assert (np.from_dlpack(first_dst.to("cpu")) == -1).all(), "the first pair was written"
+        # Converted on the host, float64 goes to and from the device as before.
+        np.testing.assert_array_equal(np.from_dlpack(ab.to_device(x, "opencl:0", dtype="float32").to("cpu")), x)
+        np.testing.assert_array_equal(np.from_dlpack(on_device.to("cpu", dtype="float32")), x)
+        print("ok")
+    """)
+    env = dict(os.environ, ARRAYBRIDGE_OPENCL_LIBRARY=str(NO_FP64))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

@@ -381,11 +381,15 @@ def test_a_write_into_a_tensor_autograd_saved_makes_backward_raise(how):
 
 @needs_torch
 @pytest.mark.parametrize("how", ["cast refused", "shape refused", "structure cast refused", "copy_many later pair",
-                                 "copy_many bad source", "a Tensor's twin", "bad source", "non_blocking refused"])
+                                 "copy_many bad source", "a Tensor's twin", "bad source", "non_blocking refused",
+                                 "no conversion", "copy_many no conversion", "shared host bytes"])
 def test_a_copy_refused_before_anything_moves_leaves_the_version_and_backward_alone(how):
     """A refused copy bumped its torch destination's version all the same (the bump came
     at import), so a backward pass that had saved the untouched tensor then raised
-    torch's "modified by an inplace operation" for a write that never happened."""
+    torch's "modified by an inplace operation" for a write that never happened. The
+    hunt of 2026-11-30 found it again for ABR_ERR_UNSUPPORTED (no conversion from
+    float8, a copy between host memory and a device's view of it), which the planner
+    returns before anything moves, as the header now promises."""
     torch = pytest.importorskip("torch")
     a = torch.ones(3, requires_grad=True)
     b = torch.ones(3)
@@ -405,6 +409,12 @@ def test_a_copy_refused_before_anything_moves_leaves_the_version_and_backward_al
             ab.copy_many([src, object()], [target, torch.zeros(3)])
         elif how == "non_blocking refused":
             ab.copy(src.astype(np.complex64), target, non_blocking=True)
+        elif how == "no conversion":
+            ab.copy(torch.ones(3, dtype=torch.float8_e4m3fn), target)
+        elif how == "copy_many no conversion":
+            ab.copy_many([src, torch.ones(3, dtype=torch.float8_e4m3fn)], [target, torch.zeros(3)])
+        elif how == "shared host bytes":
+            ab.copy(ab.to_device(b, "opencl:0"), target)  # PoCL uses b's bytes in place
         else:
             ab.copy(object(), target)
     assert b._version == 0 and torch.equal(b, torch.ones(3))

@@ -133,9 +133,11 @@ int torch_may_write(PyObject* x, const char* role) {
 }
 
 /* Statuses a copy returns before it writes anything (arraybridge.h says so): the
- * transfer refusals and the DLPack descriptor errors. */
+ * transfer refusals, the DLPack descriptor errors, and what the call cannot do
+ * (ABR_ERR_UNSUPPORTED: the planner refuses it, a device kernel's limits included). */
 static int refused_before_writing(abr_status status) {
   switch (status) {
+    case ABR_ERR_UNSUPPORTED:
     case ABR_ERR_COPY_REQUIRED:
     case ABR_ERR_READ_ONLY:
     case ABR_ERR_SHAPE_MISMATCH:

@@ -257,6 +257,7 @@ pub const ABR_BACKEND_MAX_ENUM: abr_backend = 0x7FFF_FFFF;
 
 pub const ABR_DEVICE_SHARES_HOST_MEMORY: u32 = 1 << 0;
 pub const ABR_DEVICE_LOST_FLAG: u32 = 1 << 1;
+pub const ABR_DEVICE_NO_DOUBLE_PRECISION: u32 = 1 << 2;
 
 pub const ABR_DEVICE_INFO_VERSION: u32 = 1;
 pub const ABR_BACKEND_INFO_VERSION: u32 = 1;
