@@ -392,7 +392,11 @@ def test_a_copy_refused_before_anything_moves_leaves_the_version_and_backward_al
     returns before anything moves, as the header now promises."""
     torch = pytest.importorskip("torch")
     a = torch.ones(3, requires_grad=True)
-    b = torch.ones(3)
+    raw = np.zeros(3 * 4 + 4096, np.uint8)  # b starts at a page: opencl:0 uses it in place
+    start = (-raw.ctypes.data) % 4096
+    ones = raw[start:start + 3 * 4].view(np.float32)
+    ones[:] = 1
+    b = torch.from_numpy(ones)
     y = (a * b).sum()  # keeps b for the backward pass
     target = ab.to_device(b, "cpu") if how == "a Tensor's twin" else b  # a Tensor viewing b writes into b
     src = np.full(3, 5.0, dtype=np.float32)
@@ -414,7 +418,9 @@ def test_a_copy_refused_before_anything_moves_leaves_the_version_and_backward_al
         elif how == "copy_many no conversion":
             ab.copy_many([src, torch.ones(3, dtype=torch.float8_e4m3fn)], [target, torch.zeros(3)])
         elif how == "shared host bytes":
-            ab.copy(ab.to_device(b, "opencl:0"), target)  # PoCL uses b's bytes in place
+            on_device = ab.to_device(b, "opencl:0")
+            assert on_device.report.path == "host_wrap", on_device.report  # PoCL uses b's bytes in place
+            ab.copy(on_device, target)
         else:
             ab.copy(object(), target)
     assert b._version == 0 and torch.equal(b, torch.ones(3))
