@@ -248,6 +248,52 @@ def test_a_queued_read_of_a_tensors_capsule_is_waited_for_by_a_write_into_the_te
     assert out.strip() == "ok"
 
 
+def test_queued_work_another_call_gives_a_tensor_meanwhile_is_not_forgotten():
+    """The hunt of 2026-11-30 (threads): a call remembered T's queued work at import and,
+    once its own work was queued, replaced T's Event with its own. Work another call
+    queued on T in between (another thread, while this one had let go of the GIL: 1 run
+    in 5; or, every time, a producer's __dlpack__ while the batch imported) was
+    forgotten: T.is_ready() said True and a blocking read of T missed that write."""
+    out = run_with_fake_cuda("""
+        import ctypes, os, numpy as np, arraybridge as ab
+        cu = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+        context, stream = ctypes.c_void_p(), ctypes.c_void_p()
+        assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0 and cu.cuCtxPushCurrent_v2(context) == 0
+        assert cu.cuStreamCreate(ctypes.byref(stream), 0) == 0 and cu.cuCtxPopCurrent_v2(None) == 0
+        x = np.arange(1, (1 << 16) + 1, dtype=np.int32)
+        pinned = ab.to_device(x, "cuda_host")
+        t = ab.to_device(np.zeros_like(x), "cuda:0")
+        writes = []
+
+        class Producer:  # its __dlpack__ queues a write into t while the batch imports
+            def __init__(self, a):
+                self.a = a
+
+            def __dlpack_device__(self):
+                return self.a.__dlpack_device__()
+
+            def __dlpack__(self, **kwargs):
+                writes.append(ab.copy(pinned, t, non_blocking=True))  # on the legacy stream
+                return self.a.__dlpack__(**kwargs)
+
+        other = ab.to_device(np.ones(4, np.int32), "cuda:0")
+        scratch = ab.to_device(np.zeros_like(x), "cuda:0")
+        assert cu.cuCtxPushCurrent_v2(context) == 0
+        for _ in range(10):  # the legacy stream busy for ten copies: the write comes well after the batch's read
+            assert cu.cuMemcpyHtoDAsync_v2(ctypes.c_uint64(scratch.data_ptr), ctypes.c_void_p(pinned.data_ptr),
+                                           ctypes.c_size_t(x.nbytes), ctypes.c_void_p(1)) == 0
+        assert cu.cuCtxPopCurrent_v2(None) == 0
+        reads = ab.to_device_many([t, Producer(other)], "cuda_host", stream=stream.value, non_blocking=True)
+        assert writes[0] is not None
+        assert writes[0].is_ready() or not t.is_ready()  # t is ready only once the write into it is
+        np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), x)  # a blocking read of t sees the write
+        for r in reads:
+            r.wait()
+        print("ok")
+    """, delay_us=20000)
+    assert out.strip() == "ok"
+
+
 def test_a_view_of_an_opencl_tensor_is_ordered_with_the_queued_work_on_it():
     """The same on PoCL's real queue: before, 20 of 20 reads of V at 64 MiB missed T's write."""
     x = np.arange(16 << 20, dtype=np.float32)

@@ -58,6 +58,8 @@ typedef struct {
                             bumps once it has written (torch_tell_written; borrowed), else NULL */
   PyObject* viewed;      /* the arraybridge Tensor whose memory this is: the source itself, or the Tensor a
                             capsule of ours views (borrowed: the import keeps it), else NULL */
+  PyObject* pending_event; /* with `after`: the Event it belongs to, the Tensor's then (borrowed: the view keeps
+                              it), else NULL */
 } Imported;
 
 const DLTensor* imported_tensor(const Imported* imported);
@@ -125,16 +127,18 @@ PyObject* event_new(abr_event* event, PyObject* keep);
 PyObject* keep_views(DLManagedTensorVersioned* first, DLManagedTensorVersioned* second);
 /* The same for `count` views (NULL entries allowed); on failure (NULL) they are still the caller's. */
 PyObject* keep_many(DLManagedTensorVersioned* const* views, Py_ssize_t count);
-/* Whether any of `objects` is an arraybridge Tensor. */
-int any_tensor(PyObject* const* objects, Py_ssize_t count);
+/* Whether any of `count` (object, Event) pairs holds an arraybridge Tensor. */
+int any_tensor(PyObject* const* pairs, Py_ssize_t count);
 /* hold_completion for the arraybridge Tensors a queued copy reads or writes: an Event
  * of their own (the caller's keeps them, so one Event both ways would be a cycle), which
  * keeps nothing and whose failure the caller's Event tells (never reported again). */
 int hold_for_tensors(abr_event* done, const char* context, PyObject** out);
-/* Each arraybridge Tensor among `objects` holds `event` (NULL: none): its later uses wait
- * for that work, as its deletion does (a blocking read after a queued write into it
- * read stale values). */
-void tensors_hold(PyObject* const* objects, Py_ssize_t count, PyObject* event);
+/* Each arraybridge Tensor among `count` (object, Event) pairs holds `event` (NULL: none):
+ * its later uses wait for that work, as its deletion does (a blocking read after a
+ * queued write into it read stale values). The pair's Event (NULL or None: none) is the
+ * one the call was ordered after (Imported::pending_event); queued work another call
+ * gave the Tensor meanwhile is waited for first, not forgotten. */
+void tensors_hold(PyObject* const* pairs, Py_ssize_t count, PyObject* event);
 int event_settle(PyObject* event);        /* blocks (without the GIL) until done: 0, or -1 with an exception */
 int event_ready(PyObject* event);         /* 1 done, 0 not yet, -1 with an exception; never blocks */
 abr_event* event_handle(PyObject* event); /* NULL once known to be done */
@@ -268,7 +272,8 @@ typedef enum { IMPORT_MAY_COPY, IMPORT_NO_COPY, IMPORT_DESTINATION, IMPORT_SHARE
  * capsule, what its type's exchange API exports, or what __dlpack__ returns.
  * role: the argument's name, for errors. */
 int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported* out);
-/* The Tensors whose memory `count` imports are (their `viewed`), in a new tuple (the
+/* The Tensors whose memory `count` imports are (their `viewed`), each with the Event
+ * the call is ordered after (pending_event, else None), as pairs in a new tuple (the
  * empty one when there are none); NULL with an exception. What a queued call gives its
  * Event to (tensors_hold) once it returns: a capsule's Tensor, borrowed from the
  * capsule's view, may go with that view before then. */

@@ -144,9 +144,9 @@ static void release_kept(PyObject* capsule) {
   core_drain();
 }
 
-int any_tensor(PyObject* const* objects, Py_ssize_t count) {
+int any_tensor(PyObject* const* pairs, Py_ssize_t count) {
   for (Py_ssize_t i = 0; i < count; ++i)
-    if (objects[i] && tensor_check(objects[i])) return 1;
+    if (pairs[2 * i] && tensor_check(pairs[2 * i])) return 1;
   return 0;
 }
 
@@ -156,11 +156,30 @@ int hold_for_tensors(abr_event* done, const char* context, PyObject** out) {
   return 0;
 }
 
-void tensors_hold(PyObject* const* objects, Py_ssize_t count, PyObject* event) {
+/* 0 once the Tensor's queued work is what the call was ordered after (`seen`), done,
+ * or the call's own; work another call queued on it meanwhile (another thread, or a
+ * producer's __dlpack__ while this call imported) is waited for: nothing orders it
+ * before this call's, and replacing its Event would forget it. -1 when that work
+ * failed: its Event stays, so that every reader raises the failure. */
+static int caught_up(TensorObject* tensor, PyObject* seen, PyObject* event) {
+  PyObject* ready;
+  while ((ready = tensor->ready) && ready != seen && ready != event && event_handle(ready))
+    if (event_settle(ready) < 0) {
+      PyErr_Clear();
+      return -1;
+    }
+  return ready && ready != event && ((EventObject*)ready)->failure ? -1 : 0;
+}
+
+void tensors_hold(PyObject* const* pairs, Py_ssize_t count, PyObject* event) {
   for (Py_ssize_t i = 0; event && i < count; ++i) {
-    if (!objects[i] || !tensor_check(objects[i])) continue;
+    PyObject* x = pairs[2 * i];
+    if (!x || !tensor_check(x)) continue;
+    TensorObject* tracked = tensor_tracked(x); /* a view's: the Tensor it views */
+    PyObject* seen = pairs[2 * i + 1] == Py_None ? NULL : pairs[2 * i + 1];
+    if (caught_up(tracked, seen, event) < 0) continue;
     Py_INCREF(event); /* the work it had queued before was waited for, or ordered first */
-    Py_XSETREF(tensor_tracked(objects[i])->ready, event); /* a view's: the Tensor it views */
+    Py_XSETREF(tracked->ready, event);
   }
 }
 

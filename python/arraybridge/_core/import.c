@@ -182,6 +182,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   out->torch_twin = NULL;
   out->written = NULL;
   out->viewed = NULL;
+  out->pending_event = NULL;
   if (tensor_check(x)) {
     out->viewed = x;
     PyObject* twin = ((TensorObject*)x)->torch_twin;
@@ -209,6 +210,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     Py_XDECREF(ready);
     if (!owner) return -1;
     out->after = pending;
+    out->pending_event = pending ? ready : NULL; /* the owner tuple keeps it */
     out->tensor = new_owner_view(((TensorObject*)x)->tensor, owner, 0);
     if (owner != x) Py_DECREF(owner);
     out->versioned = 1;
@@ -241,11 +243,14 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
 PyObject* imports_viewed(const Imported* imports, Py_ssize_t count) {
   Py_ssize_t found = 0;
   for (Py_ssize_t i = 0; i < count; ++i) found += imports[i].viewed != NULL;
-  PyObject* viewed = PyTuple_New(found);
+  PyObject* viewed = PyTuple_New(2 * found);
   for (Py_ssize_t i = 0, j = 0; viewed && i < count; ++i)
     if (imports[i].viewed) {
+      PyObject* after = imports[i].pending_event ? imports[i].pending_event : Py_None;
       Py_INCREF(imports[i].viewed);
       PyTuple_SET_ITEM(viewed, j++, imports[i].viewed);
+      Py_INCREF(after);
+      PyTuple_SET_ITEM(viewed, j++, after);
     }
   return viewed;
 }

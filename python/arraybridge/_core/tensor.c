@@ -52,8 +52,13 @@ void tensor_maybe_view_of(PyObject* result, PyObject* source, abr_path path) {
   TensorObject* self = (TensorObject*)result;
   Py_INCREF(base);
   self->base = (PyObject*)base;
-  if (self->ready) Py_XSETREF(base->ready, self->ready); /* ordered after the base's: it stands for both */
-  self->ready = NULL;
+  /* The call's Event is the base's already (tensors_hold: ordered after the base's, it
+   * stands for both), or the base keeps a failure every reader raises. */
+  if (self->ready && !base->ready) {
+    base->ready = self->ready;
+    self->ready = NULL;
+  }
+  Py_CLEAR(self->ready);
 }
 
 /* 1 when `requested` is a (type, id) pair naming this tensor's device, 0 when it

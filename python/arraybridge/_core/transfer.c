@@ -9,6 +9,12 @@
 
 #include "core.h"
 
+/* Lets go of an (object, Event) pair the call held, either may be NULL. */
+static void let_go(PyObject* const* pair) {
+  Py_XDECREF(pair[0]);
+  Py_XDECREF(pair[1]);
+}
+
 void raise_error(abr_status status, const Request* request) {
   raise_status(status, request->context, request->has_dst ? &request->dst : NULL);
 }
@@ -99,10 +105,12 @@ static PyObject* run(PyObject* x, Request* request) {
     return NULL;
   }
   abr_event* done = NULL;
-  /* The Tensor whose memory x is (x, or the Tensor a capsule of ours views), held: a
-   * queued read of its capsule reads it, and the capsule's view may go before we return. */
-  PyObject* viewed = src.viewed;
-  Py_XINCREF(viewed);
+  /* The Tensor whose memory x is (x, or the Tensor a capsule of ours views) and the Event
+   * the call is ordered after, held: a queued read of its capsule reads it, and the
+   * capsule's view may go before we return. */
+  PyObject* const held[2] = {src.viewed, src.pending_event};
+  Py_XINCREF(held[0]);
+  Py_XINCREF(held[1]);
   if (hold_gil) {
     /* Releasing and taking back the GIL would cost half as much as the view itself,
      * or ten times a small host copy. Holding it, the producer's tensor goes in as
@@ -120,7 +128,7 @@ static PyObject* run(PyObject* x, Request* request) {
   } else {
     DLManagedTensorVersioned* movable = imported_for_any_thread(&src);
     if (!movable) {
-      Py_XDECREF(viewed);
+      let_go(held);
       Py_DECREF(result);
       return NULL;
     }
@@ -150,7 +158,7 @@ static PyObject* run(PyObject* x, Request* request) {
   }
   core_drain(); /* deleters that ran without the GIL queued their releases */
   if (status != ABR_OK) {
-    Py_XDECREF(viewed);
+    let_go(held);
     Py_DECREF(result);
     raise_error(status, request);
     return NULL;
@@ -158,13 +166,13 @@ static PyObject* run(PyObject* x, Request* request) {
   result->tensor = out;
   keep_torch_twin((PyObject*)result, &src);
   if (hold_completion(done, NULL, request->context, &result->ready) < 0) {
-    Py_XDECREF(viewed);
+    let_go(held);
     Py_DECREF(result); /* deletes out, the work being done */
     return NULL;
   }
-  tensors_hold(&viewed, 1, result->ready); /* a Tensor read by queued work: a write into it waits for the read */
-  tensor_maybe_view_of((PyObject*)result, viewed, result->report.path);
-  Py_XDECREF(viewed);
+  tensors_hold(held, 1, result->ready); /* a Tensor read by queued work: a write into it waits for the read */
+  tensor_maybe_view_of((PyObject*)result, held[0], result->report.path);
+  let_go(held);
   if (resolved) say_resolved(&result->report, out);
   log_transfer((PyObject*)result, request->context);
   if (recorder && start) /* on when the call began: else its start was never read */
@@ -357,10 +365,11 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
   abr_status status = ABR_OK;
   abr_event *done = NULL, *tensors_done = NULL;
   /* The Tensors whose memory src and dst are (themselves, or those capsules of ours
-   * view), held: queued work gives them its Event, and a capsule's view goes first. */
-  PyObject* const arrays[2] = {src_source.viewed, dst_source.viewed};
-  Py_XINCREF(arrays[0]);
-  Py_XINCREF(arrays[1]);
+   * view) and the Events the copy is ordered after, held: queued work gives the Tensors
+   * its Event, and a capsule's view goes first. */
+  PyObject* const arrays[4] = {src_source.viewed, src_source.pending_event, dst_source.viewed,
+                               dst_source.pending_event};
+  for (int i = 0; i < 4; ++i) Py_XINCREF(arrays[i]);
   const int tensors = non_blocking && any_tensor(arrays, 2);
   const DLDevice dst_device = dst->dl_tensor.device;
   const DLDevice src_device = src ? src->dl_tensor.device : dst_device;
@@ -439,8 +448,8 @@ PyObject* core_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, P
     Py_INCREF(event);
   }
 done:
-  Py_XDECREF(arrays[0]);
-  Py_XDECREF(arrays[1]);
+  let_go(arrays);
+  let_go(arrays + 2);
   return event;
 }
 

@@ -295,7 +295,7 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
     ((TensorObject*)PyList_GET_ITEM(results, i))->ready = ready;
   }
   if (viewed) /* Tensors read by queued work: a write into one waits for it */
-    tensors_hold(PySequence_Fast_ITEMS(viewed), PyTuple_GET_SIZE(viewed), ready);
+    tensors_hold(PySequence_Fast_ITEMS(viewed), PyTuple_GET_SIZE(viewed) / 2, ready);
   for (Py_ssize_t i = 0; i < n; ++i) /* a view of a Tensor: ordered as that Tensor is */
     tensor_maybe_view_of(PyList_GET_ITEM(results, i), imports[i].viewed, paths[i]);
   Py_XDECREF(ready);
@@ -456,7 +456,7 @@ PyObject* core_copy_many(PyObject* module, PyObject* const* args, Py_ssize_t nar
     abr_event_destroy(copied);
     goto done;
   }
-  if (viewed) tensors_hold(PySequence_Fast_ITEMS(viewed), PyTuple_GET_SIZE(viewed), for_tensors);
+  if (viewed) tensors_hold(PySequence_Fast_ITEMS(viewed), PyTuple_GET_SIZE(viewed) / 2, for_tensors);
   Py_XDECREF(for_tensors);
   /* Queued work keeps every view (and so every array) until it is done: the Event holds them. */
   PyObject* kept = copied ? keep_many(movable, 2 * n) : NULL;
