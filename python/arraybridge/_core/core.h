@@ -47,17 +47,17 @@ void core_drain(void); /* with the GIL held: finish what deleters queued */
 typedef struct {
   void* tensor; /* a DLManagedTensorVersioned*, or a DLManagedTensor* when !versioned */
   int versioned;
-  int any_thread;        /* its deleter may run on any thread without the GIL (one of our own views) */
-  uintptr_t work_stream; /* the producer's current CUDA stream (DLPack value) from its exchange API, else 0 */
-  int resolved;          /* the producer's lazy bits were resolved into a copy first (torch's conj/neg views) */
-  int keep_pending;      /* set by the caller: a Tensor whose work is still queued is not waited for; see after */
-  abr_event* after;      /* with keep_pending: the queued work a Tensor source waits for (borrowed), else NULL */
-  PyObject* torch_twin;  /* the torch tensor whose memory this is, writable, when a write must bump its version
-                            counter (borrowed: the source keeps it), else NULL */
-  PyObject* written;     /* a destination's torch tensor (or a Tensor's twin), whose version counter the call
-                            bumps once it has written (torch_tell_written; borrowed), else NULL */
-  PyObject* viewed;      /* the arraybridge Tensor whose memory this is: the source itself, or the Tensor a
-                            capsule of ours views (borrowed: the import keeps it), else NULL */
+  int any_thread;          /* its deleter may run on any thread without the GIL (one of our own views) */
+  uintptr_t work_stream;   /* the producer's current CUDA stream (DLPack value) from its exchange API, else 0 */
+  int resolved;            /* the producer's lazy bits were resolved into a copy first (torch's conj/neg views) */
+  int keep_pending;        /* set by the caller: a Tensor whose work is still queued is not waited for; see after */
+  abr_event* after;        /* with keep_pending: the queued work a Tensor source waits for (borrowed), else NULL */
+  PyObject* torch_twin;    /* the torch tensor whose memory this is, writable, when a write must bump its version
+                              counter (borrowed: the source keeps it), else NULL */
+  PyObject* written;       /* a destination's torch tensor (or a Tensor's twin), whose version counter the call
+                              bumps once it has written (torch_tell_written; borrowed), else NULL */
+  PyObject* viewed;        /* the arraybridge Tensor whose memory this is: the source itself, or the Tensor a
+                              capsule of ours views (borrowed: the import keeps it), else NULL */
   PyObject* pending_event; /* with `after`: the Event it belongs to, the Tensor's then (borrowed: the view keeps
                               it), else NULL */
 } Imported;
