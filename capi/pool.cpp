@@ -37,7 +37,7 @@ abr_status abr_pool_stats_init(abr_pool_stats* stats, unsigned int version) {
 abr_status abr_pool_get_stats(abr_runtime* runtime, abr_pool_stats* stats) {
   return guarded(__func__, [&] {
     abr::capi::caller_size(require_pointer(stats, "stats")->version, kPoolStats);
-    write_pool_stats(stats, runtime_of(runtime).pool().stats());
+    write_pool_stats(stats, runtime_of(runtime).pool_stats());
   });
 }
 
@@ -60,7 +60,7 @@ abr_status abr_pool_trim(abr_runtime* runtime, uint64_t* released_bytes) {
 }
 
 abr_status abr_pool_set_limit(abr_runtime* runtime, uint64_t limit_bytes) {
-  return guarded(__func__, [&] { runtime_of(runtime).pool().set_limit(limit_bytes); });
+  return guarded(__func__, [&] { runtime_of(runtime).set_pool_limit(limit_bytes); });
 }
 
 }  // extern "C"

@@ -146,7 +146,8 @@ ABR_API abr_status abr_runtime_options_init(abr_runtime_options* options, unsign
  * Drivers do not survive fork: in a child forked after this call, a transfer, stream
  * or IPC call that would reach a device backend fails with ABR_ERR_BACKEND_UNAVAILABLE
  * (host memory still works), and abr_pool_trim, abr_runtime_destroy and the deleters
- * of inherited CUDA tensors leave the parent's driver state alone. A stream or
+ * of inherited CUDA tensors leave the parent's driver state alone: the pool's and the
+ * device caches' statistics are zeros there, and setting their limits is refused. A stream or
  * event made before the fork is refused in the child the same way (unless its work
  * was complete when recorded); its destroy or release lets it go without a driver
  * call. A runtime created in a child whose parent opened drivers opens no device

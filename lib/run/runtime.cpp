@@ -210,8 +210,16 @@ uint64_t Runtime::trim_pool() {
   return released + pool_->trim();
 }
 
+PoolStats Runtime::pool_stats() { return forked() ? PoolStats{} : pool_->stats(); }
+
+void Runtime::set_pool_limit(uint64_t limit_bytes) {
+  if (forked()) refuse_forked("the pinned pool");
+  pool_->set_limit(limit_bytes);
+}
+
 PoolStats Runtime::device_cache_stats() {
   PoolStats total;
+  if (forked()) return total;
   for (const auto& backend : backends_) {
     const PoolStats s = backend->device_cache_stats();
     total.bytes_pinned += s.bytes_pinned;

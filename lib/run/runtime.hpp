@@ -39,7 +39,11 @@ class Runtime {
   // abr_runtime_set_staging: how staged transfers planned from now on are cut.
   // Throws ABR_ERR_INVALID_ARGUMENT for a value out of range.
   void set_staging(const StagingChoice& choice);
-  PinnedPool& pool() { return *pool_; }
+  // The pinned pool (abr_pool_*). In a forked child the pool and the device caches are
+  // the parent's drivers' state, whose locks a parent thread may have held at the fork:
+  // their statistics are zeros and their limits refused there, no lock taken.
+  PoolStats pool_stats();
+  void set_pool_limit(uint64_t limit_bytes);
   // Frees every idle cached pinned block and every block of the backends' device
   // caches, after the backends' deferred releases (deleted tensors' memory) have
   // come back; returns the bytes freed.

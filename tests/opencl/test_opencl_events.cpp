@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/opencl_helpers.hpp"
@@ -298,4 +299,48 @@ TEST_CASE(
   wrap.reset();                     // given back by the buffer's destructor callback: maybe on a driver thread
   for (int waited = 0; wraps && wrapped_src.deleted == 0 && waited < 1000; ++waited) usleep(1000);
   if (wraps) CHECK(wrapped_src.deleted == 1);
+}
+
+// The threads hunt of 2026-11-30: a child forked while a parent thread held the pinned
+// pool's lock (a transfer, or only its statistics) waited for it for ever in
+// abr_pool_get_stats: no thread of the child ever lets it go. The pool and the device
+// caches are the parent's drivers' state: in the child their statistics are zeros
+// and their limits refused, without taking their locks.
+TEST_CASE("OpenCL after fork: the pool's and the device caches' statistics and limits never wait in the child") {
+  Runtime rt;
+  std::vector<float> data(1024, 1.0f);
+  Managed src(data.data(), f32, {1024});
+  Owned device(copy_to(rt, &src.managed, ocl0, nullptr));  // the drivers are open
+  std::atomic<bool> stop{false};
+  std::thread asker([&] {  // the pool's and the caches' locks taken and let go all the time
+    for (abr_pool_stats stats = ABR_POOL_STATS_INIT; !stop;) {
+      abr_pool_get_stats(rt, &stats);
+      abr_device_cache_get_stats(rt, &stats);
+    }
+  });
+  int hung = 0, wrong = 0;
+  for (int i = 0; i < 40; ++i) {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      alarm(10);
+      abr_pool_stats pool = ABR_POOL_STATS_INIT, cache = ABR_POOL_STATS_INIT;
+      const bool read = abr_pool_get_stats(rt, &pool) == ABR_OK && abr_device_cache_get_stats(rt, &cache) == ABR_OK &&
+          pool.bytes_pinned == 0 && pool.limit_bytes == 0 && cache.bytes_pinned == 0;
+      const bool refused = abr_pool_set_limit(rt, 1 << 20) == ABR_ERR_BACKEND_UNAVAILABLE &&
+          abr_device_cache_set_limit(rt, 1 << 20) == ABR_ERR_BACKEND_UNAVAILABLE;
+      _exit(read && refused ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    hung += !WIFEXITED(status);  // SIGALRM
+    wrong += WIFEXITED(status) && WEXITSTATUS(status) != 0;
+  }
+  stop = true;
+  asker.join();
+  CHECK(hung == 0);
+  CHECK(wrong == 0);
+  abr_pool_stats pool = ABR_POOL_STATS_INIT;  // the parent's pool is as it was
+  REQUIRE(abr_pool_get_stats(rt, &pool) == ABR_OK);
+  CHECK(pool.limit_bytes > 0);
 }
