@@ -509,7 +509,9 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     a JAX or TensorFlow array (immutable to its owner) alias memory its source may
     still write (a torch or CuPy tensor, any NumPy array but a read-only view of bytes
     or of a JAX or TensorFlow array): that reaches it as a copy, as jnp.asarray's and
-    convert_to_tensor's, and copy=False is refused.
+    convert_to_tensor's, and copy=False is refused. A torch tensor into torch on its
+    own device is the tensor itself, as torch.as_tensor's (a new tensor over its memory
+    would have a version counter of its own, and autograd would miss writes through it).
     Any failure raises MemoryConversionError with the source, target and reason, but
     Python's memory running out, which stays a MemoryError.
     """
@@ -543,6 +545,10 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
+    if source is MemoryType.TORCH and target is source and tensor.report.path == "zero_copy" and not tensor.read_only:
+        # The tensor itself, as torch.as_tensor gives it: a new tensor over its memory would
+        # have a version counter of its own, and autograd would miss writes through it.
+        return data
     if finish is None:
         finish = _finished_route(key, route)
     try:

@@ -429,6 +429,30 @@ def test_a_copy_refused_before_anything_moves_leaves_the_version_and_backward_al
 
 
 @needs_torch
+def test_convert_memory_from_torch_to_torch_on_its_device_is_the_tensor_itself():
+    """The frameworks hunt of 2026-11-30: convert_memory(x, "torch", "torch", None) made a
+    new tensor over x's memory, with a version counter of its own: y.mul_(0) zeroed x
+    behind autograd's back and backward gave w.grad = 0 where it is x, with no error.
+    The tensor itself comes back, as torch.as_tensor(x) gives it, in a structure too."""
+    torch = pytest.importorskip("torch")
+    w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x = torch.tensor([10.0, 20.0, 30.0])
+    loss = (w * x).sum()  # saves x: d loss / d w is x
+    y = ab.convert.convert_memory(x, "torch", "torch", None)
+    assert y is x
+    y.mul_(0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    state = {"a": torch.ones(3), "b": torch.zeros(2, 2).t()}  # a strided one too
+    moved = ab.convert.convert_memory(state, "torch", "torch", None)
+    assert moved["a"] is state["a"] and moved["b"] is state["b"]
+    copied = ab.convert.convert_memory(x, "torch", "torch", None, copy=True)  # asked for: a tensor of its own
+    assert copied is not x and copied.data_ptr() != x.data_ptr()
+    leaf = torch.ones(3, requires_grad=True)  # read-only to us: a copy, as before
+    assert ab.convert.convert_memory(leaf, "torch", "torch", None) is not leaf
+
+
+@needs_torch
 @pytest.mark.parametrize("how", ["to_device cpu", "from_dlpack", "a Tensor of the Tensor", "to_device_many",
                                  "state dict", "opencl host wrap", "copy_many"])
 def test_a_write_into_a_tensor_viewing_a_torch_tensor_makes_backward_raise(how):
