@@ -21,6 +21,11 @@ _HOST_BUFFER_ROOTS = frozenset({"jax", "jaxlib"})
 # TensorFlow dtypes that hold no numbers: TensorFlow's own export aborts the process
 # on them (rc 134), so they are refused before it is asked.
 _TENSORFLOW_NOT_NUMBERS = frozenset({"string", "resource", "variant"})
+# Quantized integers: DLPack has no dtype for them (TensorFlow's to_dlpack raised its own error).
+_TENSORFLOW_QUANTIZED = frozenset({"qint8", "quint8", "qint16", "quint16", "qint32"})
+# TensorFlow's composite tensors (no one dense buffer), and how to get a dense tensor of each.
+_TENSORFLOW_COMPOSITES = {"RaggedTensor": "its .to_tensor()", "SparseTensor": "tf.sparse.to_dense(x)",
+                          "IndexedSlices": "tf.convert_to_tensor(x)"}
 
 
 def producer_traits(cls):
@@ -67,7 +72,8 @@ def _tensorflow_kind(cls):
     kind = _TENSORFLOW.get(cls)
     if kind is None:
         tf = _TENSORFLOW["module"]
-        kind = ("refuse" if issubclass(cls, (tf.RaggedTensor, tf.SparseTensor)) else
+        composites = tuple(getattr(tf, name) for name in _TENSORFLOW_COMPOSITES)
+        kind = ("refuse" if issubclass(cls, composites) else
                 "read" if issubclass(cls, tf.Variable) else
                 "tensor" if hasattr(cls, "__dlpack__") else "capsule")
         _TENSORFLOW[cls] = kind
@@ -86,10 +92,13 @@ def vet_producer(data):
         tf = importlib.import_module("tensorflow")
         _TENSORFLOW["module"] = tf
         _TENSORFLOW["not_numbers"] = tuple(getattr(tf, name) for name in _TENSORFLOW_NOT_NUMBERS)
+        _TENSORFLOW["quantized"] = tuple(getattr(tf, name) for name in _TENSORFLOW_QUANTIZED)
     kind = _tensorflow_kind(type(data))
     if kind == "refuse":
-        raise DLPackError(f"arraybridge: a tf.{type(data).__name__} has no one dense buffer for DLPack; "
-                          "convert its .to_tensor() (or tf.sparse.to_dense) instead")
+        tf = _TENSORFLOW["module"]
+        dense = next(way for name, way in _TENSORFLOW_COMPOSITES.items() if isinstance(data, getattr(tf, name)))
+        raise DLPackError(f"arraybridge: a tf.{type(data).__name__} has no one dense buffer for DLPack; convert "
+                          f"{dense} instead")
     if kind == "read":
         data = data.read_value()  # a tensor of the variable's current value
         kind = _tensorflow_kind(type(data))
@@ -98,6 +107,10 @@ def vet_producer(data):
         if dtype is not_numbers:
             raise DLPackError(f"arraybridge: TensorFlow {not_numbers.name} tensors hold no numbers that DLPack "
                               "can carry")
+    for quantized in _TENSORFLOW["quantized"]:
+        if dtype is quantized:
+            raise DLPackError(f"arraybridge: TensorFlow {quantized.name} tensors are quantized integers, which DLPack "
+                              "has no dtype for; dequantize them (tf.quantization.dequantize) or tf.cast them first")
     if kind == "capsule":
         return _TENSORFLOW["module"].experimental.dlpack.to_dlpack(data)
     return data

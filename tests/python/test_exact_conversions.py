@@ -91,15 +91,24 @@ def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_t
         import tensorflow as tf
         import numpy as np, arraybridge as ab
         refused = []
+        quantized = tf.quantization.quantize(tf.constant([1.0, 2.0]), 0.0, 3.0, tf.qint8).output
         for data, reason in [(tf.constant(["a"]), "TensorFlow string tensors hold no numbers"),
                              (tf.ragged.constant([[1], [2, 3]]), "tf.RaggedTensor has no one dense buffer"),
-                             (tf.sparse.from_dense(tf.eye(2)), "tf.SparseTensor has no one dense buffer")]:
+                             (tf.sparse.from_dense(tf.eye(2)), "tf.SparseTensor has no one dense buffer"),
+                             (tf.IndexedSlices(tf.constant([[1.0]]), tf.constant([0])),
+                              "tf.IndexedSlices has no one dense buffer for DLPack; convert tf.convert_to_tensor(x)"),
+                             (quantized, "TensorFlow qint8 tensors are quantized integers")]:
             try:
                 ab.convert.convert_memory(data, "tensorflow", "numpy", gpu_id=None)
             except ab.MemoryConversionError as error:
                 assert reason in str(error), str(error)
                 refused.append(reason)
-        assert len(refused) == 3, refused
+            try:  # to_device too, as a DLPackError (TensorFlow's own InvalidArgumentError before)
+                ab.to_device(data, "cpu")
+                raise AssertionError(f"exported: {reason}")
+            except ab.DLPackError as error:
+                assert reason in str(error), str(error)
+        assert len(refused) == 5, refused
         try:  # to_device too: vetted before TensorFlow's export is asked
             ab.to_device(tf.constant(["a", "b"]), "cpu")
             raise AssertionError("a string tensor was exported")
