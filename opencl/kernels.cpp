@@ -119,10 +119,6 @@ TypeInfo type_info(DLDataType t) {
 
 bool integral(Kind k) { return k == Kind::Bool || k == Kind::Signed || k == Kind::Unsigned; }
 
-bool needs_fp64(DLDataType t) {
-  return (t.code == kDLFloat && t.bits == 64) || (t.code == kDLComplex && t.bits == 128);
-}
-
 // The statement converting *s into *d, mirroring convert<D>(S) in lib/host/host_cast.cpp.
 std::string convert_statement(const TypeInfo& s, const TypeInfo& d) {
   // The source's value as `wide` (complex: its real part), its imaginary part, and != 0.
@@ -232,7 +228,7 @@ void enqueue_strided_copy(Context& context, cl_command_queue queue, cl_mem src, 
   std::string name;
   cl_int units = 0;
   if (cast) {
-    if ((needs_fp64(from) || needs_fp64(to)) && !context.has_fp64())
+    if ((needs_double_precision(from) || needs_double_precision(to)) && !context.has_fp64())
       fail(ABR_ERR_UNSUPPORTED, "{} has no double precision (cl_khr_fp64) for {} -> {}",
            device_string(context.dl_device()), dtype_name(from), dtype_name(to));
     if (!aligned_to(walk, src_item, dst_item))

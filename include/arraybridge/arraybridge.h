@@ -169,8 +169,8 @@ typedef enum abr_backend {
 #define ABR_DEVICE_SHARES_HOST_MEMORY (1u << 0) /* host pointers can be used in place */
 #define ABR_DEVICE_LOST_FLAG (1u << 1)          /* a sticky error: every call on it fails */
 #define ABR_DEVICE_NO_DOUBLE_PRECISION (1u << 2) /* its kernels have no float64 (OpenCL without cl_khr_fp64): a
-                                                    cast to or from float64 or complex128 in its memory is
-                                                    ABR_ERR_UNSUPPORTED */
+                                                    cast to or from float64 or complex128 its kernels would do
+                                                    (within its memory) is ABR_ERR_UNSUPPORTED */
 
 #define ABR_DEVICE_INFO_VERSION 1u
 #define ABR_BACKEND_INFO_VERSION 1u

@@ -164,7 +164,7 @@ BatchPlan plan_batch(const std::vector<BatchEntry*>& entries, const Endpoint& to
   place_reads(entries, batch);
   const bool reads_in_place = batch.reads_in_place;
   uint64_t gathered_bytes = 0;
-  const BatchEntry* last_read = nullptr;  // the gathered read a read in place may join: no other move between
+  const BatchEntry* last_read = nullptr;  // the gathered read the next may join: no other move between
   for (BatchEntry* entry : entries) {
     entry->coalesced = entry->gather = entry->in_results_block = entry->streamed = entry->joins = false;
     entry->offset = 0;

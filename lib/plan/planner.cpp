@@ -74,13 +74,8 @@ const char* casting_name(abr_casting casting) {
        dtype_name(to), casting == ABR_CASTING_NO ? "the dtypes differ" : cast_loses(from, to), casting_name(enough));
 }
 
-// Every side is host memory the host engine reaches, or device memory a backend moves.
-bool needs_double_precision(DLDataType t) {
-  return (t.code == kDLFloat && t.bits == 64) || (t.code == kDLComplex && t.bits == 128);
-}
-
 // A cast a device kernel does (a walk inside one context, or packing on the source's
-// device before a staged or peer copy) that the source's device cannot do: refused
+// device before a read, a staged or a peer copy) that the source's device cannot do: refused
 // here, before anything moves, not by the kernel once a batch's earlier pairs are
 // written. Out of line, as require_cast.
 [[gnu::noinline]] void require_device_cast(const Plan& plan, const Layout& src, const Endpoint& from,
@@ -106,6 +101,7 @@ bool needs_double_precision(DLDataType t) {
          src_whole ? dst->itemsize : src.itemsize);
 }
 
+// Every side is host memory the host engine reaches, or device memory a backend moves.
 void require_data_path(const Endpoint& src, bool src_host, const Endpoint& dst, bool dst_host) {
   if ((!src_host && src.kind->host_memory) || (!dst_host && dst.kind->host_memory))
     fail(ABR_ERR_UNSUPPORTED, "{} -> {}: no path between these devices in this build", device_string(src.device),
@@ -342,9 +338,9 @@ bool copy_overlaps(const Layout& src, const Endpoint& from, bool src_host, const
 // Two device views (dst: an existing destination, else a new compact tensor): their
 // overlap, then plan_between_devices, and a cast a device kernel does checked last.
 void plan_device_views(Plan& plan, const Layout& src, const Endpoint& from, const Layout* dst, const Endpoint& to,
-                       const TransferOptions& options, bool dst_strided, std::string_view reason) {
+                       const TransferOptions& options, bool src_reshape, bool dst_strided, std::string_view reason) {
   plan.overlap = dst && copy_overlaps(src, from, false, *dst, to, false);
-  plan_between_devices(plan, from, to, options, plan.strided_source || plan.cast, dst_strided, reason);
+  plan_between_devices(plan, from, to, options, src_reshape, dst_strided, reason);
   if (plan.cast) require_device_cast(plan, src, from, dst);
 }
 
@@ -506,11 +502,11 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
            device_string(src_host ? to.device : from.device));
     // The host side's rows, when the host engine reshapes it in chunks; a new destination is compact.
     const uint64_t host_rows = src_host ? row_bytes(src, plan.dtype) : into ? row_bytes(*dst, plan.dtype) : 0;
-    const Reshaping r{src_reshape, dst_strided, bytes, host_rows};
-    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned, r,
-                     options.pinned_blocks, reason.view());
+    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned,
+                     Reshaping{src_reshape, dst_strided, bytes, host_rows}, options.pinned_blocks, reason.view());
+    if (plan.cast) require_device_cast(plan, src, from, dst);  // a device's kernel packs a read it converts
   } else {
-    plan_device_views(plan, src, from, dst, to, options, dst_strided, reason.view());
+    plan_device_views(plan, src, from, dst, to, options, src_reshape, dst_strided, reason.view());
   }
   return plan;
 }

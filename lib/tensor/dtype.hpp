@@ -32,6 +32,10 @@ inline bool same_dtype(DLDataType a, DLDataType b) {
 }
 
 inline bool is_zero_dtype(DLDataType d) { return d.code == 0 && d.bits == 0 && d.lanes == 0; }
+// float64 or complex128: what a device kernel converts only with double precision (cl_khr_fp64).
+inline bool needs_double_precision(DLDataType t) {
+  return (t.code == kDLFloat && t.bits == 64) || (t.code == kDLComplex && t.bits == 128);
+}
 
 // Whether `casting` (not ABR_CASTING_DEFAULT: the planner resolves it) lets `from`
 // become `to`, as NumPy's can_cast judges it: kinds rank bool < unsigned < signed <

@@ -24,7 +24,7 @@ _TENSORFLOW_NOT_NUMBERS = frozenset({"string", "resource", "variant"})
 # Quantized integers: DLPack has no dtype for them (TensorFlow's to_dlpack raised its own error).
 _TENSORFLOW_QUANTIZED = frozenset({"qint8", "quint8", "qint16", "quint16", "qint32"})
 # TensorFlow's composite tensors (no one dense buffer), and how to get a dense tensor of each.
-_TENSORFLOW_COMPOSITES = {"RaggedTensor": "its .to_tensor()", "SparseTensor": "tf.sparse.to_dense(x)",
+_TENSORFLOW_COMPOSITES = {"RaggedTensor": "x.to_tensor()", "SparseTensor": "tf.sparse.to_dense(x)",
                           "IndexedSlices": "tf.convert_to_tensor(x)"}
 
 
@@ -65,7 +65,7 @@ _TENSORFLOW = {}  # what vet_producer looked up once: "module", "not_numbers", a
 
 
 def _tensorflow_kind(cls):
-    """What vet_producer does with objects of `cls`: "refuse" (ragged, sparse), "read"
+    """What vet_producer does with objects of `cls`: "refuse" (ragged, sparse, indexed slices), "read"
     (a variable: its value), "capsule" (a tensor without __dlpack__, TensorFlow before
     2.15) or "tensor"; found once per type (TensorFlow's isinstance checks cost a
     microsecond)."""
@@ -97,7 +97,7 @@ def vet_producer(data):
     if kind == "refuse":
         tf = _TENSORFLOW["module"]
         dense = next(way for name, way in _TENSORFLOW_COMPOSITES.items() if isinstance(data, getattr(tf, name)))
-        raise DLPackError(f"arraybridge: a tf.{type(data).__name__} has no one dense buffer for DLPack; convert "
+        raise DLPackError(f"arraybridge: a tf.{type(data).__name__} has no one dense buffer for DLPack; pass "
                           f"{dense} instead")
     if kind == "read":
         data = data.read_value()  # a tensor of the variable's current value

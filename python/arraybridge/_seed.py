@@ -510,8 +510,10 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     still write (a torch or CuPy tensor, any NumPy array but a read-only view of bytes
     or of a JAX or TensorFlow array): that reaches it as a copy, as jnp.asarray's and
     convert_to_tensor's, and copy=False is refused. A torch tensor into torch on its
-    own device is the tensor itself, as torch.as_tensor's (a new tensor over its memory
-    would have a version counter of its own, and autograd would miss writes through it).
+    own device (no copy or dtype asked) is the tensor itself, as torch.as_tensor's: a new
+    tensor over its memory would have a version counter of its own, and autograd would
+    miss writes through it. One that requires grad is read-only to arraybridge, so it
+    comes back as a copy that does not.
     Any failure raises MemoryConversionError with the source, target and reason, but
     Python's memory running out, which stays a MemoryError.
     """
@@ -529,6 +531,13 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     if route is _STRUCTURE:
         return _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy)
     source, target, device, contiguous, still_writable, finish = route
+    if source is MemoryType.TORCH and target is source and copy is not True and dtype is None and \
+            str(data.device) == device and not data.requires_grad:
+        # The tensor itself, as torch.as_tensor gives it: a new tensor over its memory would
+        # have a version counter of its own, and autograd would miss writes through it.
+        if finish is None:
+            _finished_route(key, route)  # kept, as a conversion's that moved
+        return data
     try:
         if finish is _into_pyclesperanto:
             result = _into_pyclesperanto(data, int(device[len("opencl:"):]), host_staging, dtype, copy)
@@ -545,10 +554,6 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     except (ArrayBridgeError, BufferError, ValueError, TypeError, AttributeError, RuntimeError,
             ImportError) as error:
         raise MemoryConversionError(source.value, target.value, str(error)) from error
-    if source is MemoryType.TORCH and target is source and tensor.report.path == "zero_copy" and not tensor.read_only:
-        # The tensor itself, as torch.as_tensor gives it: a new tensor over its memory would
-        # have a version counter of its own, and autograd would miss writes through it.
-        return data
     if finish is None:
         finish = _finished_route(key, route)
     try:

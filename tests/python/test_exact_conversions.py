@@ -96,7 +96,7 @@ def test_tensorflow_sources_dlpack_cannot_carry_are_refused_and_variables_give_t
                              (tf.ragged.constant([[1], [2, 3]]), "tf.RaggedTensor has no one dense buffer"),
                              (tf.sparse.from_dense(tf.eye(2)), "tf.SparseTensor has no one dense buffer"),
                              (tf.IndexedSlices(tf.constant([[1.0]]), tf.constant([0])),
-                              "tf.IndexedSlices has no one dense buffer for DLPack; convert tf.convert_to_tensor(x)"),
+                              "tf.IndexedSlices has no one dense buffer for DLPack; pass tf.convert_to_tensor(x)"),
                              (quantized, "TensorFlow qint8 tensors are quantized integers")]:
             try:
                 ab.convert.convert_memory(data, "tensorflow", "numpy", gpu_id=None)

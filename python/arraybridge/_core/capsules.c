@@ -165,6 +165,8 @@ void imported_delete(Imported* imported) {
     if (t->deleter) t->deleter(t);
   }
   imported->tensor = NULL;
+  imported->viewed = NULL; /* a capsule's Tensor may have gone with its view */
+  imported->pending_event = NULL;
   PyErr_Restore(type, value, traceback);
 }
 

@@ -160,12 +160,16 @@ int hold_for_tensors(abr_event* done, const char* context, PyObject** out) {
  * or the call's own; work another call queued on it meanwhile (another thread, or a
  * producer's __dlpack__ while this call imported) is waited for: nothing orders it
  * before this call's, and replacing its Event would forget it. -1 when that work
- * failed: its Event stays, so that every reader raises the failure. */
+ * failed: its Event stays, so that every reader raises the failure (this call's
+ * work, left off the Tensor, is then not waited for by them). -1 too when the wait
+ * itself could not be made (its memory ran out): this call's work is waited for
+ * instead, so that the Event the Tensor keeps stands for both. */
 static int caught_up(TensorObject* tensor, PyObject* seen, PyObject* event) {
   PyObject* ready;
   while ((ready = tensor->ready) && ready != seen && ready != event && event_handle(ready))
     if (event_settle(ready) < 0) {
       PyErr_Clear();
+      if (!((EventObject*)ready)->failure && event_settle(event) < 0) PyErr_Clear();
       return -1;
     }
   return ready && ready != event && ((EventObject*)ready)->failure ? -1 : 0;

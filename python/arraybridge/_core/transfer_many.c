@@ -296,8 +296,9 @@ PyObject* core_to_device_many(PyObject* module, PyObject* const* args, Py_ssize_
   }
   if (viewed) /* Tensors read by queued work: a write into one waits for it */
     tensors_hold(PySequence_Fast_ITEMS(viewed), PyTuple_GET_SIZE(viewed) / 2, ready);
-  for (Py_ssize_t i = 0; i < n; ++i) /* a view of a Tensor: ordered as that Tensor is */
-    tensor_maybe_view_of(PyList_GET_ITEM(results, i), imports[i].viewed, paths[i]);
+  /* A view of a Tensor: ordered as that Tensor is. Its `viewed` is borrowed, alive for a
+   * view's result (which keeps its source), and read for nothing else. */
+  for (Py_ssize_t i = 0; i < n; ++i) tensor_maybe_view_of(PyList_GET_ITEM(results, i), imports[i].viewed, paths[i]);
   Py_XDECREF(ready);
   if (recorder && start && n > 0)
     record_transfer("to_device_many", imported_from, request.dst, ABR_PATH_NONE, report.bytes_moved, report.detail, n,
