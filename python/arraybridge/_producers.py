@@ -91,8 +91,14 @@ def vet_producer(data):
     if "module" not in _TENSORFLOW:
         tf = importlib.import_module("tensorflow")
         _TENSORFLOW["module"] = tf
-        _TENSORFLOW["not_numbers"] = tuple(getattr(tf, name) for name in _TENSORFLOW_NOT_NUMBERS)
-        _TENSORFLOW["quantized"] = tuple(getattr(tf, name) for name in _TENSORFLOW_QUANTIZED)
+        # Refused dtypes by the id of TensorFlow's one DType object of each (a tensor's
+        # dtype is that object): one lookup per tensor.
+        _TENSORFLOW["refused"] = {
+            **{id(getattr(tf, name)): f"arraybridge: TensorFlow {name} tensors hold no numbers that DLPack can carry"
+               for name in _TENSORFLOW_NOT_NUMBERS},
+            **{id(getattr(tf, name)): f"arraybridge: TensorFlow {name} tensors are quantized integers, which DLPack "
+               "has no dtype for; dequantize them (tf.quantization.dequantize) or tf.cast them first"
+               for name in _TENSORFLOW_QUANTIZED}}
     kind = _tensorflow_kind(type(data))
     if kind == "refuse":
         tf = _TENSORFLOW["module"]
@@ -102,15 +108,9 @@ def vet_producer(data):
     if kind == "read":
         data = data.read_value()  # a tensor of the variable's current value
         kind = _tensorflow_kind(type(data))
-    dtype = getattr(data, "dtype", None)
-    for not_numbers in _TENSORFLOW["not_numbers"]:  # a tensor's dtype is TensorFlow's one DType object of it
-        if dtype is not_numbers:
-            raise DLPackError(f"arraybridge: TensorFlow {not_numbers.name} tensors hold no numbers that DLPack "
-                              "can carry")
-    for quantized in _TENSORFLOW["quantized"]:
-        if dtype is quantized:
-            raise DLPackError(f"arraybridge: TensorFlow {quantized.name} tensors are quantized integers, which DLPack "
-                              "has no dtype for; dequantize them (tf.quantization.dequantize) or tf.cast them first")
+    refused = _TENSORFLOW["refused"].get(id(getattr(data, "dtype", None)))
+    if refused:
+        raise DLPackError(refused)
     if kind == "capsule":
         return _TENSORFLOW["module"].experimental.dlpack.to_dlpack(data)
     return data

@@ -531,7 +531,7 @@ def convert_memory(data, source_type, target_type, gpu_id=0, *, host_staging=Tru
     if route is _STRUCTURE:
         return _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy)
     source, target, device, contiguous, still_writable, finish = route
-    if source is MemoryType.TORCH and target is source and copy is not True and dtype is None and \
+    if target is source and source is MemoryType.TORCH and copy is not True and dtype is None and \
             str(data.device) == device and not data.requires_grad:
         # The tensor itself, as torch.as_tensor gives it: a new tensor over its memory would
         # have a version counter of its own, and autograd would miss writes through it.
