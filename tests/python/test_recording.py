@@ -105,3 +105,38 @@ def test_a_failing_transfer_is_not_recorded_and_a_failing_recorder_fails_no_tran
         ab._core.set_recorder(None)
     np.testing.assert_array_equal(np.from_dlpack(t), np.arange(3.0))
     assert unraisable and "the recorder broke" in str(unraisable[0].exc_value)
+
+
+@pytest.mark.parametrize("hook", ["recorder", "debug log"])
+def test_ctrl_c_while_a_hook_runs_is_raised_once_the_call_returns(monkeypatch, hook):
+    """The threads hunt of 2026-11-30: a KeyboardInterrupt raised inside the recorder or
+    the DEBUG log's handler was reported as unraisable and lost, so Ctrl-C did nothing.
+    It is raised again as soon as the call returns (the transfer itself succeeded)."""
+    import logging
+    import time
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    class Interrupting(logging.Handler):
+        def emit(self, record):
+            interrupted()
+
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    logger = logging.getLogger("arraybridge")
+    handler, level = Interrupting(), logger.level
+    if hook == "recorder":
+        ab._core.set_recorder(interrupted)
+    else:
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ab.to_device(np.arange(3.0), "cpu", copy=True)
+            time.sleep(0.01)  # the interpreter looks for pending signals on a call
+    finally:
+        ab._core.set_recorder(None)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert not unraisable

@@ -211,8 +211,12 @@ void raise_status(abr_status status, const char* context, const DLDevice* dst);
 extern PyObject* recorder;
 PyObject* core_set_recorder(PyObject* module, PyObject* callable);
 double record_clock(void); /* seconds, monotonic: read only while recorder is set */
+/* A hook's failure (the recorder's, the DEBUG log's) once the transfer succeeded:
+ * reported as unraisable, never as the transfer's; but a KeyboardInterrupt (Ctrl-C
+ * while the hook ran) is raised again as soon as the call returns, never lost. */
+void hook_failed(PyObject* hook);
 /* Hands one finished transfer (or batch of `tensors`) to the recorder, if still set;
- * its failure is reported as unraisable, never the transfer's. */
+ * its failure goes to hook_failed, never the transfer's. */
 void record_transfer(const char* call, DLDevice from, DLDevice to, abr_path path, uint64_t bytes, const char* detail,
                      Py_ssize_t tensors, double start);
 

@@ -26,6 +26,15 @@ double record_clock(void) {
   return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
+void hook_failed(PyObject* hook) {
+  if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+    PyErr_Clear();
+    PyErr_SetInterrupt(); /* raised again as soon as the interpreter looks: the call returns first */
+    return;
+  }
+  PyErr_WriteUnraisable(hook);
+}
+
 void record_transfer(const char* call, DLDevice from, DLDevice to, abr_path path, uint64_t bytes, const char* detail,
                      Py_ssize_t tensors, double start) {
   if (!recorder) return; /* turned off while the transfer ran */
@@ -38,6 +47,6 @@ void record_transfer(const char* call, DLDevice from, DLDevice to, abr_path path
   if (done)
     Py_DECREF(done);
   else
-    PyErr_WriteUnraisable(callable); /* the transfer itself succeeded */
+    hook_failed(callable); /* the transfer itself succeeded */
   Py_DECREF(callable);
 }

@@ -414,11 +414,13 @@ static PyGetSetDef tensor_getset[] = {
 
 /* untracked_type(cls) -> cls rebuilt as "arraybridge.Tensor", a final type whose
  * instances the cycle collector does not track. A class statement always makes
- * tracked instances, and tracking cost a fifth of a zero-copy to_device; a Tensor
- * holds no Python reference a cycle could pass through (what keeps its source
- * alive sits behind the DLPack deleter; its Event keeps no Tensor; its base is a
- * Tensor made before it, with no base of its own). cls must subclass TensorBase and add no
- * fields; its attributes are copied over. */
+ * tracked instances, and tracking cost a fifth of a zero-copy to_device. A Tensor's
+ * own references make no cycle (what keeps its source alive sits behind the DLPack
+ * deleter; its Event keeps no Tensor; its base is a Tensor made before it, with no
+ * base of its own), but its torch_twin is a torch tensor, through which a cycle can
+ * pass (a tensor whose attribute holds the Tensor): such a cycle is never collected,
+ * as one through np.from_dlpack of a torch tensor is not either. cls must subclass
+ * TensorBase and add no fields; its attributes are copied over. */
 PyObject* untracked_type(PyObject* module, PyObject* cls) {
   (void)module;
   if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject*)cls, &TensorBaseType) ||

@@ -31,7 +31,7 @@ static void log_transfer(PyObject* tensor, const char* context) {
   if (done)
     Py_DECREF(done);
   else
-    PyErr_WriteUnraisable(hooks.log_transfer); /* the transfer itself succeeded */
+    hook_failed(hooks.log_transfer); /* the transfer itself succeeded */
 }
 
 /* True when the C API promises a view whatever the planner finds: the same
