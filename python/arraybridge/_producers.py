@@ -124,7 +124,8 @@ def torch_refusal(tensor, role, problem, detail):
     """The DLPackError (a BufferError, one line) refusing a torch tensor in `role`:
     problem "conj" or "neg" (detail "destination", "no copy" or "shared"), "grad" (as
     a destination), "inference" (a write into an inference tensor outside inference
-    mode), or "export" (torch's export failed; detail is its first line)."""
+    mode), "storageless" (its export has elements and no data: a wrapper subclass) or
+    "export" (torch's export failed; detail is its first line)."""
     if problem in _BITS:
         what, holds, resolve = _BITS[problem]
         if detail == "destination":
@@ -140,6 +141,10 @@ def torch_refusal(tensor, role, problem, detail):
         return DLPackError(f"arraybridge: {role} requires grad: a write into it would go behind autograd's back; "
                            f"write into {role}.detach(), or let torch write it under torch.no_grad() "
                            f"({role}.copy_(torch.from_dlpack(src)))")
+    if problem == "storageless":
+        return DLPackError(f"arraybridge: {role} is a {type(tensor).__name__} whose elements have no storage DLPack "
+                           "can point at (a wrapper subclass, or a fake tensor): pass the tensors it wraps, or a "
+                           "tensor made from its values")
     if problem == "inference":
         return DLPackError(f"arraybridge: {role} is (or views) a torch tensor made under torch.inference_mode(), which "
                            "torch refuses to update in place outside inference mode; write it inside "

@@ -110,3 +110,36 @@ def test_a_backend_left_out_by_the_environment_names_the_variable():
     assert lines[0] == "OpenCL unavailable: " + said
     assert lines[1].endswith("no device opencl:0: OpenCL unavailable: " + said), lines[1]
     assert "ABR_RUNTIME_DISABLE_OPENCL" not in done.stdout
+
+
+@pytest.mark.slow  # torch's fake-tensor machinery in a fresh interpreter: 9 s
+def test_a_torch_tensor_without_storage_is_refused_saying_so():
+    """The frameworks hunt of 2026-11-30: a wrapper subclass (a tensor of two tensors) or
+    a FakeTensor exports elements with no data, and was refused as "source: data is NULL
+    but the tensor has 4 elements". In its own process: making a wrapper subclass after
+    TensorFlow's import aborts in LLVM (a torch and TensorFlow clash, ours or not)."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import torch, arraybridge as ab
+        from torch.testing._internal.two_tensor import TwoTensor
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            fake = torch.empty(4)
+        for x, name in ((TwoTensor(torch.arange(4.0), torch.arange(4.0)), "TwoTensor"), (fake, "FakeTensor")):
+            try:
+                ab.to_device(x, "cpu")
+                raise SystemExit(f"a {name} was taken")
+            except ab.DLPackError as error:
+                assert f"is a {name} whose elements have no storage" in str(error), error
+            try:
+                ab.convert.convert_memory(x, "torch", "numpy", None)
+                raise SystemExit(f"a {name} was converted")
+            except ab.MemoryConversionError as error:
+                assert "no storage" in str(error), error
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

@@ -381,6 +381,9 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
 /* Replaces the pending exception of a failed PyTorch export with the package's one
  * line naming what was wrong (a MemoryError or a non-Exception is left alone). */
 void torch_refusal(PyObject* x, const char* role);
+/* -1 with the refusal of a torch tensor whose export has no data but elements (a
+ * wrapper subclass without storage of its own: a FakeTensor, a tensor of tensors). */
+int torch_refuse_storageless(PyObject* x, const char* role);
 /* 0 when torch lets x (the write's `role`) be written in place, or -1 with an
  * exception (an inference tensor outside inference mode, which torch refuses to update). */
 int torch_may_write(PyObject* x, const char* role);

@@ -147,6 +147,11 @@ static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, in
     PyErr_Clear();
     status = 0;
   }
+  if (status > 0 && !((DLManagedTensorVersioned*)out->tensor)->dl_tensor.data &&
+      tensor_bytes(&((DLManagedTensorVersioned*)out->tensor)->dl_tensor) != 0) {
+    imported_delete(out);
+    return torch_refuse_storageless(x, role);
+  }
   const int may_be_conjugate =
       status == 0 || ((DLManagedTensorVersioned*)out->tensor)->dl_tensor.dtype.code == kDLComplex;
   PyObject* resolved = NULL;

@@ -226,6 +226,8 @@ void keep_torch_twin(PyObject* tensor, const Imported* src) {
   Py_XSETREF(t->torch_twin, src->torch_twin);
 }
 
+int torch_refuse_storageless(PyObject* x, const char* role) { return refuse(x, role, "storageless", NULL); }
+
 void torch_refusal(PyObject* x, const char* role) {
   if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError)) return;
   PyObject *type, *value, *traceback;
