@@ -70,6 +70,11 @@ class MemoryConversionError(ArrayBridgeError, ValueError):
         self.reason = reason
         super().__init__(f"cannot convert {source_type} to {target_type} ({method}): {reason}")
 
+    def __reduce__(self):
+        # Made again from its four parts: pickle's default, cls(message), fails, and a
+        # multiprocessing pool whose worker raised one hung unpickling it.
+        return type(self), (self.source_type, self.target_type, self.reason, self.method), self.__dict__
+
 
 _BY_STATUS = {
     lib.ABR_ERR_INVALID_ARGUMENT: InvalidArgumentError,

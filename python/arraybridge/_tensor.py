@@ -105,6 +105,31 @@ class Tensor(_core.TensorBase):
             return array.astype(dtype)
         return array.copy() if copy else array
 
+    # A 0-d host tensor as a Python number, as NumPy's: without these, int() and float()
+    # of a host Tensor read its bytes through the buffer protocol as text (a uint8 53
+    # gave int 5).
+    def __int__(self):
+        return int(self._scalar("int"))
+
+    def __float__(self):
+        return float(self._scalar("float"))
+
+    def __complex__(self):
+        return complex(self._scalar("complex"))
+
+    def __index__(self):
+        value = self._scalar("index")
+        if not self.dtype.startswith(("int", "uint")):
+            raise TypeError(f"arraybridge: only an integer tensor is an index; this one is {self.dtype}")
+        return int(value)
+
+    def _scalar(self, what):
+        """Its one element, as NumPy's scalar, for int(), float(), complex() or an index."""
+        if self.shape != ():
+            raise TypeError(f"arraybridge: only a 0-d tensor converts to a Python {what}; this one has shape "
+                            f"{self.shape} (np.asarray(t) gives its elements)")
+        return self.__array__()[()]
+
     def ipc_handle(self):
         """An IpcHandle naming this CUDA tensor's memory for another process (see
         arraybridge.from_ipc); keep this tensor alive until the importers let go."""
@@ -132,6 +157,10 @@ class Tensor(_core.TensorBase):
                               "address; stage it through host memory: arraybridge.mpi.buffer(t) for MPI, or t.to('cpu')")
         if stream is not None and stream != -1 or dl_device is not None or copy:
             own = self.__dlpack_device__()
+            if dl_device is not None and not (type(dl_device) is tuple and len(dl_device) == 2 and
+                                              all(isinstance(v, int) for v in dl_device)):
+                raise TypeError(f"arraybridge: __dlpack__'s dl_device is None or a (device type, device id) tuple "
+                                f"of two ints, such as (1, 0), as NumPy's is; got {dl_device!r}")
             target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
             if stream is not None and stream != -1 and own[0] not in DLPACK_STREAMS:
                 raise StreamError(f"arraybridge: stream={stream!r} given for a {self.device} tensor; "

@@ -274,3 +274,44 @@ def test_impossible_strides_from_any_other_producer_are_refused_saying_so(monkey
     for producer in (fixed_cupy, _Holder(capsule)):
         with pytest.raises(ab.DLPackError, match=r"the producer's strides are invalid.*they read \[-32, -8\]"):
             ab.to_device(producer, "cpu", copy=True)
+
+
+def test_a_0d_host_tensor_is_a_python_number_and_others_refuse_clearly():
+    """The object-protocol hunt of 2026-11-30: int() and float() of a host Tensor read its
+    bytes through the buffer protocol as text: a uint8 53 gave int 5, [49, 101, 51] gave
+    float 1000.0, a float64 2.0 an error about a literal. As NumPy's 0-d arrays: a number."""
+    import operator
+    t = ab.to_device(np.array(53, np.uint8), "cpu")
+    assert (int(t), float(t), complex(t), operator.index(t)) == (53, 53.0, 53 + 0j, 53)
+    assert [10, 20, 30][ab.to_device(np.array(2), "cpu")] == 30
+    assert int(ab.to_device(np.array(2.75), "cpu")) == 2 and float(ab.to_device(np.array(True), "cpu")) == 1.0
+    for three in (ab.to_device(np.array([49, 101, 51], np.uint8), "cpu"), ab.to_device(np.array([7.0]), "cpu")):
+        for convert in (int, float, complex, operator.index):
+            with pytest.raises(TypeError, match="only a 0-d tensor converts"):
+                convert(three)
+    with pytest.raises(TypeError, match="only an integer tensor is an index"):
+        operator.index(ab.to_device(np.array(2.0), "cpu"))
+    with pytest.raises(TypeError, match="move it first"):
+        float(ab.to_device(np.array(2.0), "opencl:0"))
+
+
+def test_dl_device_that_is_no_pair_of_ints_is_a_type_error_saying_so():
+    """It was int()'d item by item: "cpu" gave "invalid literal for int()", (1,) an
+    IndexError, ("1", "0") and (1, 0, 7) were taken."""
+    t = ab.to_device(np.arange(3.0), "cpu")
+    for bad in ("cpu", (1,), ("1", "0"), (1, 0, 7), [1, 0], ab.devices()[0]):
+        with pytest.raises(TypeError, match="dl_device is None or a .device type, device id. tuple"):
+            t.__dlpack__(dl_device=bad, max_version=(1, 0))
+    assert np.array_equal(np.from_dlpack(t, device="cpu"), np.arange(3.0))
+
+
+def test_a_memory_conversion_error_survives_pickle_and_copy():
+    """Pickled as cls(message), it could not be made again: a multiprocessing pool whose
+    worker raised one hung for ever unpickling it."""
+    import copy
+    import pickle
+    error = ab.MemoryConversionError("numpy", "torch", "the reason", "convert_memory")
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+        assert type(again) is ab.MemoryConversionError and str(again) == str(error)
+        assert (again.source_type, again.target_type, again.reason, again.method) == \
+            ("numpy", "torch", "the reason", "convert_memory")
