@@ -24,6 +24,11 @@ _NUMPY_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "
                            "float32", "float64", "complex64", "complex128"})
 
 
+def _pair_of_ints(value):
+    """Whether value is a tuple of two ints, as __dlpack__'s max_version and dl_device are."""
+    return type(value) is tuple and len(value) == 2 and all(isinstance(v, int) for v in value)
+
+
 @_core.untracked_type  # the same class, but the cycle collector does not track its instances (see _core)
 class Tensor(_core.TensorBase):
     """A tensor owned by arraybridge, on any of its devices.
@@ -146,8 +151,7 @@ class Tensor(_core.TensorBase):
     # for a stream, another device, a copy or a request it must refuse.
     def _dlpack_slow(self, stream, max_version, dl_device, copy):
         source, copied = self, False
-        if max_version is not None and not (type(max_version) is tuple and len(max_version) == 2 and
-                                            all(isinstance(v, int) for v in max_version)):
+        if max_version is not None and not _pair_of_ints(max_version):
             raise TypeError(f"arraybridge: __dlpack__'s max_version is None or a (major, minor) tuple of two ints, "
                             f"such as (1, 0), as NumPy's is; got {max_version!r}")
         if stream == -1 and self._device[0] in HANDLES:
@@ -157,8 +161,7 @@ class Tensor(_core.TensorBase):
                               "address; stage it through host memory: arraybridge.mpi.buffer(t) for MPI, or t.to('cpu')")
         if stream is not None and stream != -1 or dl_device is not None or copy:
             own = self.__dlpack_device__()
-            if dl_device is not None and not (type(dl_device) is tuple and len(dl_device) == 2 and
-                                              all(isinstance(v, int) for v in dl_device)):
+            if dl_device is not None and not _pair_of_ints(dl_device):
                 raise TypeError(f"arraybridge: __dlpack__'s dl_device is None or a (device type, device id) tuple "
                                 f"of two ints, such as (1, 0), as NumPy's is; got {dl_device!r}")
             target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
