@@ -61,7 +61,7 @@ def _is_ndarray(cls):
     return major.isdigit() and int(major) >= 2
 
 
-_TENSORFLOW = {}  # what vet_producer looked up once: "module", "not_numbers", and per type what it is
+_TENSORFLOW = {}  # what vet_producer looked up once: "module", "refused", and per type what it is
 
 
 def _tensorflow_kind(cls):
@@ -120,12 +120,16 @@ _BITS = {"conj": ("a conjugate view (its conj bit is set)", "the conjugates of i
          "neg": ("a negative view (its neg bit is set)", "the negatives of its values", "resolve_neg")}
 
 
-def torch_refusal(tensor, role, problem, detail):
-    """The DLPackError (a BufferError, one line) refusing a torch tensor in `role`:
-    problem "conj" or "neg" (detail "destination", "no copy" or "shared"), "grad" (as
-    a destination), "inference" (a write into an inference tensor outside inference
-    mode), "storageless" (its export has elements and no data: a wrapper subclass) or
-    "export" (torch's export failed; detail is its first line)."""
+def refusal(tensor, role, problem, detail):
+    """The DLPackError (a BufferError, one line) refusing a producer's array in `role`:
+    "export" (its producer's export failed; detail is the first line of why), or for a
+    torch tensor problem "conj" or "neg" (detail "destination", "no copy" or "shared"),
+    "grad" (as a destination), "inference" (a write into an inference tensor outside
+    inference mode) or "storageless" (its export has elements and no data: a wrapper
+    subclass)."""
+    if problem == "export" and not _is_torch_tensor(type(tensor)):
+        return DLPackError(f"arraybridge: {role} ({_described(tensor)}) cannot go through DLPack: "
+                           f"{detail}{_export_hint(tensor, role)}")
     if problem in _BITS:
         what, holds, resolve = _BITS[problem]
         if detail == "destination":
@@ -151,6 +155,23 @@ def torch_refusal(tensor, role, problem, detail):
                            f"`with torch.inference_mode():`, or write into {role}.clone() (made outside inference mode, a clone is "
                            "a normal tensor)")
     return DLPackError(f"arraybridge: {role} cannot go through DLPack: {_torch_problem(tensor) or detail}")
+
+
+def _described(array):
+    """"a numpy.ndarray of dtype >i4": an array's type, and its dtype where it has one."""
+    cls = type(array)
+    dtype = getattr(array, "dtype", None)
+    return f"a {cls.__module__}.{cls.__qualname__}" + ("" if dtype is None else f" of dtype {dtype}")
+
+
+def _export_hint(array, role):
+    """How to get an array DLPack carries, where a known export refusal has one."""
+    dtype = getattr(array, "dtype", None)
+    if getattr(dtype, "isnative", True) is False:
+        return f"; pass {role}.astype({role}.dtype.newbyteorder('=')) for its values in this machine's byte order"
+    if str(dtype) in ("int4", "uint4", "int2", "uint2"):
+        return f"; pass {role}.astype('{'u' if str(dtype)[0] == 'u' else ''}int8') for its values"
+    return ""
 
 
 def _torch_problem(tensor):

@@ -9,7 +9,7 @@ from . import _deprecated, _runtime, _structure
 from ._device import device_string, parse_device
 from ._dtype import parse_dtype
 from ._lib import _core, lib
-from ._producers import producer_traits, torch_refusal, vet_producer
+from ._producers import producer_traits, refusal, vet_producer
 from ._stream import stream_handle
 from ._tensor import Tensor
 
@@ -107,7 +107,7 @@ def _copy_structure(src, dst, host_staging=True, non_blocking=False, strict=None
 # What _core.setup registers, kept for the tests that name its hooks or register them again.
 _SETUP = dict(tensor_type=Tensor, parse_device=parse_device, parse_dtype=parse_dtype, stream_handle=stream_handle,
               producer_strides=producer_strides, error=_error, log_transfer=_log_transfer, logger=log,
-              producer_traits=producer_traits, vet_producer=vet_producer, torch_refusal=torch_refusal,
+              producer_traits=producer_traits, vet_producer=vet_producer, refusal=refusal,
               to_device_structure=_to_device_structure, copy_structure=_copy_structure, read_only_why=_READ_ONLY_WHY,
               runtime_flags=_runtime.runtime_flags())
 _core.setup(**_SETUP)

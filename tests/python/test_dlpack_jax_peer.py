@@ -3,6 +3,8 @@ restated in our words with an arraybridge Tensor between JAX and itself: every
 dtype JAX's test names (with bool and complex added) times every shape it names
 (scalars, size-1 dims, empty) goes JAX -> us -> JAX zero-copy with its values, a
 capsule is consumed once, and x64 decides what JAX may hold, as there."""
+import re
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,17 @@ def test_a_jax_cpu_array_is_read_in_place_read_only_and_kept_alive(dtype):
         view = np.from_dlpack(t)
         with pytest.raises(ValueError, match="read-only"):
             view[0] = 0
+
+
+@pytest.mark.parametrize("dtype, wider", [("int4", "int8"), ("uint4", "uint8")])
+def test_a_jax_dtype_dlpack_has_no_code_for_is_our_refusal(dtype, wider):
+    """The frameworks hunt of 2026-11-30: to_device of a JAX int4 array raised JAX's own
+    JaxRuntimeError ("XLA type S4 has no DLPack equivalent"), a RuntimeError that no
+    `except BufferError` catches. Now our DLPackError says which argument, and what to pass."""
+    x = jax.device_put(jnp.arange(4, dtype=dtype), CPU)
+    for role, call in {"x": lambda: ab.to_device(x, "cpu"), "x[0]": lambda: ab.to_device([x], "cpu"),
+                       "src": lambda: ab.copy(x, np.zeros(4, wider))}.items():
+        with pytest.raises(ab.DLPackError, match=rf"arraybridge: {re.escape(role)} \(a [\w.]+ of dtype {dtype}\) cannot "
+                                                 rf"go through DLPack: .*pass {re.escape(role)}.astype\('{wider}'\)"):
+            call()
+    np.testing.assert_array_equal(np.from_dlpack(ab.to_device(x.astype(wider), "cpu")), np.arange(4))

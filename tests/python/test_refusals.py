@@ -1,6 +1,8 @@
 """Bad input to convert_memory, detect_memory_type and to_device: one exception family,
 with the argument's own name in the message; what NumPy accepts as a dtype is
 accepted; nothing changes the data on the way to a refusal."""
+import re
+
 import numpy as np
 import pytest
 
@@ -77,6 +79,50 @@ def test_non_arrays_name_the_argument():
         ab.to_device([np.ones(2), "abc"], "cpu")
     with pytest.raises(TypeError, match=r"src \(a str\) is neither"):
         ab.copy("abc", np.zeros(3))
+
+
+@pytest.mark.parametrize("array, said", [
+    (np.arange(4, dtype=">i4"), r"\(a numpy.ndarray of dtype >i4\) cannot go through DLPack: DLPack only supports native "
+     r"byte order.*pass {role}.astype\({role}.dtype.newbyteorder\('='\)\)"),
+    (np.array(["2020-01-01"], dtype="datetime64[D]"), r"\(a numpy.ndarray of dtype datetime64\[D\]\) cannot go through"),
+    (np.array([object()]), r"\(a numpy.ndarray of dtype object\) cannot go through DLPack"),
+], ids=["big-endian", "datetime", "object"])
+def test_what_a_producer_refuses_to_export_is_our_refusal_naming_the_argument(array, said):
+    """The object-protocol hunt of 2026-11-30: a big-endian NumPy array raised NumPy's own
+    BufferError, "DLPack only supports native byte order.", naming neither the argument
+    nor what to do. Now it is a DLPackError (still a BufferError) naming the argument,
+    its type and dtype, NumPy's own error kept as its cause; the same in a batch, a
+    structure and as a copy's destination."""
+    calls = {"x": lambda: ab.to_device(array, "cpu"), "x[1]": lambda: ab.to_device([np.ones(1), array], "cpu"),
+             "x['w']": lambda: ab.to_device({"w": array}, "cpu"), "dst": lambda: ab.copy(np.ones(array.shape), array),
+             "src": lambda: ab.copy(array, np.ones(array.shape))}
+    for role, call in calls.items():
+        with pytest.raises(ab.DLPackError, match=re.escape(f"arraybridge: {role} ") + said.format(role=re.escape(role))) \
+                as caught:
+            call()
+        assert isinstance(caught.value, BufferError) and type(caught.value.__cause__) is BufferError
+
+
+def test_a_producers_other_failures_are_kept_as_raised_and_its_buffer_errors_are_ours():
+    """Only what says it cannot be exported (a BufferError, or an error about DLPack) is
+    restated: a producer whose device failed, or that was interrupted, raises its own."""
+    class Failing:
+        def __init__(self, error):
+            self.error = error
+
+        def __dlpack__(self, **kwargs):
+            raise self.error
+
+    for error in (RuntimeError("device lost"), OSError("no such file"), KeyboardInterrupt(), MemoryError()):
+        with pytest.raises(type(error)) as caught:
+            ab.to_device(Failing(error), "cpu")
+        assert caught.value is error
+    with pytest.raises(ab.DLPackError, match=r"arraybridge: x \(a [\w.<>]*Failing\) cannot go through DLPack: "
+                                             r"no export today$") as caught:
+        ab.to_device(Failing(BufferError("no export today")), "cpu")
+    assert str(caught.value.__cause__) == "no export today"
+    with pytest.raises(ab.DLPackError, match=r"cannot go through DLPack: ValueError's DLPack dtype is unknown"):
+        ab.to_device(Failing(ValueError("ValueError's DLPack dtype is unknown")), "cpu")
 
 
 @pytest.mark.parametrize("spelling", [float, "f8", "float64", np.float64, np.dtype("<f8"), "double"])

@@ -185,7 +185,7 @@ typedef struct {
   PyObject* log_transfer;        /* (tensor, context) -> None, logs at DEBUG */
   PyObject* producer_traits;     /* (type) -> PRODUCER_* bits of what its framework is known to do */
   PyObject* vet_producer;        /* (producer) -> what to import in its place; raises for what must not be exported */
-  PyObject* torch_refusal;       /* (tensor, role, problem, detail) -> the exception refusing a torch tensor */
+  PyObject* refusal;             /* (array, role, problem, detail) -> the exception refusing a producer's array */
   PyObject* to_device_structure; /* to_device's own arguments, for a structure of arrays (_structure.py) */
   PyObject* copy_structure;      /* copy's own arguments, for a structure of arrays */
   PyObject* read_only_why;       /* a str: why a destination is read-only, said where a copy into one is refused */
@@ -378,9 +378,6 @@ int import_host_buffer(PyObject* array, Imported* out);
  * is not complex, so it has no conjugate bit (torch sets it on complex tensors only). */
 int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_conjugate, PyObject** replacement,
               int* autograd);
-/* Replaces the pending exception of a failed PyTorch export with the package's one
- * line naming what was wrong (a MemoryError or a non-Exception is left alone). */
-void torch_refusal(PyObject* x, const char* role);
 /* -1 with the refusal of a torch tensor whose export has no data but elements (a
  * wrapper subclass without storage of its own: a FakeTensor, a tensor of tensors). */
 int torch_refuse_storageless(PyObject* x, const char* role);

@@ -33,7 +33,7 @@ PyObject* core_setup(PyObject* module, PyObject* args, PyObject* kwargs) {
                 {"log_transfer", &hooks.log_transfer},
                 {"producer_traits", &hooks.producer_traits},
                 {"vet_producer", &hooks.vet_producer},
-                {"torch_refusal", &hooks.torch_refusal},
+                {"refusal", &hooks.refusal},
                 {"to_device_structure", &hooks.to_device_structure},
                 {"copy_structure", &hooks.copy_structure},
                 {"read_only_why", &hooks.read_only_why},

@@ -6,6 +6,8 @@
  */
 #include "core.h"
 
+#include <string.h>
+
 /* Whether `t->shape` may be read for its `ndim` extents. The runtime validates every
  * field, but the shortcuts below read the shape before it is called: a producer's
  * NULL shape or wild ndim must reach the runtime's refusal, not crash them. */
@@ -128,6 +130,47 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
   return status;
 }
 
+/* Replaces the pending exception of a producer's failed export with the package's
+ * DLPackError naming the argument, in one line, the producer's own kept as its
+ * __cause__ (but torch's, a C++ backtrace). A torch tensor's every failure is a refusal
+ * (sparse, quantized, meta, nested); another producer's only a BufferError, the array
+ * API's word for "cannot export", or an error about DLPack (NumPy's big-endian or
+ * datetime arrays, JAX's int4): a failed device, an interrupt or a MemoryError stays
+ * what it is, as does an error that is already ours. */
+static void refuse_export(PyObject* x, const char* role, int every_failure) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError)) return;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (traceback) PyException_SetTraceback(value, traceback);
+  PyObject* text = value ? PyObject_Str(value) : NULL;
+  const char* message = text ? PyUnicode_AsUTF8(text) : NULL;
+  const int refused = message && strncmp(message, "arraybridge: ", 13) != 0 &&
+      (every_failure || PyErr_GivenExceptionMatches(type, PyExc_BufferError) || strstr(message, "DLPack"));
+  if (!refused) {  /* nothing to say better: kept as raised */
+    PyErr_Clear(); /* a failed str() */
+    Py_XDECREF(text);
+    PyErr_Restore(type, value, traceback);
+    return;
+  }
+  const char* end = strchr(message, '\n');
+  PyObject* first = PyUnicode_FromStringAndSize(message, end ? end - message : (Py_ssize_t)strlen(message));
+  PyObject* error = first ? PyObject_CallFunction(hooks.refusal, "OssO", x, role, "export", first) : NULL;
+  if (error) {
+    if (!every_failure) {                 /* torch's is a C++ backtrace: said in the first line alone */
+      PyException_SetCause(error, value); /* takes the reference */
+      value = NULL;
+    }
+    PyErr_SetObject((PyObject*)Py_TYPE(error), error);
+    Py_DECREF(error);
+  }
+  Py_XDECREF(first);
+  Py_DECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+}
+
 /* A producer's tensor through its type's DLPack C exchange table where it has one,
  * else through __dlpack__; read-only kept either way. */
 static int import_from_producer(PyObject* x, const char* role, int immutable, Imported* out) {
@@ -172,7 +215,7 @@ static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, in
   PyObject* source = resolved ? resolved : x;
   out->resolved = resolved != NULL;
   status = import_from_producer(source, role, immutable, out);
-  if (status < 0) torch_refusal(x, role);
+  if (status < 0) refuse_export(x, role, 1);
   out->torch_twin = twin;
   Py_XDECREF(resolved);
   return status;
@@ -234,6 +277,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     if (!vetted) return -1;
     const int status = PyCapsule_CheckExact(vetted) ? import_capsule(vetted, immutable, out)
                                                     : import_exported(vetted, role, immutable, out);
+    if (status < 0) refuse_export(x, role, 0);
     Py_DECREF(vetted);
     return status;
   }
@@ -242,7 +286,9 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
     if (read != 0) return read < 0 ? -1 : keep_read_only(immutable, out);
   }
   if (traits & PRODUCER_TORCH) return import_torch(x, role, purpose, immutable, out);
-  return import_from_producer(x, role, immutable, out);
+  if (import_from_producer(x, role, immutable, out) == 0) return 0;
+  refuse_export(x, role, 0);
+  return -1;
 }
 
 PyObject* imports_viewed(const Imported* imports, Py_ssize_t count) {

@@ -49,7 +49,7 @@ static PyMethodDef methods[] = {
      "does not track (a class decorator)"},
     {"setup", (PyCFunction)(void (*)(void))core_setup, METH_VARARGS | METH_KEYWORDS,
      "setup(tensor_type=, parse_device=, parse_dtype=, stream_handle=, producer_strides=, error=, log_transfer=, "
-     "producer_traits=, vet_producer=, torch_refusal=, to_device_structure=, copy_structure=, read_only_why=, "
+     "producer_traits=, vet_producer=, refusal=, to_device_structure=, copy_structure=, read_only_why=, "
      "logger=, runtime_flags=)"},
     {"devices", core_devices, METH_NOARGS,
      "devices() -> [(type, id, backend, name, platform, memory_bytes, flags)], the CPU first"},

@@ -9,7 +9,7 @@
  * outside inference mode, as torch refuses it); a Tensor that views a torch tensor
  * writable keeps it (its torch twin), and its writes bump it too; and a failed
  * export (sparse, quantized, meta, nested) is said in one line, without torch's C++
- * backtrace. The refusals' words are the package's (torch_refusal). */
+ * backtrace. The refusals' words are the package's (_producers.refusal). */
 #include "core.h"
 
 #include <string.h>
@@ -65,7 +65,7 @@ static int truth(PyObject* value) {
 
 /* Raises the package's exception for `problem` with a tensor in `role`. */
 static int refuse(PyObject* x, const char* role, const char* problem, const char* detail) {
-  PyObject* error = PyObject_CallFunction(hooks.torch_refusal, "Ossz", x, role, problem, detail);
+  PyObject* error = PyObject_CallFunction(hooks.refusal, "Ossz", x, role, problem, detail);
   if (error) {
     PyErr_SetObject((PyObject*)Py_TYPE(error), error);
     Py_DECREF(error);
@@ -227,30 +227,3 @@ void keep_torch_twin(PyObject* tensor, const Imported* src) {
 }
 
 int torch_refuse_storageless(PyObject* x, const char* role) { return refuse(x, role, "storageless", NULL); }
-
-void torch_refusal(PyObject* x, const char* role) {
-  if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError)) return;
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyErr_NormalizeException(&type, &value, &traceback);
-  PyObject* text = value ? PyObject_Str(value) : NULL;
-  const char* message = text ? PyUnicode_AsUTF8(text) : NULL;
-  if (!message) {
-    Py_XDECREF(text);
-    PyErr_Restore(type, value, traceback); /* nothing to shorten: keep what was raised */
-    return;
-  }
-  if (strncmp(message, "arraybridge: ", 13) == 0) { /* ours already says what it means */
-    Py_DECREF(text);
-    PyErr_Restore(type, value, traceback);
-    return;
-  }
-  const char* end = strchr(message, '\n');
-  PyObject* first = PyUnicode_FromStringAndSize(message, end ? end - message : (Py_ssize_t)strlen(message));
-  if (first) refuse(x, role, "export", PyUnicode_AsUTF8(first));
-  Py_XDECREF(first);
-  Py_DECREF(text);
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(traceback);
-}
