@@ -48,7 +48,8 @@ class TransferReport(NamedTuple):
     detail: str
 
 class IpcHandle:
-    data: bytes
+    @property
+    def data(self) -> bytes: ...
     def __init__(self, data: bytes | bytearray | memoryview) -> None: ...
     def __bytes__(self) -> bytes: ...
 

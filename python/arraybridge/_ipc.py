@@ -9,12 +9,17 @@ class IpcHandle:
     bytes) and call `arraybridge.from_ipc` there. Made by `ipc_handle` or
     `Tensor.ipc_handle()`."""
 
-    __slots__ = ("data",)
+    __slots__ = ("_data", "__weakref__")
 
     def __init__(self, data):
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"an IpcHandle is made from bytes, not {type(data).__name__}")
-        self.data = bytes(data)
+        self._data = bytes(data)
+
+    @property
+    def data(self):
+        """The handle's bytes (read-only: a handle is hashed by them, and names one memory)."""
+        return self._data
 
     def __bytes__(self):
         return self.data
@@ -46,4 +51,8 @@ def from_ipc(handle):
     """The Tensor an IpcHandle (or its bytes) from another process names: the same
     memory, zero-copy, on this process's number of the same GPU, ready when this
     returns. Deleting it closes the mapping once this process's queued work is done."""
-    return _core.ipc_import(handle.data if isinstance(handle, IpcHandle) else bytes(handle))
+    if isinstance(handle, IpcHandle):
+        return _core.ipc_import(handle.data)
+    if not isinstance(handle, (bytes, bytearray, memoryview)):  # bytes(5) is five zero bytes, no handle
+        raise TypeError(f"arraybridge: from_ipc takes an IpcHandle or its bytes, not a {type(handle).__name__}")
+    return _core.ipc_import(bytes(handle))

@@ -4,7 +4,9 @@ double imports share one mapping; an exporter that exited, a GPU the importer do
 see, host memory and OpenCL are refused by name. Against the fake CUDA driver, whose
 device memory is shared memory behind the handles; on a GPU machine also with torch."""
 import os
+import pickle
 import textwrap
+import weakref
 
 import numpy as np
 import pytest
@@ -128,6 +130,22 @@ def test_host_memory_and_opencl_have_no_ipc():
         ab.ipc_handle(ab.to_device(np.ones(4), "opencl:0"))
     with pytest.raises(TypeError, match="made from bytes"):
         ab.IpcHandle("text")
+
+
+def test_what_is_no_handle_is_refused_by_type_and_a_handle_is_not_rewritten():
+    """The object-protocol hunt of 2026-11-30: from_ipc(5) took bytes(5), five zero bytes,
+    and went looking for a CUDA device to open them; a handle's bytes could be reassigned
+    under its hash, so a set of handles lost it; and no weakref could name one."""
+    for wrong in (5, "abc", None, [1, 2], 2.5):
+        with pytest.raises(TypeError, match=f"from_ipc takes an IpcHandle or its bytes, not a {type(wrong).__name__}$"):
+            ab.from_ipc(wrong)
+    handle = ab.IpcHandle(b"\x01" * 8)
+    held = {handle}
+    with pytest.raises(AttributeError):
+        handle.data = b"\x02" * 8
+    assert handle in held and handle.data == b"\x01" * 8 and bytes(handle) == handle.data
+    assert weakref.ref(handle)() is handle
+    assert pickle.loads(pickle.dumps(handle)) == handle
 
 
 @requires_cuda
