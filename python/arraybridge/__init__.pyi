@@ -33,6 +33,7 @@ class Device(NamedTuple):
     memory_bytes: int
     shares_host_memory: bool
     lost: bool
+    double_precision: bool = True
 
 class BackendInfo(NamedTuple):
     name: str

@@ -59,9 +59,12 @@ def device_string(kind, index):
     return ffi.string(name).decode()
 
 
-Device = namedtuple("Device", "name dlpack backend label platform memory_bytes shares_host_memory lost")
+Device = namedtuple("Device", "name dlpack backend label platform memory_bytes shares_host_memory lost "
+                     "double_precision", defaults=(True,))
 Device.__doc__ = """One device of the runtime. `name` is what to_device takes ("opencl:0");
-`label` is the hardware's own name; `dlpack` the (DLDeviceType, id) pair."""
+`label` is the hardware's own name; `dlpack` the (DLDeviceType, id) pair;
+`double_precision` False for an OpenCL device without cl_khr_fp64, where a cast to
+or from float64 in its memory is refused (convert on the host: to_device's dtype=)."""
 
 BackendInfo = namedtuple("BackendInfo", "name available device_count detail")
 
@@ -75,7 +78,8 @@ def devices():
             name=device_string(kind, index), dlpack=(kind, index), backend=BACKENDS.get(backend, "?"),
             label=label, platform=platform, memory_bytes=memory_bytes,
             shares_host_memory=bool(flags & lib.ABR_DEVICE_SHARES_HOST_MEMORY),
-            lost=bool(flags & lib.ABR_DEVICE_LOST_FLAG)))
+            lost=bool(flags & lib.ABR_DEVICE_LOST_FLAG),
+            double_precision=not flags & lib.ABR_DEVICE_NO_DOUBLE_PRECISION))
     return found
 
 

@@ -262,6 +262,8 @@ def test_a_device_without_double_precision_refuses_its_float64_casts_before_anyt
         import numpy as np, arraybridge as ab
         x = np.arange(8, dtype=np.float64)
         on_device = ab.to_device(x, "opencl:0")
+        said = {d.name: d.double_precision for d in ab.devices()}
+        assert said["opencl:0"] is False and said["cpu"] is True, said
         try:
             on_device.to("opencl:0", dtype="float32")
             raise SystemExit("a float64 cast in the device's memory was not refused")
