@@ -47,18 +47,23 @@ class Recording:
 
     def __init__(self, records=()):
         self.records = list(records)
+        self._entered = 0  # a recording on twice (nested `with` blocks of it) records each transfer once
 
     def __enter__(self):
         with _lock:
-            _on.append(self)
-            _core.set_recorder(_record)
+            self._entered += 1
+            if self._entered == 1:
+                _on.append(self)
+                _core.set_recorder(_record)
         return self
 
     def __exit__(self, *exc):
         with _lock:
-            _on.remove(self)
-            if not _on:
-                _core.set_recorder(None)
+            self._entered -= 1
+            if self._entered == 0:
+                _on.remove(self)
+                if not _on:
+                    _core.set_recorder(None)
         return False
 
     def rows(self):
@@ -97,7 +102,15 @@ class Recording:
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("arraybridge_recording") != 1:
             raise ValueError("not an arraybridge recording (Recording.to_json makes one)")
-        return cls(TransferRecord(*record) for record in data["records"])
+        records = data.get("records")
+        if not isinstance(records, list):
+            raise ValueError("an arraybridge recording without its list of records (Recording.to_json makes one)")
+        fields = len(TransferRecord._fields)
+        for i, record in enumerate(records):
+            if not isinstance(record, list) or len(record) != fields:
+                raise ValueError(f"record {i} of the arraybridge recording is not a list of its {fields} fields "
+                                 f"({', '.join(TransferRecord._fields)}): {record!r:.80}")
+        return cls(TransferRecord(*record) for record in records)
 
     def merge(self, other):
         """A Recording of both's records (another process's, through from_json)."""
@@ -113,6 +126,12 @@ class Recording:
 
     def __len__(self):
         return len(self.records)
+
+    def __eq__(self, other):
+        """The same records in the same order (a recording that went through JSON equals itself)."""
+        return self.records == other.records if isinstance(other, Recording) else NotImplemented
+
+    __hash__ = None  # records are added while it is on
 
     def __repr__(self):
         return f"arraybridge.Recording({len(self.records)} transfers)"

@@ -73,6 +73,21 @@ def test_nothing_is_recorded_before_or_after_and_recordings_nest():
     assert ab._core.set_recorder(None) is None  # off again: nothing left set
 
 
+def test_a_recording_on_twice_records_each_transfer_once_and_stays_on_until_its_last_block_ends():
+    """The object-protocol hunt of 2026-11-30: a Recording entered in a nested `with` of
+    itself counted every transfer twice, and its inner block's end left it on."""
+    rec = ab.recording()
+    with rec:
+        with rec:
+            ab.to_device(np.ones(4), "cpu")
+        ab.to_device(np.ones(4), "cpu")  # the outer block still runs: recorded
+    ab.to_device(np.ones(4), "cpu")
+    assert len(rec) == 2
+    with rec:  # on again after its end: it goes on adding
+        ab.to_device(np.ones(4), "cpu")
+    assert len(rec) == 3 and ab._core.set_recorder(None) is None
+
+
 def test_json_round_trip_and_merge_across_processes():
     with ab.recording() as rec:
         ab.to_device(np.ones(8), "opencl:0")
@@ -85,6 +100,19 @@ def test_json_round_trip_and_merge_across_processes():
     assert len(rec.merge(back)) == 2
     with pytest.raises(ValueError, match="not an arraybridge recording"):
         ab.Recording.from_json('{"records": []}')
+    assert back == rec and back != ab.Recording() and rec != rec.records  # what equality means: the records
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"arraybridge_recording": 1}', "without its list of records"),
+    ('{"arraybridge_recording": 1, "records": {}}', "without its list of records"),
+    ('{"arraybridge_recording": 1, "records": [["to_device", "cpu"]]}', "record 0 .* is not a list of its 8 fields"),
+    ('{"arraybridge_recording": 1, "records": [5]}', "record 0 .* is not a list of its 8 fields"),
+])
+def test_json_that_is_no_recording_is_a_value_error_saying_what_is_missing(text, said):
+    """It raised KeyError('records') or TypeError from the record's tuple."""
+    with pytest.raises(ValueError, match=said):
+        ab.Recording.from_json(text)
 
 
 def test_a_failing_transfer_is_not_recorded_and_a_failing_recorder_fails_no_transfer(monkeypatch):
