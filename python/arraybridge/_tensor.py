@@ -156,7 +156,7 @@ class Tensor(_core.TensorBase):
                             f"such as (1, 0), as NumPy's is; got {max_version!r}")
         if stream == -1 and self._device[0] in HANDLES:
             # mpi4py asks so of any device but the CPU, then reads data as an address.
-            raise DLPackError(f"arraybridge: a {self.device} tensor was asked for with stream=-1, as a consumer of "
+            raise DLPackError(f"arraybridge: a tensor on {self.device} was asked for with stream=-1, as a consumer of "
                               "device pointers asks (mpi4py does), but its data is a handle (a cl_mem), not an "
                               "address; stage it through host memory: arraybridge.mpi.buffer(t) for MPI, or t.to('cpu')")
         if stream is not None and stream != -1 or dl_device is not None or copy:
@@ -166,7 +166,7 @@ class Tensor(_core.TensorBase):
                                 f"of two ints, such as (1, 0), as NumPy's is; got {dl_device!r}")
             target = own if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
             if stream is not None and stream != -1 and own[0] not in DLPACK_STREAMS:
-                raise StreamError(f"arraybridge: stream={stream!r} given for a {self.device} tensor; "
+                raise StreamError(f"arraybridge: stream={stream!r} given for a tensor on {self.device}; "
                                   "DLPack devices without streams take stream=None")
             if stream is not None:
                 # Only the value is checked here: queued work (non_blocking) is ordered below.

@@ -95,7 +95,7 @@ def test_stream_on_a_cpu_tensor():
     # NumPy raises RuntimeError; the standard keeps BufferError for data that cannot be
     # exported and names no type for a wrong argument, so we follow NumPy (our error is
     # also an ArrayBridgeError).
-    with pytest.raises(RuntimeError, match="stream=1 given for a cpu tensor") as error:
+    with pytest.raises(RuntimeError, match="stream=1 given for a tensor on cpu") as error:
         t.__dlpack__(stream=1)
     assert isinstance(error.value, ab.ArrayBridgeError)
 

@@ -105,7 +105,8 @@ def test_what_a_producer_refuses_to_export_is_our_refusal_naming_the_argument(ar
 
 def test_a_producers_other_failures_are_kept_as_raised_and_its_buffer_errors_are_ours():
     """Only what says it cannot be exported (a BufferError, or an error about DLPack) is
-    restated: a producer whose device failed, or that was interrupted, raises its own."""
+    restated: a producer whose device failed, or that was interrupted, raises its own.
+    (test_protocol asked every producer error to pass unchanged, a BufferError too.)"""
     class Failing:
         def __init__(self, error):
             self.error = error
