@@ -10,10 +10,16 @@ from ._lib import ffi, lib
 
 
 class ArrayBridgeError(Exception):
-    """A failed runtime call. `status` is the C status value, `status_name` its name."""
+    """A failed runtime call. `status` is the C status value, `status_name` its name;
+    an error the package raises itself has its class's status (None for this class,
+    DeviceError and MemoryConversionError, whose causes vary)."""
+
+    _status = None  # the header's name of what a refusal of this class is, where one status says it
 
     def __init__(self, message, status=None, status_name=None):
         super().__init__(message)
+        if status is None and status_name is None and self._status is not None:
+            status, status_name = getattr(lib, self._status), self._status
         self.status = status
         self.status_name = status_name
 
@@ -21,13 +27,19 @@ class ArrayBridgeError(Exception):
 class DLPackError(ArrayBridgeError, BufferError):
     """The tensor cannot be described or honoured through DLPack (dtype, strides, device, flags)."""
 
+    _status = "ABR_ERR_UNSUPPORTED"
+
 
 class CopyRequiredError(ArrayBridgeError, ValueError):
     """copy=False, but the request needs a copy."""
 
+    _status = "ABR_ERR_COPY_REQUIRED"
+
 
 class InvalidArgumentError(ArrayBridgeError, ValueError):
     """A bad argument reached the runtime."""
+
+    _status = "ABR_ERR_INVALID_ARGUMENT"
 
 
 class CastingError(ArrayBridgeError, TypeError):
@@ -35,9 +47,13 @@ class CastingError(ArrayBridgeError, TypeError):
     "same_kind", refuses complex to real, float to integer, signed to unsigned and
     anything but bool to bool). TypeError, as NumPy's copyto raises."""
 
+    _status = "ABR_ERR_CASTING"
+
 
 class OutOfMemoryError(ArrayBridgeError, MemoryError):
     """A host, pinned or device allocation failed."""
+
+    _status = "ABR_ERR_OUT_OF_MEMORY"
 
 
 class DeviceError(ArrayBridgeError, RuntimeError):
@@ -49,6 +65,8 @@ class StreamError(ArrayBridgeError, RuntimeError):
     tensor takes stream=None). RuntimeError, as NumPy raises: the array API standard
     keeps BufferError for data that cannot be exported and names no type for a wrong
     argument."""
+
+    _status = "ABR_ERR_INVALID_ARGUMENT"
 
 
 class PeerLostError(ArrayBridgeError, ConnectionError):

@@ -190,3 +190,23 @@ def test_a_torch_tensor_without_storage_is_refused_saying_so():
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+def test_what_the_package_refuses_itself_has_its_class_status():
+    """The object-protocol hunt of 2026-11-30: a refusal raised in Python (a masked array,
+    a stream on a stream-less device, a producer's own refusal) had status and
+    status_name None, so `error.status_name == "ABR_ERR_..."` missed it where the same
+    class from the library matched."""
+    masked = np.ma.masked_array(np.arange(3.0), mask=[0, 1, 0])
+    stream_on_cpu = ab.to_device(np.ones(2), "cpu")
+    cases = [(lambda: ab.to_device(masked, "cpu"), ab.DLPackError, "ABR_ERR_UNSUPPORTED"),
+             (lambda: ab.to_device(np.arange(2, dtype=">f8"), "cpu"), ab.DLPackError, "ABR_ERR_UNSUPPORTED"),
+             (lambda: stream_on_cpu.__dlpack__(stream=5, max_version=(1, 0)), ab.StreamError,
+              "ABR_ERR_INVALID_ARGUMENT")]
+    for call, cls, name in cases:
+        with pytest.raises(cls) as caught:
+            call()
+        assert (caught.value.status_name, caught.value.status) == (name, getattr(ab._errors.lib, name)), caught.value
+    from_library = ab.CopyRequiredError("said", -7, "ABR_ERR_SOMETHING")  # what the library said is kept
+    assert (from_library.status, from_library.status_name) == (-7, "ABR_ERR_SOMETHING")
+    assert ab.DeviceError("lost").status_name is None  # many statuses: none is assumed
