@@ -206,7 +206,8 @@ def test_on_a_stream_a_structure_goes_as_one_batch_and_a_failure_names_its_place
     out = run_with_fake_cuda("""
         import numpy as np, pytest, arraybridge as ab
         nested = {"layers": [np.ones(2), {"w": np.array(["text"]), "b": np.ones(1)}]}
-        with pytest.raises(BufferError, match=r"^x\\['layers'\\]\\[1\\]\\['w'\\]: ") as raised:
+        with pytest.raises(BufferError, match=r"^arraybridge: x\\['layers'\\]\\[1\\]\\['w'\\] \\(a numpy.ndarray "
+                                              r"of dtype <U4\\) cannot go through DLPack") as raised:
             ab.to_device(nested, "cuda:0", stream=2)
         assert "x[2]" not in str(raised.value), raised.value
         nested["layers"][1]["w"] = np.arange(3)
