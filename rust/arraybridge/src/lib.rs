@@ -21,6 +21,7 @@
 
 pub use arraybridge_sys as sys;
 
+use std::cell::OnceCell;
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::os::raw::{c_char, c_void};
@@ -66,12 +67,12 @@ impl Error {
 
     /// An error raised on the Rust side (an argument the C API cannot even receive).
     fn invalid(message: impl Into<String>) -> Error {
-        Error {
-            status: sys::ABR_ERR_INVALID_ARGUMENT,
-            name: status_name(sys::ABR_ERR_INVALID_ARGUMENT),
-            message: message.into(),
-            backend_code: 0,
-        }
+        Error::of(sys::ABR_ERR_INVALID_ARGUMENT, message)
+    }
+
+    /// An error with `status` raised on the Rust side, where the library would say the same.
+    fn of(status: sys::abr_status, message: impl Into<String>) -> Error {
+        Error { status, name: status_name(status), message: message.into(), backend_code: 0 }
     }
 }
 
@@ -305,12 +306,25 @@ pub fn device_kinds() -> Result<Vec<DeviceKind>> {
 // ======================================================================== tensors
 
 /// Element types a `Tensor` can be built from and read back as.
-pub trait Element: Copy + 'static {
+///
+/// # Safety
+/// `DTYPE` must describe `Self` exactly: its bits are `8 * size_of::<Self>()`, and
+/// every bit pattern of that dtype is a valid `Self` (`from_vec` hands the library
+/// `size_of::<Self>()` bytes an element, and `to_vec` reads the library's bytes as
+/// `Self`). A wrong impl reads or writes out of bounds, so safe code cannot make one:
+///
+/// ```compile_fail,E0200
+/// struct Big([u8; 64]);
+/// impl arraybridge::Element for Big {
+///     const DTYPE: arraybridge::DType = arraybridge::DType::U8;
+/// }
+/// ```
+pub unsafe trait Element: Copy + 'static {
     const DTYPE: DType;
 }
 macro_rules! element {
     ($($t:ty => $code:expr),*) => {
-        $(impl Element for $t {
+        $(unsafe impl Element for $t {
             const DTYPE: DType = DType::new($code, (8 * std::mem::size_of::<$t>()) as u8, 1);
         })*
     };
@@ -325,6 +339,9 @@ element!(f32 => sys::kDLFloat, f64 => sys::kDLFloat, i8 => sys::kDLInt, i16 => s
 pub struct Tensor {
     raw: NonNull<sys::DLManagedTensorVersioned>,
     pending: Option<Event>,
+    /// Why the queued transfer that made it failed, once a wait said so: kept, so that
+    /// every later reader is told, never handed what the failed work left behind.
+    failed: OnceCell<Error>,
 }
 
 // The tensor's memory owner travels with it: DLPack deleters may run on any thread.
@@ -340,11 +357,24 @@ unsafe extern "C" fn delete_vec_owner<T>(managed: *mut sys::DLManagedTensorVersi
     drop(Box::from_raw((*managed).manager_ctx as *mut VecOwner<T>));
 }
 
+/// The elements of `shape`, for the constructors: a negative extent, or a count past
+/// usize, is the caller's error, said by name.
+fn element_count(shape: &[i64]) -> usize {
+    shape.iter().try_fold(1usize, |count, &extent| {
+        let extent = usize::try_from(extent).unwrap_or_else(|_| panic!("shape {:?}: extent {} is negative", shape, extent));
+        count.checked_mul(extent)
+    })
+    .unwrap_or_else(|| panic!("shape {:?}: its element count overflows usize", shape))
+}
+
 impl Tensor {
     /// A compact row-major CPU tensor over `data`.
+    ///
+    /// # Panics
+    /// If `shape` has a negative extent, or does not hold exactly `data.len()` elements.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[i64]) -> Tensor {
-        let count: i64 = shape.iter().product();
-        assert_eq!(count as usize, data.len(), "shape {:?} does not hold {} elements", shape, data.len());
+        let count = element_count(shape);
+        assert_eq!(count, data.len(), "shape {:?} does not hold {} elements", shape, data.len());
         let mut owner = Box::new(VecOwner::<T> {
             managed: sys::DLManagedTensorVersioned {
                 version: sys::DLPackVersion { major: sys::DLPACK_MAJOR_VERSION, minor: sys::DLPACK_MINOR_VERSION },
@@ -369,30 +399,37 @@ impl Tensor {
         let raw = Box::into_raw(owner);
         unsafe {
             (*raw).managed.manager_ctx = raw as *mut c_void;
-            Tensor { raw: NonNull::new_unchecked(ptr::addr_of_mut!((*raw).managed)), pending: None }
+            Tensor { raw: NonNull::new_unchecked(ptr::addr_of_mut!((*raw).managed)), pending: None, failed: OnceCell::new() }
         }
     }
 
     /// A CPU tensor of `shape` filled with `T::default()` (zeros): a copy destination.
+    ///
+    /// # Panics
+    /// If `shape` has a negative extent, or more elements than memory can hold.
     pub fn zeros<T: Element + Default>(shape: &[i64]) -> Tensor {
-        let count: i64 = shape.iter().product();
-        Tensor::from_vec(vec![T::default(); count as usize], shape)
+        Tensor::from_vec(vec![T::default(); element_count(shape)], shape)
     }
 
     /// Takes ownership of a managed tensor from elsewhere (another library, or one
     /// built by hand); its deleter runs when the `Tensor` is dropped. None for NULL.
     ///
     /// # Safety
-    /// `raw` must be a valid DLPack 1.x managed tensor that nobody else will delete.
+    /// `raw` must be a valid DLPack 1.x managed tensor that nobody else will delete,
+    /// whose deleter may run on any thread (a `Tensor` is `Send`, and the library may
+    /// delete a source on a driver's thread once queued work is done).
     pub unsafe fn from_raw(raw: *mut sys::DLManagedTensorVersioned) -> Option<Tensor> {
-        NonNull::new(raw).map(|raw| Tensor { raw, pending: None })
+        NonNull::new(raw).map(|raw| Tensor { raw, pending: None, failed: OnceCell::new() })
     }
 
-    /// Gives up ownership (after waiting for a pending transfer): the caller calls
-    /// the deleter, or hands the tensor to a consumer that will.
-    pub fn into_raw(mut self) -> *mut sys::DLManagedTensorVersioned {
-        let _ = self.wait_pending();
-        self.into_raw_now()
+    /// Gives up ownership once a pending transfer has completed: the caller calls the
+    /// deleter, or hands the tensor to a consumer that will. If that transfer failed,
+    /// the tensor comes back in the error (its memory holds no result).
+    pub fn into_raw(mut self) -> std::result::Result<*mut sys::DLManagedTensorVersioned, (Error, Tensor)> {
+        match self.wait_pending() {
+            Ok(()) => Ok(self.into_raw_now()),
+            Err(error) => Err((error, self)),
+        }
     }
 
     fn into_raw_now(mut self) -> *mut sys::DLManagedTensorVersioned {
@@ -402,14 +439,26 @@ impl Tensor {
         raw
     }
 
-    fn wait_pending(&mut self) -> Result<()> {
-        match self.pending.take() {
-            Some(event) => event.synchronize(),
-            None => Ok(()),
+    /// Ok once the transfer that made it has completed; its failure, every time after
+    /// the first wait that saw it.
+    fn settled(&self) -> Result<()> {
+        if let Some(error) = self.failed.get() {
+            return Err(error.clone());
         }
+        if let Some(Err(error)) = self.pending.as_ref().map(Event::synchronize) {
+            return Err(self.failed.get_or_init(|| error).clone());
+        }
+        Ok(())
+    }
+
+    fn wait_pending(&mut self) -> Result<()> {
+        self.settled()?;
+        self.pending = None;
+        Ok(())
     }
 
     /// Waits until the transfer that produced this tensor on a stream has completed.
+    /// Once it has failed, this and every reader of the tensor return that failure.
     pub fn synchronize(&mut self) -> Result<()> {
         self.wait_pending()
     }
@@ -481,23 +530,41 @@ impl Tensor {
         matches!(self.device().0.device_type, sys::kDLCPU | sys::kDLCUDAHost | sys::kDLCUDAManaged)
     }
 
-    /// The elements of a compact host tensor of type T; None for anything else (move
-    /// it to `Device::CPU` first). Waits for a pending transfer first.
-    pub fn to_vec<T: Element>(&self) -> Option<Vec<T>> {
-        if !self.host_readable() || self.dtype() != T::DTYPE || !self.is_compact() {
-            return None;
+    /// The elements of a compact host tensor of type T, once a pending transfer has
+    /// completed. An error says why not: device memory (move it to `Device::CPU`
+    /// first), another dtype, strides with gaps, or the failure of the transfer that
+    /// made it. Any alignment is read (DLPack allows a `byte_offset` that is not).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if !self.host_readable() {
+            return Err(Error::invalid(format!(
+                "to_vec: the tensor is in {} memory, which the host does not read in place; move it to Device::CPU first",
+                self.device()
+            )));
         }
-        self.pending.as_ref().map(Event::synchronize).transpose().ok()?;
-        let count = self.numel() as usize;
-        if count == 0 {
-            return Some(Vec::new());
+        if self.dtype() != T::DTYPE {
+            return Err(Error::invalid(format!("to_vec: the tensor holds {}, not {}", self.dtype(), T::DTYPE)));
         }
-        Some(unsafe { std::slice::from_raw_parts(self.data_ptr() as *const T, count) }.to_vec())
+        if !self.is_compact() {
+            return Err(Error::invalid(format!(
+                "to_vec: the tensor's strides {:?} leave gaps in shape {:?}; copy it to a compact one first",
+                self.strides().unwrap_or_default(),
+                self.shape()
+            )));
+        }
+        self.settled()?;
+        let count = usize::try_from(self.numel()).unwrap_or(0);
+        let mut out = Vec::<T>::with_capacity(count);
+        // Bytes, not a &[T]: the library's views may be unaligned for T.
+        unsafe {
+            ptr::copy_nonoverlapping(self.data_ptr(), out.as_mut_ptr() as *mut u8, count * std::mem::size_of::<T>());
+            out.set_len(count);
+        }
+        Ok(out)
     }
 
     /// Re-wraps the tensor as a legacy (pre-1.0) one that owns it; a READ_ONLY
     /// tensor is refused (the legacy form cannot say so) and comes back in the error.
-    pub fn into_legacy(mut self) -> Result<LegacyTensor, (Error, Tensor)> {
+    pub fn into_legacy(mut self) -> std::result::Result<LegacyTensor, (Error, Tensor)> {
         if let Err(e) = self.wait_pending() {
             return Err((e, self));
         }
@@ -969,8 +1036,9 @@ impl Runtime {
         stream: Option<&Stream>,
     ) -> Result<(Vec<Tensor>, BatchReport), BatchError> {
         let mut sources = sources;
-        for s in sources.iter_mut() {
-            if let Err(error) = s.wait_pending() {
+        for (i, s) in sources.iter_mut().enumerate() {
+            if let Err(mut error) = s.wait_pending() {
+                error.message = format!("to_device_many: source {}: {}", i, error.message);
                 return Err(BatchError { error, sources });
             }
         }
@@ -1021,7 +1089,7 @@ impl Runtime {
     /// this returns (the tensors are borrowed only for the call).
     pub fn copy(&self, src: &Tensor, dst: &mut Tensor, options: &TransferOptions, stream: Option<&Stream>)
         -> Result<Report> {
-        src.pending.as_ref().map(Event::synchronize).transpose()?;
+        src.settled()?;
         dst.wait_pending()?;
         let mut report = sys::ABR_TRANSFER_REPORT_INIT;
         let mut o = options.raw(&mut report);
@@ -1038,11 +1106,16 @@ impl Runtime {
     /// anything moves. Completed when this returns, as `copy`.
     pub fn copy_many(&self, pairs: &mut [(&Tensor, &mut Tensor)], options: &TransferOptions, stream: Option<&Stream>)
         -> Result<BatchReport> {
-        for (s, d) in pairs.iter_mut() {
-            s.pending.as_ref().map(Event::synchronize).transpose()?;
-            d.wait_pending()?;
+        for (i, (s, d)) in pairs.iter_mut().enumerate() {
+            let pair = |mut error: Error| {
+                error.message = format!("copy_many: pair {}: {}", i, error.message);
+                error
+            };
+            s.settled().map_err(pair)?;
+            d.wait_pending().map_err(pair)?;
             if d.is_read_only() {
-                return Err(Error::invalid("copy_many: a READ_ONLY destination"));
+                // What copy's library call says of one (abr_copy_many takes DLTensors, which carry no flags).
+                return Err(Error::of(sys::ABR_ERR_READ_ONLY, format!("copy_many: pair {}: the destination is READ_ONLY", i)));
             }
         }
         let srcs: Vec<*const sys::DLTensor> = pairs.iter().map(|(s, _)| s.dl_tensor() as *const _).collect();
@@ -1095,8 +1168,18 @@ impl Runtime {
     }
 
     /// Shares a CUDA tensor with another process. The tensor (and this runtime)
-    /// must stay alive until every importer has dropped its tensor.
+    /// must stay alive until every importer has dropped its tensor. A READ_ONLY
+    /// tensor is refused (`ABR_ERR_READ_ONLY`): the importer opens the memory
+    /// writable, as a DLTensor carries no flags; export a copy of it instead.
     pub fn ipc_export(&self, tensor: &Tensor, stream: Option<&Stream>) -> Result<IpcHandle> {
+        if tensor.is_read_only() {
+            return Err(Error::of(
+                sys::ABR_ERR_READ_ONLY,
+                "ipc_export: the tensor is READ_ONLY (its owner treats it as immutable), and an IPC handle opens its \
+                 memory writable in the other process; export a copy (CopyMode::Always)",
+            ));
+        }
+        tensor.settled()?;
         let mut h = sys::ABR_IPC_HANDLE_INIT;
         check(unsafe { sys::abr_ipc_export(self.raw.as_ptr(), tensor.dl_tensor(), stream_ptr(stream), &mut h) })?;
         Ok(IpcHandle(h))

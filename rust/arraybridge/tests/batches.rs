@@ -95,3 +95,22 @@ fn copy_casts_within_a_kind_by_default_and_across_kinds_when_asked() {
     let safe = TransferOptions { casting: Casting::Safe, ..Default::default() };
     assert_eq!(rt.copy(&src, &mut narrow, &safe, None).unwrap_err().status, sys::ABR_ERR_CASTING);
 }
+
+/// The Rust hunt of 2026-11-30: a READ_ONLY destination in copy_many was
+/// ABR_ERR_INVALID_ARGUMENT naming no pair, where copy says ABR_ERR_READ_ONLY.
+#[test]
+fn copy_many_refuses_a_read_only_destination_as_copy_does_naming_its_pair() {
+    let rt = Runtime::new().unwrap();
+    let src = Tensor::from_vec(values(3), &[3]);
+    let mut fine = Tensor::zeros::<f32>(&[3]);
+    let mut c = Counted::new(vec![0.0; 3], 1);
+    c.managed.flags = sys::DLPACK_FLAG_BITMASK_READ_ONLY;
+    let mut read_only = c.tensor();
+    let alone = rt.copy(&src, &mut read_only, &TransferOptions::default(), None).unwrap_err();
+    let err = rt.copy_many(&mut [(&src, &mut fine), (&src, &mut read_only)], &TransferOptions::default(), None).unwrap_err();
+    assert_eq!(err.status, alone.status);
+    assert_eq!(err.message, "copy_many: pair 1: the destination is READ_ONLY");
+    assert_eq!(fine.to_vec::<f32>().unwrap(), vec![0.0; 3], "a pair was written before the refusal");
+    drop(read_only);
+    assert_eq!(c.deleted(), 1);
+}

@@ -55,6 +55,18 @@ fn exercise_cuda(rt: &Runtime, device: Device) {
     assert_eq!(imported.shape(), vec![64, 64]);
     let (imported_back, _) = rt.to_device(imported, Device::CPU, &always, None).unwrap();
     assert_eq!(imported_back.to_vec::<f32>().unwrap(), values(4096));
+    // A READ_ONLY tensor is not shared: the importer would open it writable (the Rust
+    // hunt of 2026-11-30 wrote -1 into one through its import).
+    let mut c = common::Counted::new(values(4096), 1);
+    c.managed.dl_tensor.device = device.0;
+    c.managed.dl_tensor.data = on_gpu.dl_tensor().data;
+    c.managed.dl_tensor.byte_offset = on_gpu.dl_tensor().byte_offset;
+    c.managed.flags = sys::DLPACK_FLAG_BITMASK_READ_ONLY;
+    let read_only = c.tensor();
+    let err = rt.ipc_export(&read_only, None).unwrap_err();
+    assert_eq!(err.status, sys::ABR_ERR_READ_ONLY, "{}", err);
+    assert!(err.message.contains("opens its memory writable"), "{}", err);
+    drop(read_only);
     drop(on_gpu);
 
     // Host memory has no CUDA IPC.
@@ -87,12 +99,63 @@ fn ipc_without_cuda_is_an_error_not_a_crash() {
     assert!(arraybridge::IpcHandle::from_bytes(&[0; sys::ABR_IPC_HANDLE_BYTES + 1]).is_err());
 }
 
+extern "C" {
+    fn dlopen(name: *const std::os::raw::c_char, flags: i32) -> *mut std::os::raw::c_void;
+    fn dlsym(handle: *mut std::os::raw::c_void, name: *const std::os::raw::c_char) -> *mut std::os::raw::c_void;
+}
+
+/// The fake driver's fake_cuda_control(what, value), in the child the driver was loaded into.
+fn fake_control(what: &str, value: i64) {
+    let path = std::ffi::CString::new(std::env::var("ARRAYBRIDGE_CUDA_LIBRARY").unwrap()).unwrap();
+    let handle = unsafe { dlopen(path.as_ptr(), 1 | 4) }; // RTLD_LAZY | RTLD_NOLOAD: the library's own
+    assert!(!handle.is_null(), "the fake driver is not loaded");
+    let control = unsafe { dlsym(handle, b"fake_cuda_control\0".as_ptr() as _) };
+    assert!(!control.is_null(), "the fake driver has no fake_cuda_control");
+    let control: extern "C" fn(*const std::os::raw::c_char, i64) -> i32 = unsafe { std::mem::transmute(control) };
+    let what = std::ffi::CString::new(what).unwrap();
+    assert_eq!(control(what.as_ptr(), value), 0, "fake_cuda_control({:?})", what);
+}
+
+/// The Rust hunt of 2026-11-30: a queued transfer whose work failed was forgotten after
+/// the first wait that said so (`wait_pending` dropped the event): `to_vec` then read
+/// what the failed work left in the pinned pool, and `copy`, `to_device_many` (retried
+/// with the sources its error gave back) and `into_raw` passed it on as a result.
+fn a_failed_queued_transfer_stays_failed(rt: &Runtime, device: Device) {
+    let n = 100_000;
+    let source: Vec<f32> = (0..n).map(|i| i as f32 + 0.25).collect();
+    let always = TransferOptions::copy(CopyMode::Always);
+    let stream = Stream::new(rt, device).unwrap();
+    let (first, _) = rt.to_device(Tensor::from_vec(source.clone(), &[n as i64]), device, &always, None).unwrap();
+    let (second, _) = rt.to_device(Tensor::from_vec(source.clone(), &[n as i64]), device, &always, None).unwrap();
+    fake_control("delay_us", 50_000);
+    fake_control("fault_launch", 1); // the next kernel (the cast below) fails, and the stream with it
+    let cast = TransferOptions { copy: CopyMode::Always, dtype: Some(arraybridge::DType::F64), ..Default::default() };
+    let (_cast, _) = rt.to_device(first, device, &cast, Some(&stream)).unwrap();
+    let (mut back, _) = rt.to_device(second, Device::CPU, &always, Some(&stream)).unwrap();
+    let failure = back.synchronize().unwrap_err();
+    assert_eq!(back.synchronize().unwrap_err(), failure, "a second wait forgot the failure");
+    assert_eq!(back.to_vec::<f32>().unwrap_err(), failure, "to_vec read what the failed work left");
+    let mut into = Tensor::zeros::<f32>(&[n as i64]);
+    assert_eq!(rt.copy(&back, &mut into, &TransferOptions::default(), None).unwrap_err(), failure);
+    assert!(into.to_vec::<f32>().unwrap().iter().all(|v| *v == 0.0), "copy wrote the failed result");
+    let sources = vec![Tensor::from_vec(source[..8].to_vec(), &[8]), back];
+    let refused = rt.to_device_many(sources, Device::CPU, &always, None).unwrap_err();
+    assert!(refused.error.message.starts_with("to_device_many: source 1: "), "{}", refused.error);
+    let again = rt.to_device_many(refused.sources, Device::CPU, &always, None).unwrap_err();
+    assert_eq!(again.error.status, failure.status, "a retry moved the failed result: {}", again.error);
+    let back = again.sources.into_iter().nth(1).unwrap();
+    let (error, _back) = back.into_raw().unwrap_err();
+    assert_eq!(error, failure);
+    fake_control("delay_us", 0);
+}
+
 #[test]
 fn cuda_on_the_fake_driver() {
     if std::env::var_os(CHILD).is_some() {
         let rt = Runtime::new().unwrap();
         let device = cuda_device(&rt).expect("the fake driver did not load");
         exercise_cuda(&rt, device);
+        a_failed_queued_transfer_stays_failed(&rt, device);
         return;
     }
     let fake = PathBuf::from(sys::LIB_DIR).join("../fake-cuda/libcuda.so.1");

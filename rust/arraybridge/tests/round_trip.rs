@@ -56,7 +56,8 @@ fn opencl_round_trip_on_the_first_opencl_device() {
     assert_eq!(up.path, sys::ABR_PATH_HOST_TO_DEVICE);
     assert_eq!(on_device.device(), device);
     assert_eq!(on_device.shape(), vec![64, 64]);
-    assert_eq!(on_device.to_vec::<f32>(), None, "device memory is not read in place");
+    let err = on_device.to_vec::<f32>().unwrap_err();
+    assert!(err.message.contains("which the host does not read in place"), "device memory is not read in place: {}", err);
     let (back, down) = rt.to_device(on_device, Device::CPU, &always(), None).unwrap();
     assert_eq!(down.path, sys::ABR_PATH_DEVICE_TO_HOST);
     assert_eq!(down.bytes_moved, 4096 * 4);
@@ -174,4 +175,52 @@ fn device_info_and_backends() {
 
     let without = Runtime::with_options(&arraybridge::RuntimeOptions { disable_opencl: true, ..Default::default() }).unwrap();
     assert!(without.devices().unwrap().iter().all(|d| d.backend != Backend::OPENCL));
+}
+
+/// The Rust hunt of 2026-11-30: to_vec made a `&[f32]` of an address 2 mod 4 (DLPack
+/// allows a byte_offset that is not aligned, and the library's views keep it): a
+/// debug build aborted, a release build read it as undefined behaviour.
+#[test]
+fn to_vec_reads_elements_that_are_not_aligned() {
+    let rt = Runtime::new().unwrap();
+    let mut c = Counted::new(values(5), 1);
+    c.shape[0] = 4;
+    c.managed.dl_tensor.byte_offset = 2;
+    let bytes: Vec<u8> = c.data.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let expected: Vec<u32> =
+        (0..4).map(|i| u32::from_ne_bytes(bytes[2 + 4 * i..6 + 4 * i].try_into().unwrap())).collect();
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<u32>>();
+    let tensor = c.tensor();
+    assert_eq!(bits(tensor.to_vec::<f32>().unwrap()), expected);
+    let (view, report) = rt.to_device(tensor, Device::CPU, &TransferOptions::copy(CopyMode::Never), None).unwrap();
+    assert_eq!(report.path, sys::ABR_PATH_ZERO_COPY);
+    assert_eq!(bits(view.to_vec::<f32>().unwrap()), expected);
+}
+
+#[test]
+fn to_vec_says_why_it_cannot_read() {
+    let tensor = Tensor::from_vec(values(6), &[2, 3]);
+    let err = tensor.to_vec::<i32>().unwrap_err();
+    assert_eq!((err.status, err.message.as_str()), (sys::ABR_ERR_INVALID_ARGUMENT, "to_vec: the tensor holds float32, not int32"));
+}
+
+#[test]
+#[should_panic(expected = "shape [-1, -2]: extent -1 is negative")]
+fn from_vec_refuses_a_negative_extent_that_multiplies_to_its_length() {
+    // It took [-1, -2] for two elements, a tensor the library then refused.
+    Tensor::from_vec(values(2), &[-1, -2]);
+}
+
+#[test]
+#[should_panic(expected = "its element count overflows usize")]
+fn from_vec_refuses_a_shape_whose_count_overflows() {
+    // A release build wrapped 2^32 * 2^32 to 0 and took an empty Vec for it.
+    Tensor::from_vec(Vec::<f32>::new(), &[1 << 32, 1 << 32]);
+}
+
+#[test]
+#[should_panic(expected = "shape [-1]: extent -1 is negative")]
+fn zeros_refuses_a_negative_extent_by_name() {
+    // It panicked with "capacity overflow".
+    Tensor::zeros::<f32>(&[-1]);
 }

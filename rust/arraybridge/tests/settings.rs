@@ -99,7 +99,7 @@ fn a_tensor_deleter_runs_exactly_once() {
     assert_eq!(c.deleted(), 1);
     // into_raw gives ownership away: the caller deletes.
     let mut c = Counted::new(values(3), 1);
-    let raw = c.tensor().into_raw();
+    let raw = c.tensor().into_raw().map_err(|(e, _)| e).unwrap();
     assert_eq!(c.deleted(), 0);
     unsafe { ((*raw).deleter.unwrap())(raw) };
     assert_eq!(c.deleted(), 1);
