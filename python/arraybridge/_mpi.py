@@ -15,7 +15,6 @@ import os
 from . import _deprecated
 from ._errors import CopyRequiredError
 from ._lib import _core
-from ._tensor import Tensor
 
 log = logging.getLogger("arraybridge")
 
@@ -57,7 +56,7 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
         with arraybridge.mpi.buffer(t, "w") as buffer:
             comm.Recv(buffer, source=0)      # t holds what arrived
 
-    `x` itself (taken zero-copy) when MPI can use its memory as it is: compact,
+    a zero-copy view of `x` when MPI can use its memory as it is: compact,
     and in host memory or, with a CUDA-aware MPI, on a CUDA device. Otherwise a
     compact copy: in pinned host memory (`cuda_host`) for a CUDA tensor, in `cpu`
     memory for any other. mode "r" (MPI reads it: Send, Bcast's root) copies in
@@ -76,10 +75,10 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
     if mode not in _MODES:
         raise ValueError(f"arraybridge.mpi.buffer: mode must be one of {_MODES}, not {mode!r}")
     capsule = type(x).__name__ == "PyCapsule"  # used up by its import: vetted as the Tensor it became
-    tensor = x if isinstance(x, Tensor) else _core.from_dlpack(x)
+    tensor = _core.from_dlpack(x)  # of a Tensor too, a view: its report says this call's path, not x's maker's
     if mode != "r":  # refused as a copy into x would be (read-only, autograd's, torch's lazy bits), before MPI writes
         _core.vet_destination(tensor if capsule else x, "arraybridge.mpi.buffer")
-    dst = tensor if tensor is x or capsule or tensor.report.path == "zero_copy" else x  # where MPI's writes land
+    dst = tensor if capsule or tensor.report.path == "zero_copy" else x  # where MPI's writes land
     kind = tensor.device.split(":")[0]
     reachable = kind in _HOST_MEMORY or (  # memory the MPI library reads and writes itself
         kind == "cuda" and (mpi_cuda_aware() if cuda_aware is None else cuda_aware))

@@ -8,7 +8,7 @@ from memory registered once, arraybridge.nixl), with no trip through Ray's objec
 store; CUDA arrays within a node go by IPC handles instead. Two lines turn it on:
 
     arraybridge.ray.register()                      # in the driver, before the actors
-    @ray.method(tensor_transport=arraybridge.ray.transport("jax"))
+    @ray.method(tensor_transport=arraybridge.ray.transport("jax"))   # registers JAX's, if not yet
 
 Every guarantee of to_device holds: exact values and the source's dtype (strided
 views packed, never narrowed: JAX without x64 refuses 64-bit data), read-only
@@ -51,7 +51,17 @@ _aborted = {}  # obj_id -> the threading.Events of its reads under way, which ab
 
 def transport(framework):
     """The tensor_transport name for `framework`'s arrays ("numpy", "torch", "jax",
-    "cupy", "tensorflow", "pyclesperanto", or "arraybridge" for arraybridge Tensors)."""
+    "cupy", "tensorflow", "pyclesperanto", or "arraybridge" for arraybridge Tensors),
+    registered with Ray in this process first where Ray is imported and it is not yet
+    (ray.method checks its transport when the class is defined: register() before the
+    framework's import left it out, and Ray said only "Invalid tensor transport")."""
+    name = _name(framework)
+    if "ray" in sys.modules:
+        register([framework])
+    return name
+
+
+def _name(framework):
     try:
         return TRANSPORTS[framework]
     except KeyError:
@@ -73,7 +83,7 @@ def receive_on(device, framework=None):
     from ._device import device_string, parse_device
     kind = device_string(*parse_device(device)).partition(":")[0] if device is not None else None
     if framework is not None:
-        transport(framework)
+        _name(framework)
         if kind is not None and _HOLDS[framework] is not None and kind not in _HOLDS[framework]:
             raise ValueError(f"arraybridge.ray: {framework} arrays cannot live in {kind} memory (they hold "
                              f"{' or '.join(_HOLDS[framework])}): receive {framework} on one of those, or "
@@ -105,7 +115,7 @@ def register(frameworks=None):
     with util.transport_managers_lock:
         known = set(util.transport_manager_info)
     for framework in names:
-        name = transport(framework)
+        name = _name(framework)
         if name not in known:
             register_tensor_transport(name, ["cpu", "cuda"], _MANAGERS[framework], _array_type(framework))
         done[framework] = name
@@ -408,7 +418,7 @@ _MANAGER_NAMES = {f"Arraybridge{framework.capitalize()}Transport": framework for
 
 class _Managers(dict):
     def __missing__(self, framework):
-        transport(framework)
+        _name(framework)
         return getattr(sys.modules[__name__], f"Arraybridge{framework.capitalize()}Transport")
 
 

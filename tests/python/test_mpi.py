@@ -111,6 +111,9 @@ for x, words in refused:  # refused before MPI writes: a conj view's copy took M
     except ab.DLPackError as error:
         assert words in str(error), error
     assert not np.asarray(x).any() if isinstance(x, np.ndarray) else not x.detach().resolve_conj().resolve_neg().any()
+made = ab.to_device(np.arange(4.0), "cpu", copy=True)  # a Tensor's buffer says this call's path, not its maker's
+with abmpi.buffer(made, "r") as b:  # (the docs hunt of 2026-11-30: it was `made` itself, "host_copy")
+    assert b.report.path == "zero_copy" and b.data_ptr == made.data_ptr, b.report
 capsule = np.zeros(4, np.float32).__dlpack__(max_version=(1, 0))  # a capsule is vetted as the Tensor it becomes
 assert receive(capsule) == "zero_copy"
 for conjugate in (torch.tensor([1 + 2j, 3 - 1j]).conj(),):  # read: resolved once, not copied again

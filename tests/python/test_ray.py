@@ -80,6 +80,33 @@ def test_register_names_a_transport_per_framework_and_again_changes_nothing(acto
         abray.transport("matlab")
 
 
+def test_a_transport_named_after_register_is_registered_then():
+    """The docs hunt of 2026-11-30: SCALING.md's example calls register() and then names
+    transport("jax"); with JAX imported after register(), AB_JAX was left out, and the
+    class's ray.method failed with Ray's "Invalid tensor transport: AB_JAX", which
+    says nothing of why. transport() now registers what it names."""
+    import subprocess
+    code = """
+import ray, arraybridge.ray as abray
+from ray.experimental.rdt import util
+abray.register()
+assert "AB_JAX" not in util.transport_manager_info, "JAX's transport was registered before JAX's import"
+import jax.numpy as jnp
+
+@ray.remote
+class Producer:
+    @ray.method(tensor_transport=abray.transport("jax"))
+    def batch(self):
+        return {"x": jnp.ones(3)}
+
+print(sorted(name for name in util.transport_manager_info if name.startswith("AB_")))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
+                          env=dict(os.environ, UCX_MODULES="^ib"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "['AB_JAX', 'AB_NUMPY', 'AB_TENSOR']", done.stdout
+
+
 def test_the_test_actors_load_where_a_framework_is_missing():
     """The H200 of 2026-11-30 has no pyclesperanto: ray_actors (which test_ray_gpu.py
     imports) named its transport anyway, and Ray refused the class ("Invalid tensor
