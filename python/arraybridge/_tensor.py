@@ -135,6 +135,15 @@ class Tensor(_core.TensorBase):
                             f"{self.shape} (np.asarray(t) gives its elements)")
         return self.__array__()[()]
 
+    # copy.copy and copy.deepcopy (of a structure holding Tensors: a state dict) copy the
+    # elements on the same device, as NumPy's copy an array's: they tried pickling it,
+    # and a Tensor's memory cannot be pickled. The copy is the caller's, writable.
+    def __copy__(self):
+        return _core.to_device(self, self._device, copy=True)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
     def ipc_handle(self):
         """An IpcHandle naming this CUDA tensor's memory for another process (see
         arraybridge.from_ipc); keep this tensor alive until the importers let go."""

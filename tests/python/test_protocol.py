@@ -304,3 +304,27 @@ def test_a_memory_conversion_error_survives_pickle_and_copy():
         assert type(again) is ab.MemoryConversionError and str(again) == str(error)
         assert (again.source_type, again.target_type, again.reason, again.method) == \
             ("numpy", "torch", "the reason", "convert_memory")
+
+
+@pytest.mark.parametrize("device", ["cpu", "opencl:0"])
+def test_copy_and_deepcopy_of_a_tensor_copy_its_elements_on_its_device(device):
+    """The object-protocol hunt of 2026-11-30: copy.copy(t) and copy.deepcopy of a state
+    dict of Tensors raised "cannot pickle 'arraybridge.Tensor' object". Now, as NumPy's
+    of an array, each is a copy of the elements on the same device, the caller's to
+    write (a read-only source's too); one Tensor twice in a structure is one copy."""
+    import copy
+    source = np.arange(12.0).reshape(3, 4)[:, ::-2]
+    t = ab.to_device(source, device)
+    shallow = copy.copy(t)
+    state = copy.deepcopy({"w": t, "again": [t]})
+    for made in (shallow, state["w"]):
+        assert made is not t and made.device == t.device and made.report.path != "zero_copy"
+        assert not made.read_only
+        np.testing.assert_array_equal(np.from_dlpack(made.to("cpu")), source)
+    assert state["again"][0] is state["w"]
+    ab.copy(np.zeros_like(source), shallow)  # the copy is written, the original is not
+    np.testing.assert_array_equal(np.from_dlpack(t.to("cpu")), source)
+    read_only = np.arange(3.0)
+    read_only.flags.writeable = False
+    viewed = ab.to_device(read_only, "cpu")
+    assert viewed.read_only and not copy.copy(viewed).read_only
