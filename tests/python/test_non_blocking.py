@@ -56,6 +56,26 @@ def test_copy_non_blocking_returns_an_event_and_keeps_both_arrays():
         ab.Event()
 
 
+def test_an_event_takes_a_weakref():
+    """The object-protocol hunt of 2026-11-30: a caller keeping its pending work in a
+    WeakSet could not (TypeError: cannot create weak reference)."""
+    out = run_with_fake_cuda("""
+        import gc, weakref, numpy as np, arraybridge as ab
+        on_device = ab.to_device(np.zeros(1 << 16, np.float32), "cuda:0")
+        done = ab.copy(np.ones(1 << 16, np.float32), on_device, non_blocking=True)
+        assert isinstance(done, ab.Event), done
+        pending = weakref.WeakSet([done])
+        gone = weakref.ref(done)
+        assert done in pending and gone() is done
+        done.wait()
+        del done
+        gc.collect()
+        assert gone() is None and len(pending) == 0
+        print("ok")
+    """, delay_us=20000)
+    assert out.strip() == "ok", out
+
+
 def test_structures_go_leaf_by_leaf_and_a_structure_copy_is_queued_as_one_batch():
     batch = {"a": np.arange(10.0), "b": [np.ones(3, dtype=np.int8)]}
     moved = ab.to_device(batch, "opencl:0", non_blocking=True)

@@ -5,6 +5,8 @@
  */
 #include "core.h"
 
+#include <stddef.h>
+
 typedef struct {
   PyObject_HEAD abr_event* event; /* owned */
   int done;                       /* waited for, or seen complete: never asked again */
@@ -16,11 +18,13 @@ typedef struct {
   PyObject* failure;
   int told_elsewhere; /* a Tensor's copy of a copy's completion: the caller's Event tells its failure */
   int forked_away;    /* made before this process forked: the parent's work, which nothing here can wait for */
+  PyObject* weakrefs; /* a caller may keep its pending work in a WeakSet */
 } EventObject;
 
 static int settle(EventObject* self);
 
 static void event_dealloc(EventObject* self) {
+  if (self->weakrefs) PyObject_ClearWeakRefs((PyObject*)self);
   if (self->keep) { /* the work must be done before what it uses may go */
     if (settle(self) < 0) event_quiet((PyObject*)self) ? PyErr_Clear() : PyErr_WriteUnraisable((PyObject*)self);
     Py_CLEAR(self->keep);
@@ -40,6 +44,7 @@ PyObject* event_new(abr_event* event, PyObject* keep) {
   self->failure = NULL;
   self->told_elsewhere = 0;
   self->forked_away = 0;
+  self->weakrefs = NULL;
   return (PyObject*)self;
 }
 
@@ -230,6 +235,7 @@ static PyMethodDef event_methods[] = {
 PyTypeObject EventType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "arraybridge.Event",
     .tp_basicsize = sizeof(EventObject),
+    .tp_weaklistoffset = offsetof(EventObject, weakrefs),
     .tp_dealloc = (destructor)event_dealloc,
     .tp_repr = (reprfunc)event_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
