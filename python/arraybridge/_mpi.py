@@ -39,15 +39,6 @@ def mpi_cuda_aware():
     return bool(query()) if query else False
 
 
-def _compact(tensor):
-    expected = 1
-    for extent, stride in zip(reversed(tensor.shape), reversed(tensor.strides)):
-        if extent > 1 and stride != expected:
-            return False
-        expected *= extent
-    return True
-
-
 @contextlib.contextmanager
 def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None):
     """A buffer for mpi4py holding `x`'s elements (any DLPack array), for the
@@ -82,19 +73,22 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
     kind = tensor.device.split(":")[0]
     reachable = kind in _HOST_MEMORY or (  # memory the MPI library reads and writes itself
         kind == "cuda" and (mpi_cuda_aware() if cuda_aware is None else cuda_aware))
-    if reachable and _compact(tensor) and (mode == "r" or dst is tensor):
-        try:
-            yield tensor
-        finally:  # MPI wrote x's memory itself: autograd hears of it as of a copy (a failed block may have written)
-            if mode != "r":
-                _core.wrote(tensor)
-        return
     if not reachable and not host_staging:
         raise CopyRequiredError(f"arraybridge: mpi.buffer of a {tensor.device} tensor: the MPI library is not "
                                 f"CUDA-aware (or {kind} memory is beyond MPI), so the data would go through host "
                                 "memory, which host_staging=False refuses")
     target = tensor.device if reachable else "cuda_host" if kind == "cuda" else "cpu"
-    buffer = _core.to_device(tensor, target, copy=True)
+    # The planner decides: x's memory as it is where it is compact, else one compact copy.
+    buffer = _core.to_device(tensor, target, contiguous=True)
+    if buffer.report.path == "zero_copy":
+        buffer = tensor  # the same memory, whose report says how x became it
+    if buffer is tensor and (mode == "r" or dst is tensor):
+        try:
+            yield buffer
+        finally:  # MPI wrote x's memory itself: autograd hears of it as of a copy (a failed block may have written)
+            if mode != "r":
+                _core.wrote(tensor)
+        return
     log.debug("mpi_buffer %s %s: %s (%s)", tensor.device, "packed" if reachable else "staged",
               buffer.report.path, buffer.report.detail)
     yield buffer
