@@ -145,6 +145,7 @@ void* Backend::memory_context(const Layout& tensor, AllocationRange* allocation)
     check(cl_->GetMemObjectInfo(mem, CL_MEM_HOST_PTR, sizeof host, &host, nullptr),
           "clGetMemObjectInfo(CL_MEM_HOST_PTR)");
     allocation->host_base = reinterpret_cast<uintptr_t>(host);
+    allocation->host_bytes = host ? size : 0;
     // A sub-buffer shares its parent's bytes (OpenCL has no sub-buffer of a sub-buffer).
     cl_mem parent = nullptr;
     std::size_t origin = 0;

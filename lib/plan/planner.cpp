@@ -213,6 +213,7 @@ struct Reshaping {
   bool dst = false;  // the destination is strided
   uint64_t bytes = 0;
   uint64_t host_row_bytes = 0;  // a row of the host side's view (row_bytes); 0: none
+  bool host_in_wrap = false;    // the host side lies in the host memory the device's buffer uses (host_in_wrap)
 };
 
 // One side on the host, the other in device memory.
@@ -222,6 +223,11 @@ void plan_host_device(Plan& plan, bool src_host, const Endpoint& device, bool ho
   plan.executor = src_host ? Executor::Destination : Executor::Source;  // the device side's backend
   const char* direction = src_host ? "host to device" : "device to host";
   const bool mapped = device.can.maps_to_host;
+  if (mapped && r.host_in_wrap) {
+    plan.move = Move::HostWalk;
+    return describe(plan, direction, reason,
+                    "the host engine copies through mapped memory: the host side lies in the memory the buffer wraps");
+  }
   if (mapped && (r.src || r.dst)) {
     plan.move = Move::HostWalk;
     return describe(plan, direction, reason, "the host engine packs/converts through mapped memory");
@@ -315,6 +321,21 @@ uintptr_t host_bytes_at(const Layout& side, const Endpoint& end, bool host) {
   return end.allocation.host_base;
 }
 
+// The host side of a copy lies in the host memory the device side's buffer uses in
+// place (a host wrap of the same allocation, apart from the bytes the copy touches
+// there: those are refused as overlapping). PoCL's read and write of such a buffer skip
+// the copy when the host pointer is the buffer's first byte, whatever the offset (a
+// copy of x[:n] into the wrap's x[n:] wrote nothing and returned success), so such a
+// copy goes through the mapping, which OpenCL defines for memory a buffer uses in place.
+bool host_in_wrap(const Layout& host, const Endpoint& device) {
+  const AllocationRange& wrap = device.allocation;
+  if (!wrap.host_bytes) return false;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(host.data) + host.byte_offset;
+  const uintptr_t begin = at + static_cast<uintptr_t>(host.min_byte),
+                  end = at + static_cast<uintptr_t>(host.max_byte_end);
+  return begin < wrap.host_base + wrap.host_bytes && wrap.host_base < end;
+}
+
 // abr_copy's source and destination share bytes: among host addresses (either side may
 // be a device's view of host memory, each wrap a handle of its own; CUDA's x[:-1] and
 // x[1:] are two pointers into one allocation), or in two handles over one root (OpenCL
@@ -342,6 +363,25 @@ void plan_device_views(Plan& plan, const Layout& src, const Endpoint& from, cons
   plan.overlap = dst && copy_overlaps(src, from, false, *dst, to, false);
   plan_between_devices(plan, from, to, options, src_reshape, dst_strided, reason);
   if (plan.cast) require_device_cast(plan, src, from, dst);
+}
+
+// One side in host memory, the other a device's (dst: an existing destination, else a
+// new compact tensor): their overlap refused, then plan_host_device, and a cast a
+// device kernel does checked last.
+void plan_host_and_device(Plan& plan, const Layout& src, const Endpoint& from, const Layout* dst, const Endpoint& to,
+                          const TransferOptions& options, bool host_pinned, Reshaping r, std::string_view reason) {
+  const bool src_host = from.host;
+  if (dst && copy_overlaps(src, from, src_host, *dst, to, !src_host)) [[unlikely]]
+    fail(ABR_ERR_UNSUPPORTED,
+         "the source and destination share host bytes ({} uses that host memory in place, or addresses it as "
+         "managed memory): a copy between host memory and a device's view of it is not staged through a temporary; "
+         "copy the source into a new tensor first, then copy that",
+         device_string(src_host ? to.device : from.device));
+  // The host side's rows, when the host engine reshapes it in chunks; a new destination is compact.
+  r.host_row_bytes = src_host ? row_bytes(src, plan.dtype) : dst ? row_bytes(*dst, plan.dtype) : 0;
+  r.host_in_wrap = dst && host_in_wrap(src_host ? src : *dst, src_host ? to : from);
+  plan_host_device(plan, src_host, src_host ? to : from, host_pinned, r, options.pinned_blocks, reason);
+  if (plan.cast) require_device_cast(plan, src, from, dst);  // a device's kernel packs a read it converts
 }
 
 // abr_copy's arguments: an existing destination of the source's shape, and options
@@ -494,17 +534,8 @@ Plan plan(const Layout& src, const Endpoint& from, const Layout* dst, const Endp
       plan.detail.join({"host copy (", reason.view(), ")", plan.strided_source ? ", strided source packed" : "",
                         plan.cast ? ", converted on the host" : "", threads.view()});
   } else if (src_host || dst_host) {
-    if (into && copy_overlaps(src, from, src_host, *dst, to, dst_host)) [[unlikely]]
-      fail(ABR_ERR_UNSUPPORTED,
-           "the source and destination share host bytes ({} uses that host memory in place, or addresses it as "
-           "managed memory): a copy between host memory and a device's view of it is not staged through a temporary; "
-           "copy the source into a new tensor first, then copy that",
-           device_string(src_host ? to.device : from.device));
-    // The host side's rows, when the host engine reshapes it in chunks; a new destination is compact.
-    const uint64_t host_rows = src_host ? row_bytes(src, plan.dtype) : into ? row_bytes(*dst, plan.dtype) : 0;
-    plan_host_device(plan, src_host, src_host ? to : from, src_host ? from.pinned : dst_pinned,
-                     Reshaping{src_reshape, dst_strided, bytes, host_rows}, options.pinned_blocks, reason.view());
-    if (plan.cast) require_device_cast(plan, src, from, dst);  // a device's kernel packs a read it converts
+    plan_host_and_device(plan, src, from, dst, to, options, src_host ? from.pinned : dst_pinned,
+                         Reshaping{src_reshape, dst_strided, bytes}, reason.view());
   } else {
     plan_device_views(plan, src, from, dst, to, options, src_reshape, dst_strided, reason.view());
   }

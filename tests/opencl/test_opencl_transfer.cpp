@@ -670,6 +670,51 @@ TEST_CASE(
   std::free(m);
 }
 
+// PoCL's read and write of a buffer over host memory skip the copy when the host
+// pointer is the buffer's first byte, whatever the offset: a copy of m[:n] into the
+// wrap's m[n:] (no byte shared) returned ABR_OK and wrote nothing, as did the copy back
+// (the OpenCL hunt of 2026-11-30). Such a copy now goes through the mapping.
+TEST_CASE("abr_copy between host memory and another part of its own wrap moves the values, both ways") {
+  Runtime rt;
+  DLDevice shared;  // chosen by capability: opencl:0 may be a GPU
+  if (!opencl_sharing_host_memory(rt, &shared)) return;
+  constexpr int n = 1024;  // floats in each half
+  float* m = static_cast<float*>(std::aligned_alloc(4096, 2 * n * 4));
+  const auto fill = [&] {
+    for (int i = 0; i < 2 * n; ++i) m[i] = static_cast<float>(i);
+  };
+  fill();
+  Managed whole(m, f32, {2 * n});
+  Owned wrap(move_to(rt, &whole.managed, shared, ABR_COPY_NEVER, ABR_PATH_HOST_WRAP));
+  std::vector<int64_t> half{n};
+  DLTensor lower{m, cpu, 1, f32, half.data(), nullptr, 0};                  // m[:n], the wrap's first byte
+  DLTensor upper{wrap->data, shared, 1, f32, half.data(), nullptr, n * 4};  // the wrap's m[n:]
+  abr_transfer_report report = ABR_TRANSFER_REPORT_INIT;
+  abr_transfer_options options = ABR_TRANSFER_OPTIONS_INIT;
+  options.report = &report;
+  REQUIRE_MESSAGE(abr_copy(rt, &lower, &upper, &options, nullptr) == ABR_OK, std::string(abr_last_error()));
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += m[n + i] != static_cast<float>(i) || m[i] != static_cast<float>(i);
+  CHECK(wrong == 0);
+  CHECK_MESSAGE(std::string(report.detail).find("through mapped memory") != std::string::npos, report.detail);
+  fill();
+  REQUIRE_MESSAGE(abr_copy(rt, &upper, &lower, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
+  wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += m[i] != static_cast<float>(n + i);
+  CHECK(wrong == 0);
+  fill();  // in a batch, beside a pair of other memory
+  std::vector<float> other(n, -1.0f);
+  DLTensor elsewhere{other.data(), cpu, 1, f32, half.data(), nullptr, 0};
+  const DLTensor* srcs[] = {&upper, &lower};
+  const DLTensor* dsts[] = {&elsewhere, &upper};
+  REQUIRE_MESSAGE(abr_copy_many(rt, srcs, dsts, 2, nullptr, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
+  wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += other[i] != static_cast<float>(n + i) || m[n + i] != static_cast<float>(i);
+  CHECK(wrong == 0);
+  wrap.reset();
+  std::free(m);
+}
+
 // Two sub-buffers of one buffer are two handles over shared bytes: overlap was seen only
 // between views of one handle, so a copy between them went without its temporary (a
 // kernel's work-items race; clEnqueueCopyBuffer refuses them with CL_MEM_COPY_OVERLAP).
