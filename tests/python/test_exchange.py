@@ -258,3 +258,45 @@ def test_a_copy_out_of_torch_follows_torchs_current_cuda_stream():
         back = ab.to_device(x, "cpu")  # stream=None: follows torch's current stream, `side`
     assert (np.from_dlpack(back) == 7.0).all(), "the copy did not wait for torch's current stream"
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("problem, fields, said", [
+    ("NULL data", dict(data=None), "data is NULL but the tensor has 12 elements"),
+    ("a negative extent", dict(shape=(-3, 4)), r"shape\[0\] = -3 is negative"),
+    ("an unknown device", dict(device=(99, 0)), "99"),
+    ("an unknown dtype", dict(dtype=(77, 32, 1)), "77"),
+    ("no bits", dict(dtype=(2, 0, 1)), "bits"),
+    ("a newer DLPack", dict(version=(2, 0)), "version"),
+])
+def test_what_our_exchange_table_is_handed_is_checked_and_a_refusal_leaves_it_with_the_caller(problem, fields, said):
+    """The consumers hunt of 2026-11-30: managed_tensor_to_py_object_no_sync checked only
+    the major version, ndim and a shape, so a tensor with NULL data and 12 elements was
+    held, and np.from_dlpack of it read garbage; a negative extent, device 99, dtype code
+    77 and 0 bits were held too. Now each is refused as any import refuses it (a
+    BufferError naming why), and the tensor stays the caller's: its deleter not called."""
+    import ctypes
+    import handmade_dlpack as hd
+    values = np.arange(12, dtype=np.float32)
+    made = dict(data=values.ctypes.data, ndim=2, shape=(3, 4), dtype=(2, 32, 1), version=(1, 3))
+    made.update(fields)
+    made["ndim"] = len(made["shape"])
+    handmade = hd.Handmade(**made)
+    pointer_of = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", ctypes.pythonapi))
+    table = ctypes.cast(pointer_of(ab.Tensor.__dlpack_c_exchange_api__, hd.EXCHANGE_API),
+                        ctypes.POINTER(hd.DLPackExchangeAPI)).contents
+    to_py_object = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))(
+        table.managed_tensor_to_py_object_no_sync)
+    out = ctypes.c_void_p()
+    with pytest.raises(BufferError, match=said):
+        to_py_object(handmade.address, ctypes.byref(out))
+    assert out.value is None and handmade.calls == 0
+    handmade.delete()
+    good = hd.Handmade(data=values.ctypes.data, ndim=2, shape=(3, 4), dtype=(2, 32, 1), version=(1, 3))
+    assert to_py_object(good.address, ctypes.byref(out)) == 0
+    tensor = ctypes.cast(out.value, ctypes.py_object).value
+    ctypes.pythonapi.Py_DecRef.argtypes = [ctypes.py_object]
+    ctypes.pythonapi.Py_DecRef(tensor)  # the new reference the table handed over
+    np.testing.assert_array_equal(np.from_dlpack(tensor), values.reshape(3, 4))
+    del tensor
+    assert good.calls == 1
