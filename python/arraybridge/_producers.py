@@ -32,10 +32,11 @@ def producer_traits(cls):
     """IMMUTABLE, VETTED, TORCH and HOST_BUFFER bits for arrays of `cls` (or of a subclass
     of theirs), and NDARRAY for numpy.ndarray itself (a subclass may change what its data means)."""
     roots = {base.__module__.partition(".")[0] for base in cls.__mro__}
-    vetted = "tensorflow" in roots or _is_masked(cls)
-    return ((IMMUTABLE if roots & _IMMUTABLE_ROOTS else 0) | (VETTED if vetted else 0) |
-            (TORCH if "torch" in roots and _is_torch_tensor(cls) else 0) | (NDARRAY if _is_ndarray(cls) else 0) |
-            (HOST_BUFFER if roots & _HOST_BUFFER_ROOTS else 0))
+    read_only_wrapper = "torch" in roots and _is_read_only_wrapper(cls)
+    vetted = "tensorflow" in roots or _is_masked(cls) or read_only_wrapper
+    return ((IMMUTABLE if roots & _IMMUTABLE_ROOTS or read_only_wrapper else 0) | (VETTED if vetted else 0) |
+            (TORCH if "torch" in roots and _is_torch_tensor(cls) and not read_only_wrapper else 0) |
+            (NDARRAY if _is_ndarray(cls) else 0) | (HOST_BUFFER if roots & _HOST_BUFFER_ROOTS else 0))
 
 
 def _is_torch_tensor(cls):
@@ -43,6 +44,15 @@ def _is_torch_tensor(cls):
     dtype, a Size): only a tensor has the lazy bits and autograd that _core vets."""
     torch = sys.modules.get("torch")
     return torch is not None and issubclass(cls, torch.Tensor)
+
+
+def _is_read_only_wrapper(cls):
+    """torch.utils.dlpack.ReadOnlyTensorWrapper (torch 2.15): export-only, every torch op
+    on it raises, so the lazy bits cannot be asked; its own __dlpack__ refuses them and
+    sets READ_ONLY (its exchange table exports a conjugate view's memory as it is)."""
+    dlpack = sys.modules.get("torch.utils.dlpack")
+    wrapper = getattr(dlpack, "ReadOnlyTensorWrapper", None)
+    return wrapper is not None and issubclass(cls, wrapper)
 
 
 def _is_masked(cls):
@@ -83,7 +93,10 @@ def _tensorflow_kind(cls):
 def vet_producer(data):
     """What to import in place of a TensorFlow object: a variable's value, the legacy
     capsule of a tensor without __dlpack__ (TensorFlow before 2.15), or a DLPackError
-    for what DLPack cannot carry (a NumPy masked array's mask among it)."""
+    for what DLPack cannot carry (a NumPy masked array's mask among it); and of torch's
+    read-only wrapper, its own read-only export."""
+    if _is_read_only_wrapper(type(data)):
+        return data.__dlpack__(max_version=(1, 0))  # read-only: torch's export-only wrapper sets the flag
     if _is_masked(type(data)):
         raise DLPackError("arraybridge: a NumPy masked array's mask has no place in DLPack, so its masked elements "
                           "would pass as numbers; pass x.filled(value) for the values, or x.data for the data as "
@@ -127,7 +140,7 @@ def refusal(tensor, role, problem, detail):
     "grad" (as a destination), "inference" (a write into an inference tensor outside
     inference mode) or "storageless" (its export has elements and no data: a wrapper
     subclass)."""
-    if problem == "export" and not _is_torch_tensor(type(tensor)):
+    if problem == "export" and (not _is_torch_tensor(type(tensor)) or _is_read_only_wrapper(type(tensor))):
         return DLPackError(f"arraybridge: {role} ({_described(tensor)}) cannot go through DLPack: "
                            f"{detail}{_export_hint(tensor, role)}")
     if problem in _BITS:
@@ -160,13 +173,21 @@ def refusal(tensor, role, problem, detail):
 def _described(array):
     """"a numpy.ndarray of dtype >i4": an array's type, and its dtype where it has one."""
     cls = type(array)
-    dtype = getattr(array, "dtype", None)
+    dtype = _dtype_of(array)
     return f"a {cls.__module__}.{cls.__qualname__}" + ("" if dtype is None else f" of dtype {dtype}")
+
+
+def _dtype_of(array):
+    """Its dtype, or None where it has none it will say (torch's read-only wrapper raises)."""
+    try:
+        return getattr(array, "dtype", None)
+    except Exception:  # noqa: BLE001 - only words for a message are at stake
+        return None
 
 
 def _export_hint(array, role):
     """How to get an array DLPack carries, where a known export refusal has one."""
-    dtype = getattr(array, "dtype", None)
+    dtype = _dtype_of(array)
     if getattr(dtype, "isnative", True) is False:
         return f"; pass {role}.astype({role}.dtype.newbyteorder('=')) for its values in this machine's byte order"
     if str(dtype) in ("int4", "uint4", "int2", "uint2"):

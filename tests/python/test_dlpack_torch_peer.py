@@ -870,3 +870,29 @@ print(start - sys.getrefcount(t), np.from_dlpack(t.to("cpu")).tolist())
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[-2] == "0 [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]"
+
+
+def test_torchs_read_only_wrapper_is_imported_read_only_and_its_refusals_are_ours():
+    """The consumers hunt of 2026-11-30: torch 2.15's ReadOnlyTensorWrapper (export only:
+    every torch op on it raises) could not be imported at all, the vet's is_neg call
+    raising "'is_neg' is not allowed"; NumPy imported it. Now its own read-only export
+    is taken: a read-only view, a write into it refused; a conjugate view or a tensor
+    that requires grad refused in our words (its exchange table exports a conjugate
+    view's memory as it is, so it is not used)."""
+    wrapper = getattr(torch.utils.dlpack, "ReadOnlyTensorWrapper", None)
+    if wrapper is None:
+        pytest.skip(f"torch {torch.__version__} has no ReadOnlyTensorWrapper")
+    x = torch.arange(6.0)
+    for view in (ab.from_dlpack(wrapper(x)), ab.to_device(wrapper(x), "cpu")):
+        assert view.read_only and view.report.path == "zero_copy" and view.data_ptr == x.data_ptr()
+        np.testing.assert_array_equal(np.from_dlpack(view), np.arange(6.0))
+    np.testing.assert_array_equal(np.from_dlpack(ab.to_device(wrapper(x), "opencl:0").to("cpu")), np.arange(6.0))
+    with pytest.raises(ab.DLPackError, match="READ_ONLY"):
+        ab.copy(np.ones(6, np.float32), wrapper(x))
+    assert x.tolist() == list(range(6))
+    for tensor, said in ((torch.tensor([1 + 2j]).conj(), "conjugate bit"), (torch.ones(2, requires_grad=True),
+                                                                         "require gradient")):
+        with pytest.raises(ab.DLPackError, match=rf"^arraybridge: x \(a torch.utils.dlpack.ReadOnlyTensorWrapper\) "
+                                                 rf"cannot go through DLPack: .*{said}"):
+            ab.to_device(wrapper(tensor), "cpu")
+    assert not ab.convert.convert_memory(wrapper(x), "torch", "numpy", None).flags.writeable

@@ -274,7 +274,10 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   int immutable = traits & PRODUCER_IMMUTABLE;
   if (traits & PRODUCER_VETTED) {
     PyObject* vetted = PyObject_CallOneArg(hooks.vet_producer, x);
-    if (!vetted) return -1;
+    if (!vetted) {
+      refuse_export(x, role, 0); /* the export it asked for refused (torch's read-only wrapper of a conj view) */
+      return -1;
+    }
     const int status = PyCapsule_CheckExact(vetted) ? import_capsule(vetted, immutable, out)
                                                     : import_exported(vetted, role, immutable, out);
     if (status < 0) refuse_export(x, role, 0);
