@@ -380,11 +380,25 @@ def _into_pyclesperanto(data, gpu_id, host_staging, dtype, copy):
     try:
         target = cle.create(source.shape, dtype=np.dtype(source.dtype).type, device=cle.select_device(gpu_id))
     finally:
-        cle.select_device(previous.name)  # creating an array must not change the caller's current device
+        _reselect(cle, previous)  # creating an array must not change the caller's current device
     if np.dtype(target.dtype) != np.dtype(source.dtype):  # another version may narrow other dtypes
         raise ValueError(f"pyclesperanto made a {target.dtype} array for {source.dtype} data")
     copy_into(source, target, host_staging=host_staging)  # False: the planner refuses a path through host memory
     return target
+
+
+def _reselect(cle, device):
+    """Makes `device` pyclesperanto's current device again. select_device by its name picks
+    the first device whose name holds it: two GPUs of one model share a name, so a caller
+    on the second was moved to the first (two PoCL devices show it). The current device is
+    pyclesperanto's one module global: set back as it was, or by index where it is not there."""
+    current = getattr(sys.modules.get("pyclesperanto._core"), "_current_device", None)
+    if current is not None and hasattr(current, "_instance"):
+        current._instance = device
+        return
+    for index in range(len(cle.list_available_devices())):
+        if cle.select_device(index) == device:
+            return
 
 
 def _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy):

@@ -100,3 +100,31 @@ def test_what_pyclesperanto_cannot_hold_is_refused_clearly():
     np.testing.assert_array_equal(cle.pull(same), sample("float32"))
     copied = ab.convert.convert_memory(cle.push(sample("float32")), "pyclesperanto", "pyclesperanto", gpu_id=0)
     np.testing.assert_array_equal(cle.pull(copied), sample("float32"))
+
+
+def test_a_conversion_keeps_the_callers_current_device_among_two_of_one_name():
+    """The OpenCL hunt of 2026-11-30: convert_memory(x, ..., "pyclesperanto", gpu_id) put
+    the caller's current device back by its name, and select_device(name) picks the
+    first device whose name holds it: a caller on the second of two GPUs of one model
+    was left on the first. PoCL with two devices of one name shows it, in a process of
+    its own (POCL_DEVICES is read once)."""
+    import os
+    import subprocess
+    import sys
+    code = """
+import numpy as np, pyclesperanto as cle, arraybridge as ab
+names = cle.list_available_devices()  # a GPU machine lists its GPU's OpenCL devices too
+twins = [i for i, name in enumerate(names) if names.count(name) > 1][:2]
+assert len(twins) == 2, names
+devices = {i: cle.select_device(i) for i in twins}
+assert devices[twins[0]] != devices[twins[1]]
+for current, asked in ((twins[1], twins[0]), (twins[0], twins[1]), (twins[1], twins[1])):
+    cle.select_device(current)
+    made = ab.convert.convert_memory(np.arange(6.0, dtype=np.float32), "numpy", "pyclesperanto", asked)
+    assert made.device == devices[asked] and np.array_equal(np.asarray(made), np.arange(6.0)), asked
+    assert cle.get_device() == devices[current], (current, asked)
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, POCL_DEVICES="pthread pthread"))
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-2000:]
