@@ -50,10 +50,19 @@ _READ_ONLY_WHY = ("; JAX and TensorFlow arrays are immutable, a legacy DLPack ca
 
 
 def _error(status, context, dst):
-    error = _runtime.error(status, context if dst is None else f"{context}({device_string(*dst)})")
+    error = _runtime.error(status, context if dst is None else f"{context}({_named(dst)})")
     if status == lib.ABR_ERR_READ_ONLY and context == "copy":
         return type(error)(str(error) + _READ_ONLY_WHY, error.status, error.status_name)
     return error
+
+
+def _named(device):
+    """A destination's name for a message, also where it names no device ("cpu:1"): its
+    refusal is said by the status; formatting it must not raise in its place."""
+    try:
+        return device_string(*device)
+    except ValueError:
+        return f"{int(device[0])}:{device[1]}"
 
 
 def _log_transfer(tensor, context):

@@ -328,3 +328,15 @@ def test_copy_and_deepcopy_of_a_tensor_copy_its_elements_on_its_device(device):
     read_only.flags.writeable = False
     viewed = ab.to_device(read_only, "cpu")
     assert viewed.read_only and not copy.copy(viewed).read_only
+
+
+def test_dl_device_naming_no_device_of_ours_is_a_buffer_error():
+    """The consumers hunt of 2026-11-30: __dlpack__(dl_device=(1, 1)) raised ValueError,
+    made by formatting "cpu:1" for the message, where the array API asks BufferError of
+    a device the producer cannot export to (as (4, 7), opencl:7, already was)."""
+    t = ab.to_device(np.arange(3.0), "cpu")
+    for device in ((1, 1), (4, 7)):
+        with pytest.raises(ab.DLPackError, match=r"__dlpack__\(.*\): "):
+            t.__dlpack__(dl_device=device, max_version=(1, 0))
+    with pytest.raises(ab.ArrayBridgeError, match=r"to_device\(1:3\): cpu is one memory kind, its only index is 0"):
+        ab.to_device(np.ones(2), (1, 3))
