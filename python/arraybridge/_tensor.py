@@ -122,6 +122,14 @@ class Tensor(_core.TensorBase):
     def __complex__(self):
         return complex(self._scalar("complex"))
 
+    def __bool__(self):
+        # A 0-d tensor's truth is its value, as NumPy's (it was True whatever the value: a
+        # Tensor of 0 was true); any other's is ambiguous, as NumPy says of an array's.
+        if self.shape != ():
+            raise ValueError(f"arraybridge: the truth value of a tensor of shape {self.shape} is ambiguous; ask "
+                             "of its values (np.asarray(t).any() or .all()), or of t.size")
+        return bool(self._scalar("bool"))
+
     def __index__(self):
         value = self._scalar("index")
         if not self.dtype.startswith(("int", "uint")):
