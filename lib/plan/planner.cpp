@@ -322,18 +322,19 @@ uintptr_t host_bytes_at(const Layout& side, const Endpoint& end, bool host) {
 }
 
 // The host side of a copy lies in the host memory the device side's buffer uses in
-// place (a host wrap of the same allocation, apart from the bytes the copy touches
-// there: those are refused as overlapping). PoCL's read and write of such a buffer skip
-// the copy when the host pointer is the buffer's first byte, whatever the offset (a
-// copy of x[:n] into the wrap's x[n:] wrote nothing and returned success), so such a
-// copy goes through the mapping, which OpenCL defines for memory a buffer uses in place.
+// place (a host wrap of the same allocation, or a sub-buffer of one, apart from the bytes
+// the copy touches there: those are refused as overlapping). PoCL's read and write of
+// such a buffer skip the copy when the host pointer is the (parent) buffer's first byte,
+// whatever the offset (a copy of x[:n] into the wrap's x[n:] wrote nothing and returned
+// success), so such a copy goes through the mapping, which OpenCL defines for memory a
+// buffer uses in place.
 bool host_in_wrap(const Layout& host, const Endpoint& device) {
   const AllocationRange& wrap = device.allocation;
-  if (!wrap.host_bytes) return false;
+  if (wrap.wrap_begin == wrap.wrap_end) return false;
   const uintptr_t at = reinterpret_cast<uintptr_t>(host.data) + host.byte_offset;
   const uintptr_t begin = at + static_cast<uintptr_t>(host.min_byte),
                   end = at + static_cast<uintptr_t>(host.max_byte_end);
-  return begin < wrap.host_base + wrap.host_bytes && wrap.host_base < end;
+  return begin < wrap.wrap_end && wrap.wrap_begin < end;
 }
 
 // abr_copy's source and destination share bytes: among host addresses (either side may

@@ -54,5 +54,5 @@ def from_ipc(handle):
     if isinstance(handle, IpcHandle):
         return _core.ipc_import(handle.data)
     if not isinstance(handle, (bytes, bytearray, memoryview)):  # bytes(5) is five zero bytes, no handle
-        raise TypeError(f"arraybridge: from_ipc takes an IpcHandle or its bytes, not a {type(handle).__name__}")
+        raise TypeError(f"arraybridge: from_ipc takes an IpcHandle or its bytes; got {type(handle).__name__}")
     return _core.ipc_import(bytes(handle))

@@ -78,10 +78,13 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
                                 f"CUDA-aware (or {kind} memory is beyond MPI), so the data would go through host "
                                 "memory, which host_staging=False refuses")
     target = tensor.device if reachable else "cuda_host" if kind == "cuda" else "cpu"
-    # The planner decides: x's memory as it is where it is compact, else one compact copy.
-    buffer = _core.to_device(tensor, target, contiguous=True)
+    # Where MPI reaches x's memory, the planner decides: x's memory as it is where it is
+    # compact, else one compact copy; elsewhere (a view of managed memory on the host
+    # included) always a copy, in host memory.
+    buffer = _core.to_device(tensor, target, contiguous=True) if reachable else \
+        _core.to_device(tensor, target, copy=True)
     if buffer.report.path == "zero_copy":
-        buffer = tensor  # the same memory, whose report says how x became it
+        buffer = tensor  # the same memory on the same device, whose report says how x became it
     if buffer is tensor and (mode == "r" or dst is tensor):
         try:
             yield buffer

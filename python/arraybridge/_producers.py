@@ -96,6 +96,12 @@ def vet_producer(data):
     for what DLPack cannot carry (a NumPy masked array's mask among it); and of torch's
     read-only wrapper, its own read-only export."""
     if _is_read_only_wrapper(type(data)):
+        torch = sys.modules["torch"]
+        with torch._C.DisableTorchFunctionSubclass():  # its own ops raise; the bit is asked of the tensor under it
+            negative = torch.Tensor.is_neg(data)
+        if negative:  # its __dlpack__ refuses a conj bit, not this one
+            raise BufferError("a negative view (its neg bit is set): its memory holds the negatives of its values; "
+                              "wrap x.resolve_neg()")
         return data.__dlpack__(max_version=(1, 0))  # read-only: torch's export-only wrapper sets the flag
     if _is_masked(type(data)):
         raise DLPackError("arraybridge: a NumPy masked array's mask has no place in DLPack, so its masked elements "
@@ -135,14 +141,17 @@ _BITS = {"conj": ("a conjugate view (its conj bit is set)", "the conjugates of i
 
 def refusal(tensor, role, problem, detail):
     """The DLPackError (a BufferError, one line) refusing a producer's array in `role`:
-    "export" (its producer's export failed; detail is the first line of why), or for a
+    "export" or "export into" (its producer's export failed, of a source or a
+    destination; detail is the first line of why), or for a
     torch tensor problem "conj" or "neg" (detail "destination", "no copy" or "shared"),
     "grad" (as a destination), "inference" (a write into an inference tensor outside
     inference mode) or "storageless" (its export has elements and no data: a wrapper
     subclass)."""
+    destination = problem == "export into"  # how to get another array is no help there: it is the caller's
+    problem = "export" if destination else problem
     if problem == "export" and (not _is_torch_tensor(type(tensor)) or _is_read_only_wrapper(type(tensor))):
         return DLPackError(f"arraybridge: {role} ({_described(tensor)}) cannot go through DLPack: "
-                           f"{detail}{_export_hint(tensor, role)}")
+                           f"{detail}{'' if destination else _export_hint(tensor, role)}")
     if problem in _BITS:
         what, holds, resolve = _BITS[problem]
         if detail == "destination":

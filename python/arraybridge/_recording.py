@@ -61,10 +61,18 @@ class Recording:
         with _lock:
             self._entered -= 1
             if self._entered == 0:
-                _on.remove(self)
+                # By identity: two recordings on at once hold the same records, so they compare equal.
+                del _on[next(i for i, on in enumerate(_on) if on is self)]
                 if not _on:
                     _core.set_recorder(None)
         return False
+
+    def __getstate__(self):  # a copy or an unpickled one is off until its own `with`
+        return {"records": self.records}
+
+    def __setstate__(self, state):
+        self.records = list(state["records"])  # its own: a copy adds to its own list
+        self._entered = 0
 
     def rows(self):
         """The records added up per (call, source, target, path), most bytes first."""

@@ -399,6 +399,7 @@ def _reselect(cle, device):
     for index in range(len(cle.list_available_devices())):
         if cle.select_device(index) == device:
             return
+    cle.select_device(device.name)  # not among them by index: by its name, as before
 
 
 def _convert_structure(data, source_type, target_type, gpu_id, host_staging, dtype, copy):

@@ -123,12 +123,12 @@ class Tensor(_core.TensorBase):
         return complex(self._scalar("complex"))
 
     def __bool__(self):
-        # A 0-d tensor's truth is its value, as NumPy's (it was True whatever the value: a
-        # Tensor of 0 was true); any other's is ambiguous, as NumPy says of an array's.
-        if self.shape != ():
+        # The truth of a tensor of one element is its value, as NumPy's (it was True
+        # whatever the value: a Tensor of 0 was true); of any other, ambiguous, as NumPy says.
+        if self.size != 1:
             raise ValueError(f"arraybridge: the truth value of a tensor of shape {self.shape} is ambiguous; ask "
                              "of its values (np.asarray(t).any() or .all()), or of t.size")
-        return bool(self._scalar("bool"))
+        return bool(self.__array__().item()) if self.shape != () else bool(self._scalar("bool"))
 
     def __index__(self):
         value = self._scalar("index")

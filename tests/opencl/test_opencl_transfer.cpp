@@ -711,6 +711,18 @@ TEST_CASE("abr_copy between host memory and another part of its own wrap moves t
   wrong = 0;
   for (int i = 0; i < n; ++i) wrong += other[i] != static_cast<float>(n + i) || m[n + i] != static_cast<float>(i);
   CHECK(wrong == 0);
+  fill();  // a sub-buffer over m[n:]: PoCL compares the host pointer with its parent's first byte
+  cl_buffer_region region{n * 4, n * 4};
+  cl_int made = CL_SUCCESS;
+  cl_mem sub = clCreateSubBuffer(static_cast<cl_mem>(wrap->data), CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION,
+                                 &region, &made);
+  REQUIRE(made == CL_SUCCESS);
+  DLTensor sub_view{sub, shared, 1, f32, half.data(), nullptr, 0};
+  REQUIRE_MESSAGE(abr_copy(rt, &lower, &sub_view, nullptr, nullptr) == ABR_OK, std::string(abr_last_error()));
+  wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += m[n + i] != static_cast<float>(i);
+  CHECK(wrong == 0);
+  clReleaseMemObject(sub);
   wrap.reset();
   std::free(m);
 }

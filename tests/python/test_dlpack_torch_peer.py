@@ -890,8 +890,10 @@ def test_torchs_read_only_wrapper_is_imported_read_only_and_its_refusals_are_our
     with pytest.raises(ab.DLPackError, match="READ_ONLY"):
         ab.copy(np.ones(6, np.float32), wrapper(x))
     assert x.tolist() == list(range(6))
+    negative = torch.tensor([1 + 2j]).conj().imag  # shows -2, its memory holds +2: torch's export does not check it
+    assert negative.is_neg()
     for tensor, said in ((torch.tensor([1 + 2j]).conj(), "conjugate bit"), (torch.ones(2, requires_grad=True),
-                                                                         "require gradient")):
+                                                                         "require gradient"), (negative, "neg bit")):
         with pytest.raises(ab.DLPackError, match=rf"^arraybridge: x \(a torch.utils.dlpack.ReadOnlyTensorWrapper\) "
                                                  rf"cannot go through DLPack: .*{said}"):
             ab.to_device(wrapper(tensor), "cpu")

@@ -344,10 +344,11 @@ def test_dl_device_naming_no_device_of_ours_is_a_buffer_error():
 
 def test_the_truth_of_a_0_d_tensor_is_its_value_and_of_any_other_ambiguous():
     """The OpenCL hunt of 2026-11-30: bool() of a 0-d Tensor holding 0 was True (int() of
-    it 0), and of any Tensor True, where NumPy gives the value or refuses."""
+    it 0), and of any Tensor True, where NumPy gives the value of one element or refuses."""
     for value in (0, 1, 0.0, -2.5, False, True, 0j):
         assert bool(ab.to_device(np.array(value), "cpu")) is bool(value)
-    for shape in ((3,), (0,), (1,), (2, 2)):
+    assert bool(ab.to_device(np.array([[0.0]]), "cpu")) is False and bool(ab.to_device(np.array([7]), "cpu"))
+    for shape in ((3,), (0,), (2, 2)):
         with pytest.raises(ValueError, match=r"truth value of a tensor of shape .* is ambiguous"):
             bool(ab.to_device(np.ones(shape), "cpu"))
     with pytest.raises(TypeError, match="move it first"):

@@ -88,6 +88,25 @@ def test_a_recording_on_twice_records_each_transfer_once_and_stays_on_until_its_
     assert len(rec) == 3 and ab._core.set_recorder(None) is None
 
 
+def test_two_recordings_that_compare_equal_each_end_their_own_block():
+    """The review of 2026-11-30: with __eq__ by records, an inner recording's end removed
+    the outer one (both on from the start, their records equal), and the outer's end
+    then raised ValueError and left the recorder on for good."""
+    import copy
+    with ab.recording() as outer:
+        with ab.recording() as inner:
+            ab.to_device(np.ones(4), "cpu")
+            assert inner == outer
+        ab.to_device(np.ones(4), "cpu")
+        on_copy = copy.copy(outer)  # a copy is off: it records nothing it is not `with`-ed for
+    assert (len(outer), len(inner), len(on_copy)) == (2, 1, 2)
+    ab.to_device(np.ones(4), "cpu")
+    assert len(outer) == 2 and ab._core.set_recorder(None) is None
+    with on_copy:
+        ab.to_device(np.ones(4), "cpu")
+    assert len(on_copy) == 3 and len(outer) == 2
+
+
 def test_json_round_trip_and_merge_across_processes():
     with ab.recording() as rec:
         ab.to_device(np.ones(8), "opencl:0")

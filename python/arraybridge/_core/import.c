@@ -137,7 +137,7 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
  * API's word for "cannot export", or an error about DLPack (NumPy's big-endian or
  * datetime arrays, JAX's int4): a failed device, an interrupt or a MemoryError stays
  * what it is, as does an error that is already ours. */
-static void refuse_export(PyObject* x, const char* role, int every_failure) {
+static void refuse_export(PyObject* x, const char* role, ImportPurpose purpose, int every_failure) {
   if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError)) return;
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
@@ -155,7 +155,8 @@ static void refuse_export(PyObject* x, const char* role, int every_failure) {
   }
   const char* end = strchr(message, '\n');
   PyObject* first = PyUnicode_FromStringAndSize(message, end ? end - message : (Py_ssize_t)strlen(message));
-  PyObject* error = first ? PyObject_CallFunction(hooks.refusal, "OssO", x, role, "export", first) : NULL;
+  const char* problem = purpose == IMPORT_DESTINATION ? "export into" : "export";
+  PyObject* error = first ? PyObject_CallFunction(hooks.refusal, "OssO", x, role, problem, first) : NULL;
   if (error) {
     if (!every_failure) {                 /* torch's is a C++ backtrace: said in the first line alone */
       PyException_SetCause(error, value); /* takes the reference */
@@ -215,7 +216,7 @@ static int import_torch(PyObject* x, const char* role, ImportPurpose purpose, in
   PyObject* source = resolved ? resolved : x;
   out->resolved = resolved != NULL;
   status = import_from_producer(source, role, immutable, out);
-  if (status < 0) refuse_export(x, role, 1);
+  if (status < 0) refuse_export(x, role, purpose, 1);
   out->torch_twin = twin;
   Py_XDECREF(resolved);
   return status;
@@ -275,12 +276,13 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   if (traits & PRODUCER_VETTED) {
     PyObject* vetted = PyObject_CallOneArg(hooks.vet_producer, x);
     if (!vetted) {
-      refuse_export(x, role, 0); /* the export it asked for refused (torch's read-only wrapper of a conj view) */
+      refuse_export(x, role, purpose,
+                    0); /* the export it asked for refused (torch's read-only wrapper of a conj view) */
       return -1;
     }
     const int status = PyCapsule_CheckExact(vetted) ? import_capsule(vetted, immutable, out)
                                                     : import_exported(vetted, role, immutable, out);
-    if (status < 0) refuse_export(x, role, 0);
+    if (status < 0) refuse_export(x, role, purpose, 0);
     Py_DECREF(vetted);
     return status;
   }
@@ -290,7 +292,7 @@ int import_source(PyObject* x, const char* role, ImportPurpose purpose, Imported
   }
   if (traits & PRODUCER_TORCH) return import_torch(x, role, purpose, immutable, out);
   if (import_from_producer(x, role, immutable, out) == 0) return 0;
-  refuse_export(x, role, 0);
+  refuse_export(x, role, purpose, 0);
   return -1;
 }
 

@@ -360,11 +360,17 @@ unsafe extern "C" fn delete_vec_owner<T>(managed: *mut sys::DLManagedTensorVersi
 /// The elements of `shape`, for the constructors: a negative extent, or a count past
 /// usize, is the caller's error, said by name.
 fn element_count(shape: &[i64]) -> usize {
-    shape.iter().try_fold(1usize, |count, &extent| {
-        let extent = usize::try_from(extent).unwrap_or_else(|_| panic!("shape {:?}: extent {} is negative", shape, extent));
-        count.checked_mul(extent)
-    })
-    .unwrap_or_else(|| panic!("shape {:?}: its element count overflows usize", shape))
+    let extents: Vec<usize> = shape
+        .iter()
+        .map(|&extent| usize::try_from(extent).unwrap_or_else(|_| panic!("shape {:?}: extent {} is negative", shape, extent)))
+        .collect();
+    if extents.contains(&0) {
+        return 0; // [1 << 32, 1 << 32, 0] holds nothing, whatever the others multiply to
+    }
+    extents
+        .iter()
+        .try_fold(1usize, |count, &extent| count.checked_mul(extent))
+        .unwrap_or_else(|| panic!("shape {:?}: its element count overflows usize", shape))
 }
 
 impl Tensor {
@@ -457,6 +463,18 @@ impl Tensor {
         Ok(())
     }
 
+    /// Before a copy writes every element: the transfer still filling it is waited for
+    /// (its failure is kept until the copy has written all of it, `overwritten`).
+    fn before_overwrite(&mut self) {
+        let _ = self.settled();
+    }
+
+    /// Every element written by a copy that completed: what a failed transfer left is gone.
+    fn overwritten(&mut self) {
+        self.pending = None;
+        self.failed = OnceCell::new();
+    }
+
     /// Waits until the transfer that produced this tensor on a stream has completed.
     /// Once it has failed, this and every reader of the tensor return that failure.
     pub fn synchronize(&mut self) -> Result<()> {
@@ -503,8 +521,14 @@ impl Tensor {
     pub fn is_copied(&self) -> bool {
         self.flags() & sys::DLPACK_FLAG_BITMASK_IS_COPIED != 0
     }
+    /// Its element count (0 where an extent is 0, whatever the others multiply to; a
+    /// count past i64, which no valid tensor has, saturates).
     pub fn numel(&self) -> i64 {
-        self.shape().iter().product()
+        let shape = self.shape();
+        if shape.contains(&0) {
+            return 0;
+        }
+        shape.iter().try_fold(1i64, |count, &extent| count.checked_mul(extent)).unwrap_or(i64::MAX)
     }
     /// The address of the first element (for an OpenCL tensor, `data` is a cl_mem
     /// and this is not an address).
@@ -553,6 +577,9 @@ impl Tensor {
         }
         self.settled()?;
         let count = usize::try_from(self.numel()).unwrap_or(0);
+        if count == 0 {
+            return Ok(Vec::new()); // its data may be NULL, which even a copy of 0 bytes may not read
+        }
         let mut out = Vec::<T>::with_capacity(count);
         // Bytes, not a &[T]: the library's views may be unaligned for T.
         unsafe {
@@ -994,10 +1021,12 @@ impl Runtime {
         if let Some(stream) = stream {
             match stream.record() {
                 Ok(event) => result.pending = Some(event),
-                // The transfer was queued; without an event, wait for it here (a
-                // failure of the queued work surfaces on the stream's next call).
+                // The transfer was queued; without an event, wait for it here, and keep
+                // its failure on the result as a failed event would be kept.
                 Err(_) => {
-                    let _ = stream.synchronize();
+                    if let Err(error) = stream.synchronize() {
+                        let _ = result.failed.set(error);
+                    }
                 }
             }
         }
@@ -1074,7 +1103,9 @@ impl Runtime {
                 match stream.record() {
                     Ok(event) => r.pending = Some(event),
                     Err(_) => {
-                        let _ = stream.synchronize();
+                        if let Err(error) = stream.synchronize() {
+                            let _ = r.failed.set(error);
+                        }
                     }
                 }
             }
@@ -1090,7 +1121,7 @@ impl Runtime {
     pub fn copy(&self, src: &Tensor, dst: &mut Tensor, options: &TransferOptions, stream: Option<&Stream>)
         -> Result<Report> {
         src.settled()?;
-        dst.wait_pending()?;
+        dst.before_overwrite();
         let mut report = sys::ABR_TRANSFER_REPORT_INIT;
         let mut o = options.raw(&mut report);
         o.copy = sys::ABR_COPY_IF_NEEDED;
@@ -1099,6 +1130,7 @@ impl Runtime {
         if let Some(stream) = stream {
             stream.synchronize()?;
         }
+        dst.overwritten();
         Ok(Report::from_raw(&report))
     }
 
@@ -1112,7 +1144,7 @@ impl Runtime {
                 error
             };
             s.settled().map_err(pair)?;
-            d.wait_pending().map_err(pair)?;
+            d.before_overwrite();
             if d.is_read_only() {
                 // What copy's library call says of one (abr_copy_many takes DLTensors, which carry no flags).
                 return Err(Error::of(sys::ABR_ERR_READ_ONLY, format!("copy_many: pair {}: the destination is READ_ONLY", i)));
@@ -1133,6 +1165,9 @@ impl Runtime {
         })?;
         if let Some(stream) = stream {
             stream.synchronize()?;
+        }
+        for (_, d) in pairs.iter_mut() {
+            d.overwritten();
         }
         Ok(BatchReport::from_raw(&report, paths, result_flags))
     }

@@ -144,9 +144,15 @@ fn a_failed_queued_transfer_stays_failed(rt: &Runtime, device: Device) {
     let again = rt.to_device_many(refused.sources, Device::CPU, &always, None).unwrap_err();
     assert_eq!(again.error.status, failure.status, "a retry moved the failed result: {}", again.error);
     let back = again.sources.into_iter().nth(1).unwrap();
-    let (error, _back) = back.into_raw().unwrap_err();
+    let (error, mut back) = back.into_raw().unwrap_err();
     assert_eq!(error, failure);
     fake_control("delay_us", 0);
+    // A copy that writes every element of it leaves nothing of the failed work: the
+    // failure goes (on a device still there: the fake's fault was the kernel's alone).
+    let fresh = Tensor::from_vec(source.clone(), &[n as i64]);
+    if rt.copy(&fresh, &mut back, &TransferOptions::default(), None).is_ok() {
+        assert_eq!(back.to_vec::<f32>().unwrap(), source);
+    }
 }
 
 #[test]

@@ -224,3 +224,15 @@ fn zeros_refuses_a_negative_extent_by_name() {
     // It panicked with "capacity overflow".
     Tensor::zeros::<f32>(&[-1]);
 }
+
+/// The review of 2026-11-30: to_vec of an empty tensor copied 0 bytes from its data,
+/// which DLPack lets be NULL (undefined behaviour even at length 0); and a shape with a
+/// zero extent panicked as overflowing when its other extents multiplied past usize.
+#[test]
+fn empty_tensors_read_as_empty() {
+    let mut c = Counted::new(Vec::new(), 1);
+    c.managed.dl_tensor.data = std::ptr::null_mut();
+    assert_eq!(c.tensor().to_vec::<f32>().unwrap(), Vec::<f32>::new());
+    assert_eq!(c.deleted(), 1);
+    assert_eq!(Tensor::zeros::<f32>(&[1 << 32, 1 << 32, 0]).to_vec::<f32>().unwrap(), Vec::<f32>::new());
+}
