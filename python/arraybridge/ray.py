@@ -219,7 +219,10 @@ def _imported(x, index, count):
         what = f"a {type(x).__module__}.{type(x).__qualname__}"
         if getattr(x, "dtype", None) is not None and getattr(x, "shape", None) is not None:
             what += f" of {x.dtype}, shape {tuple(x.shape)}"
-        message = f"arraybridge.ray: array {index} of the {count} the method returned ({what}) cannot be sent: {error}"
+        why = str(error)
+        if why.startswith("arraybridge: x ("):  # a producer's refusal, restated naming x: said here of array {index}
+            why = why.partition(" cannot go through DLPack: ")[2] or why
+        message = f"arraybridge.ray: array {index} of the {count} the method returned ({what}) cannot be sent: {why}"
         if isinstance(error, TypeError):
             raise TypeError(message) from error
         raise DLPackError(message, getattr(error, "status", None), getattr(error, "status_name", None)) from error
