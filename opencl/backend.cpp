@@ -150,19 +150,11 @@ void* Backend::memory_context(const Layout& tensor, AllocationRange* allocation)
     std::size_t origin = 0;
     check(cl_->GetMemObjectInfo(mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, nullptr),
           "clGetMemObjectInfo(CL_MEM_ASSOCIATED_MEMOBJECT)");
-    if (parent) {
+    if (parent)
       check(cl_->GetMemObjectInfo(mem, CL_MEM_OFFSET, sizeof origin, &origin, nullptr),
             "clGetMemObjectInfo(CL_MEM_OFFSET)");
-      if (host)
-        check(cl_->GetMemObjectInfo(parent, CL_MEM_SIZE, sizeof size, &size, nullptr),
-              "clGetMemObjectInfo(CL_MEM_SIZE) of the parent");
-    }
     allocation->root = reinterpret_cast<uintptr_t>(parent ? parent : mem);
     allocation->root_offset = origin;
-    if (host) {  // the parent's host bytes: a sub-buffer's CL_MEM_HOST_PTR is the parent's plus its origin
-      allocation->wrap_begin = allocation->host_base - origin;
-      allocation->wrap_end = allocation->wrap_begin + size;
-    }
   }
   return context_for(context, tensor.device).get();
 }

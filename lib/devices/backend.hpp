@@ -74,10 +74,6 @@ struct AllocationRange {
   // The host address of the memory's first byte where it uses host memory in place (an
   // OpenCL buffer made over host memory: a host wrap), else 0: a copy's overlap is in those bytes.
   uintptr_t host_base = 0;
-  // The host bytes the whole buffer uses in place (its parent's, for a sub-buffer) where it
-  // is a host wrap, [wrap_begin, wrap_end); else empty.
-  uintptr_t wrap_begin = 0;
-  uintptr_t wrap_end = 0;
   // Where the handle's first byte lies in memory other handles may share, where handles are
   // not addresses (an OpenCL sub-buffer: its parent buffer and origin; a buffer: itself, 0);
   // else 0: two handles of one root share bytes at these offsets.
