@@ -81,8 +81,7 @@ def mpi_buffer(x, mode="rw", *, cuda_aware=None, host_staging=True, strict=None)
     # Where MPI reaches x's memory, the planner decides: x's memory as it is where it is
     # compact, else one compact copy; elsewhere (a view of managed memory on the host
     # included) always a copy, in host memory.
-    buffer = _core.to_device(tensor, target, contiguous=True) if reachable else \
-        _core.to_device(tensor, target, copy=True)
+    buffer = _core.to_device(tensor, target, contiguous=True, copy=None if reachable else True)
     if buffer.report.path == "zero_copy":
         buffer = tensor  # the same memory on the same device, whose report says how x became it
     if buffer is tensor and (mode == "r" or dst is tensor):
