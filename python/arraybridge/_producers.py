@@ -48,8 +48,9 @@ def _is_torch_tensor(cls):
 
 def _is_read_only_wrapper(cls):
     """torch.utils.dlpack.ReadOnlyTensorWrapper (torch 2.15): export-only, every torch op
-    on it raises, so the lazy bits cannot be asked; its own __dlpack__ refuses them and
-    sets READ_ONLY (its exchange table exports a conjugate view's memory as it is)."""
+    on it raises, so torch.c's vet cannot ask it; its own __dlpack__ refuses a conj bit
+    and autograd's tensors (vet_producer asks the neg bit) and sets READ_ONLY (its
+    exchange table exports a conjugate view's memory as it is)."""
     dlpack = sys.modules.get("torch.utils.dlpack")
     wrapper = getattr(dlpack, "ReadOnlyTensorWrapper", None)
     return wrapper is not None and issubclass(cls, wrapper)
