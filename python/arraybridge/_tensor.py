@@ -128,7 +128,7 @@ class Tensor(_core.TensorBase):
         if self.size != 1:
             raise ValueError(f"arraybridge: the truth value of a tensor of shape {self.shape} is ambiguous; ask "
                              "of its values (np.asarray(t).any() or .all()), or of t.size")
-        return bool(self.__array__().item()) if self.shape != () else bool(self._scalar("bool"))
+        return bool(self.__array__().item())  # NumPy's reading, or its refusal of memory the host cannot read
 
     def __index__(self):
         value = self._scalar("index")
