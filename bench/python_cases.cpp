@@ -454,7 +454,6 @@ class CudaReceiver:
             x.block_until_ready()
         return x.nbytes
 sender, receiver = Sender.remote(), Receiver.remote()
-cuda_pairs = {f: (cuda_sender(f), CudaReceiver.remote(f)) for f in on_gpu}
 def in_turn(makes, n, to=None):
     """The median seconds of one actor-to-actor transfer of n bytes by each of makes (None:
     nan), timed in turn (together(): a transfer takes milliseconds, so one per sample)."""
@@ -477,15 +476,20 @@ for n in sizes:
     if "py ray torch" in chosen and torch is not None:
         times = in_turn([sender.ours_torch, ray_nixl(sender.ray_nixl, n)], n)
         print(f"py ray torch|{n}|" + "|".join(repr(t) for t in times), flush=True)
-    for framework, (by, to) in list(cuda_pairs.items()):
-        try:
+# One framework's pair at a time: each actor holds half of the one GPU Ray was given, so
+# a second pair made beside the first would wait for a GPU forever.
+for framework in on_gpu:
+    by, to = cuda_sender(framework), CudaReceiver.remote(framework)
+    try:
+        for n in sizes:
             theirs = ray_nixl(by.theirs, n, to) if framework == "torch" else by.store
             times = in_turn([by.ours, theirs], n, to)
             print(f"py ray cuda {framework}|{n}|" + "|".join(repr(t) for t in times), flush=True)
-        except Exception as error:  # that framework's pair is left out from here on; the others go on
-            print(f"ray-cuda: {framework} at {n} bytes: {type(error).__name__}: {str(error).splitlines()[0][:160]}",
-                  flush=True)
-            del cuda_pairs[framework]
+    except Exception as error:  # that framework's pair is left out from here on; the others go on
+        print(f"ray-cuda: {framework} at {n} bytes: {type(error).__name__}: {str(error).splitlines()[0][:160]}",
+              flush=True)
+    for actor in (by, to):
+        ray.kill(actor)
 ray.shutdown()
 )PY";
 
