@@ -47,6 +47,7 @@ _lock = threading.Lock()
 _state = {"peer": None, "devices": {}, "ipc_reads": 0}
 _published = {}  # obj_id -> the publish() handle, until Ray collects the object
 _aborted = {}  # obj_id -> the threading.Events of its reads under way, which abort_transport sets
+_capable = set()  # the ids of actors known to have our transport (an actor that has it keeps it)
 
 
 def transport(framework):
@@ -362,8 +363,18 @@ def _manager_class(framework):
             return True
 
         def actor_has_tensor_transport(self, actor):
+            # Ray asks before every call of a method on this transport, and asking is a
+            # round trip to the actor (milliseconds: most of a small transfer's time), so
+            # a yes is kept for the actor's life; a no is asked again.
+            actor_id = getattr(actor, "_actor_id", None)
+            if actor_id is not None and actor_id in _capable:
+                return True
             import ray
-            return ray.get(actor.__ray_call__.options(concurrency_group="_ray_system").remote(_has_transport))
+            able = ray.get(actor.__ray_call__.options(concurrency_group="_ray_system").remote(_has_transport))
+            if able and actor_id is not None:
+                with _lock:
+                    _capable.add(actor_id)
+            return able
 
         def extract_tensor_transport_metadata(self, obj_id, rdt_object):
             handle, publication = _publish(rdt_object)
