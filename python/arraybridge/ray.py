@@ -47,6 +47,7 @@ _lock = threading.Lock()
 _state = {"peer": None, "devices": {}, "ipc_reads": 0}
 _published = {}  # obj_id -> the publish() handle, until Ray collects the object
 _aborted = {}  # obj_id -> the threading.Events of its reads under way, which abort_transport sets
+_register_lock = threading.Lock()
 _capable = set()  # the ids of actors known to have our transport (an actor that has it keeps it)
 
 
@@ -113,13 +114,14 @@ def register(frameworks=None):
         from .nixl._load import load_nixl
         load_nixl()
     done = {}
-    with util.transport_managers_lock:
-        known = set(util.transport_manager_info)
-    for framework in names:
-        name = _name(framework)
-        if name not in known:
-            register_tensor_transport(name, ["cpu", "cuda"], _MANAGERS[framework], _array_type(framework))
-        done[framework] = name
+    with _register_lock:  # what Ray knows, read and added to by one thread at a time
+        with util.transport_managers_lock:
+            known = set(util.transport_manager_info)
+        for framework in names:
+            name = _name(framework)
+            if name not in known:
+                register_tensor_transport(name, ["cpu", "cuda"], _MANAGERS[framework], _array_type(framework))
+            done[framework] = name
     return done
 
 

@@ -108,6 +108,39 @@ print(sorted(name for name in util.transport_manager_info if name.startswith("AB
     assert done.stdout.splitlines()[-1] == "['AB_JAX', 'AB_NUMPY', 'AB_TENSOR']", done.stdout
 
 
+def test_threads_registering_one_transport_at_once_register_it_once():
+    """register() read what Ray knew, then registered what was missing: two threads
+    naming a new transport at once could both register it, and the second met Ray's
+    "Transport AB_TENSOR already registered" (Ray's registration made slow here, to
+    hold the window open)."""
+    import subprocess
+    code = """
+import threading, time
+import ray.experimental as experimental, arraybridge.ray as abray
+registered = experimental.register_tensor_transport
+def slow(*args, **kwargs):
+    time.sleep(0.2)
+    return registered(*args, **kwargs)
+experimental.register_tensor_transport = slow
+errors = []
+def register():
+    try:
+        assert abray.transport("arraybridge") == "AB_TENSOR"
+    except Exception as error:
+        errors.append(repr(error))
+threads = [threading.Thread(target=register) for _ in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(errors)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
+                          env=dict(os.environ, UCX_MODULES="^ib"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout
+
+
 def test_the_test_actors_load_where_a_framework_is_missing():
     """The H200 of 2026-11-30 has no pyclesperanto: ray_actors (which test_ray_gpu.py
     imports) named its transport anyway, and Ray refused the class ("Invalid tensor
