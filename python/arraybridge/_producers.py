@@ -202,6 +202,8 @@ def _export_hint(array, role):
         return f"; pass {role}.astype({role}.dtype.newbyteorder('=')) for its values in this machine's byte order"
     if str(dtype) in ("int4", "uint4", "int2", "uint2"):
         return f"; pass {role}.astype('{'u' if str(dtype)[0] == 'u' else ''}int8') for its values"
+    if str(dtype).startswith(("float4_", "float6_")):  # ml_dtypes' types, kept a byte per element
+        return f"; pass {role}.astype('float32') for its values"
     return ""
 
 

@@ -792,3 +792,38 @@ def test_a_dtype_of_the_other_byte_order_is_refused_not_made_native(dtype):
         return
     with pytest.raises(ValueError, match=r"-endian, and DLPack holds data in this machine's byte order only"):
         ab.to_device(np.ones(2), "cpu", dtype=dtype)
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_a_numpy_array_of_ml_dtypes_bfloat16_or_float8_goes_through_with_its_dtype(name):
+    """np.asarray of a JAX bfloat16 array is NumPy's array of ml_dtypes' bfloat16, which
+    NumPy cannot export through DLPack: it was refused (the ecosystem hunt of 11-30),
+    though DLPack and torch have the type. Its bytes go as they are, read-only kept."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    torch = pytest.importorskip("torch")
+    values = np.array([[1.5, -2.0, 0.25], [448.0 if name == "float8_e4m3fn" else 3.0, -0.0, 0.125]])
+    x = values.astype(getattr(ml_dtypes, name))
+    t = ab.to_device(x, "cpu")
+    assert t.dtype == name and t.report.path == "zero_copy"
+    for got in (ab.convert.convert_memory(x, "numpy", "torch", None),
+                torch.from_dlpack(ab.to_device(ab.to_device(x, "opencl:0"), "cpu")),
+                torch.from_dlpack(ab.to_device(x[:, ::-2], "cpu", contiguous=True))):
+        assert got.dtype == getattr(torch, name)
+        expected = x if got.shape == x.shape else x[:, ::-2]
+        assert got.view(torch.uint8).numpy().tobytes() == np.ascontiguousarray(expected).view(np.uint8).tobytes()
+    x.setflags(write=False)
+    assert ab.to_device(x, "cpu").read_only
+    with pytest.raises(ab.DLPackError, match="READ_ONLY"):
+        ab.copy(np.zeros(x.shape, np.float32), x)
+    out = np.zeros(x.shape, getattr(ml_dtypes, name))
+    ab.copy(torch.from_numpy(x.view(np.uint8 if x.itemsize == 1 else np.uint16).copy()).view(getattr(torch, name)), out)
+    assert out.tobytes() == x.tobytes()  # a destination of the type too
+
+
+def test_ml_dtypes_types_a_byte_holds_one_of_are_refused_with_a_hint():
+    """ml_dtypes keeps int4 and float4_e2m1fn one element a byte; DLPack's are 4 bits."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for name, hint in [("int4", r"x.astype\('int8'\)"), ("float4_e2m1fn", r"x.astype\('float32'\)")]:
+        with pytest.raises(ab.DLPackError, match=hint):
+            ab.to_device(np.ones(3, getattr(ml_dtypes, name)), "cpu")
