@@ -47,6 +47,8 @@ def test_host_tensors_have_the_buffer_protocol_in_place():
         io.BytesIO(bytes(24)).readinto(read_only)  # a writable request
     with pytest.raises(BufferError, match="only a tensor in host memory"):
         memoryview(ab.to_device(values, "opencl:0"))
+    with pytest.raises(BufferError, match=r"no format for dtype bfloat16; take the tensor through DLPack"):
+        memoryview(ab.to_device(values, "cpu", dtype="bfloat16"))  # was named "(4, 16, 1)"
 
 
 def test_legacy_capsule_without_max_version_and_versioned_with_it():
