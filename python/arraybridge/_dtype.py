@@ -19,6 +19,8 @@ def parse_dtype(dtype):
     name = getattr(dtype, "name", None)  # numpy.dtype
     if getattr(dtype, "isnative", True) is False:
         _native_only(dtype, dtype)
+    if isinstance(getattr(dtype, "kind", None), str) and isinstance(getattr(dtype, "itemsize", None), int):
+        _no_long_double(dtype, dtype)
     if not isinstance(name, str):
         name = getattr(dtype, "__name__", dtype)  # numpy.float32 and friends
     if not isinstance(name, str):
@@ -46,6 +48,7 @@ def _numpy_name(dtype):
     except (ImportError, TypeError, ValueError):
         return None
     _native_only(dtype, found)
+    _no_long_double(dtype, found)
     return found.name
 
 
@@ -55,3 +58,12 @@ def _native_only(asked, dtype):
         raise ValueError(f"arraybridge: dtype {asked!r} is {'big' if dtype.byteorder == '>' else 'little'}-endian, "
                          f"and DLPack holds data in this machine's byte order only; ask for "
                          f"{dtype.newbyteorder('=').name!r} and swap the bytes afterwards (.byteswap()) if you must")
+
+
+def _no_long_double(asked, dtype):
+    """Refuses NumPy's long double by name: its name says 128 bits, but it is the x87
+    80-bit format padded (or a double-double), which no DLPack type holds."""
+    if dtype.kind in ("f", "c") and dtype.itemsize > (8 if dtype.kind == "f" else 16):
+        raise ValueError(f"arraybridge: dtype {asked!r} is NumPy's long double ({dtype.name}, this machine's "
+                         f"extended precision), which DLPack has no type for; ask for "
+                         f"{'float64' if dtype.kind == 'f' else 'complex128'}")

@@ -827,3 +827,14 @@ def test_ml_dtypes_types_a_byte_holds_one_of_are_refused_with_a_hint():
     for name, hint in [("int4", r"x.astype\('int8'\)"), ("float4_e2m1fn", r"x.astype\('float32'\)")]:
         with pytest.raises(ab.DLPackError, match=hint):
             ab.to_device(np.ones(3, getattr(ml_dtypes, name)), "cpu")
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble, np.dtype("g"), "longdouble"])
+def test_numpys_long_double_as_dtype_is_refused_by_name(dtype):
+    """dtype=np.longdouble was "target dtype: dtype float cannot have bits = 128", a
+    DLPackError pointing at IEEE's 128-bit float, which long double is not (the
+    ecosystem hunt)."""
+    if np.dtype(dtype).itemsize <= (8 if np.dtype(dtype).kind == "f" else 16):
+        pytest.skip("long double is double on this machine")
+    with pytest.raises(ValueError, match=r"is NumPy's long double \((float|complex)\d+, .*ask for (float64|complex128)"):
+        ab.to_device(np.arange(3.0), "cpu", dtype=dtype)
