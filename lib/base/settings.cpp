@@ -2,23 +2,40 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "lib/base/log.hpp"
 
 namespace abr::settings {
 namespace {
 
-// A positive whole number, or 0 when unset, empty or not a number.
-unsigned long number(const char* name) {
+// A whole number from 1 to `most`, or 0 (the default) when unset or empty. Anything
+// else (a sign, a fraction, words, past `most`) is said on the log once per value and
+// left at the default: strtoul read "-1" as ULONG_MAX, 256 threads on two cores.
+unsigned long number(const char* name, unsigned long most) {
   const char* text = std::getenv(name);
   if (!text || !*text) return 0;
-  char* end = nullptr;
-  const unsigned long value = std::strtoul(text, &end, 10);
-  return *end ? 0 : value;
+  unsigned long value = 0;
+  const char* c = text;
+  for (; *c >= '0' && *c <= '9' && value <= most; ++c) value = value * 10 + static_cast<unsigned long>(*c - '0');
+  if (!*c && value >= 1 && value <= most) return value;
+  static std::mutex mutex;
+  static std::map<std::string, std::string> said;  // name -> the value last said
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::string& last = said[name];
+  if (last != text) {
+    last = text;
+    log::warn("ignoring {}={} (a whole number from 1 to {}): using the default", name, text, most);
+  }
+  return 0;
 }
 
 }  // namespace
 
-unsigned long staging_threads() { return number("ARRAYBRIDGE_STAGING_THREADS"); }
-unsigned long staging_chunk_mib() { return number("ARRAYBRIDGE_STAGING_CHUNK_MIB"); }
+unsigned long staging_threads() { return number("ARRAYBRIDGE_STAGING_THREADS", 256); }
+unsigned long staging_chunk_mib() { return number("ARRAYBRIDGE_STAGING_CHUNK_MIB", 1024); }
 
 bool keep_host_buffers() {
   const char* setting = std::getenv("ARRAYBRIDGE_KEEP_HOST_BUFFERS");

@@ -8,10 +8,11 @@ namespace abr::settings {
 
 // ARRAYBRIDGE_STAGING_THREADS: host threads of a staged or reshaped copy, 1 to 256
 // (default: one per core, at most 16). Read on each large copy, so a test may change it.
+// 0 for the default; another value is a warning on the log, and the default.
 unsigned long staging_threads();
 
-// ARRAYBRIDGE_STAGING_CHUNK_MIB: the chunk of a staged transfer, in MiB, at most 1024
-// (default: the planner's, 8 to 64 MiB). Read on each large copy.
+// ARRAYBRIDGE_STAGING_CHUNK_MIB: the chunk of a staged transfer, in MiB, 1 to 1024
+// (default: the planner's, 8 to 64 MiB). Read on each large copy; as above otherwise.
 unsigned long staging_chunk_mib();
 
 // ARRAYBRIDGE_KEEP_HOST_BUFFERS=0: small host buffers are freed at once instead of

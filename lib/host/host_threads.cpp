@@ -24,7 +24,7 @@ unsigned core_threads() {
 }  // namespace
 
 unsigned default_threads() {
-  if (const unsigned long n = settings::staging_threads()) return static_cast<unsigned>(std::min(n, 256ul));
+  if (const unsigned long n = settings::staging_threads()) return static_cast<unsigned>(n);
   return core_threads();
 }
 

@@ -24,7 +24,7 @@ StagingShape staging_shape(uint64_t bytes, const StagingChoice& choice, bool wal
   // large copy barely overlap), within 8 to 64 MiB.
   std::size_t chunk = std::min<uint64_t>((std::size_t{2} << 20) * shape.threads, bytes / 8);
   chunk = std::clamp<std::size_t>(chunk, std::size_t{8} << 20, std::size_t{64} << 20);
-  if (const unsigned long mib = settings::staging_chunk_mib()) chunk = std::min(mib, 1024ul) << 20;
+  if (const unsigned long mib = settings::staging_chunk_mib()) chunk = std::size_t{mib} << 20;
   if (choice.chunk_bytes) chunk = static_cast<std::size_t>(choice.chunk_bytes);
   shape.chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, chunk));
   return shape;

@@ -4,6 +4,7 @@
 #include <functional>
 #include <thread>
 
+#include "lib/base/settings.hpp"
 #include "tests/support/helpers.hpp"
 
 using namespace test;
@@ -116,6 +117,39 @@ TEST_CASE("log records reach the callback at or above the level") {
   REQUIRE(abr_to_device(rt, &fourth.managed, cpu, nullptr, nullptr, &out) == ABR_OK);
   out->deleter(out);
   CHECK(captured.records.size() == 1);
+  REQUIRE(abr_log_set_callback(nullptr, nullptr) == ABR_OK);
+  abr_log_set_level(before);
+}
+
+TEST_CASE("a staging setting that is no whole number in range is said on the log and left at the default") {
+  // strtoul read "-1" as ULONG_MAX: 256 staging threads on a 2-core machine, and a
+  // chunk of -1 MiB a 1 GiB one, which turned staging off; words passed in silence.
+  Captured captured;
+  const abr_log_level before = abr_log_get_level();
+  REQUIRE(abr_log_set_callback(capture, &captured) == ABR_OK);
+  REQUIRE(abr_log_set_level(ABR_LOG_WARN) == ABR_OK);
+  for (const char* bad : {"-1", "abc", "1.5", "300", " 4", "0", "99999999999999999999999"}) {
+    setenv("ARRAYBRIDGE_STAGING_THREADS", bad, 1);
+    captured.records.clear();
+    CHECK_MESSAGE(abr::settings::staging_threads() == 0, bad);
+    CHECK_MESSAGE(abr::settings::staging_threads() == 0, bad);  // said once per value
+    REQUIRE_MESSAGE(captured.records.size() == 1, bad);
+    CHECK(captured.records[0].first == ABR_LOG_WARN);
+    CHECK(captured.records[0].second.find(std::string("ignoring ARRAYBRIDGE_STAGING_THREADS=") + bad +
+                                          " (a whole number from 1 to 256)") != std::string::npos);
+  }
+  setenv("ARRAYBRIDGE_STAGING_THREADS", "256", 1);
+  CHECK(abr::settings::staging_threads() == 256);
+  unsetenv("ARRAYBRIDGE_STAGING_THREADS");
+  CHECK(abr::settings::staging_threads() == 0);
+  {
+    StagingChunkMib chunk("-1");
+    CHECK(abr::settings::staging_chunk_mib() == 0);
+  }
+  {
+    StagingChunkMib chunk("1024");
+    CHECK(abr::settings::staging_chunk_mib() == 1024);
+  }
   REQUIRE(abr_log_set_callback(nullptr, nullptr) == ABR_OK);
   abr_log_set_level(before);
 }
