@@ -691,9 +691,15 @@ void destroy_context(int device) {
   }
 }
 
-// The at-exit report of memory never freed.
+// The at-exit report of memory never freed, by the process that loaded the driver
+// only: a child forked while a parent's thread held g_memory_mutex inherits it
+// locked, and waited on it at exit for ever (the process hunt of 11-30); what its
+// parent allocated is not its to report.
+const pid_t g_loaded_by = getpid();
+
 struct ExitReport {
   ~ExitReport() {
+    if (getpid() != g_loaded_by) return;
     std::lock_guard<std::mutex> lock(g_memory_mutex);
     uint64_t device_bytes = 0, pinned_bytes = 0, devices = 0, pinned = 0;
     for (const auto& entry : g_ranges) {
@@ -741,7 +747,9 @@ extern "C" {
 // now fails with CUDA_ERROR_OUT_OF_MEMORY), "fault_launch" (the n-th kernel
 // launch from now faults: a sticky CUDA_ERROR_ILLEGAL_ADDRESS), "fail_register"
 // (the n-th cuMemHostRegister from now fails with CUDA_ERROR_OUT_OF_MEMORY),
-// "reset" (clears a sticky error and the armed failures), "clear_findings".
+// "reset" (clears a sticky error and the armed failures), "clear_findings",
+// "hold_memory_lock_ms" (a thread holds the allocations' lock that long: a fork then
+// leaves it locked in the child).
 __attribute__((visibility("default"))) int fake_cuda_control(const char* what, long long value) {
   const std::string name = what;
   if (name == "delay_us")
@@ -757,6 +765,11 @@ __attribute__((visibility("default"))) int fake_cuda_control(const char* what, l
   else if (name == "clear_findings") {
     std::lock_guard<std::mutex> lock(g_findings_mutex);
     g_findings.clear();
+  } else if (name == "hold_memory_lock_ms") {
+    std::thread([value] {
+      std::lock_guard<std::mutex> lock(g_memory_mutex);
+      std::this_thread::sleep_for(std::chrono::milliseconds(value));
+    }).detach();
   } else
     return -1;
   return 0;

@@ -236,3 +236,30 @@ def test_copy_keeps_the_order_of_a_pair_that_writes_another_pairs_source_through
         print("ok")
     """, delay_us=2000)
     assert out.strip().endswith("ok"), out
+
+
+def test_a_child_forked_while_the_fake_drivers_lock_was_held_exits():
+    """The fake driver's at-exit report took its allocations' lock: a child forked
+    while a parent's thread held it inherited it locked and hung at exit for ever
+    (14 of 40 forks beside busy transfer threads; the process hunt of 11-30). The fake
+    must fail as a GPU fails, never hang where a GPU would not."""
+    out = run_with_fake_cuda("""
+        import ctypes, os, sys, time, numpy as np, arraybridge as ab
+        kept = ab.to_device(np.ones(4), "cuda:0")  # an allocation the parent's report would name
+        fake = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
+        assert fake.fake_cuda_control(b"hold_memory_lock_ms", ctypes.c_longlong(1500)) == 0
+        time.sleep(0.2)  # the lock held now
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # exit handlers run: the fake's at-exit report among them
+        for _ in range(200):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                print("the child exited")
+                break
+            time.sleep(0.02)
+        else:
+            os.kill(pid, 9)
+            print("the child hung at exit")
+        del kept
+    """)
+    assert out.splitlines()[-1] == "the child exited", out
