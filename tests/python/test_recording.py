@@ -154,16 +154,28 @@ def test_a_failing_transfer_is_not_recorded_and_a_failing_recorder_fails_no_tran
     assert unraisable and "the recorder broke" in str(unraisable[0].exc_value)
 
 
+@pytest.mark.parametrize("sigint", ["default", "ignored", "a handler of the user's"])
 @pytest.mark.parametrize("hook", ["recorder", "debug log"])
-def test_ctrl_c_while_a_hook_runs_is_raised_once_the_call_returns(monkeypatch, hook):
+def test_ctrl_c_while_a_hook_runs_is_raised_once_the_call_returns(monkeypatch, hook, sigint):
     """The threads hunt of 2026-11-30: a KeyboardInterrupt raised inside the recorder or
     the DEBUG log's handler was reported as unraisable and lost, so Ctrl-C did nothing.
-    It is raised again as soon as the call returns (the transfer itself succeeded)."""
+    It is raised again as soon as the call returns (the transfer itself succeeded): the
+    very exception, not a signal, which SIGINT ignored lost and a handler of the user's
+    replaced with its own (the process hunt)."""
     import logging
+    import signal
     import time
 
     def interrupted(*args):
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt("from the hook")
+
+    class Handled(Exception):
+        pass
+
+    def handler_of_the_users(*args):
+        raise Handled
+    if sigint != "default":
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN if sigint == "ignored" else handler_of_the_users)
 
     class Interrupting(logging.Handler):
         def emit(self, record):
@@ -179,11 +191,13 @@ def test_ctrl_c_while_a_hook_runs_is_raised_once_the_call_returns(monkeypatch, h
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt, match="from the hook"):
             ab.to_device(np.arange(3.0), "cpu", copy=True)
-            time.sleep(0.01)  # the interpreter looks for pending signals on a call
+            time.sleep(0.01)  # the interpreter looks for pending calls on a call
     finally:
         ab._core.set_recorder(None)
         logger.removeHandler(handler)
         logger.setLevel(level)
+        if sigint != "default":
+            signal.signal(signal.SIGINT, previous)
     assert not unraisable

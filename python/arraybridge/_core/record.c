@@ -26,10 +26,34 @@ double record_clock(void) {
   return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
+/* The KeyboardInterrupt a hook raised (type, value, traceback), until it is raised
+ * again; the GIL guards it. */
+static PyObject* interrupted[3];
+
+static int raise_interrupted(void* unused) {
+  (void)unused;
+  if (!interrupted[0]) return 0;
+  PyErr_Restore(interrupted[0], interrupted[1], interrupted[2]); /* takes the references */
+  interrupted[0] = interrupted[1] = interrupted[2] = NULL;
+  return -1;
+}
+
 void hook_failed(PyObject* hook) {
   if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
-    PyErr_Clear();
-    PyErr_SetInterrupt(); /* raised again as soon as the interpreter looks: the call returns first */
+    /* Raised again, the very exception, as soon as the interpreter looks (the call
+     * returns first: the transfer succeeded). Not as a signal: SIGINT ignored lost it,
+     * and a handler of the user's raised its own instead (the process hunt). */
+    if (interrupted[0]) {
+      PyErr_Clear(); /* one is on its way already */
+      return;
+    }
+    PyErr_Fetch(&interrupted[0], &interrupted[1], &interrupted[2]);
+    if (Py_AddPendingCall(raise_interrupted, NULL) < 0) { /* the queue is full: as a signal, then */
+      Py_CLEAR(interrupted[0]);
+      Py_CLEAR(interrupted[1]);
+      Py_CLEAR(interrupted[2]);
+      PyErr_SetInterrupt();
+    }
     return;
   }
   PyErr_WriteUnraisable(hook);
