@@ -8,7 +8,9 @@ from ._lib import _core
 
 
 def _disabled(name):
-    return os.environ.get(name, "") not in ("", "0")
+    """Whether the variable asks for a backend left out: any value but unset, empty, 0
+    and the words that mean no (=false disabled CUDA: the process hunt)."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def runtime_flags():

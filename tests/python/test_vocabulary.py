@@ -56,6 +56,9 @@ def test_runtime_flags_follow_the_disabling_variables(monkeypatch):
     assert _runtime.runtime_flags() == lib.ABR_RUNTIME_DISABLE_OPENCL
     monkeypatch.setenv("ARRAYBRIDGE_DISABLE_CUDA", "yes")
     assert _runtime.runtime_flags() == lib.ABR_RUNTIME_DISABLE_OPENCL | lib.ABR_RUNTIME_DISABLE_CUDA
+    for no in ("false", "No", " off", "0 "):  # =false disabled CUDA (the process hunt)
+        monkeypatch.setenv("ARRAYBRIDGE_DISABLE_CUDA", no)
+        assert _runtime.runtime_flags() == lib.ABR_RUNTIME_DISABLE_OPENCL, no
 
 
 def test_dtype_names_are_the_librarys():
