@@ -1,5 +1,7 @@
 """The runtime's pinned host pool and device memory cache: statistics, trim and limits, and how
 staged transfers use the pool."""
+import operator
+
 from ._lib import _core
 
 _FIELDS = ("bytes_pinned", "bytes_in_use", "bytes_cached", "bytes_waiting", "peak_bytes_pinned", "limit_bytes",
@@ -40,9 +42,14 @@ def set_staging(threads=0, chunk_bytes=0):
 
 
 def _whole(value, name, call, most):
-    """`value`, an int from 0 to `most`: else a TypeError (not an int) or ValueError naming it."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{call}: {name} must be an int, not {value!r}")
+    """`value`, an int from 0 to `most` (any integer, NumPy's too, as operator.index takes
+    it; never a bool): else a TypeError (not an integer) or ValueError naming it."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{call}: {name} must be an int, not {value!r}") from None
     if not 0 <= value <= most:
         raise ValueError(f"{call}: {name} must be from 0 to {most if most < 2**64 - 1 else '2**64 - 1'}, not {value}")
     return value

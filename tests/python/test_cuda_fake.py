@@ -124,7 +124,7 @@ def test_set_staging_cuts_staged_transfers_as_asked_and_refuses_bad_values():
     out = run_with_fake_cuda("""
         import numpy as np, arraybridge as ab
         x = np.arange(3 * 2**18, dtype=np.float32)  # 3 MiB
-        ab.set_staging(threads=3, chunk_bytes=2**20)
+        ab.set_staging(threads=np.int64(3), chunk_bytes=np.uint64(2**20))  # NumPy's integers too (the process hunt)
         t = ab.to_device(x, "cuda:0")
         assert t.report.path == "staged", t.report
         assert "in 1 MiB chunks" in t.report.detail and "3 copy threads" in t.report.detail, t.report.detail

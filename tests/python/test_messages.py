@@ -43,6 +43,10 @@ ROWS = [
      TypeError, "convert_memory: host_staging must be True or False, not None"),
     ("a negative cache limit", lambda: ab.set_device_cache_limit(-1), ValueError,
      "set_device_cache_limit: limit_bytes must be from 0 to 2**64 - 1, not -1"),
+    ("a negative NumPy cache limit", lambda: ab.set_device_cache_limit(np.int64(-1)), ValueError,
+     "set_device_cache_limit: limit_bytes must be from 0 to 2**64 - 1, not -1"),
+    ("set_staging of a float", lambda: ab.set_staging(2.0), TypeError, "set_staging: threads must be an int, not 2.0"),
+    ("set_staging of a bool", lambda: ab.set_staging(True), TypeError, "set_staging: threads must be an int, not True"),
     ("an unknown device, from from_dlpack", lambda: ab.from_dlpack(SIX, device="gpu:0"), ValueError,
      "from_dlpack: unknown device 'gpu:0'; expected 'cpu', 'cuda:N', 'cuda_host', 'cuda_managed', 'opencl:N' or "
      "'dlpack_device_T:N'"),
