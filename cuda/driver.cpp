@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -38,8 +39,10 @@ std::unique_ptr<Driver> load_driver(const char* path, const std::string& namespa
   auto resolve = [&](auto& entry, const char* name) {
     entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(dlsym(handle, name));
     if (!entry && complete) {
-      *reason =
-          fmt::format("the CUDA driver {} has no {} (too old: this library needs CUDA 11.2 or newer)", path, name);
+      // Every CUDA driver there was has cuInit: a library without it is no CUDA driver.
+      *reason = std::strcmp(name, "cuInit") == 0
+          ? fmt::format("{} is no CUDA driver (it has no cuInit)", path)
+          : fmt::format("the CUDA driver {} has no {} (too old: this library needs CUDA 11.2 or newer)", path, name);
       complete = false;
     }
   };

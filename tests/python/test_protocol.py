@@ -2,6 +2,8 @@
 import ctypes
 import hashlib
 import io
+import os
+import subprocess
 import sys
 import types
 
@@ -207,6 +209,16 @@ def test_devices_backends_and_pool():
     stats = ab.pool_stats()
     assert stats["limit_bytes"] > 0 and stats["bytes_in_use"] == 0
     assert ab.pool_trim() >= 0
+
+
+def test_a_cuda_library_that_is_no_cuda_driver_is_called_so():
+    """ARRAYBRIDGE_CUDA_LIBRARY=libm.so.6 said "has no cuInit (too old: ...)": a driver
+    without cuInit is no driver at all (the process hunt)."""
+    code = "import arraybridge as ab; print([b.detail for b in ab.backends() if b.name == 'cuda'][0])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, ARRAYBRIDGE_CUDA_LIBRARY="libm.so.6"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "CUDA unavailable: libm.so.6 is no CUDA driver (it has no cuInit)", done.stdout
 
 
 def _write_strides(capsule, strides):
