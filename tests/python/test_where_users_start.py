@@ -819,6 +819,10 @@ def test_a_numpy_array_of_ml_dtypes_bfloat16_or_float8_goes_through_with_its_dty
     out = np.zeros(x.shape, getattr(ml_dtypes, name))
     ab.copy(torch.from_numpy(x.view(np.uint8 if x.itemsize == 1 else np.uint16).copy()).view(getattr(torch, name)), out)
     assert out.tobytes() == x.tobytes()  # a destination of the type too
+    if x.itemsize > 1:  # the other byte order is refused, as NumPy's own export refuses it (the review)
+        swapped = x.astype(x.dtype.newbyteorder(">" if np.little_endian else "<"))
+        with pytest.raises(ab.DLPackError, match=r"newbyteorder\('='\)"):
+            ab.to_device(swapped, "cpu")
 
 
 def test_ml_dtypes_types_a_byte_holds_one_of_are_refused_with_a_hint():

@@ -70,26 +70,33 @@ static int dtype_of_format(const char* format, Py_ssize_t itemsize, DLDataType* 
  * NumPy's __dlpack__ refuses, though DLPack has them under the same names. A type
  * ml_dtypes keeps a byte per element of fewer bits (int4, float4_e2m1fn) is no
  * DLPack element of that size: left to __dlpack__, whose refusal names it. 1 with
- * *out, 0 for any other type, -1 with an exception. */
+ * *out, 0 for any other type. */
 static int dtype_of_ml_dtypes(PyObject* descr, DLDataType* out) {
   PyObject* type = PyObject_GetAttrString(descr, "type");
   PyObject* module = type ? PyObject_GetAttrString(type, "__module__") : NULL;
   PyObject* name = module ? PyObject_GetAttrString(type, "__name__") : NULL;
   PyObject* itemsize = name ? PyObject_GetAttrString(descr, "itemsize") : NULL;
+  PyObject* native = itemsize ? PyObject_GetAttrString(descr, "isnative") : NULL;
   int found = -1;
-  if (itemsize) {
+  if (native) {
     const long bytes = PyLong_Check(itemsize) ? PyLong_AsLong(itemsize) : 0;
     const char* type_name = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
     DLDataType parsed;
-    found = PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "ml_dtypes") == 0 && type_name &&
+    /* Another byte order (newbyteorder('>')) is refused as NumPy's export refuses it */
+    found = native == Py_True && PyUnicode_Check(module) &&
+        PyUnicode_CompareWithASCIIString(module, "ml_dtypes") == 0 && type_name &&
         abr_dtype_parse(type_name, &parsed) == ABR_OK && parsed.lanes == 1 && parsed.bits == bytes * 8;
     if (found) *out = parsed;
     PyErr_Clear(); /* a name that is no UTF-8, an itemsize past a long: not one of ml_dtypes' */
+  } else {
+    PyErr_Clear(); /* a descriptor without these: not one of ml_dtypes', left to __dlpack__ */
+    found = 0;
   }
   Py_XDECREF(type);
   Py_XDECREF(module);
   Py_XDECREF(name);
   Py_XDECREF(itemsize);
+  Py_XDECREF(native);
   return found;
 }
 
@@ -142,10 +149,7 @@ static int dtype_of(PyObject* array, DLDataType* out) {
     return -1;
   } else {
     PyErr_Clear(); /* datetimes and the like: __dlpack__ refuses them in NumPy's words */
-    if ((usable = dtype_of_ml_dtypes(descr, out)) < 0) {
-      Py_DECREF(descr);
-      return -1;
-    }
+    usable = dtype_of_ml_dtypes(descr, out);
   }
   const unsigned slot = known_next++ % KNOWN_DTYPES;
   PyObject* evicted = known[slot].descr;
