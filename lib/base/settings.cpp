@@ -11,7 +11,7 @@
 namespace abr::settings {
 namespace {
 
-// A whole number from 1 to `most`, or 0 (the default) when unset or empty. Anything
+// A whole number from 1 to `most`, or 0 (the default) when unset, empty or 0. Anything
 // else (a sign, a fraction, words, past `most`) is said on the log once per value and
 // left at the default: strtoul read "-1" as ULONG_MAX, 256 threads on two cores.
 unsigned long number(const char* name, unsigned long most) {
@@ -20,15 +20,18 @@ unsigned long number(const char* name, unsigned long most) {
   unsigned long value = 0;
   const char* c = text;
   for (; *c >= '0' && *c <= '9' && value <= most; ++c) value = value * 10 + static_cast<unsigned long>(*c - '0');
-  if (!*c && value >= 1 && value <= most) return value;
-  static std::mutex mutex;
-  static std::map<std::string, std::string> said;  // name -> the value last said
-  const std::lock_guard<std::mutex> lock(mutex);
-  std::string& last = said[name];
-  if (last != text) {
-    last = text;
-    log::warn("ignoring {}={} (a whole number from 1 to {}): using the default", name, text, most);
+  if (!*c && value <= most) return value;
+  // Never destroyed: a transfer may read a setting while the process exits.
+  static std::mutex& mutex = *new std::mutex;
+  static auto& said = *new std::map<std::string, std::string>;  // name -> the value last said
+  bool say = false;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::string& last = said[name];
+    say = last != text;
+    if (say) last = text;
   }
+  if (say) log::warn("ignoring {}={} (a whole number from 1 to {}): using the default", name, text, most);
   return 0;
 }
 

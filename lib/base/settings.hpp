@@ -8,7 +8,8 @@ namespace abr::settings {
 
 // ARRAYBRIDGE_STAGING_THREADS: host threads of a staged or reshaped copy, 1 to 256
 // (default: one per core, at most 16). Read on each large copy, so a test may change it.
-// 0 for the default; another value is a warning on the log, and the default.
+// 0 (the default) when unset, empty or 0; another value outside that range is a
+// warning on the log, once per value, and the default.
 unsigned long staging_threads();
 
 // ARRAYBRIDGE_STAGING_CHUNK_MIB: the chunk of a staged transfer, in MiB, 1 to 1024
