@@ -69,6 +69,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -748,8 +749,8 @@ extern "C" {
 // launch from now faults: a sticky CUDA_ERROR_ILLEGAL_ADDRESS), "fail_register"
 // (the n-th cuMemHostRegister from now fails with CUDA_ERROR_OUT_OF_MEMORY),
 // "reset" (clears a sticky error and the armed failures), "clear_findings",
-// "hold_memory_lock_ms" (a thread holds the allocations' lock that long: a fork then
-// leaves it locked in the child).
+// "hold_memory_lock_ms" (a thread holds the allocations' lock that long, from before
+// the call returns: a fork then leaves it locked in the child).
 __attribute__((visibility("default"))) int fake_cuda_control(const char* what, long long value) {
   const std::string name = what;
   if (name == "delay_us")
@@ -765,11 +766,15 @@ __attribute__((visibility("default"))) int fake_cuda_control(const char* what, l
   else if (name == "clear_findings") {
     std::lock_guard<std::mutex> lock(g_findings_mutex);
     g_findings.clear();
-  } else if (name == "hold_memory_lock_ms") {
-    std::thread([value] {
+  } else if (name == "hold_memory_lock_ms") {  // returns once the lock is held
+    std::promise<void> held;
+    std::future<void> holding = held.get_future();
+    std::thread([value, held = std::move(held)]() mutable {
       std::lock_guard<std::mutex> lock(g_memory_mutex);
+      held.set_value();
       std::this_thread::sleep_for(std::chrono::milliseconds(value));
     }).detach();
+    holding.wait();
   } else
     return -1;
   return 0;

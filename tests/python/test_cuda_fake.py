@@ -247,8 +247,7 @@ def test_a_child_forked_while_the_fake_drivers_lock_was_held_exits():
         import ctypes, os, sys, time, numpy as np, arraybridge as ab
         kept = ab.to_device(np.ones(4), "cuda:0")  # an allocation the parent's report would name
         fake = ctypes.CDLL(os.environ["ARRAYBRIDGE_CUDA_LIBRARY"])
-        assert fake.fake_cuda_control(b"hold_memory_lock_ms", ctypes.c_longlong(1500)) == 0
-        time.sleep(0.2)  # the lock held now
+        assert fake.fake_cuda_control(b"hold_memory_lock_ms", ctypes.c_longlong(1500)) == 0  # held on return
         pid = os.fork()
         if pid == 0:
             sys.exit(0)  # exit handlers run: the fake's at-exit report among them
