@@ -70,7 +70,7 @@ class Sender:
     def plain(self, n):
         return n
     def take_log(self):
-        log, self.log_copy = dict(self.log), None
+        log = dict(self.log)
         self.log.clear()
         return {k: sorted(v)[len(v) // 2] for k, v in log.items()}
 

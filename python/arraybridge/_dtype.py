@@ -61,8 +61,9 @@ def _native_only(asked, dtype):
 
 
 def _no_long_double(asked, dtype):
-    """Refuses NumPy's long double by name: its name says 128 bits, but it is the x87
-    80-bit format padded (or a double-double), which no DLPack type holds."""
+    """Refuses NumPy's long double by name: its name says 128 bits (or 96), but what it
+    holds is the machine's own (x87's 80 bits padded on x86-64), which the runtime does
+    not move."""
     if dtype.kind in ("f", "c") and dtype.itemsize > (8 if dtype.kind == "f" else 16):
         raise ValueError(f"arraybridge: dtype {asked!r} is NumPy's long double ({dtype.name}, this machine's "
                          f"extended precision), which DLPack has no type for; ask for "

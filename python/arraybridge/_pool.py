@@ -42,14 +42,11 @@ def set_staging(threads=0, chunk_bytes=0):
 
 
 def _whole(value, name, call, most):
-    """`value`, an int from 0 to `most` (any integer, NumPy's too, as operator.index takes
-    it; never a bool): else a TypeError (not an integer) or ValueError naming it."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{call}: {name} must be an int, not {value!r}") from None
+    """`value`, an integer from 0 to `most` (NumPy's too, whatever operator.index takes;
+    never a bool): else a TypeError (not an integer) or ValueError naming it."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{call}: {name} must be an int, not {value!r}")
+    value = operator.index(value)
     if not 0 <= value <= most:
         raise ValueError(f"{call}: {name} must be from 0 to {most if most < 2**64 - 1 else '2**64 - 1'}, not {value}")
     return value
