@@ -6,7 +6,6 @@
  * _dlpack_slow() for everything else (streams, other devices, copies).
  */
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "core.h"
@@ -276,11 +275,11 @@ static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
   if (tensor_settle((PyObject*)self) < 0) return -1; /* the reader reads as soon as this returns */
   const char* format = buffer_format(t->dtype);
   if (!format && (flags & PyBUF_FORMAT)) {
-    char name[ABR_NAME_MAX];
-    if (abr_dtype_format(t->dtype, name, sizeof name) != ABR_OK) /* every Tensor's dtype has a name */
-      snprintf(name, sizeof name, "(%d, %d, %d)", t->dtype.code, t->dtype.bits, t->dtype.lanes);
-    PyErr_Format(PyExc_BufferError,
-                 "arraybridge: the buffer protocol has no format for dtype %s; take the tensor through DLPack", name);
+    PyObject* name = tensor_dtype(self, NULL); /* Tensor.dtype's name */
+    if (name)
+      PyErr_Format(PyExc_BufferError,
+                   "arraybridge: the buffer protocol has no format for dtype %U; take the tensor through DLPack", name);
+    Py_XDECREF(name);
     return -1;
   }
   const Py_ssize_t item = (Py_ssize_t)dtype_item_bytes(t->dtype);
