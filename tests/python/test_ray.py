@@ -173,6 +173,9 @@ def test_every_kind_of_array_arrives_exact(actors, framework):
 def test_one_object_read_by_two_receivers_and_a_receiver_choosing_its_device(actors):
     _, ray_actors, sender, receiver = actors
     on_opencl = ray_actors.Receiver.remote("opencl:0", "arraybridge")
+    # Started before the object exists: a new actor's imports took past Ray's 60 s wait
+    # for an RDT object once on a loaded CI machine ("not found in RDT object store").
+    ray.get(on_opencl.__ray_ready__.remote(), timeout=TIMEOUT)
     ref = sender.arraybridge.remote(["strided", "complex"])
     assert ray.get(receiver.check.remote("arraybridge", ref), timeout=TIMEOUT) == []
     assert ray.get(on_opencl.check.remote("arraybridge", ref), timeout=TIMEOUT) == []
