@@ -34,23 +34,93 @@ def test_host_tensors_have_the_buffer_protocol_in_place():
     assert (view.format, view.shape, view.strides, view.readonly, view.nbytes) == ("f", (3, 4), (16, 4), False, 48)
     view[1, 2] = 42.0
     assert values[1, 2] == 42.0  # the same memory
-    for dtype, code in (("int8", "b"), ("uint16", "H"), ("int64", "q"), ("float64", "d"), ("complex128", "Zd"),
-                        ("bool", "?")):
+    for dtype, code in (("int8", "b"), ("uint16", "H"), ("int64", np.dtype(np.int64).char), ("float64", "d"),
+                        ("complex128", "Zd"), ("bool", "?")):
         assert memoryview(ab.to_device(sample(dtype, (2,)), "cpu")).format == code, dtype
     strided = ab.from_dlpack(values[:, ::2])
     assert memoryview(strided).strides == (16, 8)  # a strided consumer gets the strides
     with pytest.raises(BufferError, match="strided, and the consumer asked for contiguous"):
-        hashlib.sha256(strided)  # a simple request: contiguous bytes
+        _buffer_of(strided, FORMAT | C_CONTIGUOUS)
     frozen = np.arange(3.0)
     frozen.flags.writeable = False
     read_only = ab.from_dlpack(frozen)
     assert memoryview(read_only).readonly
-    with pytest.raises(TypeError, match="must be read-write"):  # our BufferError, as the argument parser words it
-        io.BytesIO(bytes(24)).readinto(read_only)  # a writable request
+    with pytest.raises(BufferError, match="read-only"):
+        _buffer_of(read_only, WRITABLE | FORMAT | ND)
+    with pytest.raises(TypeError, match="must be read-write"):  # memoryview's BufferError, as the parser words it
+        io.BytesIO(bytes(24)).readinto(memoryview(read_only))
     with pytest.raises(BufferError, match="only a tensor in host memory"):
         memoryview(ab.to_device(values, "opencl:0"))
     with pytest.raises(BufferError, match=r"no format for dtype bfloat16; take the tensor through DLPack"):
         memoryview(ab.to_device(values, "cpu", dtype="bfloat16"))  # was named "(4, 16, 1)"
+
+
+class _Buffer(ctypes.Structure):
+    """CPython's Py_buffer, to ask a Tensor for its memory with exactly the flags a consumer gives."""
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
+                ("strides", ctypes.POINTER(ctypes.c_ssize_t)), ("suboffsets", ctypes.c_void_p),
+                ("internal", ctypes.c_void_p)]
+
+
+def _buffer_of(x, flags):
+    """(ndim, shape or None, format or None, len) of x's buffer asked for with `flags`; raises as PyObject_GetBuffer does."""
+    view = _Buffer()
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.POINTER(_Buffer), ctypes.c_int]
+    get(x, ctypes.byref(view), flags)
+    try:
+        shape = tuple(view.shape[i] for i in range(view.ndim)) if view.shape else None
+        return view.ndim, shape, view.format and view.format.decode(), view.len
+    finally:
+        ctypes.pythonapi.PyBuffer_Release.argtypes = [ctypes.POINTER(_Buffer)]
+        ctypes.pythonapi.PyBuffer_Release(ctypes.byref(view))
+
+
+SIMPLE, WRITABLE, FORMAT, ND, C_CONTIGUOUS = 0, 1, 4, 8, 0x38  # CPython's PyBUF_* flags
+
+
+def test_a_request_for_bare_bytes_is_refused_saying_what_to_use():
+    # torch.asarray and torch.frombuffer ask for neither format nor shape, then read the
+    # bytes flat as any dtype=: an int64 [[1, 2], [3, 4]] as float64 came back [4.9e-324, ...].
+    values = np.array([[1, 2], [3, 4]], dtype=np.int64)
+    tensor = ab.to_device(values, "cpu")
+    for flags in (SIMPLE, WRITABLE):
+        with pytest.warns(RuntimeWarning, match="neither format nor shape"):
+            with pytest.raises(BufferError, match=r"a Tensor is an array \(int64, 2 dimensions\), not bytes.*"
+                                                  r"torch.from_dlpack\(t\).*memoryview\(t\)"):
+                _buffer_of(tensor, flags)
+    assert _buffer_of(tensor, ND) == (2, (2, 2), None, 32)  # typed by the consumer (mpi4py with a datatype)
+    assert _buffer_of(tensor, FORMAT) == (1, None, np.dtype(np.int64).char, 32)
+    with pytest.warns(RuntimeWarning):
+        with pytest.raises(BufferError, match="not bytes"):
+            hashlib.sha256(tensor)
+    assert hashlib.sha256(memoryview(tensor)).digest() == hashlib.sha256(values.tobytes()).digest()  # bytes, asked so
+    assert bytes(tensor) == values.tobytes()
+    into = ab.to_device(np.zeros(4, dtype=np.int64), "cpu", copy=True)
+    assert io.BytesIO(values.tobytes()).readinto(memoryview(into)) == 32  # a file read into a Tensor's memory
+    assert np.asarray(into).tolist() == [1, 2, 3, 4]
+    torch = pytest.importorskip("torch")
+    for kwargs in ({}, {"dtype": torch.float64}):
+        with pytest.warns(RuntimeWarning, match="torch.from_dlpack"):  # torch puts its own words on the error
+            with pytest.raises(RuntimeError):
+                torch.asarray(tensor, **kwargs)
+    assert torch.as_tensor(tensor, dtype=torch.float64).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert torch.from_dlpack(tensor).tolist() == [[1, 2], [3, 4]]
+
+
+def test_64_bit_integers_reach_numpy_as_its_int64_and_uint64():
+    # Named "q"/"Q" they became NumPy's longlong, a dtype of its own: np.issubdtype(...,
+    # np.int64) was False and torch.from_numpy refused the uint64 array.
+    for dtype in (np.int64, np.uint64):
+        values = np.array([2**40, 3], dtype=dtype)
+        array = np.asarray(ab.to_device(values, "cpu", copy=True))
+        assert array.dtype.type is dtype and np.issubdtype(array.dtype, dtype)
+        np.testing.assert_array_equal(array, values)
+    torch = pytest.importorskip("torch")
+    unsigned = np.asarray(ab.to_device(np.array([2**63 + 1, 5], dtype=np.uint64), "cpu", copy=True))
+    assert torch.from_numpy(unsigned).dtype == torch.uint64
 
 
 def test_legacy_capsule_without_max_version_and_versioned_with_it():

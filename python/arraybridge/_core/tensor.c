@@ -228,9 +228,13 @@ static PyObject* tensor_report(TensorObject* self, void* unused) {
 
 /* ------------------------------------------------------------ buffer protocol */
 
-/* The struct-module format of a dtype the buffer protocol can name, else NULL. */
+/* The struct-module format of a dtype the buffer protocol can name, else NULL. 64-bit
+ * integers are "l" where a C long has 64 bits, as NumPy's int64 is: "q" is its
+ * longlong, a dtype of its own there, which np.issubdtype(..., np.int64) and
+ * torch.from_numpy (for uint64) refuse. */
 static const char* buffer_format(DLDataType dtype) {
-  static const char *const kInts[] = {"b", "h", "i", "q"}, *const kUints[] = {"B", "H", "I", "Q"};
+  static const char *const kInts[] = {"b", "h", "i", sizeof(long) == 8 ? "l" : "q"},
+                           *const kUints[] = {"B", "H", "I", sizeof(long) == 8 ? "L" : "Q"};
   const int width = dtype.bits == 8 ? 0 : dtype.bits == 16 ? 1 : dtype.bits == 32 ? 2 : dtype.bits == 64 ? 3 : -1;
   if (dtype.lanes != 1) return NULL;
   switch (dtype.code) {
@@ -256,10 +260,33 @@ static int compact_bytes(const DLTensor* t, const Py_ssize_t* strides, Py_ssize_
   return 1;
 }
 
+/* A request for neither format nor shape takes the memory as plain bytes, and
+ * torch.asarray and torch.frombuffer ask so, then read them flat as any dtype= (an
+ * int64 [[1, 2], [3, 4]] as float64 came back [4.9e-324, ...]): refused, and said
+ * as a warning too, since torch replaces the BufferError with its own words
+ * ("non-contiguous buffers are not supported"). Returns -1. */
+static int refuse_bare_bytes(TensorObject* self) {
+  PyObject* name = tensor_dtype(self, NULL);
+  PyObject* message = name
+      ? PyUnicode_FromFormat(
+            "arraybridge: a Tensor is an array (%U, %d dimensions), not bytes, and this consumer asked for its "
+            "memory with neither format nor shape, as torch.asarray and torch.frombuffer ask before reading it "
+            "flat as any dtype; give torch torch.from_dlpack(t) or torch.as_tensor(t), and a consumer of bytes "
+            "(hashlib, a file's write or readinto) memoryview(t)",
+            name, (int)self->tensor->dl_tensor.ndim)
+      : NULL;
+  const char* text = message ? PyUnicode_AsUTF8(message) : NULL;
+  if (text && PyErr_WarnEx(PyExc_RuntimeWarning, text, 1) == 0) PyErr_SetString(PyExc_BufferError, text);
+  Py_XDECREF(message);
+  Py_XDECREF(name);
+  return -1;
+}
+
 /* PEP 3118 for tensors in host memory (cpu, cuda_host): memoryview, NumPy and
  * mpi4py read and write it in place, with the consumer's contiguity and
  * writability asked for checked. Device memory is refused (BufferError), so
- * consumers that fall back to DLPack (mpi4py with a CUDA-aware MPI) still can. */
+ * consumers that fall back to DLPack (mpi4py with a CUDA-aware MPI) still can, and
+ * so is a request for bare bytes (below). */
 static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
   const DLTensor* t = &self->tensor->dl_tensor;
   if (!(kind_flags(t->device.device_type) & ABR_KIND_HOST_MEMORY)) {
@@ -268,6 +295,7 @@ static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
                     "has the buffer protocol; take this one through DLPack");
     return -1;
   }
+  if (!(flags & (PyBUF_FORMAT | PyBUF_ND))) return refuse_bare_bytes(self);
   if ((flags & PyBUF_WRITABLE) && (self->tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
     PyErr_SetString(PyExc_BufferError, "arraybridge: the tensor is read-only");
     return -1;
