@@ -130,6 +130,7 @@ def _target_device(target, gpu_id):
 # jnp.asarray and device_put all change int64 2**40 into 0 and float64 1e300 into inf
 # without a word, so a conversion into JAX refuses them instead.
 _JAX_X64_DTYPES = frozenset({"int64", "uint64", "float64", "complex128"})
+_JAX_NARROW = {"int64": "int32", "uint64": "uint32", "float64": "float32", "complex128": "complex64"}
 
 
 class _NarrowingRefused(ValueError):
@@ -290,6 +291,25 @@ def _framework_array(tensor, target, copy):
         # Asked anyway, torch's table fails without taking the tensor it was given.
         raise ValueError(f"torch has no {tensor.dtype} tensors")
     return _importer(target)(tensor)
+
+
+def jax_array_of(tensor):
+    """A Tensor as JAX's array, for Tensor.__jax_array__ (jnp.asarray(t), jnp.array(t),
+    a Tensor in jnp's functions): on JAX's device of its memory (the CPU for cpu and
+    cuda_host, the GPU of a cuda one), compact, never narrowed (64-bit data with
+    jax_enable_x64 off is refused), and a copy unless it is read-only: JAX assumes no one
+    writes what its arrays hold, and jnp.asarray copies a writable NumPy array so too."""
+    if tensor.dtype in _JAX_X64_DTYPES and not importlib.import_module("jax").config.jax_enable_x64:
+        raise ValueError(f"arraybridge: JAX keeps no {tensor.dtype} while jax_enable_x64 is off, and would make this "
+                         "tensor's values 32-bit without a word: turn it on (jax.config.update('jax_enable_x64', "
+                         f"True)), or cast it first, having checked the values fit: t.to(t.device, dtype='{_JAX_NARROW[tensor.dtype]}')")
+    kind = tensor.device.split(":")[0]
+    if kind not in ("cpu", "cuda_host", "cuda"):
+        raise TypeError(f"arraybridge: JAX has no arrays in {tensor.device} memory; move the tensor first: "
+                        "jnp.asarray(t.to('cpu'))")
+    device = "cpu" if kind == "cuda_host" else tensor.device
+    private = to_device(tensor, device, contiguous=True, copy=None if tensor.read_only else True)
+    return _framework_array(private, MemoryType.JAX, None)
 
 
 # The dtypes pyclesperanto keeps (0.25 on OpenCL): it quietly makes 64-bit ints

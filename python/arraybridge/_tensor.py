@@ -110,6 +110,15 @@ class Tensor(_core.TensorBase):
             return array.astype(dtype)
         return array.copy() if copy else array
 
+    def __jax_array__(self):
+        """JAX's array of it, which jnp.asarray(t), jnp.array(t) and jnp's functions ask
+        for (without it they read Tensor.dtype, a name, and NumPy refuses a name there):
+        on JAX's device of its memory, a copy unless the tensor is read-only (JAX assumes
+        no one writes its arrays), 64-bit data with jax_enable_x64 off refused, never
+        narrowed. jax.jit and jax.device_put take no Tensor: pass jnp.asarray(t)."""
+        from . import _seed  # here: _seed imports the modules this one is imported by
+        return _seed.jax_array_of(self)
+
     # A 0-d host tensor as a Python number, as NumPy's: without these, int() and float()
     # of a host Tensor read its bytes through the buffer protocol as text (a uint8 53
     # gave int 5).

@@ -100,3 +100,55 @@ def test_a_jax_dtype_dlpack_has_no_code_for_is_our_refusal(dtype, wider):
                                                  rf"go through DLPack: .*pass {re.escape(role)}.astype\('{wider}'\)"):
             call()
     np.testing.assert_array_equal(np.from_dlpack(ab.to_device(x.astype(wider), "cpu")), np.arange(4))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool", "complex64", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(), (3, 4), (0, 4)], ids=str)
+def test_jnp_asarray_and_array_of_a_tensor_give_its_values(shape, dtype):
+    """The ecosystem hunt of 2026-12-01: jnp.asarray(t) and jnp.array(t) raised NumPy's
+    ValueError "Could not convert ... to a NumPy dtype (via `.dtype` value 'float32')",
+    where a torch tensor goes through. Tensor.__jax_array__ answers them now."""
+    source = np.asarray(values(shape, "float32" if dtype == "bfloat16" else dtype))
+    t = ab.to_device(source, "cpu", copy=True, dtype=dtype)
+    expected = np.asarray(jnp.from_dlpack(ab.to_device(t, "cpu", copy=True)))  # JAX's reading of the same bytes
+    for made in (jnp.asarray(t), jnp.array(t)):
+        assert made.dtype == jnp.dtype(dtype) and made.shape == shape
+        np.testing.assert_array_equal(np.asarray(made), expected, strict=True)
+
+
+def test_a_writable_tensor_reaches_jnp_asarray_as_a_copy_and_a_read_only_one_as_it_is():
+    source = np.arange(12, dtype=np.float32).reshape(3, 4)
+    made = jnp.asarray(ab.to_device(source, "cpu"))  # a view of source, which its owner still writes
+    source[0, 0] = 99
+    assert float(made[0, 0]) == 0.0  # JAX's array never changes
+    frozen = jax.device_put(jnp.arange(5.0), CPU)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(ab.to_device(frozen, "cpu"))), np.arange(5.0))
+    strided = jnp.asarray(ab.to_device(source[:, ::2], "cpu"))  # JAX takes compact memory only: packed
+    np.testing.assert_array_equal(np.asarray(strided), source[:, ::2])
+    np.testing.assert_array_equal(np.asarray(jnp.asarray([ab.to_device(source, "cpu")] * 2)), np.stack([source] * 2))
+    np.testing.assert_array_equal(np.asarray(jnp.ones(4) + ab.to_device(source[1], "cpu")), source[1] + 1)
+
+
+def test_jnp_asarray_of_a_tensor_is_never_narrowed_and_names_what_it_cannot_do():
+    wide = ab.to_device(np.array([2**40, -3], dtype=np.int64), "cpu")
+    with jax_x64(False), pytest.raises(ValueError, match=r"JAX keeps no int64 while jax_enable_x64 is off.*"
+                                                         r"t.to\(t.device, dtype='int32'\)"):
+        jnp.asarray(wide)  # jnp.from_dlpack would give [0, -3]
+    with jax_x64(True):
+        made = jnp.asarray(wide)
+        assert made.dtype == jnp.int64 and made.tolist() == [2**40, -3]
+    with pytest.raises(TypeError, match=r"JAX has no arrays in opencl:0 memory.*jnp.asarray\(t.to\('cpu'\)\)"):
+        jnp.asarray(ab.to_device(np.ones(3, np.float32), "opencl:0"))
+    with pytest.raises(ValueError, match="jax.numpy.array"):  # JAX's own rule: jitted functions take JAX arrays
+        jax.jit(lambda a: a * 2)(ab.to_device(np.ones(3, np.float32), "cpu"))
+
+
+def test_jnp_asarray_of_a_cuda_tensor_is_a_jax_array_on_that_gpu():
+    try:
+        gpu = jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("JAX has no GPU here (a GPU machine runs this)")
+    source = np.arange(12, dtype=np.float32).reshape(3, 4)
+    made = jnp.asarray(ab.to_device(source, "cuda:0"))
+    assert made.devices() == {gpu}
+    np.testing.assert_array_equal(np.asarray(made), source)
