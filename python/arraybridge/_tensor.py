@@ -1,4 +1,5 @@
 """arraybridge.Tensor: a tensor the runtime produced, and a DLPack producer."""
+import ctypes
 import sys
 from collections import namedtuple
 
@@ -23,6 +24,33 @@ _DEVICE_TYPES = {int(t): t for t in DLDeviceType}
 # The dtypes NumPy has (our names are NumPy's for these).
 _NUMPY_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
                            "float32", "float64", "complex64", "complex128"})
+
+
+def _host_array(tensor):
+    """A Tensor's elements as a compact NumPy array in host memory, for pickle: dtypes
+    NumPy lacks (bfloat16, float8) as ml_dtypes' types, which NumPy arrays hold."""
+    try:
+        import numpy as np
+    except ImportError:
+        raise TypeError("arraybridge: pickling a Tensor needs NumPy: its elements travel as a NumPy array") from None
+    host = _core.to_device(tensor, "cpu", contiguous=True)  # a view where it is compact in host memory
+    if tensor.dtype in _NUMPY_DTYPES:
+        return np.from_dlpack(host)
+    try:
+        import ml_dtypes
+        dtype = np.dtype(getattr(ml_dtypes, tensor.dtype))
+    except (ImportError, AttributeError, TypeError):
+        dtype = None
+    if dtype is None or dtype.itemsize != tensor.itemsize:  # ml_dtypes keeps float4/float6 a byte each
+        raise TypeError(f"arraybridge: pickling a {tensor.dtype} Tensor needs a NumPy dtype for it (ml_dtypes "
+                        f"has bfloat16 and float8): convert it first, t.to(t.device, dtype=...)")
+    raw = ctypes.string_at(host.data_ptr + host.byte_offset, host.nbytes) if host.nbytes else b""
+    return np.frombuffer(raw, dtype=dtype).reshape(host.shape)
+
+
+def _unpickled(array, device):
+    """A pickled Tensor made again: its elements on its device, the receiver's own copy."""
+    return _core.to_device(array, device, copy=True)
 
 
 def _pair_of_ints(value):
@@ -154,13 +182,20 @@ class Tensor(_core.TensorBase):
         return self.__array__()[()]
 
     # copy.copy and copy.deepcopy (of a structure holding Tensors: a state dict) copy the
-    # elements on the same device, as NumPy's copy an array's: they tried pickling it,
-    # and a Tensor's memory cannot be pickled. The copy is the caller's, writable.
+    # elements on the same device, as NumPy's copy an array's, rather than a pickle's
+    # round trip through host memory. The copy is the caller's, writable.
     def __copy__(self):
         return _core.to_device(self, self._device, copy=True)
 
     def __deepcopy__(self, memo):
         return self.__copy__()
+
+    # pickle (multiprocessing, joblib, Ray's object store) carries a Tensor by value, as
+    # it carries NumPy's arrays and torch's tensors: its elements as a NumPy array, made
+    # again on the same device where it is unpickled, a copy the receiver's own (writable).
+    # It raised "cannot pickle 'arraybridge.Tensor' object".
+    def __reduce__(self):
+        return _unpickled, (_host_array(self), self.device)
 
     def ipc_handle(self):
         """An IpcHandle naming this CUDA tensor's memory for another process (see

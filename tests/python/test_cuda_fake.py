@@ -262,3 +262,17 @@ def test_a_child_forked_while_the_fake_drivers_lock_was_held_exits():
         del kept
     """)
     assert out.splitlines()[-1] == "the child exited", out
+
+
+def test_a_cuda_tensor_pickles_by_value_and_comes_back_on_its_device():
+    run_with_fake_cuda("""
+        import pickle, numpy as np, arraybridge as ab
+        x = np.arange(24, dtype=np.float32).reshape(4, 6)
+        for device in ("cuda:0", "cuda_host"):
+            for source in (x, x[:, ::-2], np.array(7, np.int64)):
+                t = ab.to_device(source, device, non_blocking=True)  # read once its queued work is done
+                again = pickle.loads(pickle.dumps(t))
+                assert (again.device, again.dtype, again.shape) == (device, t.dtype, t.shape), again
+                assert again.data_ptr != t.data_ptr
+                np.testing.assert_array_equal(np.from_dlpack(again.to("cpu")), source, strict=True)
+    """)

@@ -184,6 +184,19 @@ def test_one_object_read_by_two_receivers_and_a_receiver_choosing_its_device(act
     ray.kill(on_opencl)
 
 
+def test_tensors_go_through_rays_object_store_by_value_too(actors):
+    """Without a tensor_transport (an argument, ray.put, a task's result) Ray pickles what
+    it carries, and a Tensor raised "cannot pickle 'arraybridge.Tensor' object" (the
+    ecosystem hunt, 2026-12-01). Now it travels by value, exact, to its own device."""
+    _, ray_actors, _, receiver = actors
+    made = {kind: ray_actors.make("arraybridge", kind) for kind in kinds_of("arraybridge")}
+    assert ray.get(receiver.check.remote("arraybridge", made), timeout=TIMEOUT) == []
+    assert set(ray.get(receiver.devices.remote(made), timeout=TIMEOUT).values()) == {"opencl:0"}
+    back = ray.get(ray.put(made["strided"]), timeout=TIMEOUT)
+    assert back.device == "opencl:0"
+    np.testing.assert_array_equal(np.from_dlpack(back.to("cpu")), ray_actors.recipe("strided"))
+
+
 def test_a_dict_of_100_arrays_moves_as_one_batch(actors):
     _, _, sender, receiver = actors
     ref = sender.many.remote(100, 256)
