@@ -169,16 +169,24 @@ class Tensor(_core.TensorBase):
         return bool(self.__array__().item())  # NumPy's reading, or its refusal of memory the host cannot read
 
     def __index__(self):
-        value = self._scalar("index")
+        value = self._scalar("index", "int(t.to('cpu'))")
         if not self.dtype.startswith(("int", "uint")):
             raise TypeError(f"arraybridge: only an integer tensor is an index; this one is {self.dtype}")
         return int(value)
 
-    def _scalar(self, what):
-        """Its one element, as NumPy's scalar, for int(), float(), complex() or an index."""
+    def __format__(self, spec):
+        # f"{t:.3f}" of a 0-d host tensor formats its value, as NumPy's 0-d arrays do.
+        return format(self._scalar("number to format", "format(t.to('cpu'), spec)"), spec) if spec else str(self)
+
+    def _scalar(self, what, again=None):
+        """Its one element, as NumPy's scalar, for int(), float(), complex(), an index or
+        format(); `again`: the call that works for a tensor in device memory."""
         if self.shape != ():
             raise TypeError(f"arraybridge: only a 0-d tensor converts to a Python {what}; this one has shape "
                             f"{self.shape} (np.asarray(t) gives its elements)")
+        if self._device[0] not in HOST_READABLE:  # said here: __array__'s words name np.asarray
+            raise TypeError(f"arraybridge: a Python {what} is read in host memory, and this tensor is on "
+                            f"{self.device}: move it first, {again or what + '(t.to(' + repr('cpu') + '))'}")
         return self.__array__()[()]
 
     # copy.copy and copy.deepcopy (of a structure holding Tensors: a state dict) copy the

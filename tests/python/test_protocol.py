@@ -364,8 +364,22 @@ def test_a_0d_host_tensor_is_a_python_number_and_others_refuse_clearly():
                 convert(three)
     with pytest.raises(TypeError, match="only an integer tensor is an index"):
         operator.index(ab.to_device(np.array(2.0), "cpu"))
-    with pytest.raises(TypeError, match="move it first"):
-        float(ab.to_device(np.array(2.0), "opencl:0"))
+    on_device = ab.to_device(np.array(2.0), "opencl:0")
+    for call, again in ((float, r"float\(t.to\('cpu'\)\)"), (operator.index, r"int\(t.to\('cpu'\)\)"),
+                        (lambda x: f"{x:.1f}", r"format\(t.to\('cpu'\), spec\)")):
+        with pytest.raises(TypeError, match=r"is read in host memory, and this tensor is on opencl:0: move it "
+                                            rf"first, {again}"):  # it named np.asarray(t.to('cpu'))
+            call(on_device)
+
+
+def test_a_0d_host_tensor_formats_its_value_as_numpys_do():
+    """The ecosystem hunt of 2026-12-01: f"{t:.3f}" raised "unsupported format string
+    passed to arraybridge.Tensor.__format__", where NumPy's 0-d arrays give the value."""
+    t = ab.to_device(np.array(3.14159, np.float32), "cpu")
+    assert (f"{t:.3f}", format(t, ">8.2f"), f"{ab.to_device(np.array(7), 'cpu'):04d}") == ("3.142", "    3.14", "0007")
+    assert f"{t}" == str(t) == repr(t)  # no spec: the Tensor's own words
+    with pytest.raises(TypeError, match="only a 0-d tensor converts to a Python number to format"):
+        f"{ab.to_device(np.arange(3.0), 'cpu'):.2f}"
 
 
 def test_dl_device_that_is_no_pair_of_ints_is_a_type_error_saying_so():
