@@ -1,6 +1,5 @@
 """arraybridge.Tensor: a tensor the runtime produced, and a DLPack producer."""
 import ctypes
-import sys
 from collections import namedtuple
 
 from . import _deprecated
@@ -229,15 +228,6 @@ class Tensor(_core.TensorBase):
             raise DLPackError(f"arraybridge: a tensor on {self.device} was asked for with stream=-1, as a consumer of "
                               "device pointers asks (mpi4py does), but its data is a handle (a cl_mem), not an "
                               "address; stage it through host memory: arraybridge.mpi.buffer(t) for MPI, or t.to('cpu')")
-        if stream == -1 and self._device[0] == DLDeviceType.CUDA and "mpi4py.MPI" in sys.modules:
-            from ._mpi import mpi_cuda_aware  # here: mpi4py is imported already
-            if not mpi_cuda_aware():
-                # mpi4py then hands the device address to MPI, which read it on the host: a segfault.
-                raise DLPackError(f"arraybridge: a tensor on {self.device} was asked for with stream=-1, as mpi4py "
-                                  "asks, and the MPI library here is not CUDA-aware (arraybridge.mpi.cuda_aware() is "
-                                  "False): it would read device memory on the host and crash the process; stage it "
-                                  "through host memory: arraybridge.mpi.buffer(t) (where MPI is CUDA-aware but cannot "
-                                  "say so, set ARRAYBRIDGE_MPI_CUDA_AWARE=1)")
         if stream is not None and stream != -1 or dl_device is not None or copy:
             own = self.__dlpack_device__()
             if dl_device is not None and not _pair_of_ints(dl_device):
