@@ -130,21 +130,21 @@ def _target_device(target, gpu_id):
 # jnp.asarray and device_put all change int64 2**40 into 0 and float64 1e300 into inf
 # without a word, so a conversion into JAX refuses them instead.
 _JAX_X64_DTYPES = frozenset({"int64", "uint64", "float64", "complex128"})
-_JAX_NARROW = {"int64": "int32", "uint64": "uint32", "float64": "float32", "complex128": "complex64"}
 
 
 class _NarrowingRefused(ValueError):
     """A target that would narrow the data on import (_check_target_holds)."""
 
 
-def _check_target_holds(dtype, target):
-    """Raises ValueError when `target` would narrow data of `dtype` on import."""
+def _check_target_holds(dtype, target, cast="ask for the cast with dtype="):
+    """Raises ValueError when `target` would narrow data of `dtype` on import; `cast`
+    says how the caller asks for a cast."""
     if target is MemoryType.JAX and dtype in _JAX_X64_DTYPES:
         jax = importlib.import_module("jax")
         if not jax.config.jax_enable_x64:
             raise _NarrowingRefused(f"JAX keeps no {dtype} while jax_enable_x64 is off: it would make these values "
                              "32-bit without a word. Turn it on (jax.config.update('jax_enable_x64', True)), "
-                             "or ask for the cast with dtype=, having checked the values fit")
+                             f"or {cast}, having checked the values fit")
 
 
 class _ToImmutable:
@@ -296,19 +296,19 @@ def _framework_array(tensor, target, copy):
 def jax_array_of(tensor):
     """A Tensor as JAX's array, for Tensor.__jax_array__ (jnp.asarray(t), jnp.array(t),
     a Tensor in jnp's functions): on JAX's device of its memory (the CPU for cpu and
-    cuda_host, the GPU of a cuda one), compact, never narrowed (64-bit data with
-    jax_enable_x64 off is refused), and a copy unless it is read-only: JAX assumes no one
-    writes what its arrays hold, and jnp.asarray copies a writable NumPy array so too."""
-    if tensor.dtype in _JAX_X64_DTYPES and not importlib.import_module("jax").config.jax_enable_x64:
-        raise ValueError(f"arraybridge: JAX keeps no {tensor.dtype} while jax_enable_x64 is off, and would make this "
-                         "tensor's values 32-bit without a word: turn it on (jax.config.update('jax_enable_x64', "
-                         f"True)), or cast it first, having checked the values fit: t.to(t.device, dtype='{_JAX_NARROW[tensor.dtype]}')")
+    cuda_host, the GPU of a cuda one), never narrowed (64-bit data with jax_enable_x64
+    off is refused), and always a copy of its own: JAX assumes no one writes what its
+    arrays hold, and a read-only Tensor may still be written by its memory's owner (a
+    read-only view of a NumPy array, a torch tensor's legacy capsule)."""
     kind = tensor.device.split(":")[0]
     if kind not in ("cpu", "cuda_host", "cuda"):
         raise TypeError(f"arraybridge: JAX has no arrays in {tensor.device} memory; move the tensor first: "
                         "jnp.asarray(t.to('cpu'))")
-    device = "cpu" if kind == "cuda_host" else tensor.device
-    private = to_device(tensor, device, contiguous=True, copy=None if tensor.read_only else True)
+    try:
+        _check_target_holds(tensor.dtype, MemoryType.JAX, "cast it first, t.to(t.device, dtype=...)")
+    except _NarrowingRefused as refused:
+        raise ValueError(f"arraybridge: {refused}") from None
+    private = to_device(tensor, "cpu" if kind == "cuda_host" else tensor.device, contiguous=True, copy=True)
     return _framework_array(private, MemoryType.JAX, None)
 
 

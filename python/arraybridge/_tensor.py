@@ -141,9 +141,9 @@ class Tensor(_core.TensorBase):
     def __jax_array__(self):
         """JAX's array of it, which jnp.asarray(t), jnp.array(t) and jnp's functions ask
         for (without it they read Tensor.dtype, a name, and NumPy refuses a name there):
-        on JAX's device of its memory, a copy unless the tensor is read-only (JAX assumes
-        no one writes its arrays), 64-bit data with jax_enable_x64 off refused, never
-        narrowed. jax.jit and jax.device_put take no Tensor: pass jnp.asarray(t)."""
+        on JAX's device of its memory, always a copy (JAX assumes no one writes its
+        arrays), 64-bit data with jax_enable_x64 off refused, never narrowed. jax.jit and
+        jax.device_put take no Tensor: pass jnp.asarray(t)."""
         from . import _seed  # here: _seed imports the modules this one is imported by
         return _seed.jax_array_of(self)
 

@@ -116,11 +116,20 @@ def test_jnp_asarray_and_array_of_a_tensor_give_its_values(shape, dtype):
         np.testing.assert_array_equal(np.asarray(made), expected, strict=True)
 
 
-def test_a_writable_tensor_reaches_jnp_asarray_as_a_copy_and_a_read_only_one_as_it_is():
-    source = np.arange(12, dtype=np.float32).reshape(3, 4)
-    made = jnp.asarray(ab.to_device(source, "cpu"))  # a view of source, which its owner still writes
+def test_jnp_asarray_of_a_tensor_is_a_copy_that_never_changes():
+    # JAX aliases memory aligned as it likes: the source is our own allocation (aligned),
+    # and each Tensor below is a view of memory its owner still writes, read-only or not.
+    source = np.from_dlpack(ab.to_device(np.arange(12, dtype=np.float32).reshape(3, 4), "cpu", copy=True))
+    read_only_view = source.view()
+    read_only_view.flags.writeable = False
+    torch = pytest.importorskip("torch")
+    twin = torch.from_numpy(source)
+    legacy = ab.from_dlpack(torch.utils.dlpack.to_dlpack(twin))  # read-only: a legacy capsule cannot say otherwise
+    views = [ab.to_device(source, "cpu"), ab.to_device(read_only_view, "cpu"), legacy]
+    assert [v.read_only for v in views] == [False, True, True] and {v.data_ptr for v in views} == {source.ctypes.data}
+    made = [jnp.asarray(v) for v in views]
     source[0, 0] = 99
-    assert float(made[0, 0]) == 0.0  # JAX's array never changes
+    assert [float(m[0, 0]) for m in made] == [0.0, 0.0, 0.0]  # JAX's arrays never change
     frozen = jax.device_put(jnp.arange(5.0), CPU)
     np.testing.assert_array_equal(np.asarray(jnp.asarray(ab.to_device(frozen, "cpu"))), np.arange(5.0))
     strided = jnp.asarray(ab.to_device(source[:, ::2], "cpu"))  # JAX takes compact memory only: packed
@@ -131,8 +140,8 @@ def test_a_writable_tensor_reaches_jnp_asarray_as_a_copy_and_a_read_only_one_as_
 
 def test_jnp_asarray_of_a_tensor_is_never_narrowed_and_names_what_it_cannot_do():
     wide = ab.to_device(np.array([2**40, -3], dtype=np.int64), "cpu")
-    with jax_x64(False), pytest.raises(ValueError, match=r"JAX keeps no int64 while jax_enable_x64 is off.*"
-                                                         r"t.to\(t.device, dtype='int32'\)"):
+    with jax_x64(False), pytest.raises(ValueError, match=r"arraybridge: JAX keeps no int64 while jax_enable_x64 is "
+                                                         r"off.*cast it first, t.to\(t.device, dtype=...\)"):
         jnp.asarray(wide)  # jnp.from_dlpack would give [0, -3]
     with jax_x64(True):
         made = jnp.asarray(wide)
