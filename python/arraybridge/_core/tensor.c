@@ -262,22 +262,21 @@ static int compact_bytes(const DLTensor* t, const Py_ssize_t* strides, Py_ssize_
 
 /* A request for neither format nor shape takes the memory as plain bytes, and
  * torch.asarray and torch.frombuffer ask so, then read them flat as any dtype= (an
- * int64 [[1, 2], [3, 4]] as float64 came back [4.9e-324, ...]): refused, and said
- * as a warning too, since torch replaces the BufferError with its own words
- * ("non-contiguous buffers are not supported"). Returns -1. */
+ * int64 [[1, 2], [3, 4]] as float64 came back [4.9e-324, ...]). Refused, with no
+ * warning: mpi4py's MPI.buffer(t) asks so too, then takes DLPack instead. Returns -1. */
 static int refuse_bare_bytes(TensorObject* self) {
   PyObject* name = tensor_dtype(self, NULL);
-  PyObject* message = name
-      ? PyUnicode_FromFormat(
-            "arraybridge: a Tensor is an array (%U, %d dimensions), not bytes, and this consumer asked for its "
-            "memory with neither format nor shape, as torch.asarray and torch.frombuffer ask before reading it "
-            "flat as any dtype; give torch torch.from_dlpack(t) or torch.as_tensor(t), and a consumer of bytes "
-            "(hashlib, a file's write or readinto) memoryview(t)",
-            name, (int)self->tensor->dl_tensor.ndim)
-      : NULL;
-  const char* text = message ? PyUnicode_AsUTF8(message) : NULL;
-  if (text && PyErr_WarnEx(PyExc_RuntimeWarning, text, 1) == 0) PyErr_SetString(PyExc_BufferError, text);
-  Py_XDECREF(message);
+  if (name)
+    PyErr_Format(PyExc_BufferError,
+                 "arraybridge: a Tensor is an array of %U, not bytes, and this consumer asked for its memory with "
+                 "neither format nor shape, as torch.asarray and torch.frombuffer ask before reading it flat as any "
+                 "dtype; give torch torch.from_dlpack(t) or torch.as_tensor(t), and a consumer of bytes (hashlib, a "
+                 "file's write or readinto) %s",
+                 name,
+                 buffer_format(self->tensor->dl_tensor.dtype)
+                     ? "memoryview(t)"
+                     : "its bytes through DLPack (the buffer protocol has no format for this dtype), such as "
+                       "torch.from_dlpack(t).view(torch.uint8)");
   Py_XDECREF(name);
   return -1;
 }
@@ -286,7 +285,7 @@ static int refuse_bare_bytes(TensorObject* self) {
  * mpi4py read and write it in place, with the consumer's contiguity and
  * writability asked for checked. Device memory is refused (BufferError), so
  * consumers that fall back to DLPack (mpi4py with a CUDA-aware MPI) still can, and
- * so is a request for bare bytes (below). */
+ * so is a request for bare bytes (refuse_bare_bytes). */
 static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
   const DLTensor* t = &self->tensor->dl_tensor;
   if (!(kind_flags(t->device.device_type) & ABR_KIND_HOST_MEMORY)) {
