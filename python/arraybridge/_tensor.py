@@ -39,17 +39,20 @@ def _host_array(tensor):
         import ml_dtypes
         dtype = np.dtype(getattr(ml_dtypes, tensor.dtype))
     except (ImportError, AttributeError, TypeError):
-        dtype = None
-    if dtype is None or dtype.itemsize != tensor.itemsize:  # ml_dtypes keeps float4/float6 a byte each
         raise TypeError(f"arraybridge: pickling a {tensor.dtype} Tensor needs a NumPy dtype for it (ml_dtypes "
-                        f"has bfloat16 and float8): convert it first, t.to(t.device, dtype=...)")
+                        f"has bfloat16 and float8): convert it first, t.to(t.device, dtype=...)") from None
     raw = ctypes.string_at(host.data_ptr + host.byte_offset, host.nbytes) if host.nbytes else b""
     return np.frombuffer(raw, dtype=dtype).reshape(host.shape)
 
 
 def _unpickled(array, device):
-    """A pickled Tensor made again: its elements on its device, the receiver's own copy."""
-    return _core.to_device(array, device, copy=True)
+    """A pickled Tensor made again: its elements on its device, the receiver's own copy.
+    Pickles name this function: keep its name and module."""
+    try:
+        return _core.to_device(array, device, copy=True)
+    except DeviceError as error:
+        raise DeviceError(f"arraybridge: a Tensor pickled on {device} is unpickled in a process without that "
+                          f"device ({error})", error.status, error.status_name) from None
 
 
 def _pair_of_ints(value):
@@ -165,7 +168,7 @@ class Tensor(_core.TensorBase):
         if self.size != 1:
             raise ValueError(f"arraybridge: the truth value of a tensor of shape {self.shape} is ambiguous; ask "
                              "of its values (np.asarray(t).any() or .all()), or of t.size")
-        return bool(self.__array__().item())  # NumPy's reading, or its refusal of memory the host cannot read
+        return bool(self._scalar("bool", "bool(t.to('cpu'))", any_shape=True))
 
     def __index__(self):
         value = self._scalar("index", "int(t.to('cpu'))")
@@ -177,16 +180,17 @@ class Tensor(_core.TensorBase):
         # f"{t:.3f}" of a 0-d host tensor formats its value, as NumPy's 0-d arrays do.
         return format(self._scalar("number to format", "format(t.to('cpu'), spec)"), spec) if spec else str(self)
 
-    def _scalar(self, what, again=None):
-        """Its one element, as NumPy's scalar, for int(), float(), complex(), an index or
-        format(); `again`: the call that works for a tensor in device memory."""
-        if self.shape != ():
+    def _scalar(self, what, again=None, any_shape=False):
+        """Its one element, as NumPy's scalar, for int(), float(), complex(), bool(), an
+        index or format(); `again`: the call that works for a tensor in device memory;
+        any_shape: of one element in any shape (bool's), else of a 0-d tensor."""
+        if self.shape != () and not any_shape:
             raise TypeError(f"arraybridge: only a 0-d tensor converts to a Python {what}; this one has shape "
                             f"{self.shape} (np.asarray(t) gives its elements)")
         if self._device[0] not in HOST_READABLE:  # said here: __array__'s words name np.asarray
             raise TypeError(f"arraybridge: a Python {what} is read in host memory, and this tensor is on "
                             f"{self.device}: move it first, {again or what + '(t.to(' + repr('cpu') + '))'}")
-        return self.__array__()[()]
+        return self.__array__().reshape(())[()]
 
     # copy.copy and copy.deepcopy (of a structure holding Tensors: a state dict) copy the
     # elements on the same device, as NumPy's copy an array's, rather than a pickle's

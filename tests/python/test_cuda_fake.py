@@ -265,14 +265,26 @@ def test_a_child_forked_while_the_fake_drivers_lock_was_held_exits():
 
 
 def test_a_cuda_tensor_pickles_by_value_and_comes_back_on_its_device():
-    run_with_fake_cuda("""
+    # Each Tensor is still being filled when it is pickled (the fake driver's copies take
+    # 20 ms), and each holds values of its own, so a read before the fill shows.
+    out = run_with_fake_cuda("""
         import pickle, numpy as np, arraybridge as ab
-        x = np.arange(24, dtype=np.float32).reshape(4, 6)
-        for device in ("cuda:0", "cuda_host"):
-            for source in (x, x[:, ::-2], np.array(7, np.int64)):
-                t = ab.to_device(source, device, non_blocking=True)  # read once its queued work is done
-                again = pickle.loads(pickle.dumps(t))
-                assert (again.device, again.dtype, again.shape) == (device, t.dtype, t.shape), again
-                assert again.data_ptr != t.data_ptr
-                np.testing.assert_array_equal(np.from_dlpack(again.to("cpu")), source, strict=True)
-    """)
+        rng = np.random.default_rng(7)
+        for make in ("cuda:0", "cuda_host from cuda:0", "strided", "0-d"):
+            source = rng.standard_normal((64, 48)).astype(np.float32)
+            source = source[:, ::-3] if make == "strided" else np.array(source[5, 7]) if make == "0-d" else source
+            t = ab.to_device(source, "cuda:0", non_blocking=True)
+            if make == "cuda_host from cuda:0":
+                t = ab.to_device(t, "cuda_host", non_blocking=True)
+            assert not t.is_ready(), make
+            again = pickle.loads(pickle.dumps(t))
+            assert (again.device, again.dtype, again.shape) == (t.device, t.dtype, t.shape), again
+            assert again.data_ptr != t.data_ptr
+            np.testing.assert_array_equal(np.from_dlpack(again.to("cpu")), source, strict=True)
+        print(pickle.dumps(ab.to_device(np.ones(3), "cuda:0")).hex())
+    """, delay_us=20000)
+    code = "import pickle, sys, arraybridge; pickle.loads(bytes.fromhex(sys.argv[1]))"
+    done = subprocess.run([sys.executable, "-c", code, out.split()[-1]], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_CUDA="1"))  # a process without CUDA
+    assert done.returncode == 1 and "DeviceError: arraybridge: a Tensor pickled on cuda:0 is unpickled in a process " \
+        "without that device" in done.stderr, done.stderr
