@@ -9,6 +9,8 @@ then), and an OpenCL tensor, whose data is a cl_mem no MPI can read, through hos
 memory (passed straight, mpi4py's request for it is refused).
 mpi4py itself is not imported here: the caller's MPI is the caller's."""
 import contextlib
+import ctypes
+import functools
 import logging
 import os
 
@@ -24,8 +26,9 @@ _MODES = ("r", "w", "rw")
 
 def mpi_cuda_aware():
     """Whether the MPI library under mpi4py takes CUDA device pointers:
-    $ARRAYBRIDGE_MPI_CUDA_AWARE (1 or 0) when set, else MPI's own answer
-    (MPIX_Query_cuda_support, through mpi4py where it offers it), else False."""
+    $ARRAYBRIDGE_MPI_CUDA_AWARE (1 or 0) when set, else MPI's own answer (through
+    mpi4py where it offers one, else asked of the MPI library mpi4py loaded: Open MPI's
+    MPIX_Query_cuda_support, MPICH's MPIX_GPU_query_support), else False."""
     told = os.environ.get("ARRAYBRIDGE_MPI_CUDA_AWARE")
     if told is not None:
         if told not in ("0", "1"):
@@ -35,8 +38,30 @@ def mpi_cuda_aware():
         from mpi4py import MPI
     except ImportError:
         return False
-    query = getattr(MPI, "Query_cuda_support", None)
-    return bool(query()) if query else False
+    query = getattr(MPI, "Query_cuda_support", None)  # no mpi4py up to 4.1 has it
+    return bool(query()) if query else bool(_mpi_library_answer())
+
+
+@functools.lru_cache(maxsize=None)
+def _mpi_library_answer():
+    """MPI's own answer whether it takes CUDA device pointers (True, False), asked of
+    the libmpi this process loaded, or None where it names no such query. Asked once:
+    a library's build and start-up decide it."""
+    try:
+        with open("/proc/self/maps") as maps:  # the libmpi mpi4py loaded, not another find_library might name
+            paths = {line.split()[-1] for line in maps if "/libmpi.so" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        library = ctypes.CDLL(path)  # loaded already: the same library
+        if hasattr(library, "MPIX_Query_cuda_support"):  # Open MPI (mpi-ext.h)
+            library.MPIX_Query_cuda_support.restype = ctypes.c_int
+            return library.MPIX_Query_cuda_support() == 1
+        if hasattr(library, "MPIX_GPU_query_support"):  # MPICH 4 (mpi.h): MPIX_GPU_SUPPORT_CUDA is 0
+            supported = ctypes.c_int(0)
+            library.MPIX_GPU_query_support.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+            return library.MPIX_GPU_query_support(0, ctypes.byref(supported)) == 0 and supported.value == 1
+    return None
 
 
 @contextlib.contextmanager

@@ -130,3 +130,40 @@ def test_mpi_writes_are_seen_by_autograd_and_what_a_copy_refuses_is_refused():
                           env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader"))
     assert done.returncode == 0 and "autograd ok" in done.stdout, done.stdout + done.stderr
+
+
+def test_cuda_aware_is_the_answer_of_the_mpi_library_mpi4py_loaded():
+    """mpi4py up to 4.1 has no Query_cuda_support, so cuda_aware() said False for every
+    MPI, and mpi.buffer staged CUDA tensors through host memory for a CUDA-aware one too.
+    Now the loaded libmpi is asked: Open MPI here, built without CUDA, answers 0 itself."""
+    code = ("from mpi4py import MPI; import arraybridge as ab; from arraybridge import _mpi; "
+            "print(_mpi._mpi_library_answer(), ab.mpi.cuda_aware())")
+    environment = {k: v for k, v in os.environ.items() if k != "ARRAYBRIDGE_MPI_CUDA_AWARE"}
+    environment.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", ARRAYBRIDGE_DISABLE_OPENCL="1")
+    done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]  # its own answer, not None (no query found)
+    done = subprocess.run([sys.executable, "-c", code], env=dict(environment, ARRAYBRIDGE_MPI_CUDA_AWARE="1"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True"], done.stderr  # the variable first
+
+
+
+@pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler to build the stub libmpi")
+@pytest.mark.parametrize("query, answer", [
+    ("int MPIX_Query_cuda_support(void) { return ANSWER; }", "Open MPI"),
+    ("int MPIX_GPU_query_support(int type, int *ok) { *ok = type == 0 && ANSWER; return 0; }", "MPICH")])
+def test_a_cuda_aware_mpi_library_is_believed(tmp_path, query, answer):
+    """The loaded libmpi's own query decides, for Open MPI's and MPICH's: a stub libmpi
+    answering yes, then no (no MPI library here is CUDA-aware to ask for real)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    code = ("import ctypes, sys; ctypes.CDLL(sys.argv[1]); from arraybridge import _mpi; "
+            "print(_mpi._mpi_library_answer())")
+    for value, said in (("1", "True"), ("0", "False")):
+        stub = tmp_path / f"lib{value}" / "libmpi.so.99"
+        stub.parent.mkdir()
+        subprocess.run([compiler, "-shared", "-fPIC", f"-DANSWER={value}", "-x", "c", "-", "-o", str(stub)],
+                       input=query, text=True, check=True)
+        done = subprocess.run([sys.executable, "-c", code, str(stub)], capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1"))
+        assert done.stdout.split() == [said], (answer, done.stderr)
