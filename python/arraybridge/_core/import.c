@@ -102,16 +102,24 @@ static int import_exported(PyObject* x, const char* role, int immutable, Importe
     capsule = PyObject_VectorcallMethod(names.dlpack, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
   }
   if (!capsule) {
-    if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(x, names.dlpack)) {
-      PyErr_Clear();
-      /* A torch Module: its state_dict() is tensors (an optimizer's also holds numbers). */
-      const int has_state = PyObject_HasAttrString(x, "state_dict") && PyObject_HasAttrString(x, "named_parameters");
-      PyErr_Format(PyExc_TypeError,
-                   "arraybridge: %s (a %s) is neither a DLPack capsule nor an object with __dlpack__: pass an array "
-                   "(NumPy, CuPy, torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule%s",
-                   role, Py_TYPE(x)->tp_name,
-                   has_state ? ", or this one's .state_dict() (a structure of tensors)" : "");
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    /* Asked with the AttributeError put aside: CPython 3.13's PyObject_HasAttr reports
+     * a pending exception as unraisable, on stderr for every non-array argument. */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (PyObject_HasAttr(x, names.dlpack)) { /* __dlpack__ itself raised it */
+      PyErr_Restore(type, value, traceback);
+      return -1;
     }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    /* A torch Module: its state_dict() is tensors (an optimizer's also holds numbers). */
+    const int has_state = PyObject_HasAttrString(x, "state_dict") && PyObject_HasAttrString(x, "named_parameters");
+    PyErr_Format(PyExc_TypeError,
+                 "arraybridge: %s (a %s) is neither a DLPack capsule nor an object with __dlpack__: pass an array "
+                 "(NumPy, CuPy, torch, JAX, TensorFlow, ...), an arraybridge Tensor or a DLPack capsule%s",
+                 role, Py_TYPE(x)->tp_name, has_state ? ", or this one's .state_dict() (a structure of tensors)" : "");
     return -1;
   }
   int status = -1;

@@ -74,7 +74,7 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "arraybridge._cor
 
 static PyObject* installed; /* the module, once made: installing again puts it back */
 
-/* module.name = type (PyModule_AddObjectRef is Python 3.10's; the package takes 3.9). */
+/* module.name = type. */
 static int add_type(PyObject* module, const char* name, PyTypeObject* type) {
   Py_INCREF(type);
   if (PyModule_AddObject(module, name, (PyObject*)type) == 0) return 0;

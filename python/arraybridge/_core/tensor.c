@@ -170,7 +170,7 @@ static PyObject* tensor_dtype(TensorObject* self, void* unused) {
   for (int i = 0; i < NAMED_DTYPES; ++i)
     if (named_dtypes[i].name && named_dtypes[i].dtype.code == dtype.code && named_dtypes[i].dtype.bits == dtype.bits &&
         named_dtypes[i].dtype.lanes == dtype.lanes) {
-      Py_INCREF(named_dtypes[i].name); /* no Py_NewRef: the package supports 3.9 */
+      Py_INCREF(named_dtypes[i].name);
       return named_dtypes[i].name;
     }
   char text[ABR_NAME_MAX];
@@ -336,7 +336,7 @@ static int tensor_getbuffer(TensorObject* self, Py_buffer* view, int flags) {
     return -1;
   }
   view->buf = (char*)t->data + t->byte_offset;
-  Py_INCREF(self); /* Py_NewRef is 3.10+; the package supports 3.9 */
+  Py_INCREF(self);
   view->obj = (PyObject*)self;
   view->len = count * item;
   view->itemsize = item;

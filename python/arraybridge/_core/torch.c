@@ -209,7 +209,7 @@ int torch_vet(PyObject* x, const char* role, ImportPurpose purpose, int may_be_c
     if (conj)
       resolved = PyObject_CallMethodNoArgs(x, resolve_conj);
     else
-      Py_INCREF(x); /* Py_NewRef is 3.10+; the package supports 3.9 */
+      Py_INCREF(x);
     if (resolved && neg) Py_SETREF(resolved, PyObject_CallMethodNoArgs(resolved, resolve_neg));
     if (!resolved) return -1;
     *replacement = resolved;

@@ -185,11 +185,8 @@ static PyObject* run(PyObject* x, Request* request) {
  * included (a state dict is an OrderedDict); read from the type's flags, which
  * CPython sets on every subclass of collections.abc.Mapping from 3.10. */
 int is_structure(PyObject* x) {
-  const unsigned long flags = Py_TYPE(x)->tp_flags;
-#ifdef Py_TPFLAGS_MAPPING
-  if (flags & Py_TPFLAGS_MAPPING) return 1;
-#endif
-  return (flags & (Py_TPFLAGS_LIST_SUBCLASS | Py_TPFLAGS_TUPLE_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS)) != 0;
+  return (Py_TYPE(x)->tp_flags &
+          (Py_TPFLAGS_MAPPING | Py_TPFLAGS_LIST_SUBCLASS | Py_TPFLAGS_TUPLE_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS)) != 0;
 }
 
 void init_request(Request* request, const char* context) {
