@@ -53,7 +53,10 @@ def _mpi_library_answer():
     except OSError:
         return None
     for path in sorted(paths):
-        library = ctypes.CDLL(path)  # loaded already: the same library
+        try:
+            library = ctypes.CDLL(path)  # loaded already: the same library
+        except OSError:  # a file replaced since it was loaded ("(deleted)")
+            continue
         if hasattr(library, "MPIX_Query_cuda_support"):  # Open MPI (mpi-ext.h)
             library.MPIX_Query_cuda_support.restype = ctypes.c_int
             return library.MPIX_Query_cuda_support() == 1

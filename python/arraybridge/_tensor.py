@@ -188,8 +188,9 @@ class Tensor(_core.TensorBase):
             raise TypeError(f"arraybridge: only a 0-d tensor converts to a Python {what}; this one has shape "
                             f"{self.shape} (np.asarray(t) gives its elements)")
         if self._device[0] not in HOST_READABLE:  # said here: __array__'s words name np.asarray
+            again = again or f"{what}(t.to('cpu'))"
             raise TypeError(f"arraybridge: a Python {what} is read in host memory, and this tensor is on "
-                            f"{self.device}: move it first, {again or what + '(t.to(' + repr('cpu') + '))'}")
+                            f"{self.device}: move it first, {again}")
         return self.__array__().reshape(())[()]
 
     # copy.copy and copy.deepcopy (of a structure holding Tensors: a state dict) copy the
